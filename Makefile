@@ -1,0 +1,44 @@
+# lakelayout — every target installs what it needs on a fresh machine.
+PY      ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+export PYSPARK_PYTHON := $(abspath $(BIN)/python)
+export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
+
+.PHONY: help demo test test-fast lint fuzz bench java clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+java:  ## install Java 17 with apt when no java >= 17 is on PATH
+	@bash scripts/ensure-java.sh
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+demo: java $(STAMP)  ## the main job: TPC-H lineitem as a lakelayout table, scans and their reports
+	$(BIN)/lakelayout demo
+
+test: java $(STAMP) lint  ## lint, type-check and run the whole test suite (Spark included)
+	$(BIN)/python -m pytest tests src/lakelayout -q
+
+test-fast: $(STAMP)  ## only the tests that need no JVM
+	$(BIN)/python -m pytest tests src/lakelayout -q -m "not spark"
+
+lint: $(STAMP)  ## ruff (lint + format check) and mypy
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+
+fuzz: java $(STAMP)  ## the long property runs (10,000 examples)
+	LAKELAYOUT_FUZZ_EXAMPLES=10000 $(BIN)/python -m pytest tests -q -m "spark" -k "property"
+
+bench: java $(STAMP)  ## run every benchmark in bench/ and print their ratios
+	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:  ## remove the virtualenv and generated data
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache demo-data

@@ -1,0 +1,61 @@
+"""The lakelayout error family.
+
+Every error raised on purpose by lakelayout is a :class:`LakelayoutError`, so
+callers can catch one type. Messages name the offending value (column,
+expression, option, path) and what is supported instead.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class LakelayoutError(Exception):
+    """Base class of every error lakelayout raises on purpose."""
+
+
+class TableNotFound(LakelayoutError):
+    """No Delta table at the given location."""
+
+
+class TableExists(LakelayoutError):
+    """A table already exists where a new one was to be created."""
+
+
+class PredicateError(LakelayoutError):
+    """A predicate or expression cannot be parsed, bound or typed."""
+
+
+class SchemaMismatch(LakelayoutError):
+    """Data does not fit the table's schema."""
+
+
+class CommitConflict(LakelayoutError):
+    """Another writer changed the table between read and commit."""
+
+
+class LayoutError(LakelayoutError):
+    """A layout cannot be fitted, applied or loaded as asked."""
+
+
+class InvalidOption(LakelayoutError):
+    """An option or parameter has a value lakelayout does not accept."""
+
+
+class EnvironmentProblem(LakelayoutError):
+    """The machine lacks something lakelayout needs (Java, a package)."""
+
+
+def closest(name: str, candidates: Iterable[str]) -> str:
+    """A " Did you mean 'x'?" suffix naming the closest candidate, or ''.
+
+    >>> closest("l_shipdat", ["l_shipdate", "l_orderkey"])
+    " Did you mean 'l_shipdate'?"
+    >>> closest("zzz", ["l_shipdate"])
+    ''
+    """
+    pool = list(candidates)
+    lowered = {c.lower(): c for c in pool}
+    match = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)
+    return f" Did you mean '{lowered[match[0]]}'?" if match else ""

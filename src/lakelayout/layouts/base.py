@@ -1,0 +1,98 @@
+"""The interface every layout family implements.
+
+A layout maps rows to blocks. It is *fitted* on the driver from a sample of
+the table (an Arrow table) and a workload (predicate SQL strings or bound
+:class:`~lakelayout.expr.nodes.Predicate` trees), then *applied* to every row
+inside Spark tasks through :meth:`Layout.assign`, which must therefore be
+vectorized, deterministic and picklable. Layouts are pure: this package never
+imports pyspark.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+import pyarrow as pa
+
+from lakelayout.errors import LayoutError
+from lakelayout.expr.nodes import Predicate
+
+WorkloadItem = str | Predicate
+
+
+class Layout(abc.ABC):
+    """A fitted mapping from rows to block ids ``0 .. n_blocks - 1``."""
+
+    #: family name used in JSON and by :func:`from_json` to pick the class
+    family: ClassVar[str]
+    _registry: ClassVar[dict[str, type[Layout]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        family = cls.__dict__.get("family")
+        if isinstance(family, str):
+            Layout._registry[family] = cls
+
+    @property
+    @abc.abstractmethod
+    def n_blocks(self) -> int:
+        """Number of blocks ``assign`` can return."""
+
+    @abc.abstractmethod
+    def assign(self, batch: pa.Table | pa.RecordBatch) -> np.ndarray:
+        """Block id (int64) of every row of ``batch``, in row order."""
+
+    def sort_key(self, batch: pa.Table | pa.RecordBatch) -> np.ndarray | None:
+        """Optional order of rows inside a block (curve key); None if unordered."""
+        return None
+
+    def blocks_for(self, predicate: WorkloadItem) -> np.ndarray | None:
+        """Blocks that may hold rows matching ``predicate`` (sorted int64 ids).
+
+        Families with a logical index (Qd-tree, Pando) answer from the index and
+        never omit a block holding a matching row; others return None and rely
+        on per-block metadata instead.
+        """
+        return None
+
+    @abc.abstractmethod
+    def estimate(self, workload: Sequence[WorkloadItem], sample: pa.Table) -> np.ndarray:
+        """Fraction of rows scanned per query if the sample were laid out so.
+
+        The thesis's "virtual files": the sample is assigned to blocks, each
+        block gets metadata, and each query keeps the blocks it cannot rule out.
+        """
+
+    @abc.abstractmethod
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready state, including ``"family"``."""
+
+    @classmethod
+    @abc.abstractmethod
+    def from_dict(cls, state: dict[str, Any]) -> Layout:
+        """Inverse of :meth:`to_dict`."""
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """A few lines for people: family, columns, blocks, sizes."""
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+def from_json(text: str) -> Layout:
+    """Rebuild any registered layout from :meth:`Layout.to_json` output."""
+    try:
+        state = json.loads(text)
+        family = state["family"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise LayoutError(f"not a layout JSON document: {exc}") from exc
+    cls = Layout._registry.get(family)
+    if cls is None:
+        known = ", ".join(sorted(Layout._registry))
+        raise LayoutError(f"unknown layout family {family!r}; known: {known}")
+    return cls.from_dict(state)
