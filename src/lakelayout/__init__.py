@@ -1,4 +1,17 @@
-"""lakelayout: self-organizing data layouts for Delta Lake tables on Spark."""
+"""lakelayout: self-organizing data layouts for Delta Lake tables on Spark.
+
+The public names are imported lazily, so ``import lakelayout`` is cheap and
+never starts a JVM.
+
+>>> from lakelayout import Table, spark_session
+>>> Table.__name__, spark_session.__name__
+('Table', 'spark_session')
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from lakelayout.errors import (
     CommitConflict,
@@ -12,6 +25,22 @@ from lakelayout.errors import (
     TableNotFound,
 )
 
+_LAZY = {
+    "Table": "lakelayout.api",
+    "ScanResult": "lakelayout.api",
+    "WriteMetrics": "lakelayout.api",
+    "ScanReport": "lakelayout.skipping.report",
+    "spark_session": "lakelayout.table.session",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lakelayout' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
 __all__ = [
     "CommitConflict",
     "EnvironmentProblem",
@@ -19,8 +48,13 @@ __all__ = [
     "LakelayoutError",
     "LayoutError",
     "PredicateError",
+    "ScanReport",
+    "ScanResult",
     "SchemaMismatch",
+    "Table",
     "TableExists",
     "TableNotFound",
+    "WriteMetrics",
+    "spark_session",
 ]
 __version__ = "0.1.0"

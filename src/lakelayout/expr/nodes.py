@@ -149,6 +149,28 @@ class Compare(Predicate):
 
 
 @dataclass(frozen=True)
+class TermCompare(Predicate):
+    """``left op right`` between two non-literal terms (``l_commitdate < l_receiptdate``).
+
+    Canonical form: ``left.sql() <= right.sql()`` (``b > a`` is stored as ``a < b``),
+    so the same comparison written either way has one feature key.
+    """
+
+    op: str
+    left: Expr
+    right: Expr
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.left, self.right)
+
+    def sql(self) -> str:
+        return f"{self.left.sql()} {self.op} {self.right.sql()}"
+
+    def negate(self) -> Predicate:
+        return TermCompare(NEGATED_OP[self.op], self.left, self.right)
+
+
+@dataclass(frozen=True)
 class In(Predicate):
     """``term [NOT] IN (values)``; values are sorted and de-duplicated when bound."""
 
@@ -361,7 +383,7 @@ def literal_sql(value: object, dtype: pa.DataType | None = None) -> str:
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
     if isinstance(value, _dt.datetime):
         text = value.isoformat(sep=" ")
-        return f"TIMESTAMP '{text}'"
+        return f"TIMESTAMP '{text}'" if value.tzinfo is not None else f"TIMESTAMP_NTZ '{text}'"
     if isinstance(value, _dt.date):
         return f"DATE '{value.isoformat()}'"
     if isinstance(value, _decimal.Decimal):

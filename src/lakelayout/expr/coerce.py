@@ -1,0 +1,322 @@
+"""Coercing a literal to the type of the term it is compared with, and folding.
+
+``term op literal`` is rewritten into an exactly equivalent predicate whose
+literal has the term's type (Spark 4 ANSI coercion), folding the cases the
+type decides on its own (WHERE semantics: a row where the predicate is NULL
+is not kept):
+
+* literal outside the term type's range: ``tinyint_col = 1000`` -> FALSE,
+  ``tinyint_col < 1000`` -> ``tinyint_col IS NOT NULL``;
+* literal between two representable values: ``int_col < 5.5`` -> ``int_col <= 5``,
+  ``int_col = 5.5`` -> FALSE, ``date_col < TIMESTAMP'1995-03-01 12:00'`` ->
+  ``date_col <= DATE'1995-03-01'``;
+* NaN (the largest double in Spark's total order): ``x <= NaN`` -> ``x IS NOT NULL``,
+  ``x > NaN`` -> FALSE, ``x < NaN`` -> ``x != NaN``, ``x >= NaN`` -> ``x = NaN``;
+* a NULL literal: every comparison with it is NULL -> FALSE.
+
+Folding happens after NOT has been pushed to the leaves, so a FALSE never
+gets negated into a TRUE that would wrongly keep NULL rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import math
+import re
+import zoneinfo
+
+import numpy as np
+import pyarrow as pa
+
+from lakelayout.errors import PredicateError
+from lakelayout.expr.nodes import BoolConst, BoolTerm, Compare, Expr, IsNull, Literal, Predicate
+from lakelayout.expr.types import exact_scale_and_range, family, spark_type_name
+
+_EXACT = decimal.Context(prec=200)
+_DATE_RE = re.compile(r"^\s*([+-]?\d{4,})(?:-(\d{1,2})(?:-(\d{1,2}))?)?(?:[T ].*)?\s*$")
+
+
+class TypeMismatch(PredicateError):
+    """A literal cannot be compared with a term of the given type (Spark would fail)."""
+
+
+def compare(op: str, term: Expr, lit: Literal, timezone: str) -> Predicate:
+    """``term op lit`` with ``lit`` coerced to the term's type, folded when decided."""
+    if lit.value is None:
+        return BoolConst(False)
+    dtype = getattr(term, "dtype", None)
+    fam = family(dtype)
+    if dtype is None or fam in ("map", "other", "binary"):
+        raise TypeMismatch(f"cannot compare {spark_type_name(dtype)} values with literals")
+    assert dtype is not None
+    if fam in ("int", "decimal"):
+        return _compare_exact(op, term, dtype, lit)
+    if fam == "float":
+        return _compare_float(op, term, dtype, lit)
+    if fam == "string":
+        return Compare(op, term, Literal(_as_string(lit, dtype), pa.string()))
+    if fam == "date":
+        return _compare_date(op, term, lit, timezone)
+    if fam == "timestamp":
+        return Compare(op, term, Literal(_as_timestamp(lit, dtype, timezone), dtype))
+    return _compare_bool(op, term, lit)
+
+
+# ---------------------------------------------------------------- exact numbers
+
+
+def _exact_value(lit: Literal, dtype: pa.DataType) -> decimal.Decimal:
+    """The literal as an exact decimal (doubles by their shortest repr, as Spark prints them)."""
+    value = lit.value
+    if isinstance(value, bool):
+        raise _mismatch(lit, dtype)
+    if isinstance(value, int):
+        return decimal.Decimal(value)
+    if isinstance(value, decimal.Decimal):
+        return value
+    if isinstance(value, float):
+        return decimal.Decimal(repr(value)) if math.isfinite(value) else decimal.Decimal(value)
+    if isinstance(value, str):
+        try:
+            parsed = decimal.Decimal(value.strip())
+        except decimal.InvalidOperation:
+            raise _mismatch(lit, dtype) from None
+        if pa.types.is_integer(dtype) and parsed != parsed.to_integral_value():
+            raise _mismatch(lit, dtype)
+        return parsed
+    raise _mismatch(lit, dtype)
+
+
+def _compare_exact(op: str, term: Expr, dtype: pa.DataType, lit: Literal) -> Predicate:
+    """Integer/decimal term: exact comparison, rounding the bound to the term's scale."""
+    value = _exact_value(lit, dtype)
+    if value.is_nan():
+        return IsNull(term, negated=True) if op in ("<", "<=", "!=") else BoolConst(False)
+    scale, lowest, highest = exact_scale_and_range(dtype)
+    if value > highest:
+        return IsNull(term, negated=True) if op in ("<", "<=", "!=") else BoolConst(False)
+    if value < lowest:
+        return IsNull(term, negated=True) if op in (">", ">=", "!=") else BoolConst(False)
+    quantum = decimal.Decimal(1).scaleb(-scale)
+    floor = value.quantize(quantum, rounding=decimal.ROUND_FLOOR, context=_EXACT)
+    ceiling = value.quantize(quantum, rounding=decimal.ROUND_CEILING, context=_EXACT)
+    exact = floor == value
+    if op == "=":
+        return Compare(op, term, _typed(floor, dtype)) if exact else BoolConst(False)
+    if op == "!=":
+        return Compare(op, term, _typed(floor, dtype)) if exact else IsNull(term, negated=True)
+    if op in ("<", "<="):
+        op = op if exact else "<="
+        return _bounded(op, term, floor, lowest, highest, dtype)
+    op = op if exact else ">="
+    return _bounded(op, term, ceiling, lowest, highest, dtype)
+
+
+def _bounded(
+    op: str,
+    term: Expr,
+    bound: decimal.Decimal,
+    lowest: decimal.Decimal,
+    highest: decimal.Decimal,
+    dtype: pa.DataType,
+) -> Predicate:
+    """Fold a range comparison that every / no value of the type satisfies."""
+    always = {
+        "<": bound > highest,
+        "<=": bound >= highest,
+        ">": bound < lowest,
+        ">=": bound <= lowest,
+    }[op]
+    never = {
+        "<": bound <= lowest,
+        "<=": bound < lowest,
+        ">": bound >= highest,
+        ">=": bound > highest,
+    }[op]
+    if never:
+        return BoolConst(False)
+    if always:
+        return IsNull(term, negated=True)
+    return Compare(op, term, _typed(bound, dtype))
+
+
+def _typed(value: decimal.Decimal, dtype: pa.DataType) -> Literal:
+    if pa.types.is_decimal(dtype):
+        return Literal(
+            value.quantize(decimal.Decimal(1).scaleb(-dtype.scale), context=_EXACT), dtype
+        )
+    return Literal(int(value), dtype)
+
+
+# ---------------------------------------------------------------- floating point
+
+
+def _compare_float(op: str, term: Expr, dtype: pa.DataType, lit: Literal) -> Predicate:
+    value, lit_type = _as_float(lit, dtype)
+    if math.isnan(value):
+        nan = Literal(value, lit_type)
+        folded: dict[str, Predicate] = {
+            "=": Compare("=", term, nan),
+            "!=": Compare("!=", term, nan),
+            "<": Compare("!=", term, nan),
+            "<=": IsNull(term, negated=True),
+            ">": BoolConst(False),
+            ">=": Compare("=", term, nan),
+        }
+        return folded[op]
+    return Compare(op, term, Literal(value, lit_type))
+
+
+def _as_float(lit: Literal, dtype: pa.DataType) -> tuple[float, pa.DataType]:
+    """The literal as a float and its type: FLOAT only when both sides are FLOAT-exact."""
+    value = lit.value
+    if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal | str):
+        raise _mismatch(lit, dtype)
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            raise _mismatch(lit, dtype) from None
+        return number, dtype
+    if pa.types.is_float32(dtype) and (
+        isinstance(value, int) or (lit.dtype is not None and pa.types.is_float32(lit.dtype))
+    ):
+        return float(np.float32(value)), pa.float32()
+    return float(value), pa.float64()
+
+
+# ---------------------------------------------------------------- strings, booleans
+
+
+def _as_string(lit: Literal, dtype: pa.DataType) -> str:
+    if isinstance(lit.value, str):
+        return lit.value
+    raise _mismatch(lit, dtype, hint="cast explicitly, e.g. CAST(col AS ...) or a quoted literal")
+
+
+def _compare_bool(op: str, term: Expr, lit: Literal) -> Predicate:
+    """Boolean term: ``b = true`` is the predicate ``b``; FALSE < TRUE orders the rest."""
+    if not isinstance(lit.value, bool):
+        raise _mismatch(lit, pa.bool_())
+    v = int(lit.value)
+    keep = {
+        "=": {v},
+        "!=": {1 - v},
+        "<": {x for x in (0, 1) if x < v},
+        "<=": {x for x in (0, 1) if x <= v},
+        ">": {x for x in (0, 1) if x > v},
+        ">=": {x for x in (0, 1) if x >= v},
+    }[op]
+    if not keep:
+        return BoolConst(False)
+    if len(keep) == 2:
+        return IsNull(term, negated=True)
+    return BoolTerm(term, negated=keep == {0})
+
+
+# ---------------------------------------------------------------- dates, timestamps
+
+
+def _compare_date(op: str, term: Expr, lit: Literal, timezone: str) -> Predicate:
+    """Date term; a timestamp literal is compared as Spark does (date at local midnight)."""
+    value = lit.value
+    if isinstance(value, dt.datetime):
+        local = to_local_naive(value, timezone)
+        day = local.date()
+        if local.time() == dt.time(0):
+            return Compare(op, term, Literal(day, pa.date32()))
+        if op == "=":
+            return BoolConst(False)
+        if op == "!=":
+            return IsNull(term, negated=True)
+        if op in ("<", "<="):
+            return Compare("<=", term, Literal(day, pa.date32()))
+        return Compare(">=", term, Literal(day + dt.timedelta(days=1), pa.date32()))
+    if isinstance(value, dt.date):
+        return Compare(op, term, Literal(value, pa.date32()))
+    if isinstance(value, str):
+        return Compare(op, term, Literal(parse_date(value), pa.date32()))
+    raise _mismatch(lit, pa.date32())
+
+
+def _as_timestamp(lit: Literal, dtype: pa.DataType, timezone: str) -> dt.datetime:
+    """The literal as a timestamp of the column's kind: aware UTC (LTZ) or naive (NTZ)."""
+    value = lit.value
+    if isinstance(value, str):
+        value = parse_timestamp(value, timezone if dtype.tz is not None else None)
+    elif isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        value = dt.datetime.combine(value, dt.time(0))
+    if not isinstance(value, dt.datetime):
+        raise _mismatch(lit, dtype)
+    if dtype.tz is None:
+        return to_local_naive(value, timezone) if value.tzinfo is not None else value
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=zone(timezone))
+    return value.astimezone(dt.timezone.utc)
+
+
+def zone(name: str) -> dt.tzinfo:
+    """A tzinfo for a Spark session time zone name ('UTC', 'Europe/Paris', '+02:00')."""
+    if name.upper() in ("UTC", "Z", "GMT"):
+        return dt.timezone.utc
+    match = re.fullmatch(r"([+-])(\d{1,2}):?(\d{2})?", name.strip())
+    if match:
+        sign = -1 if match.group(1) == "-" else 1
+        delta = dt.timedelta(hours=int(match.group(2)), minutes=int(match.group(3) or 0))
+        return dt.timezone(sign * delta)
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise PredicateError(f"unknown time zone {name!r}") from None
+
+
+def to_local_naive(value: dt.datetime, timezone: str) -> dt.datetime:
+    """Wall-clock time of an instant in the session time zone (naive values pass through)."""
+    if value.tzinfo is None:
+        return value
+    return value.astimezone(zone(timezone)).replace(tzinfo=None)
+
+
+def parse_date(text: str) -> dt.date:
+    """A date from Spark's accepted string forms ('1995', '1995-3', '1995-03-01T...').
+
+    >>> parse_date("1995-3-1"), parse_date("2020-01-01 10:00:00")
+    (datetime.date(1995, 3, 1), datetime.date(2020, 1, 1))
+    """
+    match = _DATE_RE.match(text)
+    try:
+        if match is None:
+            raise ValueError(text)
+        year, month, day = (int(g) if g else 1 for g in match.groups())
+        return dt.date(year, month, day)
+    except ValueError:
+        raise TypeMismatch(f"{text!r} is not a valid DATE") from None
+
+
+def parse_timestamp(text: str, timezone: str | None) -> dt.datetime:
+    """A timestamp string; without an offset it is local time in ``timezone`` (None: naive).
+
+    >>> parse_timestamp("2020-01-01 10:00", "UTC")
+    datetime.datetime(2020, 1, 1, 10, 0, tzinfo=datetime.timezone.utc)
+    """
+    cleaned = text.strip()
+    try:
+        value = dt.datetime.fromisoformat(cleaned)
+    except ValueError:
+        try:
+            value = dt.datetime.combine(parse_date(cleaned), dt.time(0))
+            if len(cleaned) > 10:
+                raise ValueError(cleaned) from None
+        except (TypeMismatch, ValueError):
+            raise TypeMismatch(f"{text!r} is not a valid TIMESTAMP") from None
+    if timezone is None:
+        return value.replace(tzinfo=None) if value.tzinfo is None else to_local_naive(value, "UTC")
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=zone(timezone))
+    return value.astimezone(dt.timezone.utc)
+
+
+def _mismatch(lit: Literal, dtype: pa.DataType, hint: str = "") -> TypeMismatch:
+    message = f"cannot compare {spark_type_name(dtype)} with {lit.sql()}"
+    return TypeMismatch(message + (f" ({hint})" if hint else ""))

@@ -1,0 +1,814 @@
+"""Spark SQL predicate text -> lakelayout's bound, normalized predicate tree.
+
+Three steps, as in pyiceberg's ``bind``:
+
+1. **parse** the text with sqlglot (``read="spark"``), with the parser's
+   line/column context on errors;
+2. **bind** it to an Arrow schema: column names resolved case-insensitively
+   (the schema's spelling wins), literals typed as Spark types them and coerced
+   to the type of the term they are compared with (:mod:`.coerce`), NOT pushed
+   to the leaves while walking down (De Morgan holds in three-valued logic),
+   BETWEEN / IN / LIKE / ILIKE rewritten into the node the pruner knows best;
+3. **simplify** (:mod:`.normalize`): flatten AND / OR, fold constants, sort.
+
+Anything Spark accepts but lakelayout does not model (subqueries, CASE, window
+functions, rand(), unknown functions, RLIKE, ...) becomes :class:`Opaque`: it
+never lets a file be skipped. Text Spark itself would reject (unknown column,
+malformed SQL, comparing a DATE with ``'abc'``) raises :class:`PredicateError`.
+
+The tree has WHERE semantics: NOT is pushed down *before* folding, so the
+result selects exactly the rows Spark keeps. Where NULL and FALSE differ only
+under a later negation — folded constants (``tinyint_col = 1000`` -> FALSE),
+null-safe forms (``a <=> 1`` -> ``a = 1``, ``b IS TRUE`` -> ``b = true``) —
+negate the SQL text and re-parse rather than calling ``negate()`` on the tree.
+
+Type choices (Spark 4 runs with ANSI mode on): comparing a STRING column with a
+number or a DATE/TIMESTAMP literal is rejected — Spark would cast every value
+of the column and fail at run time on the first one that does not parse — so
+we ask for an explicit cast instead. A numeric column compared with a quoted
+number (``i = '1'``) is accepted, as Spark casts the literal.
+"""
+
+from __future__ import annotations
+
+import decimal
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, cast
+
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from lakelayout.errors import PredicateError, closest
+from lakelayout.expr import coerce
+from lakelayout.expr.like import shape, tokenize
+from lakelayout.expr.nodes import (
+    FLIPPED_OP,
+    NEGATED_OP,
+    And,
+    BoolConst,
+    BoolTerm,
+    Column,
+    Compare,
+    EndsWith,
+    Expr,
+    Func,
+    In,
+    IsNull,
+    Like,
+    Literal,
+    Not,
+    Opaque,
+    Or,
+    Predicate,
+    StartsWith,
+    Term,
+    TermCompare,
+)
+from lakelayout.expr.normalize import canonical_args, simplify
+from lakelayout.expr.types import arithmetic_type, common_type, family, spark_type_name
+
+Functions = Mapping[str, pa.DataType]
+
+_COMPARISONS: dict[type[exp.Expression], str] = {
+    exp.EQ: "=",
+    exp.NEQ: "!=",
+    exp.LT: "<",
+    exp.LTE: "<=",
+    exp.GT: ">",
+    exp.GTE: ">=",
+}
+_ARITHMETIC: dict[type[exp.Expression], str] = {
+    exp.Add: "+",
+    exp.Sub: "-",
+    exp.Mul: "*",
+    exp.Div: "/",
+    exp.Mod: "%",
+}
+_DATE_PARTS: dict[type[exp.Expression], str] = {
+    exp.Year: "year",
+    exp.Quarter: "quarter",
+    exp.Month: "month",
+    exp.Day: "dayofmonth",
+    exp.DayOfMonth: "dayofmonth",
+    exp.DayOfWeek: "dayofweek",
+    exp.DayOfYear: "dayofyear",
+    exp.Hour: "hour",
+    exp.Minute: "minute",
+    exp.Second: "second",
+}
+_STRING_FUNCS: dict[type[exp.Expression], str] = {exp.Lower: "lower", exp.Upper: "upper"}
+NONDETERMINISTIC = frozenset(
+    {
+        "rand",
+        "random",
+        "randn",
+        "uuid",
+        "shuffle",
+        "now",
+        "current_date",
+        "current_timestamp",
+        "current_timezone",
+        "localtimestamp",
+        "curdate",
+        "monotonically_increasing_id",
+        "spark_partition_id",
+        "input_file_name",
+        "unix_timestamp",
+    }
+)
+_INT32 = (-(2**31), 2**31 - 1)
+_INT64 = (-(2**63), 2**63 - 1)
+_NUMBER_RE = re.compile(r"^\d+$")
+_SPARK_CAST_TYPES: dict[Any, pa.DataType] = {
+    exp.DataType.Type.TINYINT: pa.int8(),
+    exp.DataType.Type.SMALLINT: pa.int16(),
+    exp.DataType.Type.INT: pa.int32(),
+    exp.DataType.Type.BIGINT: pa.int64(),
+    exp.DataType.Type.FLOAT: pa.float32(),
+    exp.DataType.Type.DOUBLE: pa.float64(),
+    exp.DataType.Type.BOOLEAN: pa.bool_(),
+    exp.DataType.Type.VARCHAR: pa.string(),
+    exp.DataType.Type.TEXT: pa.string(),
+    exp.DataType.Type.DATE: pa.date32(),
+    exp.DataType.Type.TIMESTAMP: pa.timestamp("us", tz="UTC"),
+    exp.DataType.Type.TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
+    exp.DataType.Type.TIMESTAMPLTZ: pa.timestamp("us", tz="UTC"),
+    exp.DataType.Type.TIMESTAMPNTZ: pa.timestamp("us"),
+}
+
+
+class Unsupported(Exception):
+    """Valid Spark that lakelayout does not model; becomes Opaque in a predicate."""
+
+    def __init__(self, reason: str, *, nondeterministic: bool = False) -> None:
+        super().__init__(reason)
+        self.nondeterministic = nondeterministic
+
+
+# ---------------------------------------------------------------- public API
+
+
+def parse_predicate(
+    sql: str,
+    schema: pa.Schema,
+    *,
+    functions: Functions | None = None,
+    timezone: str = "UTC",
+) -> Predicate:
+    """Parse, bind and normalize a Spark SQL boolean expression against ``schema``.
+
+    >>> schema = pa.schema([("l_shipdate", pa.date32()), ("l_quantity", pa.int32())])
+    >>> parse_predicate("5 < L_QUANTITY AND l_shipdate >= '1995-03-01'", schema).sql()
+    "(l_quantity > 5 AND l_shipdate >= DATE '1995-03-01')"
+    >>> parse_predicate("l_quantity BETWEEN 1 AND 10.5", schema).sql()
+    '(l_quantity <= 10 AND l_quantity >= 1)'
+    """
+    node = _parse(sql, "predicate")
+    binder = Binder(schema, functions, timezone, "predicate")
+    return simplify(binder.predicate(node))
+
+
+def parse_term(
+    sql: str,
+    schema: pa.Schema,
+    *,
+    functions: Functions | None = None,
+    timezone: str = "UTC",
+) -> Term:
+    """Parse and bind a deterministic value expression (``month(l_shipdate)``, ``lower(url)``).
+
+    >>> parse_term("MONTH(l_shipdate)", pa.schema([("l_shipdate", pa.date32())])).sql()
+    'month(l_shipdate)'
+    """
+    node = _parse(sql, "expression")
+    binder = Binder(schema, functions, timezone, "expression")
+    try:
+        term = binder.term(node)
+    except Unsupported as err:
+        if err.nondeterministic:
+            raise PredicateError(
+                f"expression {sql.strip()!r} is non-deterministic ({err}); "
+                "clustering and index expressions must be deterministic"
+            ) from None
+        raise PredicateError(f"unsupported expression {sql.strip()!r}: {err}") from None
+    if not term.columns():
+        raise PredicateError(f"expression {sql.strip()!r} references no column")
+    return term
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def _parse(sql: str, what: str) -> exp.Expression:
+    if not isinstance(sql, str) or not sql.strip():
+        raise PredicateError(f'empty {what}: expected Spark SQL text such as "l_quantity > 5"')
+    try:
+        node = cast(exp.Expression, sqlglot.parse_one(sql, read="spark"))
+    except ParseError as err:
+        detail = err.errors[0] if err.errors else {}
+        where = f" at line {detail.get('line', '?')}, col {detail.get('col', '?')}"
+        desc = detail.get("description") or str(err).splitlines()[0]
+        raise PredicateError(f"malformed {what} {sql.strip()!r}: {desc}{where}") from None
+    except TokenError as err:
+        raise PredicateError(f"malformed {what} {sql.strip()!r}: {err}") from None
+    if node is None or isinstance(node, exp.Alias):
+        raise PredicateError(f"malformed {what} {sql.strip()!r}: unexpected trailing text")
+    if isinstance(node, exp.Query | exp.DDL | exp.DML | exp.Command):
+        kind = node.key.upper()
+        raise PredicateError(f"malformed {what} {sql.strip()!r}: got a {kind} statement")
+    return node
+
+
+# ---------------------------------------------------------------- binding
+
+
+class Binder:
+    """Binds one sqlglot tree to a schema; ``what`` names the text in error messages."""
+
+    def __init__(
+        self,
+        schema: pa.Schema,
+        functions: Functions | None,
+        timezone: str,
+        what: str,
+    ) -> None:
+        self.fields = {f.name.lower(): f for f in schema}
+        self.functions = {k.lower(): v for k, v in (functions or {}).items()}
+        self.timezone = timezone
+        self.what = what
+        coerce.zone(timezone)
+
+    # ------------------------------------------------------------ predicates
+
+    def predicate(self, node: exp.Expression, negated: bool = False) -> Predicate:
+        """Bind a boolean expression; ``negated`` carries a NOT down to the leaves."""
+        if isinstance(node, exp.Paren):
+            return self.predicate(node.this, negated)
+        if isinstance(node, exp.Not):
+            return self.predicate(node.this, not negated)
+        if isinstance(node, exp.And | exp.Or):
+            kids = (self.predicate(node.this, negated), self.predicate(node.expression, negated))
+            conj = isinstance(node, exp.And) != negated
+            return And(kids) if conj else Or(kids)
+        try:
+            return self._leaf(node, negated)
+        except Unsupported:
+            return self.opaque(node, negated)
+
+    def _leaf(self, node: exp.Expression, neg: bool) -> Predicate:
+        handler = self._leaf_handler(node)
+        if handler is not None:
+            return handler(node, neg)
+        if isinstance(node, exp.Boolean):
+            return BoolConst(bool(node.this) != neg)
+        if isinstance(node, exp.Null):
+            return BoolConst(False)
+        return self._bool_term(node, neg)
+
+    def _leaf_handler(
+        self, node: exp.Expression
+    ) -> Callable[[exp.Expression, bool], Predicate] | None:
+        table: tuple[tuple[type[exp.Expression], Callable[[exp.Expression, bool], Predicate]], ...]
+        table = (
+            (exp.NullSafeEQ, self._null_safe_eq),
+            (exp.Between, self._between),
+            (exp.In, self._in),
+            (exp.Is, self._is),
+            (exp.Escape, self._like),
+            (exp.Like, self._like),
+            (exp.ILike, self._like),
+            (exp.StartsWith, self._affix),
+            (exp.EndsWith, self._affix),
+        )
+        if type(node) in _COMPARISONS:
+            return self._comparison
+        for kind, handler in table:
+            if isinstance(node, kind):
+                return handler
+        return None
+
+    def _comparison(self, node: exp.Expression, neg: bool) -> Predicate:
+        op = _COMPARISONS[type(node)]
+        return self.compare(NEGATED_OP[op] if neg else op, node.this, node.expression, node)
+
+    def compare(
+        self, op: str, left_node: exp.Expression, right_node: exp.Expression, whole: exp.Expression
+    ) -> Predicate:
+        """``left op right``, bound, normalized to ``term op literal`` and coerced."""
+        left, right = self.term(left_node), self.term(right_node)
+        return self.compare_terms(op, left, right, whole)
+
+    def compare_terms(self, op: str, left: Expr, right: Expr, whole: exp.Expression) -> Predicate:
+        if _is_null(left) or _is_null(right):
+            return BoolConst(False)
+        if isinstance(left, Literal) and not isinstance(right, Literal):
+            left, right, op = right, left, FLIPPED_OP[op]
+        if isinstance(right, Literal):
+            try:
+                bound = coerce.compare(op, left, right, self.timezone)
+            except coerce.TypeMismatch as err:
+                raise PredicateError(f"type mismatch in {_text(whole)!r}: {err}") from None
+            return _fold_literal_compare(bound)
+        if common_type([_dtype(left), _dtype(right)]) is None:
+            raise Unsupported("comparison between incompatible types")
+        if left.sql() > right.sql():
+            left, right, op = right, left, FLIPPED_OP[op]
+        return TermCompare(op, left, right)
+
+    def _null_safe_eq(self, node: exp.Expression, neg: bool) -> Predicate:
+        """``a <=> v``: ``a = v`` that is never NULL; ``a <=> NULL`` is ``a IS NULL``."""
+        left, right = self.term(node.this), self.term(node.expression)
+        if isinstance(left, Literal):
+            left, right = right, left
+        if isinstance(right, Literal) and right.value is None:
+            return IsNull(left, negated=neg)
+        if not neg:
+            return self.compare_terms("=", left, right, node)
+        differs = self.compare_terms("!=", left, right, node)
+        nulls = tuple(IsNull(t) for t in (left, right) if not isinstance(t, Literal))
+        return Or((differs, *nulls))
+
+    def _between(self, node: exp.Expression, neg: bool) -> Predicate:
+        """``x BETWEEN a AND b`` is ``x >= a AND x <= b``; negated: ``x < a OR x > b``."""
+        low_op, high_op = ("<", ">") if neg else (">=", "<=")
+        low = self.compare(low_op, node.this, node.args["low"], node)
+        high = self.compare(high_op, node.this, node.args["high"], node)
+        return Or((low, high)) if neg else And((low, high))
+
+    def _in(self, node: exp.Expression, neg: bool) -> Predicate:
+        """IN lists: values coerced, impossible ones dropped, sorted, de-duplicated."""
+        if node.args.get("query") is not None or node.args.get("unnest") is not None:
+            raise Unsupported("IN subquery")
+        term = self.term(node.this)
+        values = [self.term(v) for v in node.expressions]
+        if not all(isinstance(v, Literal) for v in values) or isinstance(term, Literal):
+            parts = tuple(self.compare_terms("!=" if neg else "=", term, v, node) for v in values)
+            return And(parts) if neg else Or(parts)
+        literals = [v for v in values if isinstance(v, Literal)]
+        if neg and any(v.value is None for v in literals):
+            return BoolConst(False)
+        bound = [self.compare_terms("=", term, v, node) for v in literals]
+        if not all(isinstance(b, Compare | BoolConst) for b in bound):
+            parts = tuple(b.negate() if neg else b for b in bound)
+            return And(parts) if neg else Or(parts)
+        kept = {b.value.sql(): b.value for b in bound if isinstance(b, Compare)}
+        ordered = tuple(sorted(kept.values(), key=_sort_key))
+        if not ordered:
+            return IsNull(term, negated=True) if neg else BoolConst(False)
+        if len(ordered) == 1:
+            return Compare("!=" if neg else "=", term, ordered[0])
+        return In(term, ordered, negated=neg)
+
+    def _is(self, node: exp.Expression, neg: bool) -> Predicate:
+        """``x IS [NOT] NULL``; ``b IS TRUE`` / ``IS FALSE`` (never NULL)."""
+        term = self.term(node.this)
+        target = node.expression
+        if isinstance(target, exp.Null):
+            if isinstance(term, Literal):
+                return BoolConst((term.value is None) != neg)
+            return IsNull(term, negated=neg)
+        if isinstance(target, exp.Boolean) and family(_dtype(term)) == "bool":
+            hit = BoolTerm(term, negated=not bool(target.this))
+            return Or((hit.negate(), IsNull(term))) if neg else hit
+        raise Unsupported("IS with a non-NULL, non-boolean operand")
+
+    def _like(self, node: exp.Expression, neg: bool) -> Predicate:
+        """LIKE / ILIKE with Spark's escape rules, reduced to =, prefix, suffix when possible."""
+        escape = "\\"
+        if isinstance(node, exp.Escape):
+            esc = self.term(node.expression)
+            if not isinstance(esc, Literal) or not isinstance(esc.value, str):
+                raise Unsupported("non-literal ESCAPE")
+            escape, node = esc.value, node.this
+        if not isinstance(node, exp.Like | exp.ILike):
+            raise Unsupported("ESCAPE outside LIKE")
+        neg = neg != bool(node.args.get("negate"))
+        term = self.term(node.this)
+        pattern = self.term(node.expression)
+        if not isinstance(pattern, Literal) or not isinstance(pattern.value, str):
+            raise Unsupported("LIKE with a non-literal pattern")
+        if family(_dtype(term)) != "string":
+            raise Unsupported("LIKE on a non-string value")
+        text = pattern.value
+        if isinstance(node, exp.ILike):
+            term, text = Func("lower", (term,), pa.string()), text.lower()
+        try:
+            form = shape(tokenize(text, escape))
+        except PredicateError as err:
+            raise PredicateError(f"{err} in {_text(node)!r}") from None
+        return _like_node(term, form.kind, form.text, neg)
+
+    def _affix(self, node: exp.Expression, neg: bool) -> Predicate:
+        """``startswith(s, 'x')`` / ``endswith(s, 'x')``."""
+        term = self.term(node.this)
+        affix = self.term(node.expression)
+        if not isinstance(affix, Literal) or family(_dtype(term)) != "string":
+            raise Unsupported("startswith/endswith needs a string term and a literal")
+        if affix.value is None:
+            return BoolConst(False)
+        if not isinstance(affix.value, str):
+            raise PredicateError(f"type mismatch in {_text(node)!r}: expected a string literal")
+        kind = "prefix" if isinstance(node, exp.StartsWith) else "suffix"
+        return _like_node(term, kind, affix.value, neg)
+
+    def _bool_term(self, node: exp.Expression, neg: bool) -> Predicate:
+        term = self.term(node)
+        if isinstance(term, Literal):
+            if term.value is None:
+                return BoolConst(False)
+            if isinstance(term.value, bool):
+                return BoolConst(term.value != neg)
+        dtype = _dtype(term)
+        if family(dtype) != "bool":
+            raise PredicateError(
+                f"{self.what} {_text(node)!r} is not boolean: it has type {spark_type_name(dtype)}"
+            )
+        return BoolTerm(term, negated=neg)
+
+    def opaque(self, node: exp.Expression, negated: bool) -> Predicate:
+        """An Opaque leaf: canonical Spark text, with the columns it reads (validated)."""
+        reads: set[str] = set()
+        copy = node.copy()
+        for col in list(copy.find_all(exp.Column)):
+            if _inside_query(col):
+                continue
+            name = self.column_name(col.name) if not col.table else None
+            if name is None:
+                base = self.fields.get(col.table.lower()) if col.table else None
+                if base is not None:
+                    reads.add(base.name)
+                continue
+            reads.add(name)
+            col.replace(exp.column(name, quoted=not _plain(name)))
+        leaf: Predicate = Opaque(copy.sql(dialect="spark"), frozenset(reads))
+        return Not(leaf) if negated else leaf
+
+    # ------------------------------------------------------------ terms
+
+    def column_name(self, name: str) -> str:
+        """The schema's spelling of a column, or a PredicateError with a suggestion."""
+        field = self.fields.get(name.lower())
+        if field is None:
+            hint = closest(name, [f.name for f in self.fields.values()])
+            if not hint:
+                hint = " columns are: " + ", ".join(f.name for f in self.fields.values())
+            raise PredicateError(f"unknown column '{name}' in {self.what};{hint}")
+        return str(field.name)
+
+    def term(self, node: exp.Expression) -> Term:
+        """Bind a value expression; Unsupported when lakelayout does not model it."""
+        if isinstance(node, exp.Paren):
+            return self.term(node.this)
+        lit = literal_of(node, self.timezone)
+        if lit is not None:
+            return lit
+        if isinstance(node, exp.Column):
+            if node.table:
+                self.opaque(node, False)
+                raise Unsupported("qualified or nested column reference")
+            name = self.column_name(node.name)
+            return Column(name, self.fields[name.lower()].type)
+        builder = self._term_builder(node)
+        if builder is None:
+            raise self._unsupported(node)
+        return builder(node)
+
+    def _term_builder(self, node: exp.Expression) -> Callable[[exp.Expression], Term] | None:
+        kind = type(node)
+        if kind in _ARITHMETIC:
+            return self._arithmetic
+        if kind in _DATE_PARTS:
+            return self._date_part
+        if kind in _STRING_FUNCS:
+            return self._string_func
+        table: dict[type[exp.Expression], Callable[[exp.Expression], Term]] = {
+            exp.Neg: self._negative,
+            exp.Negative: self._negative,
+            exp.Length: self._length,
+            exp.Substring: self._substring,
+            exp.Abs: self._abs,
+            exp.Coalesce: self._coalesce,
+            exp.Bracket: self._bracket,
+            exp.TimestampTrunc: self._date_trunc,
+            exp.Anonymous: self._udf,
+        }
+        return table.get(kind)
+
+    def _unsupported(self, node: exp.Expression) -> Unsupported:
+        name = _func_name(node)
+        if name in NONDETERMINISTIC:
+            return Unsupported(f"{name}() is non-deterministic", nondeterministic=True)
+        if name is not None:
+            return Unsupported(f"function {name}() is not modelled")
+        return Unsupported(f"{node.key.upper()} is not modelled")
+
+    def _arithmetic(self, node: exp.Expression) -> Term:
+        op = _ARITHMETIC[type(node)]
+        left, right = self.term(node.this), self.term(node.expression)
+        lt, rt = _dtype(left), _dtype(right)
+        if family(lt) == "date" and family(rt) == "int" and op in ("+", "-"):
+            dtype: pa.DataType = pa.date32()
+        elif family(lt) == "int" and family(rt) == "date" and op == "+":
+            dtype = pa.date32()
+        elif _is_number(lt) and _is_number(rt):
+            assert lt is not None and rt is not None
+            dtype = arithmetic_type(op, lt, rt)
+        else:
+            raise Unsupported(f"arithmetic on {spark_type_name(lt)} and {spark_type_name(rt)}")
+        return Func(op, canonical_args(op, (left, right)), dtype)
+
+    def _negative(self, node: exp.Expression) -> Term:
+        arg = self.term(node.this)
+        if not _is_number(_dtype(arg)):
+            raise Unsupported("negation of a non-number")
+        return Func("negative", (arg,), _dtype(arg))
+
+    def _date_part(self, node: exp.Expression) -> Term:
+        name = _DATE_PARTS[type(node)]
+        inner = node.this
+        if isinstance(inner, exp.TsOrDsToDate):
+            inner = inner.this
+        arg = self.term(inner)
+        if family(_dtype(arg)) not in ("date", "timestamp"):
+            raise PredicateError(
+                f"type mismatch in {_text(node)!r}: {name}() needs a DATE or TIMESTAMP, "
+                f"got {spark_type_name(_dtype(arg))} (cast explicitly)"
+            )
+        return Func(name, (arg,), pa.int32())
+
+    def _string_func(self, node: exp.Expression) -> Term:
+        arg = self._string_arg(node)
+        return Func(_STRING_FUNCS[type(node)], (arg,), pa.string())
+
+    def _length(self, node: exp.Expression) -> Term:
+        return Func("length", (self._string_arg(node),), pa.int32())
+
+    def _string_arg(self, node: exp.Expression) -> Term:
+        arg = self.term(node.this)
+        if family(_dtype(arg)) != "string":
+            raise Unsupported(f"{node.key}() of a non-string value")
+        return arg
+
+    def _substring(self, node: exp.Expression) -> Term:
+        arg = self._string_arg(node)
+        rest = [self.term(node.args[k]) for k in ("start", "length") if node.args.get(k)]
+        if any(family(_dtype(r)) != "int" for r in rest):
+            raise Unsupported("substring() with non-integer positions")
+        return Func("substring", (arg, *rest), pa.string())
+
+    def _abs(self, node: exp.Expression) -> Term:
+        arg = self.term(node.this)
+        if not _is_number(_dtype(arg)):
+            raise Unsupported("abs() of a non-number")
+        return Func("abs", (arg,), _dtype(arg))
+
+    def _coalesce(self, node: exp.Expression) -> Term:
+        args = tuple(self.term(a) for a in (node.this, *node.expressions))
+        typed = [_dtype(a) for a in args if not _is_null(a)]
+        dtype = common_type([t for t in typed if t is not None]) if typed else None
+        if dtype is None:
+            raise Unsupported("coalesce() over incompatible types")
+        return Func("coalesce", args, dtype)
+
+    def _bracket(self, node: exp.Expression) -> Term:
+        """``m['k']`` and ``element_at(m, 'k')`` on a MAP column: Func('[]', (m, key))."""
+        base = self.term(node.this)
+        dtype = _dtype(base)
+        if dtype is None or not pa.types.is_map(dtype) or len(node.expressions) != 1:
+            raise Unsupported("element access on a non-map value")
+        key = self.term(node.expressions[0])
+        if not isinstance(key, Literal) or key.value is None:
+            raise Unsupported("map access with a non-literal key")
+        try:
+            bound = coerce.compare("=", Column("key", dtype.key_type), key, self.timezone)
+        except coerce.TypeMismatch as err:
+            raise PredicateError(f"type mismatch in {_text(node)!r}: {err}") from None
+        if not isinstance(bound, Compare):
+            raise PredicateError(f"map key {key.sql()} cannot exist in {_text(node)!r}")
+        return Func("[]", (base, bound.value), dtype.item_type)
+
+    def _date_trunc(self, node: exp.Expression) -> Term:
+        arg = self.term(node.this)
+        unit = node.args.get("unit")
+        unit_name = unit.name.upper() if unit is not None else ""
+        fam = family(_dtype(arg))
+        if fam not in ("date", "timestamp") or not unit_name:
+            raise Unsupported("date_trunc() of a non-temporal value")
+        dtype = _dtype(arg) if fam == "timestamp" else pa.timestamp("us", tz="UTC")
+        return Func("date_trunc", (Literal(unit_name, pa.string()), arg), dtype)
+
+    def _udf(self, node: exp.Expression) -> Term:
+        name = str(node.name).lower()
+        if name not in self.functions:
+            raise self._unsupported(node)
+        args = tuple(self.term(a) for a in node.expressions)
+        return Func(name, args, self.functions[name])
+
+
+# ---------------------------------------------------------------- literals
+
+
+def literal_of(node: exp.Expression, timezone: str) -> Literal | None:
+    """The typed literal a sqlglot node denotes (Spark's literal typing), or None.
+
+    >>> literal_of(sqlglot.parse_one("5.50"), "UTC")
+    Literal(value=Decimal('5.50'), dtype=Decimal128Type(decimal128(3, 2)))
+    """
+    if isinstance(node, exp.Paren):
+        return literal_of(node.this, timezone)
+    if isinstance(node, exp.Literal):
+        return Literal(node.this, pa.string()) if node.is_string else _number(node.this)
+    if isinstance(node, exp.Boolean):
+        return Literal(bool(node.this), pa.bool_())
+    if isinstance(node, exp.Null):
+        return Literal(None, pa.null())
+    if isinstance(node, exp.Neg):
+        inner = literal_of(node.this, timezone)
+        if inner is None or inner.value is None:
+            return inner
+        if isinstance(inner.value, int | float | decimal.Decimal) and not isinstance(
+            inner.value, bool
+        ):
+            return _number_literal(-inner.value, inner.dtype)
+        return None
+    if isinstance(node, exp.Cast):
+        return _cast_literal(node, timezone)
+    return None
+
+
+def _number(text: str) -> Literal:
+    if _NUMBER_RE.match(text):
+        return _number_literal(int(text), None)
+    if "e" in text.lower():
+        return Literal(float(text), pa.float64())
+    return _number_literal(decimal.Decimal(text), None)
+
+
+def _number_literal(value: int | float | decimal.Decimal, hint: pa.DataType | None) -> Literal:
+    """Spark's literal type: INT, then BIGINT, then DECIMAL(n, 0); decimals by their digits."""
+    if isinstance(value, float):
+        return Literal(value, hint or pa.float64())
+    if isinstance(value, int):
+        if hint is not None and pa.types.is_integer(hint):
+            return Literal(value, hint)
+        if _INT32[0] <= value <= _INT32[1]:
+            return Literal(value, pa.int32())
+        if _INT64[0] <= value <= _INT64[1]:
+            return Literal(value, pa.int64())
+        value = decimal.Decimal(value)
+    digits = value.as_tuple()
+    exponent = digits.exponent if isinstance(digits.exponent, int) else 0
+    scale = max(0, -exponent)
+    precision = max(len(digits.digits) + max(0, exponent), scale, 1)
+    if precision > 38:
+        return Literal(float(value), pa.float64())
+    return Literal(value, pa.decimal128(precision, scale))
+
+
+def _cast_literal(node: exp.Cast, timezone: str) -> Literal | None:
+    """``DATE '...'``, ``TIMESTAMP '...'``, ``1L``, ``1.5BD``, ``CAST('NaN' AS DOUBLE)``."""
+    inner = literal_of(node.this, timezone)
+    if inner is None:
+        return None
+    to = node.to
+    if inner.value is None:
+        return inner
+    if to.this == exp.DataType.Type.DECIMAL:
+        params = [int(p.this.this) for p in to.expressions] or [10, 0]
+        precision, scale = [*params, 0][:2]
+        target: pa.DataType = pa.decimal128(precision, scale)
+    else:
+        found = _SPARK_CAST_TYPES.get(to.this)
+        if found is None:
+            return None
+        target = found
+    try:
+        value = _convert(inner, target, timezone)
+    except (ValueError, decimal.InvalidOperation, ArithmeticError):
+        raise PredicateError(f"cannot cast {inner.sql()} to {spark_type_name(target)}") from None
+    return Literal(value, target)
+
+
+def _convert(lit: Literal, target: pa.DataType, timezone: str) -> object:
+    value = lit.value
+    fam = family(target)
+    if fam == "string":
+        return value if isinstance(value, str) else lit.sql()
+    if fam == "date":
+        return coerce.parse_date(str(value))
+    if fam == "timestamp":
+        return coerce.parse_timestamp(str(value), timezone if target.tz else None)
+    if fam == "bool":
+        text = str(value).strip().lower()
+        if text not in ("true", "false", "t", "f", "1", "0", "yes", "no", "y", "n"):
+            raise ValueError(text)
+        return text in ("true", "t", "1", "yes", "y")
+    if fam == "float":
+        number = float(str(value).strip())
+        return float(pa.scalar(number, pa.float32()).as_py()) if target.bit_width == 32 else number
+    number_text = str(value).strip()
+    if fam == "int":
+        exact = decimal.Decimal(number_text)
+        if exact != exact.to_integral_value():
+            raise ValueError(number_text)
+        return int(exact)
+    quantum = decimal.Decimal(1).scaleb(-target.scale)
+    return decimal.Decimal(number_text).quantize(quantum, rounding=decimal.ROUND_HALF_UP)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _like_node(term: Expr, kind: str, text: str, neg: bool) -> Predicate:
+    if kind == "equals":
+        return Compare("!=" if neg else "=", term, Literal(text, pa.string()))
+    if kind == "prefix":
+        return StartsWith(term, text, negated=neg)
+    if kind == "suffix":
+        return EndsWith(term, text, negated=neg)
+    if kind == "any":
+        return BoolConst(False) if neg else IsNull(term, negated=True)
+    return Like(term, text, negated=neg)
+
+
+def _fold_literal_compare(pred: Predicate) -> Predicate:
+    """Decide a comparison whose both sides are literals (``1 = 1``)."""
+    if isinstance(pred, IsNull) and isinstance(pred.term, Literal):
+        return BoolConst((pred.term.value is None) != pred.negated)
+    if isinstance(pred, BoolTerm) and isinstance(pred.term, Literal):
+        return BoolConst(bool(pred.term.value) != pred.negated)
+    if isinstance(pred, Compare) and isinstance(pred.term, Literal):
+        return BoolConst(_python_compare(pred.op, pred.term.value, pred.value.value))
+    return pred
+
+
+def _python_compare(op: str, a: object, b: object) -> bool:
+    """Spark comparison of two non-null literal values (NaN largest and equal to itself)."""
+    ka, kb = _sort_key_value(a), _sort_key_value(b)
+    try:
+        results = {
+            "=": ka == kb,
+            "!=": ka != kb,
+            "<": ka < kb,  # type: ignore[operator]
+            "<=": ka <= kb,  # type: ignore[operator]
+            ">": ka > kb,  # type: ignore[operator]
+            ">=": ka >= kb,  # type: ignore[operator]
+        }
+    except TypeError:
+        raise Unsupported("comparison of literals of different types") from None
+    return bool(results[op])
+
+
+def _sort_key_value(value: object) -> object:
+    if isinstance(value, float) and value != value:
+        return (1, 0.0)
+    if isinstance(value, int | float | decimal.Decimal) and not isinstance(value, bool):
+        return (0, value)
+    return value
+
+
+def _sort_key(lit: Literal) -> tuple[int, object]:
+    value = lit.value
+    if isinstance(value, float) and value != value:
+        return (1, 0.0)
+    return (0, value)
+
+
+def _dtype(term: Expr) -> pa.DataType | None:
+    return getattr(term, "dtype", None)
+
+
+def _is_number(dtype: pa.DataType | None) -> bool:
+    return family(dtype) in ("int", "decimal", "float")
+
+
+def _is_null(term: Expr) -> bool:
+    return isinstance(term, Literal) and term.value is None
+
+
+def _func_name(node: exp.Expression) -> str | None:
+    if isinstance(node, exp.Anonymous):
+        return str(node.name).lower()
+    if isinstance(node, exp.Func):
+        return str(node.sql_name()).lower()
+    return None
+
+
+def _inside_query(node: exp.Expression) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if isinstance(parent, exp.Query | exp.Subquery | exp.Lambda):
+            return True
+        parent = parent.parent
+    return False
+
+
+def _plain(name: str) -> bool:
+    return name.replace("_", "a").isalnum() and not name[:1].isdigit() and name.isascii()
+
+
+def _text(node: exp.Expression) -> str:
+    return str(node.sql(dialect="spark"))

@@ -1,0 +1,197 @@
+"""Spark's view of Arrow types: families, ranges and result types of operators.
+
+Binding asks one question of a type: which *family* it belongs to (exact
+numbers, floating point, string, date, timestamp, boolean, ...). Coercion
+rules are written per family, the way Spark's (ANSI) type coercion is.
+"""
+
+from __future__ import annotations
+
+import decimal
+from typing import Literal as TypingLiteral
+
+import pyarrow as pa
+
+Family = TypingLiteral[
+    "int", "decimal", "float", "string", "date", "timestamp", "bool", "binary", "map", "other"
+]
+
+
+def family(dtype: pa.DataType | None) -> Family:
+    """The coercion family of an Arrow type (``other`` for nested/unknown types)."""
+    if dtype is None:
+        return "other"
+    checks: tuple[tuple[Family, bool], ...] = (
+        ("int", pa.types.is_integer(dtype)),
+        ("decimal", pa.types.is_decimal(dtype)),
+        ("float", pa.types.is_floating(dtype)),
+        ("string", is_string(dtype)),
+        ("date", pa.types.is_date(dtype)),
+        ("timestamp", pa.types.is_timestamp(dtype)),
+        ("bool", pa.types.is_boolean(dtype)),
+        ("binary", pa.types.is_binary(dtype) or pa.types.is_large_binary(dtype)),
+        ("map", pa.types.is_map(dtype)),
+    )
+    for name, hit in checks:
+        if hit:
+            return name
+    return "other"
+
+
+def is_string(dtype: pa.DataType) -> bool:
+    """UTF-8 strings in any Arrow layout (string, large_string, string_view)."""
+    return (
+        pa.types.is_string(dtype)
+        or pa.types.is_large_string(dtype)
+        or pa.types.is_string_view(dtype)
+    )
+
+
+def is_numeric(dtype: pa.DataType | None) -> bool:
+    return family(dtype) in ("int", "decimal", "float")
+
+
+def is_tz_aware(dtype: pa.DataType) -> bool:
+    """A Spark TIMESTAMP (LTZ) column; naive Arrow timestamps are TIMESTAMP_NTZ."""
+    return pa.types.is_timestamp(dtype) and dtype.tz is not None
+
+
+def exact_scale_and_range(dtype: pa.DataType) -> tuple[int, decimal.Decimal, decimal.Decimal]:
+    """(scale, lowest, highest) of an integer or decimal type.
+
+    >>> exact_scale_and_range(pa.int8())
+    (0, Decimal('-128'), Decimal('127'))
+    >>> exact_scale_and_range(pa.decimal128(4, 2))
+    (2, Decimal('-99.99'), Decimal('99.99'))
+    """
+    if pa.types.is_decimal(dtype):
+        top = decimal.Decimal(10) ** (dtype.precision - dtype.scale) - decimal.Decimal(10) ** (
+            -dtype.scale
+        )
+        return dtype.scale, -top, top
+    bits = dtype.bit_width
+    if pa.types.is_unsigned_integer(dtype):
+        return 0, decimal.Decimal(0), decimal.Decimal(2**bits - 1)
+    return 0, decimal.Decimal(-(2 ** (bits - 1))), decimal.Decimal(2 ** (bits - 1) - 1)
+
+
+_INT_ORDER = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
+
+
+def wider_int(a: pa.DataType, b: pa.DataType) -> pa.DataType:
+    """Spark's wider of two integral types (unsigned Arrow types map to the next signed)."""
+
+    def rank(t: pa.DataType) -> int:
+        signed = t.bit_width * (2 if pa.types.is_unsigned_integer(t) else 1)
+        return min(3, {8: 0, 16: 1, 32: 2, 64: 3}.get(signed, 3))
+
+    return _INT_ORDER[max(rank(a), rank(b))]
+
+
+def int_as_decimal(dtype: pa.DataType) -> pa.DataType:
+    """The decimal type Spark uses for an integral type in decimal arithmetic."""
+    if pa.types.is_decimal(dtype):
+        return dtype
+    digits = {8: 3, 16: 5, 32: 10, 64: 20}[dtype.bit_width]
+    return pa.decimal128(digits, 0)
+
+
+def arithmetic_type(op: str, a: pa.DataType, b: pa.DataType) -> pa.DataType:
+    """Result type of ``a op b`` for numeric types, following Spark's promotion.
+
+    Integers stay integers (``/`` always gives DOUBLE for non-decimals), any
+    floating operand gives DOUBLE (FLOAT when both are FLOAT), decimals follow
+    Spark's precision/scale rules for ``+ - * %`` (capped at 38).
+    """
+    fa, fb = family(a), family(b)
+    if "float" in (fa, fb):
+        if pa.types.is_float32(a) and pa.types.is_float32(b) and op != "/":
+            return pa.float32()
+        return pa.float64()
+    if fa == "int" and fb == "int":
+        return pa.float64() if op == "/" else wider_int(a, b)
+    da, db = int_as_decimal(a), int_as_decimal(b)
+    p1, s1, p2, s2 = da.precision, da.scale, db.precision, db.scale
+    if op in ("+", "-"):
+        scale = max(s1, s2)
+        precision = max(p1 - s1, p2 - s2) + scale + 1
+    elif op == "*":
+        scale, precision = s1 + s2, p1 + p2 + 1
+    elif op == "%":
+        scale = max(s1, s2)
+        precision = min(p1 - s1, p2 - s2) + scale
+    else:
+        return pa.float64()
+    return _bounded_decimal(precision, scale)
+
+
+def _bounded_decimal(precision: int, scale: int) -> pa.DataType:
+    if precision <= 38:
+        return pa.decimal128(precision, scale)
+    keep = max(min(scale, 6), scale - (precision - 38))
+    return pa.decimal128(38, keep)
+
+
+def common_type(types: list[pa.DataType]) -> pa.DataType | None:
+    """The type Spark widens a list of types to (COALESCE, comparisons), or None."""
+    out = types[0]
+    for t in types[1:]:
+        merged = _common_pair(out, t)
+        if merged is None:
+            return None
+        out = merged
+    return out
+
+
+def _common_pair(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
+    fa, fb = family(a), family(b)
+    if a.equals(b):
+        return a
+    if fa in ("int", "decimal", "float") and fb in ("int", "decimal", "float"):
+        if "float" in (fa, fb):
+            return pa.float64()
+        if fa == "int" and fb == "int":
+            return wider_int(a, b)
+        da, db = int_as_decimal(a), int_as_decimal(b)
+        scale = max(da.scale, db.scale)
+        whole = max(da.precision - da.scale, db.precision - db.scale)
+        return _bounded_decimal(whole + scale, scale)
+    if fa == fb == "string":
+        return pa.string()
+    if {fa, fb} == {"date", "timestamp"} or fa == fb == "timestamp":
+        ts = a if fa == "timestamp" else b
+        other = b if ts is a else a
+        tz = ts.tz if family(other) == "date" else (ts.tz or other.tz)
+        return pa.timestamp("us", tz=tz)
+    return None
+
+
+def spark_type_name(dtype: pa.DataType | None) -> str:
+    """Spark SQL name of an Arrow type, for messages.
+
+    >>> spark_type_name(pa.int32()), spark_type_name(pa.timestamp("us"))
+    ('INT', 'TIMESTAMP_NTZ')
+    """
+    if dtype is None:
+        return "UNKNOWN"
+    simple = {
+        pa.int8(): "TINYINT",
+        pa.int16(): "SMALLINT",
+        pa.int32(): "INT",
+        pa.int64(): "BIGINT",
+        pa.float32(): "FLOAT",
+        pa.float64(): "DOUBLE",
+        pa.bool_(): "BOOLEAN",
+        pa.date32(): "DATE",
+    }
+    for arrow_type, name in simple.items():
+        if dtype.equals(arrow_type):
+            return name
+    if pa.types.is_decimal(dtype):
+        return f"DECIMAL({dtype.precision},{dtype.scale})"
+    if pa.types.is_timestamp(dtype):
+        return "TIMESTAMP" if dtype.tz is not None else "TIMESTAMP_NTZ"
+    fam = family(dtype)
+    return {"string": "STRING", "binary": "BINARY", "int": "BIGINT", "date": "DATE"}.get(
+        fam, str(dtype).upper()
+    )

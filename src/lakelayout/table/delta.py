@@ -1,0 +1,524 @@
+"""Delta log access through delta-rs (``deltalake``): create, commit, snapshot, history.
+
+A thin, typed layer: lakelayout never writes Parquet through delta-rs (Spark
+tasks do, see :mod:`lakelayout.table.writer`); it only turns file descriptors
+into ``add``/``remove`` actions and commits them, one transaction per logical
+operation, and reads snapshots (schema, per-file statistics, configuration)
+back. Every delta-rs failure that a user can cause is translated into a
+:class:`~lakelayout.errors.LakelayoutError` subclass naming the table.
+
+Conflicts: a commit that removes files (a rewrite) is valid only if every file
+it removes is still live. :func:`commit` reloads the table just before
+committing and raises :class:`~lakelayout.errors.CommitConflict` when a
+concurrent commit already removed one of them; commits that only appended in
+between do not conflict (their files are simply not touched). A race in the
+short window after that check is caught by delta-rs's own conflict checker
+and reported the same way.
+
+Table properties: delta-rs 1.6 refuses property names it does not know when
+a table is created, but ``alter.set_table_properties(raise_if_not_exists=
+False)`` stores them. lakelayout's own properties (``lakelayout.*``) are
+therefore set by :func:`set_properties` in a ``SET TBLPROPERTIES`` commit
+right after creation.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from deltalake import Schema as DeltaSchema
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.transaction import (
+    AddAction,
+    CommitProperties,
+    RemoveAction,
+    create_table_with_add_actions,
+)
+
+from lakelayout.errors import (
+    CommitConflict,
+    InvalidOption,
+    LakelayoutError,
+    SchemaMismatch,
+    TableExists,
+    TableNotFound,
+    closest,
+)
+from lakelayout.table.stats import FileStats
+from lakelayout.table.writer import WrittenFile, prepare_location
+
+#: key of lakelayout's own entry in a commit's ``commitInfo``
+COMMIT_INFO_KEY = "lakelayout"
+
+
+@dataclass(frozen=True)
+class TableMetadata:
+    """The descriptive part of a Delta ``metaData`` action."""
+
+    id: str
+    name: str | None
+    description: str | None
+    created_time: datetime | None
+    partition_columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One version of a table: schema, live files with statistics, configuration."""
+
+    uri: str
+    version: int
+    schema: pa.Schema
+    files: FileStats
+    configuration: Mapping[str, str] = field(default_factory=dict)
+    metadata: TableMetadata | None = None
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _is_local(uri: str) -> bool:
+    return "://" not in uri or uri.startswith("file://")
+
+
+def _local_path(uri: str) -> str:
+    return os.path.abspath(uri[len("file://") :] if uri.startswith("file://") else uri)
+
+
+def normalize_uri(uri: str | os.PathLike[str]) -> str:
+    """Absolute path for local tables, the URI unchanged otherwise."""
+    text = os.fspath(uri)
+    if not text:
+        raise InvalidOption("table location is empty")
+    return _local_path(text) if _is_local(text) else text.rstrip("/")
+
+
+def table_exists(uri: str | os.PathLike[str]) -> bool:
+    """Whether a Delta table (a ``_delta_log`` with commits) is at ``uri``."""
+    location = normalize_uri(uri)
+    if _is_local(location):
+        log = os.path.join(location, "_delta_log")
+        return os.path.isdir(log) and any(
+            name.endswith((".json", ".parquet")) for name in os.listdir(log)
+        )
+    return bool(DeltaTable.is_deltatable(location))
+
+
+def ensure_absent(uri: str | os.PathLike[str]) -> None:
+    """TableExists if a Delta table is at ``uri`` (checked before data is written)."""
+    location = normalize_uri(uri)
+    if table_exists(location):
+        raise TableExists(f"a Delta table already exists at '{location}'")
+
+
+def _delta_schema(schema: pa.Schema) -> DeltaSchema:
+    try:
+        return DeltaSchema.from_arrow(schema)
+    except (DeltaError, ValueError, TypeError, pa.ArrowException) as exc:
+        raise SchemaMismatch(f"schema cannot be a Delta schema: {exc}\n{schema}") from exc
+
+
+def _add_action(written: WrittenFile, modification_time: int, data_change: bool) -> AddAction:
+    return AddAction(
+        path=written.path,
+        size=written.size,
+        partition_values=dict(written.partition_values),
+        modification_time=modification_time,
+        data_change=data_change,
+        stats=written.stats_json,
+    )
+
+
+def _check_properties(props: Mapping[str, str | None]) -> dict[str, str]:
+    """Property names and values as delta-rs takes them, or InvalidOption."""
+    out: dict[str, str] = {}
+    for key, value in props.items():
+        if not isinstance(key, str) or not key:
+            raise InvalidOption(f"table property names must be non-empty strings, got {key!r}")
+        if value is None:
+            raise InvalidOption(
+                f"cannot unset table property '{key}': delta-rs has no unset; set it to ''"
+            )
+        out[key] = str(value)
+    return out
+
+
+# --------------------------------------------------------------------------- open / create
+
+
+def open_table(uri: str | os.PathLike[str], version: int | None = None) -> DeltaTable:
+    """The Delta table at ``uri`` (latest version, or ``version``)."""
+    location = normalize_uri(uri)
+    if not table_exists(location):
+        raise TableNotFound(f"no Delta table at '{location}'")
+    if version is None:
+        try:
+            return DeltaTable(location)
+        except TableNotFoundError as exc:
+            raise TableNotFound(f"no Delta table at '{location}'") from exc
+    return _open_version(location, version)
+
+
+def _open_version(location: str, version: int) -> DeltaTable:
+    latest = DeltaTable(location)
+    newest = latest.version()
+    if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= newest:
+        raise LakelayoutError(
+            f"version {version!r} of '{location}' does not exist; "
+            f"available versions: {_oldest_version(latest)}..{newest}"
+        )
+    try:
+        return DeltaTable(location, version=version)
+    except DeltaError as exc:
+        raise LakelayoutError(
+            f"version {version} of '{location}' cannot be loaded ({exc}); "
+            f"available versions: {_oldest_version(latest)}..{newest}"
+        ) from exc
+
+
+def _oldest_version(table: DeltaTable) -> int:
+    versions = [entry.get("version") for entry in table.history()]
+    known = [v for v in versions if isinstance(v, int)]
+    return min(known) if known else table.version()
+
+
+def create_table(
+    uri: str | os.PathLike[str],
+    schema: pa.Schema,
+    files: Sequence[WrittenFile],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    configuration: Mapping[str, str | None] | None = None,
+) -> int:
+    """Create a Delta table at ``uri`` holding ``files``; the version reached.
+
+    One commit (version 0) creates the table with its schema, ``delta.*``
+    properties and files. lakelayout's own properties, which delta-rs refuses
+    at creation, follow in version 1 (see :func:`set_properties`).
+    """
+    location = normalize_uri(uri)
+    ensure_absent(location)
+    props = _check_properties(configuration or {})
+    delta_props = {k: v for k, v in props.items() if k.startswith("delta.")}
+    custom = {k: v for k, v in props.items() if not k.startswith("delta.")}
+    _check_unique_paths(files, ())
+    prepare_location(location)
+    now = _now_ms()
+    try:
+        create_table_with_add_actions(
+            location,
+            _delta_schema(schema),
+            [_add_action(f, now, True) for f in files],
+            mode="error",
+            name=name,
+            description=description,
+            configuration=delta_props or None,
+            commit_properties=CommitProperties(
+                custom_metadata={COMMIT_INFO_KEY: {"operation": "CREATE TABLE"}}
+            ),
+        )
+    except DeltaError as exc:
+        if table_exists(location):
+            raise TableExists(f"a Delta table already exists at '{location}'") from exc
+        raise InvalidOption(f"cannot create a Delta table at '{location}': {exc}") from exc
+    if custom:
+        return set_properties(location, custom)
+    return 0
+
+
+# --------------------------------------------------------------------------- commit
+
+
+def _check_unique_paths(adds: Sequence[WrittenFile], removes: Sequence[str]) -> None:
+    seen: set[str] = set()
+    for written in adds:
+        if written.path in seen:
+            raise InvalidOption(f"file '{written.path}' is added twice in one commit")
+        seen.add(written.path)
+    both = seen.intersection(removes)
+    if both:
+        raise InvalidOption(f"files {sorted(both)} are both added and removed in one commit")
+
+
+def _live_files(table: DeltaTable) -> dict[str, tuple[int, dict[str, str | None]]]:
+    """path -> (size, partition values) of every live file."""
+    actions = pa.table(table.get_add_actions(flatten=False))
+    paths = actions.column("path").to_pylist()
+    sizes = actions.column("size_bytes").to_pylist()
+    if "partition_values" in actions.column_names:
+        parts = actions.column("partition_values").to_pylist()
+    else:
+        parts = [None] * len(paths)
+    return {p: (s, dict(v or {})) for p, s, v in zip(paths, sizes, parts, strict=True)}
+
+
+def _check_removes_live(
+    table: DeltaTable, removes: Sequence[str], read_version: int | None, location: str
+) -> dict[str, tuple[int, dict[str, str | None]]]:
+    current = table.version()
+    if read_version is not None and read_version > current:
+        raise InvalidOption(
+            f"read_version {read_version} is newer than the table at '{location}' "
+            f"(version {current})"
+        )
+    if not removes:
+        return {}
+    live = _live_files(table)
+    gone = [path for path in removes if path not in live]
+    if not gone:
+        return live
+    if read_version is not None and read_version == current:
+        raise InvalidOption(
+            f"cannot remove {gone[:5]}: not live files of '{location}' at version {current}"
+        )
+    since = "" if read_version is None else f" since version {read_version}"
+    raise CommitConflict(
+        f"a concurrent commit to '{location}'{since} (now at version {current}) removed "
+        f"{len(gone)} file(s) this commit removes, e.g. '{gone[0]}'; nothing was committed"
+    )
+
+
+def commit(
+    uri: str | os.PathLike[str],
+    *,
+    adds: Sequence[WrittenFile],
+    removes: Sequence[str] = (),
+    data_change: bool = True,
+    read_version: int | None = None,
+    operation: str = "WRITE",
+    configuration_updates: Mapping[str, str | None] | None = None,
+) -> int:
+    """Add and remove files in ONE Delta transaction; the new version.
+
+    ``removes`` are table-relative paths of live files (a rewrite sets
+    ``data_change=False``: the rows are unchanged). ``read_version`` is the
+    version the caller planned against: files it removes must still be live,
+    else :class:`~lakelayout.errors.CommitConflict` and nothing is committed.
+    ``operation`` is recorded as ``commitInfo.lakelayout.operation`` (delta-rs
+    writes its own ``commitInfo.operation``).
+
+    ``configuration_updates`` cannot join the data commit (delta-rs commits
+    metadata separately): they are committed right after it by
+    :func:`set_properties`, and the version returned is then that later one.
+    """
+    location = normalize_uri(uri)
+    removes = list(removes)
+    _check_unique_paths(adds, removes)
+    if len(set(removes)) != len(removes):
+        raise InvalidOption("a file is removed twice in one commit")
+    table = open_table(location)
+    live = _check_removes_live(table, removes, read_version, location)
+    commit_id = str(uuid.uuid4())
+    now = _now_ms()
+    actions: list[AddAction | RemoveAction] = [_add_action(f, now, data_change) for f in adds]
+    for path in removes:
+        size, partition_values = live[path]
+        actions.append(RemoveAction(path, data_change, now, size, partition_values))
+    info = {COMMIT_INFO_KEY: {"operation": operation, "commitId": commit_id}}
+    try:
+        table.create_write_transaction(
+            actions,
+            mode="append",
+            schema=table.schema(),
+            commit_properties=CommitProperties(custom_metadata=info),
+        )
+    except CommitFailedError as exc:
+        raise CommitConflict(
+            f"commit to '{location}' conflicts with a concurrent commit: {exc}; "
+            "nothing was committed"
+        ) from exc
+    version = _version_of_commit(location, commit_id, table.version())
+    if configuration_updates:
+        return set_properties(location, configuration_updates)
+    return version
+
+
+def _version_of_commit(location: str, commit_id: str, read_version: int) -> int:
+    """Version of the commit tagged ``commit_id``: one of those after ``read_version``."""
+    newest = DeltaTable(location)
+    for entry in newest.history(limit=max(newest.version() - read_version, 1)):
+        mark = entry.get(COMMIT_INFO_KEY)
+        if isinstance(mark, dict) and mark.get("commitId") == commit_id:
+            return int(entry["version"])
+    raise LakelayoutError(f"commit {commit_id} to '{location}' is not in the table's history")
+
+
+# --------------------------------------------------------------------------- properties
+
+
+def set_properties(uri: str | os.PathLike[str], props: Mapping[str, str | None]) -> int:
+    """Set table properties through delta-rs; the version reached.
+
+    ``delta.*`` names must be properties delta-rs knows (one commit); any
+    other name (lakelayout's own, such as ``lakelayout.clusteringColumns``) is
+    accepted as given (one more commit). delta-rs cannot remove a property:
+    lakelayout treats an empty value as "not set".
+    """
+    location = normalize_uri(uri)
+    updates = _check_properties(props)
+    known = {k: v for k, v in updates.items() if k.startswith("delta.")}
+    custom = {k: v for k, v in updates.items() if not k.startswith("delta.")}
+    for group, strict in ((known, True), (custom, False)):
+        if not group:
+            continue
+        try:
+            open_table(location).alter.set_table_properties(
+                group,
+                raise_if_not_exists=strict,
+                commit_properties=CommitProperties(
+                    custom_metadata={COMMIT_INFO_KEY: {"operation": "SET PROPERTIES"}}
+                ),
+            )
+        except DeltaError as exc:
+            raise InvalidOption(
+                f"delta-rs refused table properties {sorted(group)} on '{location}': {exc}"
+            ) from exc
+    return DeltaTable(location).version()
+
+
+# --------------------------------------------------------------------------- read side
+
+
+def snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Snapshot:
+    """The table at ``version`` (default: latest) with per-file statistics."""
+    location = normalize_uri(uri)
+    table = open_table(location, version)
+    schema = pa.schema(table.schema().to_arrow())
+    actions = pa.table(table.get_add_actions(flatten=True))
+    meta = table.metadata()
+    created = (
+        datetime.fromtimestamp(meta.created_time / 1000, tz=timezone.utc)
+        if meta.created_time
+        else None
+    )
+    return Snapshot(
+        uri=location,
+        version=table.version(),
+        schema=schema,
+        files=FileStats.from_add_actions(actions, schema),
+        configuration=dict(meta.configuration),
+        metadata=TableMetadata(
+            id=str(meta.id),
+            name=meta.name,
+            description=meta.description,
+            created_time=created,
+            partition_columns=tuple(meta.partition_columns),
+        ),
+    )
+
+
+def history(uri: str | os.PathLike[str], limit: int | None = None) -> list[dict[str, Any]]:
+    """Commit infos, newest first (``version``, ``operation``, ``lakelayout`` …)."""
+    if limit is not None and limit <= 0:
+        raise InvalidOption(f"history limit must be positive, got {limit}")
+    return [dict(entry) for entry in open_table(uri).history(limit)]
+
+
+# --------------------------------------------------------------------------- schema check
+
+
+def delta_type_name(data_type: pa.DataType) -> str:
+    """The Delta type an Arrow type is stored as (how schemas are compared).
+
+    Physical variants collapse (``large_string`` = ``string``), timestamps
+    keep only whether they have a zone (``timestamp`` vs ``timestamp_ntz``),
+    nested types compare element-wise and ignore child field names.
+
+    >>> delta_type_name(pa.large_string())
+    'string'
+    >>> delta_type_name(pa.timestamp("us", tz="Europe/Paris"))
+    'timestamp'
+    >>> delta_type_name(pa.list_(pa.int32()))
+    'array<integer>'
+    """
+    t = data_type
+    if pa.types.is_dictionary(t):
+        return delta_type_name(t.value_type)
+    simple = _SIMPLE_TYPES.get(str(t))
+    if simple is not None:
+        return simple
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return "binary"
+    if pa.types.is_timestamp(t):
+        return "timestamp" if t.tz else "timestamp_ntz"
+    if pa.types.is_date(t):
+        return "date"
+    if pa.types.is_decimal(t):
+        return f"decimal({t.precision},{t.scale})"
+    if pa.types.is_map(t):
+        return f"map<{delta_type_name(t.key_type)},{delta_type_name(t.item_type)}>"
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
+        return f"array<{delta_type_name(t.value_type)}>"
+    if pa.types.is_struct(t):
+        inner = ",".join(f"{f.name.lower()}:{delta_type_name(f.type)}" for f in t)
+        return f"struct<{inner}>"
+    return str(t)
+
+
+_SIMPLE_TYPES = {
+    "bool": "boolean",
+    "int8": "byte",
+    "int16": "short",
+    "int32": "integer",
+    "int64": "long",
+    "float": "float",
+    "double": "double",
+}
+
+
+def check_append_schema(table_schema: pa.Schema, df_schema: pa.Schema) -> None:
+    """SchemaMismatch unless the data has exactly the table's columns and types.
+
+    Names match case-insensitively and in any order. Types must be equal as
+    Delta types (:func:`delta_type_name`); lakelayout never widens on append
+    (an ``int`` column into a ``long`` table column is refused: cast it first),
+    so a file never disagrees with the table schema. Nullability is not
+    compared here: a null in a non-nullable column fails when written.
+    """
+    table_cols = {f.name.lower(): f for f in table_schema}
+    data_cols = {f.name.lower(): f for f in df_schema}
+    duplicates = _duplicates(f.name for f in df_schema)
+    problems: list[str] = []
+    if duplicates:
+        problems.append(f"duplicate columns (case-insensitive) {duplicates}")
+    for key, field_ in data_cols.items():
+        if key not in table_cols:
+            hint = closest(field_.name, table_schema.names)
+            problems.append(f"column '{field_.name}' is not in the table.{hint}")
+    for key, field_ in table_cols.items():
+        if key not in data_cols:
+            problems.append(f"column '{field_.name}' of the table is missing from the data")
+            continue
+        want, got = delta_type_name(field_.type), delta_type_name(data_cols[key].type)
+        if want != got:
+            problems.append(
+                f"column '{field_.name}' is {want} in the table but {got} in the data "
+                "(lakelayout does not widen or narrow types on append; cast the column)"
+            )
+    if problems:
+        raise SchemaMismatch("data does not fit the table schema: " + "; ".join(problems))
+
+
+def _duplicates(names: Iterable[str]) -> list[str]:
+    seen: set[str] = set()
+    dups: list[str] = []
+    for name in names:
+        if name.lower() in seen:
+            dups.append(name)
+        seen.add(name.lower())
+    return dups

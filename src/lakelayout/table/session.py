@@ -1,0 +1,179 @@
+"""The SparkSession factory every execution-plane job starts from.
+
+One function, :func:`spark_session`, returns a ``getOrCreate``'d session with
+the settings lakelayout relies on:
+
+* Python workers run the driver's interpreter (``sys.executable``), so they see
+  the same pyarrow/numpy/lakelayout; without it tasks fail with
+  ``No module named 'pyarrow'``.
+* Timestamps are interpreted in UTC (``spark.sql.session.timeZone``), matching
+  Delta's ``timestamp`` type, which is an instant stored in UTC.
+* Arrow transfer is on (``mapInArrow`` and ``toPandas`` stay columnar).
+* Local mode gets few shuffle partitions (2 x cores instead of 200): on a laptop
+  200 tiny tasks cost more than the work.
+
+Java is checked *before* the JVM is launched, so a missing or old Java gives an
+:class:`~lakelayout.errors.EnvironmentProblem` that says how to fix it instead
+of a py4j stack trace.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from typing import TYPE_CHECKING, Any
+
+from lakelayout.errors import EnvironmentProblem
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: lowest Java major version Spark 4 runs on
+MIN_JAVA_MAJOR = 17
+#: environment variable overriding the default master URL
+MASTER_ENV = "LAKELAYOUT_SPARK_MASTER"
+DEFAULT_MASTER = "local[*]"
+
+_INSTALL_HINT = (
+    "Install a JDK >= 17 (Debian/Ubuntu: 'sudo apt-get install -y openjdk-17-jre-headless', "
+    "macOS: 'brew install openjdk@17', or 'make java' in the lakelayout checkout) "
+    "and put its 'java' on PATH or point JAVA_HOME at it."
+)
+
+
+def java_executable() -> str | None:
+    """The ``java`` Spark will launch: ``$JAVA_HOME/bin/java`` if set, else ``java`` on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        candidate = os.path.join(home, "bin", "java")
+        return candidate if os.access(candidate, os.X_OK) else None
+    return shutil.which("java")
+
+
+def parse_java_major(version_output: str) -> int | None:
+    """Major version from ``java -version`` output (``1.8.0`` -> 8, ``17.0.15`` -> 17).
+
+    >>> parse_java_major('openjdk version "17.0.15" 2025-04-15')
+    17
+    >>> parse_java_major('java version "1.8.0_292"')
+    8
+    >>> parse_java_major('openjdk version "21" 2023-09-19')
+    21
+    >>> parse_java_major('no version here') is None
+    True
+    """
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', version_output)
+    if match is None:
+        return None
+    major = int(match.group(1))
+    if major == 1 and match.group(2) is not None:
+        return int(match.group(2))
+    return major
+
+
+def check_java() -> int:
+    """Major version of the Java Spark will use; EnvironmentProblem if absent or < 17."""
+    java = java_executable()
+    if java is None:
+        where = (
+            f"JAVA_HOME={os.environ['JAVA_HOME']!r} has no bin/java"
+            if os.environ.get("JAVA_HOME")
+            else "no 'java' on PATH"
+        )
+        raise EnvironmentProblem(
+            f"Spark needs Java >= {MIN_JAVA_MAJOR}, but {where}. {_INSTALL_HINT}"
+        )
+    try:
+        proc = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(f"cannot run '{java} -version': {exc}. {_INSTALL_HINT}") from exc
+    major = parse_java_major(proc.stderr + proc.stdout)
+    if major is None:
+        raise EnvironmentProblem(
+            f"cannot read the Java version from '{java} -version' "
+            f"(output: {(proc.stderr + proc.stdout).strip()[:200]!r}). {_INSTALL_HINT}"
+        )
+    if major < MIN_JAVA_MAJOR:
+        raise EnvironmentProblem(
+            f"Spark needs Java >= {MIN_JAVA_MAJOR}, but '{java}' is Java {major}. {_INSTALL_HINT}"
+        )
+    return major
+
+
+def _is_local(master: str) -> bool:
+    return master == "local" or master.startswith("local[") or master.startswith("local-cluster")
+
+
+def _local_cores(master: str) -> int:
+    """Cores of a ``local[n]`` / ``local[*]`` master (``local`` is 1)."""
+    match = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", master)
+    if match is None:
+        return 1
+    if match.group(1) == "*":
+        return os.cpu_count() or 1
+    return int(match.group(1))
+
+
+def _ui_off_by_default() -> bool:
+    return bool(os.environ.get("CI") or os.environ.get("PYTEST_CURRENT_TEST"))
+
+
+def _conf_value(value: Any) -> str:
+    """Spark's spelling of a setting (``True`` -> ``'true'``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def default_conf(master: str) -> dict[str, str]:
+    """The settings :func:`spark_session` applies unless the caller overrides them."""
+    conf = {
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # lakelayout reports progress itself; Spark's bar garbles terminal tables
+        "spark.ui.showConsoleProgress": "false",
+    }
+    if _is_local(master):
+        conf["spark.sql.shuffle.partitions"] = str(2 * _local_cores(master))
+    if _ui_off_by_default():
+        conf["spark.ui.enabled"] = "false"
+    return conf
+
+
+def spark_session(
+    master: str | None = None, *, app_name: str = "lakelayout", **conf: Any
+) -> SparkSession:
+    """A SparkSession with lakelayout's settings (created, or the active one reused).
+
+    ``master`` defaults to ``$LAKELAYOUT_SPARK_MASTER`` or ``local[*]``. Extra Spark
+    settings are keyword arguments; keys with dots go through ``**{...}``::
+
+        spark_session("local[2]", **{"spark.ui.enabled": "false"})
+
+    Settings given here win over lakelayout's defaults. When a session is already
+    running, ``getOrCreate`` returns it and static settings (master, UI) keep the
+    values it was started with.
+    """
+    chosen = master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+    check_java()
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    if _is_local(chosen):
+        # local mode talks to itself: bind to loopback instead of guessing an interface
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+    from pyspark.sql import SparkSession
+
+    settings = default_conf(chosen)
+    settings.update({key: _conf_value(value) for key, value in conf.items()})
+    builder = SparkSession.builder.master(chosen).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session

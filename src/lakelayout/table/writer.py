@@ -1,0 +1,349 @@
+"""Spark tasks that write Delta data files (Parquet + statistics) themselves.
+
+Spark cannot write the Delta log here (no Delta jars), so lakelayout splits a
+write in two: every Spark task writes Parquet files with pyarrow and returns
+one *descriptor* per file (path, size, rows, Delta stats JSON); the driver
+collects the descriptors and commits them in one Delta transaction
+(:mod:`lakelayout.table.delta`). A task or job that fails before the commit
+leaves only unreferenced files (orphans, removed by VACUUM), never a visible
+change.
+
+Inside a task (:class:`_TaskWriter` / :class:`_FileRoller`):
+
+* batches are cast to the *table's* Arrow schema (Spark hands out
+  ``large_string``, session-zone timestamps, ...), so every file matches the
+  Delta schema exactly;
+* the statistics collector sees the same in-memory batches the file gets;
+* files roll at ``target_file_size`` bytes. The size of Parquet bytes not yet
+  written is predicted as ``arrow_nbytes x ratio``, where ``ratio`` (Parquet
+  bytes per Arrow byte) is first measured by compressing a sample of the
+  task's first batch in memory, then replaced after every finished file by
+  that file's real ``size / arrow_nbytes``. Batches are sliced so a file stops
+  as soon as the prediction reaches the target; the data of one file is
+  buffered up to :data:`ROW_GROUP_ARROW_BYTES` and then flushed as a row group,
+  and the writer's stream position counts what is already on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from lakelayout.errors import InvalidOption, SchemaMismatch
+from lakelayout.table.stats import LAKELAYOUT_FILE_PREFIX, StatsCollector, stats_json
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+#: Spark DDL of the rows a writing task yields (one per file)
+DESCRIPTOR_DDL = "path string, size long, rows long, stats string"
+#: Arrow bytes of one file buffered before they are flushed as a row group
+ROW_GROUP_ARROW_BYTES = 128 * 1024 * 1024
+#: rows of the in-memory sample compressed to guess the first file's ratio
+CALIBRATION_ROWS = 16_384
+#: Parquet codecs the writer accepts
+CODECS = ("zstd", "snappy")
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """One data file written by a task, ready to become a Delta ``add`` action.
+
+    ``path`` is relative to the table root; ``stats_json`` is the Delta stats
+    object (``numRecords``, ``minValues``, ``maxValues``, ``nullCount``) as JSON
+    text; ``partition_values`` is always empty (lakelayout tables are not
+    partitioned); ``extra`` is reserved for lakelayout's extended metadata.
+    """
+
+    path: str
+    size: int
+    num_records: int
+    stats_json: str
+    partition_values: Mapping[str, str | None] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """The Delta stats object (parsed ``stats_json``)."""
+        parsed: dict[str, Any] = json.loads(self.stats_json)
+        return parsed
+
+
+# --------------------------------------------------------------------------- schemas
+
+
+def arrow_schema_of(df: DataFrame) -> pa.Schema:
+    """The Arrow schema a Delta table holding ``df`` has.
+
+    Spark types map as Delta expects: strings to ``string``, timestamps to
+    ``timestamp[us, tz=UTC]`` (Delta ``timestamp``: an instant), timestamp_ntz
+    to ``timestamp[us]``, decimals to ``decimal128``, and nested types
+    recursively. Types Delta cannot hold (intervals, variant, ...) raise
+    :class:`~lakelayout.errors.SchemaMismatch` naming the column.
+    """
+    return spark_to_arrow_schema(df.schema)
+
+
+def spark_to_arrow_schema(schema: StructType) -> pa.Schema:
+    """:func:`arrow_schema_of` for a Spark ``StructType``."""
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    fields = []
+    for spark_field in schema.fields:
+        try:
+            arrow_type = to_arrow_type(spark_field.dataType, timezone="UTC")
+        except Exception as exc:  # pyspark raises several types for unsupported types
+            raise SchemaMismatch(
+                f"column '{spark_field.name}' has type {spark_field.dataType.simpleString()}, "
+                "which a Delta table written by lakelayout cannot hold"
+            ) from exc
+        fields.append(pa.field(spark_field.name, arrow_type, nullable=spark_field.nullable))
+    return pa.schema(fields)
+
+
+def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` with the table's exact field names and types (cast column by column).
+
+    Columns are matched by position (the writer selects them in table order);
+    casts are the lossless kind Spark needs (``large_string`` -> ``string``,
+    a session time zone -> UTC, list/map child names).
+    """
+    if batch.num_columns != len(schema):
+        raise SchemaMismatch(
+            f"a batch has {batch.num_columns} columns, the table schema {len(schema)}"
+        )
+    columns = []
+    for column, target in zip(batch.columns, schema, strict=True):
+        try:
+            columns.append(column if column.type == target.type else column.cast(target.type))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise SchemaMismatch(
+                f"column '{target.name}': cannot store {column.type} as {target.type}: {exc}"
+            ) from exc
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+# --------------------------------------------------------------------------- locations
+
+
+def resolve_location(table_uri: str) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem and root path of a table location (path or URI)."""
+    text = str(table_uri)
+    if not text:
+        raise InvalidOption("table location is empty")
+    if "://" not in text:
+        return pafs.LocalFileSystem(), os.path.abspath(text).rstrip("/") or "/"
+    try:
+        filesystem, root = pafs.FileSystem.from_uri(text)
+    except (pa.ArrowInvalid, ValueError) as exc:
+        raise InvalidOption(f"cannot use table location '{text}': {exc}") from exc
+    return filesystem, root.rstrip("/") or "/"
+
+
+def prepare_location(table_uri: str) -> None:
+    """Create the table directory; InvalidOption if the location is a file."""
+    filesystem, root = resolve_location(table_uri)
+    info = filesystem.get_file_info(root)
+    if info.type == pafs.FileType.File:
+        raise InvalidOption(f"table location '{table_uri}' is a file, not a directory")
+    if info.type == pafs.FileType.NotFound:
+        filesystem.create_dir(root, recursive=True)
+
+
+# --------------------------------------------------------------------------- task side
+
+
+class _FileRoller:
+    """Writes the batches of one task into files of about ``target`` bytes."""
+
+    def __init__(self, spec: _TaskWriter, partition_id: int) -> None:
+        self.spec = spec
+        self.filesystem, self.root = resolve_location(spec.table_uri)
+        self.partition_id = partition_id
+        self.file_index = 0
+        self.ratio: float | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self.sink: Any = None
+        self.writer: pq.ParquetWriter | None = None
+        self.path = ""
+        self.rows = 0
+        self.file_arrow_bytes = 0.0
+        self.pending: list[pa.RecordBatch] = []
+        self.pending_bytes = 0.0
+        self.collector: StatsCollector | None = None
+
+    def _estimated_size(self) -> float:
+        written = self.sink.tell() if self.sink is not None else 0
+        return float(written) + self.pending_bytes * (self.ratio or 1.0)
+
+    def _calibrate(self, batch: pa.RecordBatch) -> float:
+        """Parquet bytes per Arrow byte of a sample compressed in memory."""
+        sample = batch.slice(0, CALIBRATION_ROWS)
+        buffer = pa.BufferOutputStream()
+        pq.write_table(pa.Table.from_batches([sample]), buffer, compression=self.spec.codec)
+        return max(buffer.tell() / max(sample.nbytes, 1), 1e-3)
+
+    def add(self, batch: pa.RecordBatch) -> Iterator[tuple[str, int, int, str]]:
+        """Write ``batch``; yield the descriptor of every file it completes."""
+        if batch.num_rows == 0:
+            return
+        batch = conform_batch(batch, self.spec.schema)
+        if self.ratio is None:
+            self.ratio = self._calibrate(batch)
+        per_row = batch.nbytes / batch.num_rows
+        offset = 0
+        while offset < batch.num_rows:
+            room = self.spec.target_file_size - self._estimated_size()
+            fit = math.floor(room / (per_row * self.ratio)) if room > 0 else 0
+            if fit <= 0 and self.rows > 0:
+                yield self.finish()
+                continue
+            take = min(batch.num_rows - offset, max(fit, 1))
+            self._append(batch.slice(offset, take), take * per_row)
+            offset += take
+            if take == fit:
+                yield self.finish()
+
+    def _append(self, part: pa.RecordBatch, arrow_bytes: float) -> None:
+        if self.writer is None:
+            self._open()
+        assert self.collector is not None
+        self.collector.add(part)
+        self.pending.append(part)
+        self.pending_bytes += arrow_bytes
+        self.file_arrow_bytes += arrow_bytes
+        self.rows += part.num_rows
+        if self.pending_bytes >= ROW_GROUP_ARROW_BYTES:
+            self._flush()
+
+    def _open(self) -> None:
+        spec = self.spec
+        self.path = (
+            f"{LAKELAYOUT_FILE_PREFIX}{spec.prefix}-{self.partition_id:05d}-{uuid.uuid4()}"
+            f"-c{self.file_index:03d}.{spec.codec}.parquet"
+        )
+        self.file_index += 1
+        self.sink = self.filesystem.open_output_stream(f"{self.root}/{self.path}")
+        self.writer = pq.ParquetWriter(self.sink, spec.schema, compression=spec.codec)
+        self.collector = StatsCollector(spec.schema, string_prefix_length=32)
+
+    def _flush(self) -> None:
+        if self.pending and self.writer is not None:
+            table = pa.Table.from_batches(self.pending, schema=self.spec.schema)
+            self.writer.write_table(table, row_group_size=max(table.num_rows, 1))
+        self.pending = []
+        self.pending_bytes = 0.0
+
+    def finish(self) -> tuple[str, int, int, str]:
+        """Close the open file; its descriptor ``(path, size, rows, stats)``."""
+        assert self.writer is not None and self.collector is not None
+        self._flush()
+        self.writer.close()
+        size = int(self.sink.tell())
+        self.sink.close()
+        self.ratio = max(size / max(self.file_arrow_bytes, 1.0), 1e-3)
+        descriptor = (self.path, size, self.rows, stats_json(self.collector.result()))
+        self._reset()
+        return descriptor
+
+    @property
+    def has_open_file(self) -> bool:
+        return self.writer is not None and self.rows > 0
+
+
+@dataclass(frozen=True)
+class _TaskWriter:
+    """The picklable function ``mapInArrow`` runs in every task."""
+
+    table_uri: str
+    schema: pa.Schema
+    target_file_size: int
+    prefix: str
+    codec: str
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        roller = _FileRoller(self, context.partitionId() if context is not None else 0)
+        for batch in batches:
+            for descriptor in roller.add(batch):
+                yield _descriptor_batch(descriptor)
+        if roller.has_open_file:
+            yield _descriptor_batch(roller.finish())
+
+
+_DESCRIPTOR_SCHEMA = pa.schema(
+    [("path", pa.string()), ("size", pa.int64()), ("rows", pa.int64()), ("stats", pa.string())]
+)
+
+
+def _descriptor_batch(descriptor: tuple[str, int, int, str]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist(
+        [dict(zip(_DESCRIPTOR_SCHEMA.names, descriptor, strict=True))], schema=_DESCRIPTOR_SCHEMA
+    )
+
+
+# --------------------------------------------------------------------------- driver side
+
+
+def _select_in_table_order(df: DataFrame, schema: pa.Schema) -> DataFrame:
+    """``df``'s columns in table order, renamed to the table's spelling."""
+    from pyspark.sql import functions as F
+
+    by_lower = {name.lower(): name for name in df.columns}
+    columns = []
+    for name in schema.names:
+        source = by_lower[name.lower()]
+        columns.append(F.col(f"`{source.replace('`', '``')}`").alias(name))
+    return df.select(*columns)
+
+
+def write_files(
+    df: DataFrame,
+    table_uri: str,
+    *,
+    schema: pa.Schema,
+    target_file_size: int,
+    prefix: str = "part",
+    codec: str = "zstd",
+) -> list[WrittenFile]:
+    """Write ``df`` as Parquet data files under ``table_uri``; one descriptor per file.
+
+    Nothing is committed: the caller passes the result to
+    :func:`lakelayout.table.delta.commit` or :func:`~lakelayout.table.delta.create_table`.
+    ``df`` must have the table's columns (names case-insensitive, any order, the
+    same types); otherwise :class:`~lakelayout.errors.SchemaMismatch` is raised
+    before any Spark job runs. Empty partitions write no file.
+    """
+    from lakelayout.table.delta import check_append_schema, normalize_uri
+
+    if not isinstance(target_file_size, int) or target_file_size <= 0:
+        raise InvalidOption(f"target_file_size must be a positive int, got {target_file_size!r}")
+    if codec not in CODECS:
+        raise InvalidOption(f"codec {codec!r} is not supported; use one of {list(CODECS)}")
+    if not prefix or "/" in prefix:
+        raise InvalidOption(f"file prefix {prefix!r} must be non-empty and contain no '/'")
+    check_append_schema(schema, arrow_schema_of(df))
+    location = normalize_uri(table_uri)
+    prepare_location(location)
+    task = _TaskWriter(location, schema, target_file_size, prefix, codec)
+    rows = _select_in_table_order(df, schema).mapInArrow(task, DESCRIPTOR_DDL).collect()
+    return [
+        WrittenFile(
+            path=row["path"], size=row["size"], num_records=row["rows"], stats_json=row["stats"]
+        )
+        for row in rows
+    ]

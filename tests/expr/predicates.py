@@ -1,0 +1,296 @@
+"""A small edge-case table and a hypothesis strategy for predicate text over it.
+
+Shared by the pure property tests and the Spark differential test. The table
+holds the corners Spark's semantics hinge on: NULLs everywhere, NaN, +/-inf,
+-0.0, unicode and empty strings, LIKE metacharacters in the data, dates and
+timestamps around midnight, decimals with scale.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+
+import pyarrow as pa
+from hypothesis import strategies as st
+
+UTC = dt.timezone.utc
+NAN = float("nan")
+INF = float("inf")
+
+
+def edge_table() -> pa.Table:
+    """Twelve rows of corner cases (the ``id`` column identifies rows)."""
+    rows = 12
+    return pa.table(
+        {
+            "id": pa.array(range(rows), pa.int32()),
+            "i": pa.array([0, 1, -1, 5, None, 2**31 - 1, -(2**31), 7, 5, None, 100, 3], pa.int32()),
+            "ti": pa.array([1, -128, 127, 0, 5, None, 3, 3, -1, 10, None, 2], pa.int8()),
+            "x": pa.array(
+                [0.0, -0.0, NAN, INF, -INF, None, 1.5, 2.5, NAN, -3.25, 1e300, 5.0], pa.float64()
+            ),
+            "s": pa.array(
+                ["abc", "ABC", "", None, "a%b", "a_b", "héllo", "日本語", "😀x", "a\nb", "ab", "Z"],
+                pa.string(),
+            ),
+            "d": pa.array(
+                [
+                    dt.date(1995, 3, 1),
+                    dt.date(1995, 2, 28),
+                    dt.date(2000, 1, 1),
+                    None,
+                    dt.date(1970, 1, 1),
+                    dt.date(1969, 12, 31),
+                    dt.date(2024, 2, 29),
+                    dt.date(1995, 3, 2),
+                    dt.date(1995, 12, 31),
+                    dt.date(1, 1, 1),
+                    dt.date(9999, 12, 31),
+                    None,
+                ],
+                pa.date32(),
+            ),
+            "ts": pa.array(
+                [
+                    dt.datetime(1995, 3, 1, 0, 0, tzinfo=UTC),
+                    dt.datetime(1995, 3, 1, 12, 30, 1, 5, tzinfo=UTC),
+                    None,
+                    dt.datetime(2000, 1, 1, 23, 59, 59, 999999, tzinfo=UTC),
+                    dt.datetime(1970, 1, 1, tzinfo=UTC),
+                    dt.datetime(1969, 12, 31, 23, tzinfo=UTC),
+                    dt.datetime(2024, 2, 29, 6, tzinfo=UTC),
+                    None,
+                    dt.datetime(1995, 2, 28, 23, 59, tzinfo=UTC),
+                    dt.datetime(2020, 6, 15, 8, tzinfo=UTC),
+                    dt.datetime(2020, 6, 15, 8, tzinfo=UTC),
+                    dt.datetime(1999, 12, 31, 23, 59, 59, tzinfo=UTC),
+                ],
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "dec": pa.array(
+                [
+                    decimal.Decimal(v) if v is not None else None
+                    for v in [
+                        "1.50",
+                        "-1.50",
+                        "0.00",
+                        None,
+                        "99999999.99",
+                        "-99999999.99",
+                        "2.25",
+                        "1.51",
+                        "1.49",
+                        "0.01",
+                        None,
+                        "-0.01",
+                    ]
+                ],
+                pa.decimal128(10, 2),
+            ),
+            "b": pa.array(
+                [True, False, None, True, False, True, None, False, True, True, False, None]
+            ),
+        }
+    )
+
+
+INT_LITERALS = st.sampled_from(
+    [
+        "0",
+        "1",
+        "-1",
+        "5",
+        "3",
+        "7",
+        "100",
+        "2147483647",
+        "-2147483648",
+        "2147483648",
+        "5.5",
+        "-0.5",
+        "1e3",
+        "CAST('NaN' AS DOUBLE)",
+        "'5'",
+        "NULL",
+        "5L",
+        "127",
+        "128",
+        "-129",
+        "2.0",
+    ]
+)
+FLOAT_LITERALS = st.sampled_from(
+    [
+        "0",
+        "0.0",
+        "-0.0",
+        "1.5",
+        "2.5",
+        "-3.25",
+        "1e300",
+        "CAST('NaN' AS DOUBLE)",
+        "'NaN'",
+        "CAST('Infinity' AS DOUBLE)",
+        "CAST('-Infinity' AS DOUBLE)",
+        "5",
+        "NULL",
+        "1.5D",
+        "1e-5",
+    ]
+)
+STRING_CHARS = st.sampled_from([*"abcABZ%_hé日😀\n", "\\\\%", "\\\\_"])
+DATE_LITERALS = st.sampled_from(
+    [
+        "DATE '1995-03-01'",
+        "'1995-03-01'",
+        "DATE '1970-01-01'",
+        "'2024-02-29'",
+        "DATE '0001-01-01'",
+        "TIMESTAMP '1995-03-01 12:00:00'",
+        "TIMESTAMP '1995-03-01 00:00:00'",
+        "DATE '9999-12-31'",
+        "'1995-3-2'",
+    ]
+)
+TS_LITERALS = st.sampled_from(
+    [
+        "TIMESTAMP '1995-03-01 00:00:00'",
+        "TIMESTAMP '1995-03-01 12:30:01.000005'",
+        "'1995-03-01 12:30:01'",
+        "DATE '1995-03-01'",
+        "TIMESTAMP '1970-01-01 00:00:00'",
+        "'2020-06-15T08:00:00Z'",
+        "TIMESTAMP '2000-01-01 23:59:59.999999'",
+    ]
+)
+DEC_LITERALS = st.sampled_from(
+    [
+        "1.5",
+        "1.50",
+        "1.505",
+        "1",
+        "0",
+        "-0.01",
+        "99999999.99",
+        "100000000",
+        "1.5BD",
+        "2.25D",
+        "CAST('NaN' AS DOUBLE)",
+        "NULL",
+        "-1.5",
+    ]
+)
+OPS = st.sampled_from(["=", "!=", "<>", "<", "<=", ">", ">=", "<=>"])
+
+
+def string_literal(text: str) -> str:
+    return "'" + text.replace("'", "\\'") + "'"
+
+
+@st.composite
+def like_pattern(draw: st.DrawFn) -> str:
+    parts = draw(st.lists(STRING_CHARS, min_size=0, max_size=4))
+    return "'" + "".join(parts) + "'"
+
+
+@st.composite
+def comparison(draw: st.DrawFn) -> str:
+    column, literals = draw(
+        st.sampled_from(
+            [
+                ("i", INT_LITERALS),
+                ("ti", INT_LITERALS),
+                ("x", FLOAT_LITERALS),
+                ("d", DATE_LITERALS),
+                ("ts", TS_LITERALS),
+                ("dec", DEC_LITERALS),
+                ("s", st.builds(string_literal, st.text(alphabet="abAZ%_é😀", max_size=3))),
+                ("month(d)", st.sampled_from(["3", "2", "12", "13", "2.5"])),
+                ("year(ts)", st.sampled_from(["1995", "2020", "1969"])),
+                ("dayofmonth(d)", st.sampled_from(["1", "29", "31"])),
+                ("hour(ts)", st.sampled_from(["0", "12", "23"])),
+                ("lower(s)", st.sampled_from(["'abc'", "'héllo'", "''"])),
+                ("upper(s)", st.sampled_from(["'ABC'", "'HÉLLO'"])),
+                ("length(s)", st.sampled_from(["0", "1", "2", "3"])),
+                ("substring(s, 2, 2)", st.sampled_from(["'bc'", "'BC'", "''", "'_b'"])),
+                ("substring(s, -2)", st.sampled_from(["'bc'", "'%b'", "'ab'"])),
+                ("substr(s, 0, 1)", st.sampled_from(["'a'", "'A'"])),
+                ("abs(ti)", st.sampled_from(["1", "128", "3"])),
+                ("i + 1", st.sampled_from(["1", "6", "0"])),
+                ("ti * 2", st.sampled_from(["6", "0", "-2"])),
+                ("x * 2", st.sampled_from(["3.0", "0", "CAST('NaN' AS DOUBLE)"])),
+                ("i % 3", st.sampled_from(["0", "1", "-1", "2"])),
+                ("coalesce(i, 0)", st.sampled_from(["0", "5"])),
+                ("coalesce(x, 1.5)", st.sampled_from(["1.5", "2.5"])),
+                ("-ti", st.sampled_from(["-3", "3", "128"])),
+                ("dec + 1", st.sampled_from(["2.5", "0"])),
+            ]
+        )
+    )
+    op = draw(OPS)
+    literal = draw(literals)
+    if draw(st.booleans()):
+        return f"{literal} {op} {column}"
+    return f"{column} {op} {literal}"
+
+
+@st.composite
+def leaf(draw: st.DrawFn) -> str:
+    kind = draw(
+        st.sampled_from(
+            ["cmp", "cmp", "cmp", "between", "in", "null", "like", "ilike", "affix", "cols", "bool"]
+        )
+    )
+    if kind == "cmp":
+        return draw(comparison())
+    if kind == "between":
+        column, values = draw(
+            st.sampled_from([("i", INT_LITERALS), ("x", FLOAT_LITERALS), ("d", DATE_LITERALS)])
+        )
+        negated = "NOT " if draw(st.booleans()) else ""
+        return f"{column} {negated}BETWEEN {draw(values)} AND {draw(values)}"
+    if kind == "in":
+        column, values = draw(
+            st.sampled_from(
+                [
+                    ("i", INT_LITERALS),
+                    ("x", FLOAT_LITERALS),
+                    ("s", st.sampled_from(["'abc'", "''", "'ab'", "NULL", "'Z'"])),
+                    ("d", st.sampled_from(["DATE '1995-03-01'", "'2000-01-01'", "NULL"])),
+                    ("dec", DEC_LITERALS),
+                ]
+            )
+        )
+        items = draw(st.lists(values, min_size=1, max_size=4))
+        negated = "NOT " if draw(st.booleans()) else ""
+        return f"{column} {negated}IN ({', '.join(items)})"
+    if kind == "null":
+        column = draw(st.sampled_from(["i", "x", "s", "d", "ts", "dec", "b", "lower(s)"]))
+        return f"{column} IS {'NOT ' if draw(st.booleans()) else ''}NULL"
+    if kind in ("like", "ilike"):
+        negated = "NOT " if draw(st.booleans()) else ""
+        return f"s {negated}{kind.upper()} {draw(like_pattern())}"
+    if kind == "affix":
+        fn = draw(st.sampled_from(["startswith", "endswith"]))
+        affix = draw(st.sampled_from(["'a'", "'ab'", "''", "'b'", "'😀'"]))
+        return f"{fn}(s, {affix})"
+    if kind == "cols":
+        return draw(
+            st.sampled_from(["i < ti", "ti >= i", "d < ts", "ts <= d", "x > i", "i = ti", "x = x"])
+        )
+    return draw(st.sampled_from(["b", "NOT b", "b = false", "b IS TRUE", "b IS NOT FALSE", "TRUE"]))
+
+
+def _combine(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    """One level of AND / OR / NOT over smaller predicates."""
+    return st.one_of(
+        st.builds("({} AND {})".format, inner, inner),
+        st.builds("({} OR {})".format, inner, inner),
+        st.builds("NOT ({})".format, inner),
+    )
+
+
+def predicates(max_leaves: int = 4) -> st.SearchStrategy[str]:
+    """Random predicate text: leaves combined with AND / OR / NOT."""
+    return st.recursive(leaf(), _combine, max_leaves=max_leaves)

@@ -1,0 +1,154 @@
+"""Bad predicates get errors naming the problem (messages compared)."""
+
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+import pytest
+
+from lakelayout.errors import PredicateError
+from lakelayout.expr import evaluate, parse_predicate, parse_term
+
+SCHEMA = pa.schema(
+    [
+        ("l_shipdate", pa.date32()),
+        ("l_quantity", pa.int32()),
+        ("l_comment", pa.string()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+PREDICATE_ERRORS = [
+    ("", 'empty predicate: expected Spark SQL text such as "l_quantity > 5"'),
+    ("   ", 'empty predicate: expected Spark SQL text such as "l_quantity > 5"'),
+    (
+        "l_shipdat > '1995-01-01'",
+        "unknown column 'l_shipdat' in predicate; Did you mean 'l_shipdate'?",
+    ),
+    (
+        "zzz = 1",
+        "unknown column 'zzz' in predicate; columns are: l_shipdate, l_quantity, l_comment, ts",
+    ),
+    ("l_shipdate = 'abc'", "type mismatch in \"l_shipdate = 'abc'\": 'abc' is not a valid DATE"),
+    ("l_quantity = 'x'", "type mismatch in \"l_quantity = 'x'\": cannot compare INT with 'x'"),
+    ("l_shipdate = 5", "type mismatch in 'l_shipdate = 5': cannot compare DATE with 5"),
+    (
+        "l_comment = 5",
+        "type mismatch in 'l_comment = 5': cannot compare STRING with 5 "
+        "(cast explicitly, e.g. CAST(col AS ...) or a quoted literal)",
+    ),
+    (
+        "l_comment > DATE '1995-01-01'",
+        "type mismatch in \"l_comment > CAST('1995-01-01' AS DATE)\": cannot compare STRING "
+        "with DATE '1995-01-01' (cast explicitly, e.g. CAST(col AS ...) or a quoted literal)",
+    ),
+    (
+        "l_quantity IN (1, 'x')",
+        "type mismatch in \"l_quantity IN (1, 'x')\": cannot compare INT with 'x'",
+    ),
+    ("l_quantity + 1", "predicate 'l_quantity + 1' is not boolean: it has type INT"),
+    ("l_comment", "predicate 'l_comment' is not boolean: it has type STRING"),
+    (
+        "month(l_comment) = 1",
+        "type mismatch in 'MONTH(l_comment)': month() needs a DATE or TIMESTAMP, got STRING "
+        "(cast explicitly)",
+    ),
+    (
+        "l_comment LIKE 'a\\\\x'",
+        "invalid LIKE pattern 'a\\\\x': the escape character cannot precede 'x' "
+        "in \"l_comment LIKE 'a\\\\\\\\x'\"",
+    ),
+    (
+        "l_comment LIKE 'a\\\\'",
+        "invalid LIKE pattern 'a\\\\': the escape character cannot end it "
+        "in \"l_comment LIKE 'a\\\\\\\\'\"",
+    ),
+    ("SELECT 1", "malformed predicate 'SELECT 1': got a SELECT statement"),
+    ("l_quantity = 1 junk", "malformed predicate 'l_quantity = 1 junk': unexpected trailing text"),
+]
+
+
+@pytest.mark.parametrize(("sql", "message"), PREDICATE_ERRORS, ids=[p[0] for p in PREDICATE_ERRORS])
+def test_predicate_error_messages(sql: str, message: str) -> None:
+    with pytest.raises(PredicateError) as info:
+        parse_predicate(sql, SCHEMA)
+    assert str(info.value) == message
+
+
+def test_malformed_sql_names_line_and_column() -> None:
+    with pytest.raises(PredicateError) as info:
+        parse_predicate("l_quantity >", SCHEMA)
+    assert str(info.value).startswith("malformed predicate 'l_quantity >': ")
+    assert str(info.value).endswith("at line 1, col 12")
+
+
+def test_unknown_time_zone() -> None:
+    with pytest.raises(PredicateError, match="unknown time zone 'Mars/Base'"):
+        parse_predicate("l_quantity > 1", SCHEMA, timezone="Mars/Base")
+
+
+TERM_ERRORS = [
+    ("", 'empty expression: expected Spark SQL text such as "l_quantity > 5"'),
+    (
+        "rand()",
+        "expression 'rand()' is non-deterministic (rand() is non-deterministic); "
+        "clustering and index expressions must be deterministic",
+    ),
+    (
+        "l_quantity + rand()",
+        "expression 'l_quantity + rand()' is non-deterministic (rand() is non-deterministic); "
+        "clustering and index expressions must be deterministic",
+    ),
+    (
+        "current_date()",
+        "expression 'current_date()' is non-deterministic (current_date() is "
+        "non-deterministic); clustering and index expressions must be deterministic",
+    ),
+    ("1 + 1", "expression '1 + 1' references no column"),
+    (
+        "monthh(l_shipdate)",
+        "unsupported expression 'monthh(l_shipdate)': function monthh() is not modelled",
+    ),
+    ("l_shipdat", "unknown column 'l_shipdat' in expression; Did you mean 'l_shipdate'?"),
+]
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"), TERM_ERRORS, ids=[p[0] or "empty" for p in TERM_ERRORS]
+)
+def test_term_error_messages(sql: str, message: str) -> None:
+    with pytest.raises(PredicateError) as info:
+        parse_term(sql, SCHEMA)
+    assert str(info.value) == message
+
+
+def test_terms_parse() -> None:
+    assert parse_term("MONTH(l_shipdate)", SCHEMA).sql() == "month(l_shipdate)"
+    assert parse_term("lower(L_COMMENT)", SCHEMA).sql() == "lower(l_comment)"
+    assert parse_term("l_quantity * 2 + 1", SCHEMA).sql() == "((2 * l_quantity) + 1)"
+    term = parse_term("my_hash(l_comment)", SCHEMA, functions={"my_hash": pa.int64()})
+    assert term.sql() == "my_hash(l_comment)"
+    assert term.dtype == pa.int64()
+
+
+def test_opaque_and_udf_cannot_be_evaluated() -> None:
+    table = pa.table({"l_comment": ["a"]})
+    schema = table.schema
+    with pytest.raises(PredicateError, match=r"cannot evaluate .*RLIKE.* outside Spark"):
+        evaluate(parse_predicate("l_comment RLIKE 'a'", schema), table)
+    with pytest.raises(PredicateError, match=re.escape("cannot evaluate 'NOT ((RAND() < 0.5))'")):
+        evaluate(parse_predicate("NOT rand() < 0.5", schema), table)
+    udf = parse_predicate("spam(l_comment)", schema, functions={"spam": pa.bool_()})
+    with pytest.raises(PredicateError, match=re.escape("spam() is a user function")):
+        evaluate(udf, table)
+
+
+def test_ansi_errors_are_errors() -> None:
+    table = pa.table({"a": pa.array([2**31 - 1, 0], pa.int32())})
+    with pytest.raises(PredicateError, match="overflow"):
+        evaluate(parse_predicate("a + 1 > 0", table.schema), table)
+    with pytest.raises(PredicateError, match="division by zero"):
+        evaluate(parse_predicate("1 / a > 0", table.schema), table)
+    with pytest.raises(PredicateError, match="remainder by zero"):
+        evaluate(parse_predicate("1 % a > 0", table.schema), table)

@@ -1,0 +1,266 @@
+"""Delta log access: create, commit (with conflict detection), snapshot, properties.
+
+Files are written with pyarrow directly (no JVM needed): this layer only
+commits descriptors, whoever wrote the files.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+from lakelayout.errors import (
+    CommitConflict,
+    InvalidOption,
+    LakelayoutError,
+    SchemaMismatch,
+    TableExists,
+    TableNotFound,
+)
+from lakelayout.table import delta
+from lakelayout.table.writer import WrittenFile
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+
+
+def _file(root: Path, name: str, ids: list[int]) -> WrittenFile:
+    """A Parquet file under ``root`` and its descriptor (stats written by hand)."""
+    root.mkdir(parents=True, exist_ok=True)
+    table = pa.table({"id": ids, "name": [f"n{i}" for i in ids]}, schema=SCHEMA)
+    pq.write_table(table, root / name)
+    stats = {
+        "numRecords": len(ids),
+        "minValues": {"id": min(ids), "name": f"n{min(ids)}"},
+        "maxValues": {"id": max(ids), "name": f"n{max(ids)}"},
+        "nullCount": {"id": 0, "name": 0},
+    }
+    return WrittenFile(name, (root / name).stat().st_size, len(ids), json.dumps(stats))
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> Path:
+    """Version 0: files a.parquet (ids 0..9) and b.parquet (ids 10..19)."""
+    root = tmp_path / "t"
+    files = [
+        _file(root, "a.parquet", list(range(10))),
+        _file(root, "b.parquet", list(range(10, 20))),
+    ]
+    assert delta.create_table(root, SCHEMA, files, name="people", description="test") == 0
+    return root
+
+
+def _live(root: Path) -> set[str]:
+    return set(pa.table(DeltaTable(str(root)).get_add_actions()).column("path").to_pylist())
+
+
+def _ids(root: Path, version: int | None = None) -> list[int]:
+    dt = DeltaTable(str(root)) if version is None else DeltaTable(str(root), version=version)
+    return sorted(dt.to_pyarrow_table().column("id").to_pylist())
+
+
+def test_create_then_read_back(table: Path) -> None:
+    assert _ids(table) == list(range(20))
+    snap = delta.snapshot(table)
+    assert snap.version == 0
+    assert snap.schema == SCHEMA
+    assert snap.metadata is not None
+    assert (snap.metadata.name, snap.metadata.description) == ("people", "test")
+    assert snap.metadata.created_time is not None
+    assert len(snap.files) == 2
+    assert snap.files.total_rows == 20
+    assert sorted(snap.files.paths.tolist()) == ["a.parquet", "b.parquet"]
+
+
+def test_empty_table_snapshot(tmp_path: Path) -> None:
+    assert delta.create_table(tmp_path / "e", SCHEMA, []) == 0
+    snap = delta.snapshot(tmp_path / "e")
+    assert (snap.version, len(snap.files), snap.schema) == (0, 0, SCHEMA)
+
+
+def test_create_twice_raises_table_exists(table: Path) -> None:
+    with pytest.raises(TableExists, match=f"a Delta table already exists at '{table}'"):
+        delta.create_table(table, SCHEMA, [])
+    with pytest.raises(TableExists):
+        delta.ensure_absent(table)
+    delta.ensure_absent(table / "elsewhere")
+
+
+def test_create_on_a_file_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "plain.txt"
+    target.write_text("x")
+    with pytest.raises(InvalidOption, match="is a file, not a directory"):
+        delta.create_table(target, SCHEMA, [])
+
+
+def test_relative_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert (
+        delta.create_table("rel/t", SCHEMA, [_file(tmp_path / "rel" / "t", "a.parquet", [1])]) == 0
+    )
+    assert delta.snapshot("rel/t").uri == str(tmp_path / "rel" / "t")
+    assert _ids(tmp_path / "rel" / "t") == [1]
+
+
+def test_open_missing_table(tmp_path: Path) -> None:
+    with pytest.raises(TableNotFound, match=f"no Delta table at '{tmp_path / 'nope'}'"):
+        delta.open_table(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TableNotFound):
+        delta.snapshot(tmp_path / "empty")
+
+
+def test_commit_adds_and_removes_in_one_version(table: Path) -> None:
+    new = _file(table, "c.parquet", list(range(10)))
+    version = delta.commit(
+        table, adds=[new], removes=["a.parquet"], data_change=False, operation="OPTIMIZE"
+    )
+    assert version == 1
+    assert _ids(table) == list(range(20))
+    assert _live(table) == {"b.parquet", "c.parquet"}
+    newest = delta.history(table, limit=1)[0]
+    assert newest["version"] == 1
+    assert newest[delta.COMMIT_INFO_KEY]["operation"] == "OPTIMIZE"
+
+
+def test_concurrent_remove_is_a_conflict_and_changes_nothing(table: Path) -> None:
+    """Writers A and B both planned at version 0 to rewrite a.parquet; B loses."""
+    delta.commit(
+        table,
+        adds=[_file(table, "a2.parquet", list(range(10)))],
+        removes=["a.parquet"],
+        read_version=0,
+    )
+    before = DeltaTable(str(table)).version()
+    with pytest.raises(CommitConflict, match=r"since version 0 .*removed 1 file.*'a\.parquet'"):
+        delta.commit(
+            table,
+            adds=[_file(table, "a3.parquet", list(range(10)))],
+            removes=["a.parquet"],
+            read_version=0,
+        )
+    assert DeltaTable(str(table)).version() == before
+    assert _live(table) == {"a2.parquet", "b.parquet"}
+    assert _ids(table) == list(range(20))
+
+
+def test_concurrent_append_does_not_conflict(table: Path) -> None:
+    """B planned at version 0 to rewrite b.parquet; A only appended meanwhile."""
+    delta.commit(table, adds=[_file(table, "new.parquet", [100])], read_version=0)
+    version = delta.commit(
+        table,
+        adds=[_file(table, "b2.parquet", list(range(10, 20)))],
+        removes=["b.parquet"],
+        read_version=0,
+        data_change=False,
+    )
+    assert version == 2
+    assert _ids(table) == [*range(20), 100]
+
+
+def test_commit_argument_errors(table: Path) -> None:
+    again = _file(table, "a.parquet", list(range(10)))
+    with pytest.raises(InvalidOption, match="both added and removed"):
+        delta.commit(table, adds=[again], removes=["a.parquet"])
+    with pytest.raises(InvalidOption, match=r"not live files of .* at version 0"):
+        delta.commit(table, adds=[], removes=["zzz.parquet"], read_version=0)
+    with pytest.raises(InvalidOption, match="read_version 5 is newer"):
+        delta.commit(table, adds=[], read_version=5)
+    assert DeltaTable(str(table)).version() == 0
+
+
+def test_time_travel_and_bad_version(table: Path) -> None:
+    delta.commit(table, adds=[_file(table, "c.parquet", [50, 51])])
+    assert delta.snapshot(table).version == 1
+    old = delta.snapshot(table, version=0)
+    assert old.version == 0
+    assert _ids(table, version=0) == list(range(20))
+    with pytest.raises(
+        LakelayoutError, match=r"version 7 of '.*' does not exist; available versions: 0\.\.1"
+    ):
+        delta.snapshot(table, version=7)
+    with pytest.raises(LakelayoutError, match=r"available versions: 0\.\.1"):
+        delta.snapshot(table, version=-1)
+
+
+def test_properties_delta_and_custom(table: Path) -> None:
+    version = delta.set_properties(table, {"lakelayout.clusteringColumns": '["id"]'})
+    assert version == 1
+    assert DeltaTable(str(table)).metadata().configuration == {
+        "lakelayout.clusteringColumns": '["id"]'
+    }
+    delta.set_properties(table, {"delta.dataSkippingNumIndexedCols": "8"})
+    # later data commits keep the properties
+    delta.commit(table, adds=[_file(table, "c.parquet", [77])])
+    snap = delta.snapshot(table)
+    assert snap.version == 3
+    assert snap.configuration == {
+        "lakelayout.clusteringColumns": '["id"]',
+        "delta.dataSkippingNumIndexedCols": "8",
+    }
+    assert snap.metadata is not None and snap.metadata.name == "people"
+    assert _ids(table) == [*range(20), 77]
+    delta.set_properties(table, {"lakelayout.clusteringColumns": ""})
+    assert delta.snapshot(table).configuration["lakelayout.clusteringColumns"] == ""
+    with pytest.raises(InvalidOption, match=r"cannot unset table property 'lakelayout\.x'"):
+        delta.set_properties(table, {"lakelayout.x": None})  # type: ignore[dict-item]
+
+
+def test_unknown_delta_property_is_refused(table: Path) -> None:
+    with pytest.raises(InvalidOption, match=r"delta-rs refused table properties \['delta.nope'\]"):
+        delta.set_properties(table, {"delta.nope": "1"})
+
+
+def test_create_with_custom_configuration(tmp_path: Path) -> None:
+    root = tmp_path / "c"
+    version = delta.create_table(
+        root,
+        SCHEMA,
+        [_file(root, "x.parquet", [1])],
+        configuration={"delta.appendOnly": "false", "lakelayout.layout": "{}"},
+    )
+    assert version == 1
+    assert delta.snapshot(root).configuration == {
+        "delta.appendOnly": "false",
+        "lakelayout.layout": "{}",
+    }
+
+
+def test_check_append_schema_names_every_problem() -> None:
+    table_schema = pa.schema(
+        [("id", pa.int64()), ("name", pa.string()), ("ts", pa.timestamp("us", "UTC"))]
+    )
+    ok = pa.schema(
+        [("NAME", pa.large_string()), ("Id", pa.int64()), ("ts", pa.timestamp("us", "Asia/Tokyo"))]
+    )
+    delta.check_append_schema(table_schema, ok)
+    bad = pa.schema([("id", pa.int32()), ("nme", pa.string()), ("ts", pa.timestamp("us"))])
+    with pytest.raises(SchemaMismatch) as info:
+        delta.check_append_schema(table_schema, bad)
+    message = str(info.value)
+    assert "column 'nme' is not in the table. Did you mean 'name'?" in message
+    assert "column 'name' of the table is missing from the data" in message
+    assert "column 'id' is long in the table but integer in the data" in message
+    assert "column 'ts' is timestamp in the table but timestamp_ntz in the data" in message
+
+
+def test_check_append_schema_nested_types() -> None:
+    table_schema = pa.schema(
+        [("m", pa.map_(pa.string(), pa.float64())), ("l", pa.list_(pa.int64()))]
+    )
+    same = pa.schema(
+        [
+            ("m", pa.map_(pa.large_string(), pa.float64())),
+            ("l", pa.list_(pa.field("element", pa.int64()))),
+        ]
+    )
+    delta.check_append_schema(table_schema, same)
+    other = pa.schema([("m", pa.map_(pa.string(), pa.float32())), ("l", pa.list_(pa.int64()))])
+    with pytest.raises(
+        SchemaMismatch, match=r"'m' is map<string,double> in the table but map<string,float>"
+    ):
+        delta.check_append_schema(table_schema, other)

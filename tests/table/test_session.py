@@ -1,0 +1,93 @@
+"""The SparkSession factory: settings, and the Java check before the JVM starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lakelayout.errors import EnvironmentProblem
+from lakelayout.table.session import check_java, default_conf, parse_java_major
+
+
+def _fake_java(directory: Path, version_line: str) -> None:
+    script = directory / "java"
+    script.write_text(f"#!/bin/sh\necho '{version_line}' >&2\n")
+    script.chmod(0o755)
+
+
+def test_parse_java_major_old_and_new_schemes() -> None:
+    assert parse_java_major('openjdk version "11.0.2" 2019-01-15') == 11
+    assert parse_java_major('java version "1.8.0_292"') == 8
+    assert parse_java_major('openjdk version "17-ea"') == 17
+
+
+def test_old_java_is_refused_with_install_hint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fake_java(tmp_path, 'java version "1.8.0_292"')
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(EnvironmentProblem, match=r"Java >= 17, but '.*java' is Java 8\. Install"):
+        check_java()
+
+
+def test_java_home_without_java_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))
+    with pytest.raises(EnvironmentProblem, match=r"JAVA_HOME=.* has no bin/java"):
+        check_java()
+
+
+def test_java_17_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_java(tmp_path, 'openjdk version "17.0.15" 2025-04-15')
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert check_java() == 17
+
+
+def test_no_java_on_path_fails_before_the_jvm(tmp_path: Path) -> None:
+    """A real process with no java on PATH: spark_session raises, no JVM is launched."""
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(tmp_path)
+    code = (
+        "from lakelayout.table.session import spark_session\n"
+        "from lakelayout.errors import EnvironmentProblem\n"
+        "try:\n    spark_session('local[1]')\n"
+        "except EnvironmentProblem as e:\n    print('EnvironmentProblem:', e)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "EnvironmentProblem: Spark needs Java >= 17, but no 'java' on PATH" in proc.stdout
+    assert "openjdk-17" in proc.stdout
+
+
+def test_default_conf_for_local_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "x")
+    conf = default_conf("local[3]")
+    assert conf["spark.sql.shuffle.partitions"] == "6"
+    assert conf["spark.sql.session.timeZone"] == "UTC"
+    assert conf["spark.pyspark.python"] == sys.executable
+    assert conf["spark.sql.execution.arrow.pyspark.enabled"] == "true"
+    assert conf["spark.ui.enabled"] == "false"
+    assert "spark.sql.shuffle.partitions" not in default_conf("spark://host:7077")
+
+
+def test_ui_stays_on_outside_tests_and_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    assert "spark.ui.enabled" not in default_conf("local[*]")
+
+
+@pytest.mark.spark
+def test_session_has_lakelayout_settings(spark: object) -> None:
+    conf = spark.conf  # type: ignore[attr-defined]
+    assert conf.get("spark.sql.session.timeZone") == "UTC"
+    assert conf.get("spark.pyspark.python") == sys.executable
+    assert conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
+    assert os.environ["PYSPARK_PYTHON"] == sys.executable
