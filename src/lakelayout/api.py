@@ -1,0 +1,372 @@
+"""The user-facing :class:`Table`: one object per Delta table, verbs as methods.
+
+``Table`` composes the layers below it: the Delta log and the Spark writer
+(:mod:`lakelayout.table`), predicate parsing (:mod:`lakelayout.expr`) and file
+pruning (:mod:`lakelayout.skipping`). Metadata-only work (snapshots, pruning,
+describing) needs no Spark; writing and scanning data runs Spark jobs on the
+session given, or on :func:`spark_session` created on first use.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from lakelayout.errors import InvalidOption, PredicateError, TableNotFound, closest
+from lakelayout.expr.nodes import BoolConst, Predicate
+from lakelayout.expr.parse import parse_predicate
+from lakelayout.skipping.minmax import might_match
+from lakelayout.skipping.report import Measured, ScanReport
+from lakelayout.table import delta
+from lakelayout.table.stats import FileStats
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakelayout.table.delta import Snapshot
+
+#: table property holding the target size of written files, in bytes
+TARGET_FILE_SIZE = "lakelayout.targetFileSize"
+DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class WriteMetrics:
+    """What one write (create or append) committed."""
+
+    version: int
+    files_added: int
+    rows_added: int
+    bytes_added: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    """A scan: the Spark DataFrame over the kept files, and its report."""
+
+    df: DataFrame
+    report: ScanReport
+    predicate: Predicate
+
+
+@dataclass(frozen=True)
+class ColumnCoverage:
+    """How many files carry each kind of statistic for one column."""
+
+    name: str
+    dtype: str
+    files_with_min_max: int
+    files_with_null_count: int
+
+
+@dataclass(frozen=True)
+class TableDescription:
+    """``describe()``: files, sizes, rows, stats coverage and recent history."""
+
+    uri: str
+    version: int
+    schema: pa.Schema
+    files: int
+    rows: int
+    bytes: int
+    smallest_file: int
+    largest_file: int
+    properties: dict[str, str]
+    coverage: list[ColumnCoverage]
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Table:
+    """A Delta Lake table that lakelayout writes, prunes and (later) reorganizes.
+
+    Open an existing table with ``Table(path)``; make a new one with
+    :meth:`Table.create`.
+    """
+
+    def __init__(self, uri: str, *, spark: SparkSession | None = None) -> None:
+        self.uri = _normalize_uri(uri)
+        delta.open_table(self.uri)  # raises TableNotFound early
+        self._spark = spark
+
+    # ------------------------------------------------------------ creation
+
+    @classmethod
+    def create(
+        cls,
+        uri: str,
+        df: DataFrame | None = None,
+        *,
+        schema: pa.Schema | None = None,
+        spark: SparkSession | None = None,
+        target_file_size: int | None = None,
+        properties: Mapping[str, str] | None = None,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> Table:
+        """Create a Delta table at ``uri`` from a DataFrame, or empty from a schema.
+
+        All files of ``df`` are committed in one transaction (version 0).
+        """
+        from lakelayout.table.writer import arrow_schema_of, write_files
+
+        if (df is None) == (schema is None):
+            raise InvalidOption("Table.create needs exactly one of df= or schema=")
+        root = _normalize_uri(uri)
+        config = dict(properties or {})
+        if target_file_size is not None:
+            config[TARGET_FILE_SIZE] = str(_check_target_size(target_file_size))
+        table_schema = schema if schema is not None else arrow_schema_of(df)  # type: ignore[arg-type]
+        files = []
+        if df is not None:
+            delta.ensure_absent(root)
+            size = _check_target_size(
+                target_file_size or int(config.get(TARGET_FILE_SIZE, DEFAULT_TARGET_FILE_SIZE))
+            )
+            files = write_files(df, root, schema=table_schema, target_file_size=size)
+        delta.create_table(
+            root,
+            table_schema,
+            files,
+            name=name,
+            description=description,
+            configuration=config or None,
+        )
+        return cls(root, spark=spark if spark is not None else _session_of(df))
+
+    # ------------------------------------------------------------ metadata
+
+    @property
+    def spark(self) -> SparkSession:
+        """The SparkSession this table runs its jobs on (created on first use)."""
+        if self._spark is None:
+            from lakelayout.table.session import spark_session
+
+            self._spark = spark_session()
+        return self._spark
+
+    def snapshot(self, version: int | None = None) -> Snapshot:
+        """The live files and their statistics, at the latest or a given version."""
+        return delta.snapshot(self.uri, version)
+
+    @property
+    def version(self) -> int:
+        return self.snapshot().version
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.snapshot().schema
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return dict(self.snapshot().configuration)
+
+    def history(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """Commits, newest first."""
+        return delta.history(self.uri, limit)
+
+    def describe(self, *, history: int = 10) -> TableDescription:
+        """Files, sizes, rows, per-column statistics coverage and recent history."""
+        snap = self.snapshot()
+        files = snap.files
+        sizes = files.sizes
+        coverage = []
+        for column in snap.schema:
+            stats = files.columns.get(column.name)
+            with_bounds = with_nulls = 0
+            if stats is not None:
+                known = np.asarray(stats.min.is_valid()) & np.asarray(stats.max.is_valid())
+                with_bounds = int(known.sum())
+                with_nulls = int((stats.null_count >= 0).sum())
+            coverage.append(ColumnCoverage(column.name, str(column.type), with_bounds, with_nulls))
+        return TableDescription(
+            uri=self.uri,
+            version=snap.version,
+            schema=snap.schema,
+            files=len(files),
+            rows=int(files.total_rows),
+            bytes=int(files.total_bytes),
+            smallest_file=int(sizes.min()) if len(files) else 0,
+            largest_file=int(sizes.max()) if len(files) else 0,
+            properties=dict(snap.configuration),
+            coverage=coverage,
+            history=self.history(history) if history > 0 else [],
+        )
+
+    # ------------------------------------------------------------ writing
+
+    def append(self, df: DataFrame, *, target_file_size: int | None = None) -> WriteMetrics:
+        """Append the rows of ``df`` in one commit; the schema must match the table's."""
+        from lakelayout.table.writer import arrow_schema_of, write_files
+
+        started = time.perf_counter()
+        snap = self.snapshot()
+        delta.check_append_schema(snap.schema, arrow_schema_of(df))
+        df = _select_in_table_order(df, snap.schema)
+        size = _check_target_size(target_file_size or self._target_file_size(snap))
+        files = write_files(df, self.uri, schema=snap.schema, target_file_size=size)
+        version = delta.commit(self.uri, adds=files, operation="WRITE") if files else snap.version
+        return WriteMetrics(
+            version=version,
+            files_added=len(files),
+            rows_added=sum(f.num_records for f in files),
+            bytes_added=sum(f.size for f in files),
+            seconds=time.perf_counter() - started,
+        )
+
+    # ------------------------------------------------------------ reading
+
+    def scan(
+        self,
+        where: str | None = None,
+        columns: Sequence[str] | None = None,
+        *,
+        version: int | None = None,
+        measure: bool = False,
+    ) -> ScanResult:
+        """Rows matching ``where`` (Spark SQL), reading only files that may hold them.
+
+        ``res.df`` is a Spark DataFrame over the kept files with the predicate
+        applied by Spark itself, so results are exactly Spark's. ``res.report``
+        says how many files, bytes and rows existed and were kept; with
+        ``measure=True`` a Spark job also counts the matching rows per file
+        and the report carries σ, λ, μ and ψ.
+        """
+        snap = self.snapshot(version)
+        select = _resolve_columns(columns, snap.schema)
+        predicate = self._bind(where, snap.schema)
+
+        started = time.perf_counter()
+        keep = might_match(predicate, snap.files)
+        pruning_seconds = time.perf_counter() - started
+        kept = snap.files.take(keep)
+
+        df = self._read(kept, snap.schema)
+        if where is not None:
+            from pyspark.sql import functions as F
+
+            df = df.where(F.expr(where))
+        measured = self._measure(df, kept) if measure else None
+        if select is not None:
+            df = df.select(*select)
+        files = snap.files
+        report = ScanReport(
+            predicate=where or "",
+            version=snap.version,
+            files_total=len(files),
+            files_kept=len(kept),
+            bytes_total=int(files.total_bytes),
+            bytes_kept=int(kept.total_bytes),
+            rows_total=int(files.total_rows),
+            rows_kept=int(kept.total_rows),
+            pruning_seconds=pruning_seconds,
+            skipped_by={"minmax": len(files) - len(kept)},
+            measured=measured,
+        )
+        return ScanResult(df=df, report=report, predicate=predicate)
+
+    def to_df(self, *, version: int | None = None) -> DataFrame:
+        """Every row of the table (at ``version``) as a Spark DataFrame."""
+        snap = self.snapshot(version)
+        return self._read(snap.files, snap.schema)
+
+    # ------------------------------------------------------------ internals
+
+    def _bind(self, where: str | None, schema: pa.Schema) -> Predicate:
+        if where is None:
+            return BoolConst(True)
+        timezone = self.spark.conf.get("spark.sql.session.timeZone") or "UTC"
+        return parse_predicate(where, schema, timezone=timezone)
+
+    def _read(self, files: FileStats, schema: pa.Schema) -> DataFrame:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        spark_schema = from_arrow_schema(schema)
+        if len(files) == 0:
+            return self.spark.createDataFrame([], spark_schema)
+        paths = [os.path.join(self.uri, str(p)) for p in files.paths]
+        return self.spark.read.schema(spark_schema).parquet(*paths)
+
+    def _measure(self, filtered: DataFrame, kept: FileStats) -> Measured:
+        """Count matching rows per kept file with one Spark job."""
+        from pyspark.sql import functions as F
+
+        rows = (
+            filtered.select(F.col("_metadata.file_path").alias("file"))
+            .groupBy("file")
+            .count()
+            .collect()
+        )
+        matching = {_local_path(r["file"]): int(r["count"]) for r in rows}
+        relevant = [
+            int(n)
+            for p, n in zip(kept.paths, kept.num_records, strict=True)
+            if matching.get(os.path.join(self.uri, str(p)), 0) > 0
+        ]
+        return Measured(
+            rows_matching=sum(matching.values()),
+            files_relevant=len(relevant),
+            rows_in_relevant_files=sum(relevant),
+        )
+
+    def _target_file_size(self, snap: Snapshot) -> int:
+        raw = snap.configuration.get(TARGET_FILE_SIZE)
+        return int(raw) if raw else DEFAULT_TARGET_FILE_SIZE
+
+    def __repr__(self) -> str:
+        return f"Table({self.uri!r})"
+
+
+def _normalize_uri(uri: str) -> str:
+    if not uri or not str(uri).strip():
+        raise TableNotFound("table path is empty")
+    parsed = urllib.parse.urlparse(str(uri))
+    if parsed.scheme in ("", "file"):
+        return os.path.abspath(parsed.path if parsed.scheme == "file" else str(uri))
+    return str(uri)
+
+
+def _local_path(file_uri: str) -> str:
+    parsed = urllib.parse.urlparse(file_uri)
+    return urllib.parse.unquote(parsed.path) if parsed.scheme == "file" else file_uri
+
+
+def _check_target_size(size: int) -> int:
+    if not isinstance(size, int) or isinstance(size, bool) or size < 1024:
+        raise InvalidOption(
+            f"target file size must be an integer number of bytes >= 1024, got {size!r}"
+        )
+    return size
+
+
+def _resolve_columns(columns: Sequence[str] | None, schema: pa.Schema) -> list[str] | None:
+    if columns is None:
+        return None
+    if isinstance(columns, str):
+        raise InvalidOption("columns= takes a list of column names, not a single string")
+    by_lower = {name.lower(): name for name in schema.names}
+    out = []
+    for name in columns:
+        resolved = by_lower.get(str(name).lower())
+        if resolved is None:
+            raise PredicateError(
+                f"unknown column '{name}' in columns;{closest(str(name), schema.names)}".rstrip(";")
+            )
+        out.append(resolved)
+    return out
+
+
+def _select_in_table_order(df: DataFrame, schema: pa.Schema) -> DataFrame:
+    by_lower = {c.lower(): c for c in df.columns}
+    return df.select(*[df[by_lower[name.lower()]].alias(name) for name in schema.names])
+
+
+def _session_of(df: DataFrame | None) -> SparkSession | None:
+    return None if df is None else df.sparkSession
