@@ -1,0 +1,54 @@
+"""The command line on a real table: scan and describe print what they should."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from typer.testing import CliRunner
+
+from lakelayout.api import Table
+from lakelayout.cli import app
+
+pytestmark = pytest.mark.spark
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def table_path(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("cli") / "t"
+    data = pa.table({"id": list(range(400)), "name": [f"n{i % 7}" for i in range(400)]})
+    Table.create(str(path), spark.createDataFrame(data).repartitionByRange(4, "id"))
+    return str(path)
+
+
+def test_scan_prints_kept_files_and_indicators(table_path: str) -> None:
+    result = runner.invoke(app, ["scan", table_path, "--where", "id < 50", "--show", "3"])
+    assert result.exit_code == 0, result.output
+    files_row = next(line for line in result.output.splitlines() if "files" in line)
+    cells = [c.strip() for c in files_row.split("│") if c.strip()]
+    assert cells == ["files", "4", "1"]  # total, kept
+    assert "matching rows 50" in result.output
+    assert "σ=0.125" in result.output
+
+
+def test_scan_reports_bad_predicate_as_error(table_path: str) -> None:
+    result = runner.invoke(app, ["scan", table_path, "--where", "nmae = 'x'"])
+    assert result.exit_code == 2
+    assert "Did you mean 'name'?" in result.output
+
+
+def test_describe_lists_files_coverage_and_history(table_path: str) -> None:
+    result = runner.invoke(app, ["describe", table_path])
+    assert result.exit_code == 0, result.output
+    assert "4 files, 400 rows" in result.output
+    assert "│ id     │ int64  │     4/4 │" in result.output
+    assert "CREATE TABLE" in result.output
+
+
+def test_missing_table_is_a_clear_error(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["describe", str(tmp_path / "nope")])
+    assert result.exit_code == 2
+    assert "no Delta table at" in result.output
