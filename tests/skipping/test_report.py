@@ -59,7 +59,9 @@ def test_geometric_means_obey_equation_two() -> None:
     s = WorkloadSummary.of(reports)
     assert s.queries == 4
     assert s.g_psi == pytest.approx(s.g_sigma / (s.g_lambda * s.g_mu))
-    assert s.g_sigma == pytest.approx(math.exp((math.log(0.03) + math.log(0.005) + math.log(0.3)) / 3))
+    assert s.g_sigma == pytest.approx(
+        math.exp((math.log(0.03) + math.log(0.005) + math.log(0.3)) / 3)
+    )
 
 
 def test_geometric_mean_ignores_undefined() -> None:
