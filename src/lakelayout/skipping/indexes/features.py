@@ -1,0 +1,156 @@
+"""Features: one bit per boolean SQL predicate per file (the SOP bit vector, thesis §4.1.3).
+
+For each declared predicate ``p_i`` a file stores two bits: ``t_i`` -- some row
+makes ``p_i`` TRUE -- and ``f_i`` -- some row makes it FALSE (NULL sets
+neither). A query node whose canonical SQL is ``p_i`` is represented by
+``t_i``; a node that is ``p_i``'s negation (``NOT p_i`` normalized, e.g.
+``status != 'error'``) by ``f_i``; and each clause negates into the other, so
+the merge can use them under NOT. Any predicate lakelayout can evaluate on
+Arrow data works (``month(ts) = 12``, ``m['courier'] = 'ups'``, LIKE), because
+bits are computed by evaluating the predicate on the rows, never by
+reasoning about bounds.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelayout.errors import InvalidOption, PredicateError
+from lakelayout.expr.evaluate import evaluate
+from lakelayout.expr.nodes import Predicate
+from lakelayout.expr.parse import parse_predicate
+from lakelayout.skipping.indexes.base import Batch, Clause, Index, Udf, null_mask, register
+
+MAX_FEATURES = 64
+
+
+@register
+class Features(Index):
+    """Feature bits per file for a list of boolean SQL predicates.
+
+    >>> idx = Features(["s = 'error'"]).bind(pa.schema([("s", pa.string())]))
+    >>> idx.collect(pa.table({"s": ["ok", None]}))
+    {'t0': False, 'f0': True}
+    """
+
+    kind = "features"
+
+    def __init__(self, predicates: Sequence[str]) -> None:
+        if isinstance(predicates, str) or not predicates:
+            raise InvalidOption(
+                f"Features needs a non-empty list of SQL predicates, got {predicates!r}"
+            )
+        if len(predicates) > MAX_FEATURES:
+            raise InvalidOption(
+                f"Features takes at most {MAX_FEATURES} predicates, got {len(predicates)}"
+            )
+        self.texts = [str(p) for p in predicates]
+        self._preds: list[Predicate] | None = None
+
+    @property
+    def key(self) -> str:
+        if self._preds is not None:
+            return "; ".join(p.sql() for p in self._preds)
+        return "; ".join(t.strip() for t in self.texts)
+
+    @property
+    def predicates(self) -> list[Predicate]:
+        if self._preds is None:
+            raise InvalidOption(f"index {self.name} is not bound: call bind(schema) first")
+        return self._preds
+
+    def bind(self, schema: pa.Schema) -> Features:
+        preds = [parse_predicate(text, schema) for text in self.texts]
+        empty = schema.empty_table()
+        for text, pred in zip(self.texts, preds, strict=True):
+            try:
+                evaluate(pred, empty)
+                evaluate(pred.negate(), empty)
+            except PredicateError as err:
+                raise InvalidOption(
+                    f"Features predicate {text!r} cannot be evaluated on data: {err}"
+                ) from None
+        bound = copy.copy(self)
+        bound._preds = preds
+        return bound
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        fields = []
+        for i in range(len(self.texts)):
+            fields += [(f"t{i}", pa.bool_()), (f"f{i}", pa.bool_())]
+        return pa.struct(fields)
+
+    def collector(self) -> _FeatureCollector:
+        return _FeatureCollector(self.predicates)
+
+    def label(self, node: Predicate) -> Clause | None:
+        key = node.sql()
+        for i, pred in enumerate(self.predicates):
+            if key == pred.sql():
+                return FeatureClause(i, True)
+            if key == pred.negate().sql():
+                return FeatureClause(i, False)
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "expression": list(self.texts), "params": {}}
+
+    @classmethod
+    def from_params(
+        cls, expression: Any, params: dict[str, Any], udfs: Mapping[str, Udf] | None
+    ) -> Index:
+        if not isinstance(expression, list):
+            raise InvalidOption(f"Features expects a list of predicates, got {expression!r}")
+        return cls(expression, **params)
+
+
+class _FeatureCollector:
+    def __init__(self, predicates: list[Predicate]) -> None:
+        self.predicates = predicates
+        self.any_true = np.zeros(len(predicates), dtype=bool)
+        self.any_false = np.zeros(len(predicates), dtype=bool)
+        self.failed = False
+
+    def add(self, batch: Batch) -> None:
+        try:
+            for i, pred in enumerate(self.predicates):
+                self.any_true[i] |= bool(evaluate(pred, batch).any())
+                self.any_false[i] |= bool(evaluate(pred.negate(), batch).any())
+        except PredicateError:
+            self.failed = True
+
+    def result(self) -> dict[str, bool] | None:
+        if self.failed:
+            return None
+        out: dict[str, bool] = {}
+        for i in range(len(self.predicates)):
+            out[f"t{i}"] = bool(self.any_true[i])
+            out[f"f{i}"] = bool(self.any_false[i])
+        return out
+
+
+class FeatureClause(Clause):
+    """Some row makes feature ``i`` TRUE (``truth``) or FALSE (``not truth``)."""
+
+    def __init__(self, i: int, truth: bool) -> None:
+        self.i = i
+        self.truth = truth
+
+    def evaluate(self, meta: pa.Array) -> np.ndarray:
+        field = f"{'t' if self.truth else 'f'}{self.i}"
+        names = [meta.type.field(j).name for j in range(meta.type.num_fields)]
+        if field not in names:
+            return np.ones(len(meta), dtype=bool)
+        bits = meta.flatten()[names.index(field)]
+        values = np.asarray(pc.fill_null(bits, True).to_numpy(zero_copy_only=False), dtype=bool)
+        return values | null_mask(meta)
+
+    def negate(self) -> Clause:
+        return FeatureClause(self.i, not self.truth)

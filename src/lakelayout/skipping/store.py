@@ -1,0 +1,311 @@
+"""The per-table metadata store: a Parquet sidecar under ``<table>/_lakelayout/index/``.
+
+Layout::
+
+    <table>/_lakelayout/indexes.json          declared indexes (kind, expression, params)
+    <table>/_lakelayout/index/CURRENT         name of the live store file
+    <table>/_lakelayout/index/store-<id>.parquet
+
+The store file has one row per data file: ``path``, ``size``,
+``modification_time`` -- the freshness key -- and one column per index, named
+by the index name, holding that index's per-file value (struct / list /
+binary). Metadata is *fresh* for a snapshot file only when all three keys
+match; anything else (a replaced file, a file appended without metadata) reads
+as null, and a null entry never lets a file be skipped.
+
+Writes are atomic: a new, uniquely named Parquet file is written completely,
+then ``CURRENT`` is replaced (written to a temporary name, then
+``os.replace``). A crash before the swap leaves the previous store readable;
+older store files are deleted only after a successful swap. Reads open only
+the columns asked for, so pruning 100,000 files with one index reads one
+metadata column.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakelayout.errors import InvalidOption, LakelayoutError
+from lakelayout.skipping.indexes.base import Collector, Index, Udf
+from lakelayout.table.stats import FileStats
+
+KEY_COLUMNS = ("path", "size", "modification_time")
+KEY_SCHEMA = pa.schema(
+    [("path", pa.string()), ("size", pa.int64()), ("modification_time", pa.int64())]
+)
+SIDECAR = "_lakelayout"
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How much of a snapshot one index covers."""
+
+    files_covered: int
+    stale_files: int
+    missing_files: int
+    metadata_bytes: int
+
+
+class MetadataStore:
+    """Per-file index metadata of one table, kept next to its data."""
+
+    def __init__(self, table_root: str | os.PathLike[str]) -> None:
+        self.root = Path(table_root)
+        self.directory = self.root / SIDECAR / "index"
+        self.pointer = self.directory / "CURRENT"
+        self.declarations = self.root / SIDECAR / "indexes.json"
+
+    # ------------------------------------------------------------ reading
+
+    def current_file(self) -> Path | None:
+        """The live store file, or None when nothing was written yet."""
+        try:
+            name = self.pointer.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            return None
+        return self.directory / name if name else None
+
+    def columns(self) -> list[str]:
+        """Index columns present in the live store."""
+        current = self.current_file()
+        if current is None:
+            return []
+        names = pq.read_schema(current).names
+        return [n for n in names if n not in KEY_COLUMNS]
+
+    def read(self, files: FileStats, index_names: Iterable[str]) -> dict[str, pa.Array]:
+        """Metadata of each index aligned with ``files``; null where missing or stale.
+
+        Indexes without a column in the store are absent from the result.
+        Only the key columns and the asked-for index columns are read.
+        """
+        wanted = list(dict.fromkeys(index_names))
+        current = self.current_file()
+        if current is None or not wanted:
+            return {}
+        present = set(pq.read_schema(current).names)
+        names = [n for n in wanted if n in present]
+        if not names:
+            return {}
+        table = pq.read_table(current, columns=[*KEY_COLUMNS, *names])
+        positions = self._fresh_positions(table, files)
+        return {n: table.column(n).combine_chunks().take(positions) for n in names}
+
+    @staticmethod
+    def _fresh_positions(table: pa.Table, files: FileStats) -> pa.Array:
+        """Row of each snapshot file in the store, null where absent or stale."""
+        paths = pa.array(list(files.paths), type=pa.string())
+        rows = pc.index_in(paths, value_set=table.column("path").combine_chunks())
+        found = np.asarray(rows.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        at = np.asarray(pc.fill_null(rows, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        if table.num_rows == 0:
+            return pa.nulls(len(files), pa.int64())
+        sizes = table.column("size").to_numpy()[at]
+        mtimes = table.column("modification_time").to_numpy()[at]
+        fresh = (
+            found
+            & (sizes == np.asarray(files.sizes))
+            & (mtimes == np.asarray(files.modification_times))
+        )
+        return pa.array(at, type=pa.int64(), mask=~fresh)
+
+    def read_all(self) -> pa.Table:
+        """The whole live store (empty key-only table when none)."""
+        current = self.current_file()
+        if current is None:
+            return KEY_SCHEMA.empty_table()
+        return pq.read_table(current)
+
+    # ------------------------------------------------------------ writing
+
+    def write(self, rows: pa.Table) -> Path:
+        """Replace the store with ``rows`` atomically (new file, then pointer swap)."""
+        rows = _check_rows(rows)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        previous = self.current_file()
+        target = self.directory / f"store-{uuid.uuid4().hex}.parquet"
+        pq.write_table(rows, target)
+        _atomic_write(self.pointer, target.name)
+        kept = {target.name} | ({previous.name} if previous is not None else set())
+        self._collect_garbage(keep=kept)
+        return target
+
+    def upsert(self, rows: pa.Table, live_paths: Iterable[str] | None = None) -> Path:
+        """Add or replace rows by path; with ``live_paths``, drop rows of other files."""
+        rows = _check_rows(rows)
+        old = self.read_all()
+        replaced = pa.array(rows.column("path").to_pylist(), pa.string())
+        keep = pc.invert(pc.is_in(old.column("path"), value_set=replaced))
+        if live_paths is not None:
+            live = pa.array(list(live_paths), pa.string())
+            keep = pc.and_(keep, pc.is_in(old.column("path"), value_set=live))
+        merged = pa.concat_tables([old.filter(keep), rows], promote_options="default")
+        return self.write(merged)
+
+    def drop_index(self, name: str) -> None:
+        """Remove one index's column from the store."""
+        table = self.read_all()
+        if name in table.column_names and name not in KEY_COLUMNS:
+            self.write(table.drop_columns([name]))
+
+    def _collect_garbage(self, keep: set[str]) -> None:
+        for path in self.directory.glob("store-*.parquet"):
+            if path.name not in keep:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+
+    # ------------------------------------------------------------ declarations
+
+    def declared(
+        self, *, udfs: Mapping[str, Udf] | None = None, schema: pa.Schema | None = None
+    ) -> list[Index]:
+        """Indexes declared on the table (bound to ``schema`` when given)."""
+        try:
+            text = self.declarations.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        try:
+            entries = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise LakelayoutError(
+                f"corrupt index declarations in {self.declarations}: {err}"
+            ) from None
+        indexes = [Index.from_dict(e, udfs=udfs) for e in entries]
+        return [i.bind(schema) for i in indexes] if schema is not None else indexes
+
+    def declare(self, indexes: Sequence[Index]) -> None:
+        """Store the declarations atomically; names must be unique."""
+        names = [i.name for i in indexes]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise InvalidOption(f"duplicate index name(s): {', '.join(duplicates)}")
+        self.declarations.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps([i.to_dict() for i in indexes], indent=2, sort_keys=True)
+        _atomic_write(self.declarations, text)
+
+    # ------------------------------------------------------------ describing
+
+    def describe(
+        self, files: FileStats, index_names: Iterable[str] | None = None
+    ) -> dict[str, Coverage]:
+        """Per index: files with fresh metadata, stale rows, files without any, bytes."""
+        current = self.current_file()
+        names = list(index_names) if index_names is not None else self.columns()
+        if current is None:
+            return {n: Coverage(0, 0, len(files), 0) for n in names}
+        sizes = _column_bytes(pq.ParquetFile(current).metadata)
+        keys = pq.read_table(current, columns=list(KEY_COLUMNS))
+        positions = self._fresh_positions(keys, files)
+        fresh = np.asarray(positions.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        listed = np.asarray(
+            pc.is_in(
+                pa.array(list(files.paths), pa.string()), value_set=keys.column("path")
+            ).to_numpy(zero_copy_only=False),
+            dtype=bool,
+        )
+        columns = self.read(files, names)
+        out: dict[str, Coverage] = {}
+        for name in names:
+            column = columns.get(name)
+            has = (
+                np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+                if column is not None
+                else np.zeros(len(files), dtype=bool)
+            )
+            covered = int((has & fresh).sum())
+            stale = int((listed & ~fresh).sum())
+            out[name] = Coverage(covered, stale, len(files) - covered - stale, sizes.get(name, 0))
+        return out
+
+
+# ---------------------------------------------------------------- collecting rows
+
+
+def collectors(indexes: Sequence[Index]) -> dict[str, Collector]:
+    """One fresh collector per index for one data file (what a writer task holds)."""
+    return {i.name: i.collector() for i in indexes}
+
+
+def metadata_rows(
+    indexes: Sequence[Index],
+    files: Sequence[tuple[str, int, int]],
+    values: Sequence[Mapping[str, Any]],
+) -> pa.Table:
+    """Store rows from ``(path, size, modification_time)`` and per-file index values."""
+    if len(files) != len(values):
+        raise InvalidOption(f"{len(files)} files but {len(values)} metadata entries")
+    data: dict[str, pa.Array] = {
+        "path": pa.array([f[0] for f in files], pa.string()),
+        "size": pa.array([f[1] for f in files], pa.int64()),
+        "modification_time": pa.array([f[2] for f in files], pa.int64()),
+    }
+    for index in indexes:
+        data[index.name] = pa.array([v.get(index.name) for v in values], type=index.arrow_type)
+    return pa.table(data)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _check_rows(rows: pa.Table) -> pa.Table:
+    missing = [c for c in KEY_COLUMNS if c not in rows.column_names]
+    if missing:
+        raise InvalidOption(f"metadata rows lack key column(s) {missing}; got {rows.column_names}")
+    paths = rows.column("path")
+    if pc.count_distinct(paths).as_py() != rows.num_rows or paths.null_count:
+        raise InvalidOption("metadata rows must have one row per distinct, non-null path")
+    casts = {"path": pa.string(), "size": pa.int64(), "modification_time": pa.int64()}
+    for name, dtype in casts.items():
+        i = rows.schema.get_field_index(name)
+        if rows.schema.field(i).type != dtype:
+            rows = rows.set_column(i, name, rows.column(name).cast(dtype))
+    return rows
+
+
+def _atomic_write(target: Path, text: str) -> None:
+    """Write ``text`` to a temporary sibling, then ``os.replace`` it onto ``target``."""
+    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    temp.write_text(text, encoding="utf-8")
+    try:
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def _column_bytes(metadata: pq.FileMetaData) -> dict[str, int]:
+    """Compressed bytes per top-level column, summed over row groups and leaves.
+
+    Leaves are attributed by position (Parquet stores them depth-first), not by
+    splitting ``path_in_schema`` on dots, since index names may contain dots.
+    """
+    schema = metadata.schema.to_arrow_schema()
+    owners = [f.name for f in schema for _ in range(_leaf_count(f.type))]
+    out: dict[str, int] = {name: 0 for name in schema.names}
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        for c in range(group.num_columns):
+            out[owners[c]] += int(group.column(c).total_compressed_size)
+    return out
+
+
+def _leaf_count(dtype: pa.DataType) -> int:
+    if pa.types.is_struct(dtype):
+        return sum(_leaf_count(dtype.field(i).type) for i in range(dtype.num_fields))
+    if pa.types.is_map(dtype):
+        return _leaf_count(dtype.key_type) + _leaf_count(dtype.item_type)
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return _leaf_count(dtype.value_type)
+    return 1

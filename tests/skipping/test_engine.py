@@ -1,0 +1,89 @@
+"""prune(): min/max and indexes together, attribution, and stale metadata through the store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lakelayout.errors import InvalidOption
+from lakelayout.expr.parse import parse_predicate
+from lakelayout.skipping.engine import MINMAX, prune
+from lakelayout.skipping.indexes import Prefix, ValueList
+from lakelayout.skipping.store import MetadataStore, metadata_rows
+
+from .index_helpers import file_stats, metadata
+
+SCHEMA = pa.schema([("s", pa.string()), ("i", pa.int64())])
+FILES = [
+    pa.table({"s": ["apple", "avocado"], "i": [1, 2]}, schema=SCHEMA),
+    pa.table({"s": ["apple", "zebra"], "i": [3, 4]}, schema=SCHEMA),
+    pa.table({"s": ["mango", "melon"], "i": [5, 6]}, schema=SCHEMA),
+    pa.table({"s": pa.array([], pa.string()), "i": pa.array([], pa.int64())}, schema=SCHEMA),
+]
+INDEXES = [ValueList("s").bind(SCHEMA), Prefix("s", length=2).bind(SCHEMA)]
+
+
+def test_attribution_counts_what_each_index_alone_rules_out() -> None:
+    stats = file_stats(FILES, SCHEMA)
+    pred = parse_predicate("s = 'banana' AND i <= 4", SCHEMA)
+    result = prune(pred, stats, metadata(INDEXES, FILES), INDEXES)
+    assert result.keep.tolist() == [False, False, False, False]
+    # min/max: file 0 (s range), file 2 (i > 4) and the empty file; the lists: every file
+    assert result.skipped_by == {MINMAX: 3, "valuelist(s)": 4, "prefix(s)": 4}
+    assert result.bytes_skipped_by[MINMAX] == 1000 + 1002 + 1003
+    assert result.files_skipped == 4
+
+
+def test_never_weaker_than_min_max_alone() -> None:
+    stats = file_stats(FILES, SCHEMA)
+    pred = parse_predicate("i > 4 OR s LIKE '%ebra'", SCHEMA)
+    with_indexes = prune(pred, stats, metadata(INDEXES, FILES), INDEXES)
+    without = prune(pred, stats, {}, [])
+    assert (with_indexes.keep <= without.keep).all()
+    assert with_indexes.keep.tolist() == [False, True, True, False]
+    assert without.keep.tolist() == [True, True, True, False]
+
+
+def test_indexes_without_a_column_are_not_used() -> None:
+    stats = file_stats(FILES, SCHEMA)
+    result = prune(parse_predicate("s = 'x'", SCHEMA), stats, {}, INDEXES)
+    assert set(result.skipped_by) == {MINMAX}
+
+
+def test_misaligned_metadata_is_an_error() -> None:
+    stats = file_stats(FILES, SCHEMA)
+    short = {INDEXES[0].name: pa.nulls(2, INDEXES[0].arrow_type)}
+    with pytest.raises(InvalidOption, match="has 2 entries for 4 files"):
+        prune(parse_predicate("s = 'x'", SCHEMA), stats, short, INDEXES)
+
+
+def test_stale_and_missing_metadata_never_skip(tmp_path: Path) -> None:
+    """A file replaced after indexing, and one appended without metadata, are kept."""
+    store = MetadataStore(tmp_path)
+    old = [
+        pa.table({"s": ["kiwi"], "i": [1]}, schema=SCHEMA),
+        pa.table({"s": ["fig"], "i": [2]}, schema=SCHEMA),
+    ]
+    stats = file_stats(old, SCHEMA)
+    values = [{i.name: i.collect(t) for i in INDEXES} for t in old]
+    keys = [
+        (str(p), int(s), int(m))
+        for p, s, m in zip(stats.paths, stats.sizes, stats.modification_times, strict=True)
+    ]
+    store.write(metadata_rows(INDEXES, keys, values))
+    # file 0 is rewritten in place with 'banana' (new size), file 2 is appended
+    new = [
+        pa.table({"s": ["banana"], "i": [1]}, schema=SCHEMA),
+        old[1],
+        pa.table({"s": ["banana"], "i": [9]}, schema=SCHEMA),
+    ]
+    snapshot = file_stats(new, SCHEMA)
+    object.__setattr__(snapshot, "sizes", np.array([5000, stats.sizes[1], 77]))
+    columns = store.read(snapshot, [i.name for i in INDEXES])
+    assert columns["valuelist(s)"].to_pylist() == [None, ["fig"], None]
+    result = prune(parse_predicate("s = 'banana'", SCHEMA), snapshot, columns, INDEXES)
+    assert result.keep.tolist() == [True, False, True]
+    assert result.skipped_by["valuelist(s)"] == 1

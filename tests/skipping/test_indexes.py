@@ -1,0 +1,394 @@
+"""Each index type skips what it should on small hand-made files, and never a matching file."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lakelayout.errors import InvalidOption, PredicateError
+from lakelayout.expr.parse import parse_predicate
+from lakelayout.skipping.engine import MINMAX
+from lakelayout.skipping.indexes import (
+    BloomFilter,
+    Features,
+    GapList,
+    GeoBox,
+    Hybrid,
+    Index,
+    MinMax,
+    Prefix,
+    Suffix,
+    ValueList,
+    elementwise,
+)
+
+from .index_helpers import run
+
+SCHEMA = pa.schema(
+    [
+        ("s", pa.string()),
+        ("x", pa.float64()),
+        ("i", pa.int64()),
+        ("d", pa.date32()),
+        ("lat", pa.float64()),
+        ("lng", pa.float64()),
+        ("m", pa.map_(pa.string(), pa.string())),
+    ]
+)
+
+
+def table(**columns: list) -> pa.Table:
+    n = len(next(iter(columns.values())))
+    full = {f.name: columns.get(f.name, [None] * n) for f in SCHEMA}
+    return pa.table(full, schema=SCHEMA)
+
+
+def days(*values: str) -> list[dt.date]:
+    return [dt.date.fromisoformat(v) for v in values]
+
+
+# ---------------------------------------------------------------- MinMax on expressions
+
+DATES = [
+    table(d=days("2024-01-05", "2024-12-30")),  # month 1..12: min/max of d cannot skip month
+    table(d=days("2023-06-01", "2023-06-30")),
+    table(d=days("2022-12-01", "2022-12-24")),
+]
+
+
+def test_minmax_expression_skips_where_column_minmax_cannot() -> None:
+    result = run("month(d) = 12", DATES, SCHEMA, [MinMax("month(d)")])
+    assert result.keep.tolist() == [True, False, True]
+    assert result.skipped_by == {MINMAX: 0, "minmax(month(d))": 1}
+
+
+def test_minmax_expression_negation_and_ranges() -> None:
+    result = run("NOT (month(d) != 6)", DATES, SCHEMA, [MinMax("month(d)")])
+    assert result.keep.tolist() == [True, True, False]
+    assert run("month(d) < 6", DATES, SCHEMA, [MinMax("MONTH( d )")]).files_skipped == 2
+
+
+def test_expression_matching_ignores_spelling_and_commutative_order() -> None:
+    files = [table(i=[1, 2]), table(i=[10, 20])]
+    for index_text, query in [("i + 1", "1 + I = 21"), ("i*2", "(2 * i) > 30")]:
+        result = run(query, files, SCHEMA, [MinMax(index_text)])
+        assert result.keep.tolist() == [False, True], (index_text, query)
+        assert result.skipped_by[MinMax(index_text).bind(SCHEMA).name] == 1
+
+
+# ---------------------------------------------------------------- ValueList
+
+WORDS = [
+    table(s=["apple", "apricot", None]),
+    table(s=["banana", "blueberry"]),
+    table(s=["cherry"]),
+    table(s=[None, None]),
+]
+
+
+@pytest.mark.parametrize(
+    ("query", "kept"),
+    [
+        ("s = 'banana'", [False, True, False, False]),
+        ("s IN ('cherry', 'kiwi')", [False, False, True, False]),
+        ("s != 'cherry'", [True, True, False, False]),
+        ("s NOT IN ('banana', 'blueberry')", [True, False, True, False]),
+        ("s LIKE '%rr%'", [False, True, True, False]),
+        ("s LIKE 'a_r%'", [True, False, False, False]),
+        ("s LIKE '%y'", [False, True, True, False]),
+        ("s NOT LIKE '%y'", [True, True, False, False]),
+        ("s > 'c'", [False, False, True, False]),
+        ("s IS NOT NULL", [True, True, True, False]),
+    ],
+)
+def test_value_list(query: str, kept: list[bool]) -> None:
+    result = run(query, WORDS, SCHEMA, [ValueList("s")])
+    assert result.keep.tolist() == kept
+
+
+def test_value_list_keeps_null_rows_for_is_null() -> None:
+    result = run("s IS NULL", WORDS, SCHEMA, [ValueList("s")])
+    assert result.skipped_by["valuelist(s)"] == 0
+
+
+def test_value_list_float_nan_and_negative_zero() -> None:
+    files = [table(x=[float("nan"), 1.0]), table(x=[-0.0]), table(x=[2.0])]
+    assert run("x = 0.0", files, SCHEMA, [ValueList("x")]).keep.tolist() == [False, True, False]
+    nan = run("x = CAST('NaN' AS DOUBLE)", files, SCHEMA, [ValueList("x")])
+    assert nan.keep.tolist() == [True, False, False]
+
+
+def test_udf_value_list() -> None:
+    files = [table(s=["Mozilla Firefox/1", "curl/8"]), table(s=["Wget/1.2"])]
+    udf = elementwise(lambda v: v.split("/")[0].split()[-1])
+    index = ValueList(
+        "getAgentName(s)", functions={"getagentname": pa.string()}, udfs={"getAgentName": udf}
+    )
+    functions = {"getagentname": pa.string()}
+    result = run("GETAGENTNAME(s) = 'Wget'", files, SCHEMA, [index], functions=functions)
+    assert result.keep.tolist() == [False, True]
+    assert result.skipped_by["valuelist(getagentname(s))"] == 1
+
+
+# ---------------------------------------------------------------- BloomFilter and Hybrid
+
+
+def test_bloom_filter_skips_absent_values() -> None:
+    files = [table(i=list(range(k * 100, k * 100 + 50, 2))) for k in range(4)]
+    result = run(
+        "i IN (102, 307)", files, SCHEMA, [BloomFilter("i", fpp=0.001, expected_values=100)]
+    )
+    assert result.keep.tolist() == [False, True, False, False]
+    assert result.skipped_by["bloomfilter(i)"] == 3
+    spread = [table(i=[5, 1000]), table(i=[6, 999])]
+    only_bloom = run("i = 500", spread, SCHEMA, [BloomFilter("i", expected_values=10)])
+    assert only_bloom.skipped_by == {MINMAX: 0, "bloomfilter(i)": 2}
+
+
+GOLDEN_BLOOM = "0709220500108812404400"  # k = 7 hashes, 80 bits for 8 values at 1 %
+
+
+def test_bloom_hash_is_stable_across_processes() -> None:
+    index = BloomFilter("s", expected_values=8).bind(SCHEMA)
+    value = index.collect(table(s=["x", "yy"]))
+    assert value.hex() == GOLDEN_BLOOM
+    assert value == index.collect(table(s=["yy", "x", None]))
+    code = (
+        "import pyarrow as pa; from lakelayout.skipping.indexes import BloomFilter; "
+        "i = BloomFilter('s', expected_values=8).bind(pa.schema([('s', pa.string())])); "
+        "print(i.collect(pa.table({'s': ['x', 'yy']})).hex())"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == GOLDEN_BLOOM, out.stderr
+
+
+@pytest.mark.parametrize(
+    ("dtype", "values", "probe"),
+    [
+        (pa.decimal128(5, 2), ["1.50", "2.25"], "CAST('2.25' AS DECIMAL(5, 2))"),
+        (
+            pa.timestamp("us", tz="UTC"),
+            [dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)],
+            "TIMESTAMP '2024-01-01 00:00:00'",
+        ),
+        (pa.float32(), [1.5, -0.0], "0.0"),
+        (pa.int8(), [3, -1], "-1"),
+    ],
+)
+def test_bloom_filter_types(dtype: pa.DataType, values: list, probe: str) -> None:
+    import decimal
+
+    schema = pa.schema([("v", dtype)])
+    raw = [decimal.Decimal(v) if isinstance(v, str) else v for v in values]
+    hit = pa.table({"v": pa.array(raw, dtype)})
+    index = BloomFilter("v", expected_values=4).bind(schema)
+    meta = pa.array([index.collect(hit), None], index.arrow_type)
+    clause = index.label(parse_predicate(f"v = {probe}", schema))
+    assert clause is not None and clause.evaluate(meta).tolist() == [True, True]
+
+
+def test_hybrid_uses_list_below_and_bloom_above_threshold() -> None:
+    small, big = table(s=["a", "b"]), table(s=[f"v{i}" for i in range(20)])
+    index = Hybrid("s", max_values=5).bind(SCHEMA)
+    assert index.collect(small) == {"values": ["a", "b"], "bloom": None}
+    assert index.collect(big)["values"] is None
+    result = run("s = 'v3'", [small, big], SCHEMA, [Hybrid("s", max_values=5)])
+    assert result.keep.tolist() == [False, True]
+    liked = run("s LIKE '%3'", [small, big], SCHEMA, [Hybrid("s", max_values=5)])
+    assert liked.keep.tolist() == [False, True]  # bloom files are kept for LIKE
+
+
+# ---------------------------------------------------------------- Prefix / Suffix
+
+URLS = [
+    table(s=["https://example.com/a/long/path/1", "https://example.com/a/long/path/2"]),
+    table(s=["https://example.com/b/x", "ftp://old"]),
+    table(s=["ht"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("query", "kept"),
+    [
+        ("s LIKE 'https://example.com/a%'", [True, True, False]),  # len(p) > n: cut to n
+        ("startswith(s, 'ftp')", [False, True, False]),  # len(p) < n
+        ("s LIKE 'h%'", [True, True, True]),
+        ("s LIKE 'htt%'", [True, True, False]),
+        ("s NOT LIKE 'https%'", [False, True, True]),  # negation, len(p) <= n
+        ("s NOT LIKE 'https://example.com/a/l%'", [False, True, True]),  # min/max skips
+        ("s = 'ht'", [False, True, True]),  # 'https' starts with 'ht': a prefix cannot tell
+        ("s LIKE 'ftp:%d'", [False, True, False]),
+    ],
+)
+def test_prefix(query: str, kept: list[bool]) -> None:
+    result = run(query, URLS, SCHEMA, [Prefix("s", length=5)])
+    assert result.keep.tolist() == kept
+
+
+@pytest.mark.parametrize(
+    ("query", "kept"),
+    [
+        ("s LIKE '%path/2'", [True, False, False]),
+        ("endswith(s, '/x')", [False, True, False]),
+        ("s NOT LIKE '%1'", [True, True, True]),
+        ("s NOT LIKE '%ht'", [True, True, False]),  # negation: every suffix ends with 'ht'
+        ("s LIKE '%b/x'", [False, True, False]),
+    ],
+)
+def test_suffix(query: str, kept: list[bool]) -> None:
+    assert run(query, URLS, SCHEMA, [Suffix("s", length=3)]).keep.tolist() == kept
+
+
+def test_prefix_on_expression_with_unicode() -> None:
+    files = [table(s=["ÉCOLE", "Éclair"]), table(s=["eau"])]
+    result = run("lower(s) LIKE 'éc%'", files, SCHEMA, [Prefix("lower(s)", length=2)])
+    assert result.keep.tolist() == [True, False]
+
+
+# ---------------------------------------------------------------- GapList
+
+
+def test_gap_list_skips_ranges_inside_gaps() -> None:
+    files = [table(x=[1.0, 2.0, 100.0, 101.0]), table(x=[50.0, 60.0]), table(x=[1.0, float("nan")])]
+    result = run("x BETWEEN 10 AND 40", files, SCHEMA, [GapList("x", gaps=2)])
+    assert result.keep.tolist() == [False, False, False]
+    assert result.skipped_by["gaplist(x)"] == 3
+    assert result.skipped_by[MINMAX] == 1  # file 1 (min 50); file 2's max is voided by NaN
+    point = run("x IN (3.0, 55.5, 60.0)", files, SCHEMA, [GapList("x", gaps=2)])
+    assert point.keep.tolist() == [False, True, False]  # 55.5 is in the gap (50, 60)
+    open_high = run("x > 101", files, SCHEMA, [GapList("x", gaps=2)])
+    assert open_high.keep.tolist() == [False, False, True]  # NaN > 101 in Spark
+
+
+def test_gap_list_merges_batches() -> None:
+    index = GapList("i", gaps=1).bind(SCHEMA)
+    batches = [pa.record_batch(table(i=[1, 2]).to_batches()[0]), table(i=[50, 51]).to_batches()[0]]
+    assert index.collect(batches) == {
+        "min": 1,
+        "max": 51,
+        "gaps": [{"lo": 2, "hi": 50}],
+        "nan": False,
+    }
+
+
+# ---------------------------------------------------------------- GeoBox
+
+
+def test_geo_box_skips_files_whose_boxes_miss_the_query() -> None:
+    west = table(lat=[10.0, 11.0, 40.0, 41.0], lng=[10.0, 11.0, 40.0, 41.0])  # two clusters
+    east = table(lat=[70.0, 71.0], lng=[70.0, 71.0])
+    files = [west, east]
+    result = run(
+        "st_within_box(lat, lng, 20, 30, 20, 30)", files, SCHEMA, [GeoBox("lat", "lng", boxes=2)]
+    )
+    assert result.keep.tolist() == [False, False]
+    assert result.skipped_by == {MINMAX: 0, "geobox(lat, lng)": 2}
+    anded = run(
+        "lat >= 39 AND lat <= 42 AND lng BETWEEN 39 AND 42", files, SCHEMA, [GeoBox("lat", "lng")]
+    )
+    assert anded.keep.tolist() == [True, False]
+
+
+# ---------------------------------------------------------------- Features
+
+
+def test_features_bits_and_their_negation() -> None:
+    files = [
+        table(s=["error", "ok"], m=[[("courier", "ups")], []]),
+        table(s=["ok", None], m=[[("courier", "dhl")], None]),
+        table(s=["error"], m=[[("courier", "ups")]]),
+    ]
+    index = Features(["s = 'error'", "m['courier'] = 'ups'"])
+    assert run("s = 'error'", files, SCHEMA, [index]).keep.tolist() == [True, False, True]
+    assert run("NOT (s = 'error')", files, SCHEMA, [index]).keep.tolist() == [True, True, False]
+    courier = run("m['courier'] = 'ups'", files, SCHEMA, [index])
+    assert courier.keep.tolist() == [True, False, True]
+
+
+# ---------------------------------------------------------------- errors at add time
+
+
+@pytest.mark.parametrize(
+    ("index", "error", "message"),
+    [
+        (ValueList("l_shipmod"), PredicateError, "unknown column 'l_shipmod'"),
+        (MinMax("rand()"), PredicateError, "non-deterministic"),
+        (MinMax("month(s"), PredicateError, "malformed"),
+        (BloomFilter("m"), InvalidOption, "BloomFilter cannot index map column 'm'"),
+        (Prefix("i", length=2), InvalidOption, "Prefix cannot index bigint column 'i'"),
+        (GapList("s"), InvalidOption, "GapList cannot index string column 's'"),
+        (GeoBox("s", "lng"), InvalidOption, "GeoBox cannot index string column 's'"),
+        (ValueList("f(s)", functions={"f": "string"}), InvalidOption, "no Python function"),
+        (Features(["rand() > 0.5"]), InvalidOption, "cannot be evaluated"),
+    ],
+)
+def test_bind_errors(index: Index, error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
+        index.bind(SCHEMA)
+
+
+def test_unknown_column_suggests_the_closest() -> None:
+    with pytest.raises(PredicateError, match="Did you mean 'lat'"):
+        ValueList("latt").bind(SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: BloomFilter("i", fpp=1.5), "fpp must be a positive number and below 1"),
+        (lambda: BloomFilter("i", expected_values=0), "expected_values must be a positive"),
+        (lambda: Hybrid("s", max_values=-1), "max_values must be a positive integer"),
+        (lambda: Prefix("s", length=0), "length must be a positive integer"),
+        (lambda: GapList("x", gaps=True), "gaps must be a positive integer"),
+        (lambda: GeoBox("lat", "lng", boxes=0), "boxes must be a positive integer"),
+        (lambda: Features([]), "non-empty list"),
+        (lambda: ValueList(""), "needs an expression"),
+    ],
+)
+def test_bad_parameters(make: object, message: str) -> None:
+    with pytest.raises(InvalidOption, match=message):
+        make()  # type: ignore[operator]
+
+
+def test_declarations_round_trip() -> None:
+    indexes = [
+        MinMax("month(d)"),
+        ValueList("s"),
+        BloomFilter("i", fpp=0.02, expected_values=50),
+        Hybrid("s", max_values=7),
+        Prefix("s", length=4),
+        Suffix("s", length=3),
+        GapList("x", gaps=3),
+        GeoBox("lat", "lng", boxes=5),
+        Features(["s = 'a'"]),
+    ]
+    for index in indexes:
+        again = Index.from_dict(index.to_dict())
+        assert type(again) is type(index)
+        assert again.to_dict() == index.to_dict()
+        assert again.bind(SCHEMA).name == index.bind(SCHEMA).name
+    with pytest.raises(InvalidOption, match="unknown index kind 'nope'"):
+        Index.from_dict({"kind": "nope"})
+
+
+def test_names_are_canonical() -> None:
+    assert ValueList(" L_SHIPMODE ").bind(pa.schema([("l_shipmode", pa.string())])).name == (
+        "valuelist(l_shipmode)"
+    )
+    assert MinMax("MONTH(d)").bind(SCHEMA).name == "minmax(month(d))"
+
+
+def test_unsupported_predicates_are_not_labelled() -> None:
+    index = ValueList("s").bind(SCHEMA)
+    assert index.label(parse_predicate("s IS NULL", SCHEMA)) is None
+    assert index.label(parse_predicate("i = 1", SCHEMA)) is None
+    assert np.all(
+        index.label(parse_predicate("s = 'a'", SCHEMA)).evaluate(pa.nulls(3, index.arrow_type))
+    )

@@ -1,0 +1,230 @@
+"""Differential property: with any combination of indexes, a skipped file holds no matching row.
+
+Random tables (nulls, NaN, -0.0, infinities, unicode, long common prefixes)
+are split into random files; every index type collects its metadata batch by
+batch; random predicates over AND / OR / NOT and every supported form (LIKE
+prefix / suffix / infix, IN, NOT IN, ranges, BETWEEN, lower(s), month(d),
+st_within_box, feature predicates) are pruned with all indexes, with each
+index alone and with a random subset, and some metadata entries are dropped
+(missing or stale). Row truth is :func:`lakelayout.expr.evaluate.evaluate`.
+``LAKELAYOUT_FUZZ_EXAMPLES`` scales the number of examples.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lakelayout.expr.parse import parse_predicate
+from lakelayout.skipping.clauses import evaluate as evaluate_clause
+from lakelayout.skipping.engine import MINMAX, prune
+from lakelayout.skipping.indexes import (
+    BloomFilter,
+    Features,
+    GapList,
+    GeoBox,
+    Hybrid,
+    MinMax,
+    Prefix,
+    Suffix,
+    ValueList,
+)
+
+from .index_helpers import FUNCTIONS, file_stats, truth
+
+EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "400"))
+
+SCHEMA = pa.schema(
+    [
+        ("s", pa.string()),
+        ("x", pa.float64()),
+        ("i", pa.int64()),
+        ("d", pa.date32()),
+        ("lat", pa.float64()),
+        ("lng", pa.float64()),
+    ]
+)
+INDEXES = [
+    i.bind(SCHEMA)
+    for i in [
+        MinMax("lower(s)"),
+        MinMax("month(d)"),
+        MinMax("x + 1"),
+        ValueList("s"),
+        ValueList("lower(s)"),
+        BloomFilter("i", expected_values=16),
+        BloomFilter("s", expected_values=8),
+        Hybrid("s", max_values=2, expected_values=8),
+        Prefix("s", length=3),
+        Prefix("lower(s)", length=1),
+        Suffix("s", length=2),
+        GapList("x", gaps=2),
+        GapList("i", gaps=1),
+        GapList("d", gaps=2),
+        GeoBox("lat", "lng", boxes=2),
+        Features(["i > 2", "s LIKE '%a%'", "month(d) = 3"]),
+    ]
+]
+
+COMMON = "https://example.com/very/long/common/prefix/"
+WORDS = ["", "a", "ab", "abc", "Ab", "é", "€x", "b%", "_a", "🙂", COMMON + "a", COMMON + "b", "zz"]
+CHARS = "abAé€🙂%_x"
+strings = st.one_of(
+    st.none(),
+    st.sampled_from(WORDS),
+    st.text(alphabet=CHARS, max_size=5),
+    st.text(alphabet=CHARS, max_size=3).map(lambda t: COMMON + t),
+)
+floats = st.one_of(
+    st.none(),
+    st.sampled_from([float("nan"), -0.0, 0.0, float("inf"), float("-inf")]),
+    st.integers(-5, 5).map(float),
+    st.floats(-10, 10, allow_nan=False),
+)
+ints = st.one_of(st.none(), st.integers(-3, 8))
+dates = st.one_of(
+    st.none(), st.integers(0, 700).map(lambda k: dt.date(2023, 1, 1) + dt.timedelta(k))
+)
+
+row = st.tuples(strings, floats, ints, dates, floats, floats)
+
+
+def sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def sql_float(value: float) -> str:
+    if value != value:
+        return "CAST('NaN' AS DOUBLE)"
+    if value in (float("inf"), float("-inf")):
+        return f"CAST('{'-' if value < 0 else ''}Infinity' AS DOUBLE)"
+    return f"CAST({value!r} AS DOUBLE)"
+
+
+def affix() -> st.SearchStrategy[str]:
+    return st.one_of(
+        st.sampled_from(["a", "ab", "é", "x", "https", COMMON, COMMON + "a"]),
+        st.text(alphabet="abé", max_size=3),
+    )
+
+
+def leaves() -> st.SearchStrategy[str]:
+    text = st.one_of(st.sampled_from(WORDS), st.text(alphabet=CHARS, max_size=3)).map(sql_string)
+    pattern = affix().map(lambda p: p.replace("\\", ""))
+    number = st.one_of(
+        st.integers(-4, 9).map(float), st.sampled_from([float("nan"), -0.0, float("inf")])
+    ).map(sql_float)
+    small = st.integers(-3, 9).map(str)
+    month = st.integers(1, 12).map(str)
+    coordinate = st.integers(-6, 6).map(str)
+    date = st.integers(0, 700).map(lambda k: f"DATE '{dt.date(2023, 1, 1) + dt.timedelta(k)}'")
+    forms = [
+        st.builds("s = {}".format, text),
+        st.builds("s != {}".format, text),
+        st.builds("s IN ({}, {})".format, text, text),
+        st.builds("s NOT IN ({}, {})".format, text, text),
+        st.builds("s > {}".format, text),
+        pattern.map(lambda p: f"s LIKE '{p}%'"),
+        pattern.map(lambda p: f"s LIKE '%{p}'"),
+        pattern.map(lambda p: f"s LIKE '%{p}%'"),
+        pattern.map(lambda p: f"s LIKE '{p}_%'"),
+        pattern.map(lambda p: f"s NOT LIKE '{p}%'"),
+        pattern.map(lambda p: f"NOT (s LIKE '%{p}')"),
+        pattern.map(lambda p: f"startswith(s, '{p}')"),
+        pattern.map(lambda p: f"endswith(lower(s), '{p}')"),
+        st.builds("lower(s) = {}".format, text),
+        pattern.map(lambda p: f"lower(s) LIKE '{p}%'"),
+        st.sampled_from(["s IS NULL", "s IS NOT NULL", "s LIKE '%a%'", "i > 2", "month(d) = 3"]),
+        st.builds("x = {}".format, number),
+        st.builds("x > {}".format, number),
+        st.builds("x <= {}".format, number),
+        st.builds("x != {}".format, number),
+        st.builds("x BETWEEN {} AND {}".format, number, number),
+        st.builds("x IN ({}, {})".format, number, number),
+        st.builds("x + 1 > {}".format, number),
+        st.builds("i = {}".format, small),
+        st.builds("i IN ({}, {}, {})".format, small, small, small),
+        st.builds("i NOT IN ({}, {})".format, small, small),
+        st.builds("i BETWEEN {} AND {}".format, small, small),
+        st.builds("month(d) = {}".format, month),
+        st.builds("month(d) IN ({}, {})".format, month, month),
+        st.builds("d BETWEEN {} AND {}".format, date, date),
+        st.builds(
+            "st_within_box(lat, lng, {}, {}, {}, {})".format,
+            coordinate,
+            coordinate,
+            coordinate,
+            coordinate,
+        ),
+        st.builds("lat BETWEEN {} AND {} AND lng >= {}".format, coordinate, coordinate, coordinate),
+    ]
+    return st.one_of(*forms)
+
+
+predicates = st.recursive(
+    leaves(),
+    lambda inner: st.one_of(
+        st.builds("({}) AND ({})".format, inner, inner),
+        st.builds("({}) OR ({})".format, inner, inner),
+        inner.map("NOT ({})".format),
+    ),
+    max_leaves=4,
+)
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[list[pa.Table], list[str]]:
+    rows = draw(st.lists(row, min_size=1, max_size=30))
+    files = draw(st.integers(1, 5))
+    ids = draw(st.lists(st.integers(0, files - 1), min_size=len(rows), max_size=len(rows)))
+    tables = []
+    for f in range(files):
+        mine = [r for r, k in zip(rows, ids, strict=True) if k == f]
+        columns = list(zip(*mine, strict=True)) if mine else [[] for _ in SCHEMA]
+        tables.append(
+            pa.table(
+                [pa.array(c, t.type) for c, t in zip(columns, SCHEMA, strict=True)], schema=SCHEMA
+            )
+        )
+    queries = draw(st.lists(predicates, min_size=1, max_size=3))
+    return tables, queries
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(case=cases(), subset=st.sets(st.integers(0, len(INDEXES) - 1)), drop=st.integers(0, 2**16))
+def test_skipped_files_hold_no_matching_row(
+    case: tuple[list[pa.Table], list[str]], subset: set[int], drop: int
+) -> None:
+    tables, queries = case
+    stats = file_stats(tables, SCHEMA)
+    rng = np.random.default_rng(drop)
+    columns = {}
+    for index in INDEXES:
+        values = [index.collect(t.to_batches(max_chunksize=3) or [t]) for t in tables]
+        missing = rng.random(len(values)) < 0.2  # missing / stale metadata reads as null
+        values = [None if m else v for v, m in zip(values, missing, strict=True)]
+        columns[index.name] = pa.array(values, type=index.arrow_type)
+    chosen = [INDEXES[k] for k in sorted(subset)]
+    for query in queries:
+        pred = parse_predicate(query, SCHEMA, functions=FUNCTIONS)
+        holds = truth(query, tables, SCHEMA)
+        full = prune(pred, stats, columns, INDEXES)
+        assert not (holds & ~full.keep).any(), (query, full.keep, holds)
+        some = prune(pred, stats, {i.name: columns[i.name] for i in chosen}, chosen)
+        assert not (holds & ~some.keep).any(), (query, [i.name for i in chosen])
+        assert (full.keep <= some.keep).all()  # more indexes never keep more
+        alone_columns = {MINMAX: None, **columns}
+        for index in INDEXES:
+            alone = evaluate_clause(full.clause, alone_columns, len(tables), only={index.name})
+            assert not (holds & ~alone).any(), (query, index.name)
+            unknown = np.asarray(columns[index.name].is_null().to_numpy(zero_copy_only=False))
+            assert alone[unknown].all(), (query, index.name, "skipped without metadata")
