@@ -7,9 +7,12 @@ every family with :func:`from_json`.
 """
 
 from lakelayout.layouts.base import Layout, from_json
+from lakelayout.layouts.cuts import Cut, Region, candidate_cuts, may_intersect
 from lakelayout.layouts.features import FeatureSet
 from lakelayout.layouts.hilbert import HilbertLayout
 from lakelayout.layouts.linear import LinearLayout
+from lakelayout.layouts.pando import PandoLayout
+from lakelayout.layouts.qdtree import QdTreeLayout
 from lakelayout.layouts.ranks import RangeRanks
 from lakelayout.layouts.sop import (
     OrderingZeros,
@@ -24,18 +27,24 @@ from lakelayout.layouts.zorder import CurveLayout, ZOrderLayout
 
 __all__ = [
     "CurveLayout",
+    "Cut",
     "FeatureSet",
     "HilbertLayout",
     "Layout",
     "LinearLayout",
     "OrderingZeros",
+    "PandoLayout",
+    "QdTreeLayout",
     "RangeRanks",
+    "Region",
     "SOPLayout",
     "SOPZLayout",
     "ZOrderLayout",
     "block_metadata",
+    "candidate_cuts",
     "estimate_by_minmax",
     "from_json",
+    "may_intersect",
     "mst_order",
     "ordering_zeros",
     "skipping_cost",

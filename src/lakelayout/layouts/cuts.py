@@ -1,0 +1,753 @@
+"""Cuts, regions and the safe "may this region hold a matching row?" test.
+
+A *cut* is one boolean atom taken from the workload (Qd-tree §3, Pando §6.1).
+It splits rows in two: the rows where the atom is TRUE, and the rest, where it
+is FALSE *or NULL* (a WHERE clause keeps neither of the latter). Three kinds:
+
+* ``range``: ``term < v`` or ``term <= v`` (``>`` / ``>=`` atoms become their
+  complement ``<=`` / ``<``: the same split of non-null values);
+* ``in``: ``term IN (v1, ..)`` (``=`` is IN of one value; ``!=`` / NOT IN become
+  the positive form), meant for categoricals;
+* ``advanced``: any other atom lakelayout can evaluate on rows: LIKE, prefix or
+  suffix tests, IS NULL, a comparison of two terms (``a < b``), a boolean UDF
+  (``BoolTerm``). A comparison over a complex term is a range or IN cut on
+  that term: ``month(ts) = 12`` is an ``in`` cut on ``month(ts)``.
+
+A tree node's *region* is the conjunction of the cut outcomes on its path
+(``TRUE`` or ``NOT TRUE``). :class:`Region` keeps it symbolically:
+
+* per term (keyed by ``term.sql()``) a :class:`TermBox`: the set of values the
+  term may take in the region, as an interval with open/closed ends, an
+  optional allowed value set, an excluded value set, and two flags: may the
+  term be NULL, may it be non-null;
+* the SQL text of atoms known TRUE and atoms known NOT TRUE.
+
+:func:`may_intersect` answers whether some row of the region - any possible
+row, not only sample rows - can satisfy a query. It must never answer False
+wrongly, so it only says False when the algebra proves it:
+
+* an atom on a boxed term is unsatisfiable if no value of the box makes it
+  TRUE (NULL makes no comparison TRUE);
+* an atom whose exact SQL is known NOT TRUE, or whose negation is known TRUE,
+  is unsatisfiable;
+* ``AND`` is unsatisfiable if any conjunct is, ``OR`` if every disjunct is,
+  ``FALSE`` always is; anything else may match.
+
+Values are compared in Spark's order: NaN is greater than every number, so an
+interval with no upper bound may hold NaN and one with an upper bound cannot.
+Values of different kinds (a date against a timestamp, a string against a
+number) are never compared: the answer is then "may match".
+
+The module also serializes predicate trees to JSON (:func:`expr_to_json`,
+:func:`expr_from_json`) with typed literals (dates as ISO text, decimals as
+strings, Arrow types as IPC bytes), so a fitted layout reloads without the
+parser.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as _dt
+import decimal as _decimal
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pyarrow as pa
+
+from lakelayout.errors import LayoutError
+from lakelayout.expr.nodes import (
+    And,
+    BoolConst,
+    BoolTerm,
+    Column,
+    Compare,
+    EndsWith,
+    Expr,
+    Func,
+    In,
+    IsNull,
+    Like,
+    Literal,
+    Not,
+    Opaque,
+    Or,
+    Predicate,
+    StartsWith,
+    TermCompare,
+)
+
+MAX_IN_VALUES = 64
+"""IN lists longer than this are not used as cuts (they rarely split well)."""
+
+RANGE_OPS = ("<", "<=", ">", ">=")
+_COMPLEMENT_OP = {">": "<=", ">=": "<"}
+
+
+# ---------------------------------------------------------------- cuts
+
+
+@dataclass(frozen=True)
+class Cut:
+    """One candidate split: rows where ``atom`` is TRUE vs the rest."""
+
+    atom: Predicate
+    kind: str
+
+    def sql(self) -> str:
+        return self.atom.sql()
+
+
+def candidate_cuts(predicates: Iterable[Predicate]) -> list[Cut]:
+    """Distinct cuts from the atoms of the workload's predicates, in first-seen order.
+
+    Atoms are found under AND / OR (a NOT that normalization left in place
+    hides an opaque node and gives nothing). Each atom is put in its cut form
+    (:func:`cut_of`); atoms that cannot be evaluated on rows (opaque text,
+    constants, NULL or NaN literals, long IN lists) give no cut.
+
+    >>> a = Column("a", pa.int64())
+    >>> p = And((Compare(">", a, Literal(5)), Compare("<=", a, Literal(5))))
+    >>> [c.sql() for c in candidate_cuts([p])]
+    ['a <= 5']
+    """
+    seen: dict[str, Cut] = {}
+    for pred in predicates:
+        for atom in atoms_of(pred):
+            cut = cut_of(atom)
+            if cut is not None and cut.sql() not in seen:
+                seen[cut.sql()] = cut
+    return list(seen.values())
+
+
+def atoms_of(pred: Predicate) -> list[Predicate]:
+    """The leaves of ``pred`` under AND / OR, left to right."""
+    out: list[Predicate] = []
+    stack: list[Predicate] = [pred]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (And, Or)):
+            stack.extend(reversed(node.children_))
+        else:
+            out.append(node)
+    return out
+
+
+def cut_of(atom: Predicate) -> Cut | None:
+    """The cut an atom gives, in positive normal form, or None if it gives none.
+
+    ``a > 5`` -> ``a <= 5``; ``a != 3`` -> ``a IN (3)``; ``a = 3`` -> ``a IN (3)``;
+    ``NOT startswith(s, 'x')`` -> ``startswith(s, 'x')``; ``a IS NOT NULL`` ->
+    ``a IS NULL``. The positive form splits non-null values exactly as the atom
+    does; only the side NULLs fall on may differ, which the region records.
+    """
+    if isinstance(atom, Compare):
+        value = atom.value.value
+        if not _usable_literal(value):
+            return None
+        if atom.op in RANGE_OPS:
+            op = _COMPLEMENT_OP.get(atom.op, atom.op)
+            return Cut(Compare(op, atom.term, atom.value), "range")
+        return Cut(In(atom.term, (atom.value,)), "in")
+    if isinstance(atom, In):
+        values = atom.values
+        if not values or len(values) > MAX_IN_VALUES:
+            return None
+        if not all(_usable_literal(v.value) for v in values):
+            return None
+        return Cut(In(atom.term, values), "in")
+    if isinstance(atom, TermCompare):
+        op = {**_COMPLEMENT_OP, "!=": "="}.get(atom.op, atom.op)
+        return Cut(TermCompare(op, atom.left, atom.right), "advanced")
+    if isinstance(atom, (StartsWith, EndsWith, Like, BoolTerm, IsNull)):
+        positive = atom.negate() if atom.negated else atom
+        return Cut(positive, "advanced")
+    return None
+
+
+def _usable_literal(value: object) -> bool:
+    """A literal a cut can be built on: non-null, hashable, not NaN."""
+    if value is None or isinstance(value, (list, dict, tuple)):
+        return False
+    return not (isinstance(value, float) and math.isnan(value))
+
+
+# ---------------------------------------------------------------- value comparison
+
+
+def _kind(value: object) -> str | None:
+    """Comparison family of a Python literal; values of different families never compare."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float, _decimal.Decimal)):
+        return "number"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, bytes):
+        return "bytes"
+    if isinstance(value, _dt.datetime):
+        return "ts_tz" if value.tzinfo is not None else "ts"
+    if isinstance(value, _dt.date):
+        return "date"
+    if isinstance(value, _dt.time):
+        return "time"
+    if isinstance(value, _dt.timedelta):
+        return "interval"
+    return None
+
+
+def comparable(a: object, b: object) -> bool:
+    """True when ``a`` and ``b`` are non-null, non-NaN values of one comparison family."""
+    ka = _kind(a)
+    if ka is None or ka != _kind(b):
+        return False
+    return not any(isinstance(v, float) and math.isnan(v) for v in (a, b))
+
+
+def _compare(v: Any, op: str, c: Any) -> bool:
+    if op == "<":
+        return bool(v < c)
+    if op == "<=":
+        return bool(v <= c)
+    if op == ">":
+        return bool(v > c)
+    if op == ">=":
+        return bool(v >= c)
+    if op == "=":
+        return bool(v == c)
+    return bool(v != c)
+
+
+# ---------------------------------------------------------------- term boxes
+
+
+@dataclass(frozen=True)
+class TermBox:
+    """The values one term may take in a region.
+
+    Non-null values lie in the interval ``lo .. hi`` (None = unbounded; the
+    ``*_incl`` flags say whether the end is closed), belong to ``allowed``
+    when it is set, and avoid ``excluded``. ``may_null`` says the term may be
+    NULL, ``may_value`` that it may be non-null at all. The box is an
+    over-approximation: every possible value is in it, not every value in it
+    need be possible.
+    """
+
+    lo: Any = None
+    lo_incl: bool = True
+    hi: Any = None
+    hi_incl: bool = True
+    allowed: frozenset[Any] | None = None
+    excluded: frozenset[Any] = frozenset()
+    may_null: bool = True
+    may_value: bool = True
+
+    # -------- narrowing by a cut outcome
+
+    def when_true(self, atom: Predicate) -> TermBox:
+        """The box narrowed by "``atom`` is TRUE" (so the term is non-null)."""
+        if isinstance(atom, IsNull):
+            return replace(self, may_null=False) if atom.negated else replace(self, may_value=False)
+        box = replace(self, may_null=False)
+        if isinstance(atom, Compare):
+            return box._with_compare(*_closed(atom))
+        if isinstance(atom, StartsWith) and not atom.negated:
+            return box._with_compare(">=", atom.prefix)
+        if isinstance(atom, In):
+            values = frozenset(v.value for v in atom.values if v.value is not None)
+            if atom.negated:
+                return replace(box, excluded=box.excluded | values)
+            allowed = values if box.allowed is None else box.allowed & values
+            return replace(box, allowed=allowed)
+        return box
+
+    def when_not_true(self, atom: Predicate) -> TermBox:
+        """The box narrowed by "``atom`` is FALSE or NULL".
+
+        For comparisons and IN (non-null literals) the atom is NULL exactly
+        where the term is, so this is "negation TRUE, or term NULL": the
+        negation narrows the non-null values and ``may_null`` is unchanged.
+        IS NULL is never NULL itself, so its negation is exact.
+        """
+        if isinstance(atom, IsNull):
+            return self.when_true(atom.negate())
+        if isinstance(atom, (Compare, In)):
+            return replace(self.when_true(atom.negate()), may_null=self.may_null)
+        return self
+
+    def _with_compare(self, op: str, c: Any) -> TermBox:
+        if op == "=":
+            allowed = frozenset([c]) if self.allowed is None else self.allowed & {c}
+            return replace(self, allowed=allowed)
+        if op == "!=":
+            return replace(self, excluded=self.excluded | {c})
+        if op in ("<", "<="):
+            incl = op == "<="
+            if self.hi is None or not comparable(self.hi, c) or c < self.hi:
+                return replace(self, hi=c, hi_incl=incl)
+            if c == self.hi:
+                return replace(self, hi_incl=self.hi_incl and incl)
+            return self
+        incl = op == ">="
+        if self.lo is None or not comparable(self.lo, c) or c > self.lo:
+            return replace(self, lo=c, lo_incl=incl)
+        if c == self.lo:
+            return replace(self, lo_incl=self.lo_incl and incl)
+        return self
+
+    # -------- satisfiability
+
+    def interval_empty(self) -> bool:
+        """True when the interval provably holds no value."""
+        if self.lo is None or self.hi is None or not comparable(self.lo, self.hi):
+            return False
+        if self.lo > self.hi:
+            return True
+        return bool(self.lo == self.hi and not (self.lo_incl and self.hi_incl))
+
+    def _in_interval(self, v: Any) -> bool:
+        """False only when ``v`` is provably outside the interval."""
+        if self.lo is not None:
+            if not comparable(self.lo, v):
+                return True
+            if v < self.lo or (v == self.lo and not self.lo_incl):
+                return False
+        if self.hi is not None:
+            if not comparable(self.hi, v):
+                return True
+            if v > self.hi or (v == self.hi and not self.hi_incl):
+                return False
+        return True
+
+    def _candidates(self) -> list[Any] | None:
+        """The explicit values the term may take, when an allowed set is known."""
+        if self.allowed is None:
+            return None
+        return [v for v in self.allowed if v not in self.excluded and self._in_interval(v)]
+
+    def has_value(self) -> bool:
+        """False only when no non-null value is possible."""
+        if not self.may_value or self.interval_empty():
+            return False
+        cands = self._candidates()
+        return cands is None or len(cands) > 0
+
+    def may_satisfy(self, atom: Predicate) -> bool:
+        """False only when no value of the box makes ``atom`` TRUE."""
+        if isinstance(atom, IsNull):
+            return self.has_value() if atom.negated else self.may_null
+        if not self.has_value():
+            return False
+        if isinstance(atom, Compare):
+            return self._may_compare(*_closed(atom))
+        if isinstance(atom, In):
+            return self._may_in(atom)
+        if isinstance(atom, StartsWith) and not atom.negated:
+            return self._may_prefix(atom.prefix)
+        if isinstance(atom, EndsWith) and not atom.negated:
+            cands = self._candidates()
+            if cands is not None and all(isinstance(v, str) for v in cands):
+                return any(v.endswith(atom.suffix) for v in cands)
+        return True
+
+    def _may_compare(self, op: str, c: Any) -> bool:
+        if c is None:
+            return False  # a comparison with NULL is never TRUE
+        cands = self._candidates()
+        if cands is not None:
+            return any(not comparable(v, c) or _compare(v, op, c) for v in cands)
+        if op == "=":
+            return (not comparable(c, c)) or (c not in self.excluded and self._in_interval(c))
+        if op == "!=":
+            point = (
+                self.lo is not None
+                and self.hi is not None
+                and comparable(self.lo, c)
+                and comparable(self.hi, c)
+                and self.lo == self.hi == c
+            )
+            return not point
+        if op in ("<", "<="):
+            if self.lo is None or not comparable(self.lo, c):
+                return True
+            return bool(self.lo < c or (op == "<=" and self.lo == c and self.lo_incl))
+        if self.hi is None or not comparable(self.hi, c):
+            return True
+        return bool(self.hi > c or (op == ">=" and self.hi == c and self.hi_incl))
+
+    def _may_in(self, atom: In) -> bool:
+        values = [v.value for v in atom.values]
+        if not atom.negated:
+            return any(self._may_compare("=", v) for v in values if v is not None)
+        if any(v is None for v in values):
+            return False  # x NOT IN (.., NULL) is never TRUE
+        cands = self._candidates()
+        if cands is not None:
+            return any(not all(comparable(v, w) for w in values) or v not in values for v in cands)
+        if _pointlike(self) and self.lo == self.hi and all(comparable(self.lo, w) for w in values):
+            return self.lo not in values
+        return True
+
+    def _may_prefix(self, prefix: str) -> bool:
+        cands = self._candidates()
+        if cands is not None:
+            return any(not isinstance(v, str) or v.startswith(prefix) for v in cands)
+        lo, hi = self.lo, self.hi
+        if isinstance(lo, str) and lo > prefix and not lo.startswith(prefix):
+            return False  # every string above lo is above all strings starting with prefix
+        return not (isinstance(hi, str) and (hi < prefix or (hi == prefix and not self.hi_incl)))
+
+
+def _closed(atom: Compare) -> tuple[str, Any]:
+    """(op, value) with strict bounds made closed on discrete domains.
+
+    On an integer or DATE term ``t < c`` is ``t <= c - 1`` and ``t > c`` is
+    ``t >= c + 1``, which lets ``d > DATE '2019-12-31'`` be ruled out by
+    ``d < DATE '2020-01-01'``. Other types keep the strict bound.
+    """
+    op, c = atom.op, atom.value.value
+    if op not in ("<", ">"):
+        return op, c
+    dtype = getattr(atom.term, "dtype", None)
+    step: Any = None
+    if isinstance(c, int) and not isinstance(c, bool) and dtype is not None:
+        if pa.types.is_integer(dtype):
+            step = 1
+    elif type(c) is _dt.date and dtype is not None and pa.types.is_date(dtype):
+        step = _dt.timedelta(days=1)
+    if step is None:
+        return op, c
+    try:
+        return ("<=", c - step) if op == "<" else (">=", c + step)
+    except OverflowError:
+        return op, c
+
+
+def _pointlike(box: TermBox) -> bool:
+    return (
+        box.lo is not None
+        and box.hi is not None
+        and comparable(box.lo, box.hi)
+        and box.lo_incl
+        and box.hi_incl
+    )
+
+
+# ---------------------------------------------------------------- regions
+
+
+def term_key(atom: Predicate) -> str | None:
+    """The key of the term an atom constrains (``term.sql()``), or None."""
+    if isinstance(atom, (Compare, In, IsNull, StartsWith, EndsWith)):
+        return atom.term.sql()
+    return None
+
+
+@dataclass(frozen=True)
+class Region:
+    """A conjunction of cut outcomes: per-term boxes plus atoms known TRUE / NOT TRUE."""
+
+    boxes: tuple[tuple[str, TermBox], ...] = ()
+    true_atoms: frozenset[str] = frozenset()
+    not_true_atoms: frozenset[str] = frozenset()
+    _index: dict[str, TermBox] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._index.update(self.boxes)
+
+    def box(self, key: str) -> TermBox | None:
+        return self._index.get(key)
+
+    def with_outcome(self, atom: Predicate, outcome: bool) -> Region:
+        """This region narrowed by ``atom`` being TRUE (``outcome``) or NOT TRUE."""
+        key = term_key(atom)
+        boxes = self.boxes
+        if key is not None:
+            old = self._index.get(key, TermBox())
+            new = old.when_true(atom) if outcome else old.when_not_true(atom)
+            boxes = tuple(sorted({**self._index, key: new}.items()))
+        sql = atom.sql()
+        if outcome:
+            return Region(boxes, self.true_atoms | {sql}, self.not_true_atoms)
+        return Region(boxes, self.true_atoms, self.not_true_atoms | {sql})
+
+    def describe(self) -> str:
+        """The region as SQL-ish text (``NOT TRUE`` outcomes spelled out)."""
+        parts = sorted(self.true_atoms) + [
+            f"NOT ({s}) OR ({s}) IS NULL" for s in sorted(self.not_true_atoms)
+        ]
+        return " AND ".join(parts) if parts else "TRUE"
+
+
+def region_of(outcomes: Sequence[tuple[Cut, bool]]) -> Region:
+    """The region reached by a path of cut outcomes from the root."""
+    region = Region()
+    for cut, outcome in outcomes:
+        region = region.with_outcome(cut.atom, outcome)
+    return region
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """A query prepared for many region tests: its AND / OR shape with each
+    atom's SQL, negated SQL and term key computed once."""
+
+    op: str  # "and" | "or" | "const" | "atom"
+    children: tuple[QueryPlan, ...] = ()
+    value: bool = True
+    atom: Predicate | None = None
+    sql: str = ""
+    neg_sql: str | None = None
+    key: str | None = None
+
+
+def plan_query(query: Predicate) -> QueryPlan:
+    """The :class:`QueryPlan` of a predicate."""
+    if isinstance(query, (And, Or)):
+        op = "and" if isinstance(query, And) else "or"
+        return QueryPlan(op, tuple(plan_query(c) for c in query.children_))
+    if isinstance(query, BoolConst):
+        return QueryPlan("const", value=query.value)
+    neg = None if isinstance(query, (Not, Opaque)) else query.negate().sql()
+    return QueryPlan("atom", atom=query, sql=query.sql(), neg_sql=neg, key=term_key(query))
+
+
+def may_intersect(query: Predicate | QueryPlan, region: Region) -> bool:
+    """False only if no possible row of ``region`` satisfies ``query`` (safe).
+
+    >>> a = Column("a", pa.int64())
+    >>> r = Region().with_outcome(Compare("<", a, Literal(10)), True)
+    >>> may_intersect(Compare(">", a, Literal(20)), r), may_intersect(Compare("<", a, Literal(3)), r)
+    (False, True)
+    >>> nulls = Region().with_outcome(Compare("<", a, Literal(10)), False)
+    >>> may_intersect(IsNull(a), nulls), may_intersect(Compare("=", a, Literal(3)), nulls)
+    (True, False)
+    """
+    plan = query if isinstance(query, QueryPlan) else plan_query(query)
+    return _plan_may(plan, region)
+
+
+def _plan_may(plan: QueryPlan, region: Region) -> bool:
+    if plan.op == "and":
+        return all(_plan_may(c, region) for c in plan.children)
+    if plan.op == "or":
+        return any(_plan_may(c, region) for c in plan.children)
+    if plan.op == "const":
+        return plan.value
+    if plan.sql in region.not_true_atoms:
+        return False
+    if plan.neg_sql is not None and plan.neg_sql in region.true_atoms:
+        return False
+    if plan.key is None:
+        return True
+    box = region.box(plan.key)
+    return True if box is None else box.may_satisfy(plan.atom)  # type: ignore[arg-type]
+
+
+def query_keys(query: Predicate) -> frozenset[str]:
+    """Term keys and atom SQL a query mentions: a region constraining none of them
+    cannot rule the query out (used to skip pointless checks)."""
+    keys: set[str] = set()
+    for atom in atoms_of(query):
+        keys.add(atom.sql())
+        if not isinstance(atom, (Not, Opaque, BoolConst)):
+            keys.add(atom.negate().sql())
+        key = term_key(atom)
+        if key is not None:
+            keys.add(key)
+    return frozenset(keys)
+
+
+def cut_keys(cut: Cut) -> frozenset[str]:
+    """Keys (term key, atom SQL) through which a cut outcome can rule a query out."""
+    key = term_key(cut.atom)
+    keys = {cut.sql()}
+    if key is not None:
+        keys.add(key)
+    return frozenset(keys)
+
+
+# ---------------------------------------------------------------- JSON codec
+
+
+_NODE_TYPES: dict[str, type[Expr]] = {
+    cls.__name__: cls
+    for cls in (
+        Column,
+        Literal,
+        Func,
+        Compare,
+        TermCompare,
+        In,
+        IsNull,
+        Like,
+        StartsWith,
+        EndsWith,
+        And,
+        Or,
+        Not,
+        BoolConst,
+        BoolTerm,
+        Opaque,
+    )
+}
+
+
+def expr_to_json(node: Expr) -> dict[str, Any]:
+    """A JSON-ready dict for a predicate or term tree (exact, typed).
+
+    >>> d = expr_to_json(Compare("<", Column("d", pa.date32()), Literal(_dt.date(2020, 1, 2))))
+    >>> d["value"]["value"]
+    {'date': '2020-01-02'}
+    >>> expr_from_json(d) == Compare("<", Column("d"), Literal(_dt.date(2020, 1, 2)))
+    True
+    """
+    name = type(node).__name__
+    if _NODE_TYPES.get(name) is not type(node) or not dataclasses.is_dataclass(node):
+        raise LayoutError(f"cannot serialize expression node of type {name}")
+    out: dict[str, Any] = {"node": name}
+    for f in dataclasses.fields(node):
+        raw = getattr(node, f.name)
+        if f.name == "dtype":
+            out[f.name] = _dtype_to_json(raw)
+        elif f.name == "value" and isinstance(node, Literal):
+            out[f.name] = _value_to_json(raw)
+        else:
+            out[f.name] = _field_to_json(raw)
+    return out
+
+
+def expr_from_json(data: dict[str, Any]) -> Any:
+    """Inverse of :func:`expr_to_json`."""
+    try:
+        cls = _NODE_TYPES[data["node"]]
+        kwargs: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            if f.name not in data:
+                continue
+            raw = data[f.name]
+            if f.name == "dtype":
+                kwargs[f.name] = _dtype_from_json(raw)
+            elif f.name == "value" and cls is Literal:
+                kwargs[f.name] = _value_from_json(raw)
+            elif f.name == "reads":
+                kwargs[f.name] = frozenset(raw)
+            else:
+                kwargs[f.name] = _field_from_json(raw)
+        return cls(**kwargs)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise LayoutError(f"bad serialized expression {data!r}: {exc}") from exc
+
+
+def _field_to_json(raw: Any) -> Any:
+    if isinstance(raw, Expr):
+        return expr_to_json(raw)
+    if isinstance(raw, frozenset):
+        return sorted(raw)
+    if isinstance(raw, tuple):
+        return [_field_to_json(x) for x in raw]
+    return raw
+
+
+def _field_from_json(raw: Any) -> Any:
+    if isinstance(raw, dict):
+        return expr_from_json(raw)
+    if isinstance(raw, list):
+        return tuple(_field_from_json(x) for x in raw)
+    return raw
+
+
+def _dtype_to_json(dtype: pa.DataType | None) -> str | None:
+    if dtype is None:
+        return None
+    return base64.b64encode(pa.schema([pa.field("t", dtype)]).serialize().to_pybytes()).decode()
+
+
+def _dtype_from_json(text: str | None) -> pa.DataType | None:
+    if text is None:
+        return None
+    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text))).field("t").type
+
+
+def schema_to_json(schema: pa.Schema) -> str:
+    """An Arrow schema as base64 IPC text."""
+    return base64.b64encode(schema.serialize().to_pybytes()).decode()
+
+
+def schema_from_json(text: str) -> pa.Schema:
+    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
+
+
+def _value_to_json(value: Any) -> Any:
+    """A literal value as JSON: plain for bool/int/str/None, tagged otherwise."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return {"float": repr(value)}
+    if isinstance(value, _decimal.Decimal):
+        return {"decimal": str(value)}
+    if isinstance(value, _dt.datetime):
+        return {"timestamp": value.isoformat()}
+    if isinstance(value, _dt.date):
+        return {"date": value.isoformat()}
+    if isinstance(value, _dt.time):
+        return {"time": value.isoformat()}
+    if isinstance(value, _dt.timedelta):
+        return {"timedelta_us": value // _dt.timedelta(microseconds=1)}
+    if isinstance(value, bytes):
+        return {"bytes": base64.b64encode(value).decode()}
+    if isinstance(value, (list, tuple)):
+        return {"list": [_value_to_json(v) for v in value]}
+    if isinstance(value, dict):
+        return {"map": [[_value_to_json(k), _value_to_json(v)] for k, v in value.items()]}
+    raise LayoutError(f"cannot serialize literal {value!r} of type {type(value).__name__}")
+
+
+def _value_from_json(data: Any) -> Any:
+    if not isinstance(data, dict):
+        return data
+    ((tag, raw),) = data.items()
+    if tag == "float":
+        return float(raw)
+    if tag == "decimal":
+        return _decimal.Decimal(raw)
+    if tag == "timestamp":
+        return _dt.datetime.fromisoformat(raw)
+    if tag == "date":
+        return _dt.date.fromisoformat(raw)
+    if tag == "time":
+        return _dt.time.fromisoformat(raw)
+    if tag == "timedelta_us":
+        return _dt.timedelta(microseconds=raw)
+    if tag == "bytes":
+        return base64.b64decode(raw)
+    if tag == "list":
+        return [_value_from_json(v) for v in raw]
+    if tag == "map":
+        return {_value_from_json(k): _value_from_json(v) for k, v in raw}
+    raise ValueError(f"unknown literal tag {tag!r}")
+
+
+__all__ = [
+    "MAX_IN_VALUES",
+    "Cut",
+    "QueryPlan",
+    "Region",
+    "TermBox",
+    "atoms_of",
+    "candidate_cuts",
+    "comparable",
+    "cut_keys",
+    "cut_of",
+    "expr_from_json",
+    "expr_to_json",
+    "may_intersect",
+    "plan_query",
+    "query_keys",
+    "region_of",
+    "schema_from_json",
+    "schema_to_json",
+    "term_key",
+]
