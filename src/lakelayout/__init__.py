@@ -31,6 +31,7 @@ _LAZY = {
     "WriteMetrics": "lakelayout.api",
     "ScanReport": "lakelayout.skipping.report",
     "spark_session": "lakelayout.table.session",
+    "sql": "lakelayout.sql",
 }
 
 

@@ -22,7 +22,6 @@ import pyarrow as pa
 from lakelayout.errors import InvalidOption, PredicateError, TableNotFound, closest
 from lakelayout.expr.nodes import BoolConst, Predicate
 from lakelayout.expr.parse import parse_predicate
-from lakelayout.skipping.minmax import might_match
 from lakelayout.skipping.report import Measured, ScanReport
 from lakelayout.table import delta
 from lakelayout.table.stats import FileStats
@@ -30,6 +29,11 @@ from lakelayout.table.stats import FileStats
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakelayout.cluster.detail import TableDetail
+    from lakelayout.cluster.metrics import OptimizeMetrics
+    from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
+    from lakelayout.indexing import Indexes
+    from lakelayout.skipping.indexes.base import Udf
     from lakelayout.table.delta import Snapshot
 
 #: table property holding the target size of written files, in bytes
@@ -91,10 +95,18 @@ class Table:
     :meth:`Table.create`.
     """
 
-    def __init__(self, uri: str, *, spark: SparkSession | None = None) -> None:
+    def __init__(
+        self,
+        uri: str,
+        *,
+        spark: SparkSession | None = None,
+        udfs: Mapping[str, Udf] | None = None,
+    ) -> None:
         self.uri = _normalize_uri(uri)
         delta.open_table(self.uri)  # raises TableNotFound early
         self._spark = spark
+        self._udfs = dict(udfs or {})
+        self._indexes: Indexes | None = None
 
     # ------------------------------------------------------------ creation
 
@@ -110,10 +122,15 @@ class Table:
         properties: Mapping[str, str] | None = None,
         name: str | None = None,
         description: str | None = None,
+        cluster_by: Sequence[str] | None = None,
     ) -> Table:
         """Create a Delta table at ``uri`` from a DataFrame, or empty from a schema.
 
         All files of ``df`` are committed in one transaction (version 0).
+        ``cluster_by`` (at most 4 columns or deterministic expressions) makes it
+        a liquid-clustered table: they are validated before anything is written
+        and stored as ``lakelayout.clusteringColumns``; ``optimize.run()`` then
+        clusters incrementally (see :mod:`lakelayout.cluster`).
         """
         from lakelayout.table.writer import arrow_schema_of, write_files
 
@@ -124,6 +141,8 @@ class Table:
         if target_file_size is not None:
             config[TARGET_FILE_SIZE] = str(_check_target_size(target_file_size))
         table_schema = schema if schema is not None else arrow_schema_of(df)  # type: ignore[arg-type]
+        if cluster_by is not None:
+            config.update(_clustering_config(cluster_by, table_schema))
         files = []
         if df is not None:
             delta.ensure_absent(root)
@@ -211,8 +230,13 @@ class Table:
         delta.check_append_schema(snap.schema, arrow_schema_of(df))
         df = _select_in_table_order(df, snap.schema)
         size = _check_target_size(target_file_size or self._target_file_size(snap))
-        files = write_files(df, self.uri, schema=snap.schema, target_file_size=size)
+        # skipping indexes: collected by the writer, stored after the commit (lakelayout.indexing)
+        indexes = self.indexes.for_write(snap.schema)
+        files = write_files(
+            df, self.uri, schema=snap.schema, target_file_size=size, collectors=indexes
+        )
         version = delta.commit(self.uri, adds=files, operation="WRITE") if files else snap.version
+        self.indexes.record_written(files, indexes)
         return WriteMetrics(
             version=version,
             files_added=len(files),
@@ -244,7 +268,8 @@ class Table:
         predicate = self._bind(where, snap.schema)
 
         started = time.perf_counter()
-        keep = might_match(predicate, snap.files)
+        pruned = self.indexes.prune(predicate, snap.files, snap.schema)  # min/max + indexes
+        keep = pruned.keep
         pruning_seconds = time.perf_counter() - started
         kept = snap.files.take(keep)
 
@@ -252,6 +277,7 @@ class Table:
         if where is not None:
             from pyspark.sql import functions as F
 
+            self.indexes.register_in_spark(self.spark)
             df = df.where(F.expr(where))
         measured = self._measure(df, kept) if measure else None
         if select is not None:
@@ -267,8 +293,10 @@ class Table:
             rows_total=int(files.total_rows),
             rows_kept=int(kept.total_rows),
             pruning_seconds=pruning_seconds,
-            skipped_by={"minmax": len(files) - len(kept)},
+            skipped_by=pruned.skipped_by,
             measured=measured,
+            bytes_skipped_by=pruned.bytes_skipped_by,
+            unused_indexes=pruned.unused,
         )
         return ScanResult(df=df, report=report, predicate=predicate)
 
@@ -277,13 +305,74 @@ class Table:
         snap = self.snapshot(version)
         return self._read(snap.files, snap.schema)
 
+    # ------------------------------------------------------------ clustering & OPTIMIZE
+    # (lakelayout.cluster holds the logic; these are the Table-level verbs)
+
+    @property
+    def optimize(self) -> Optimizer:
+        """The OPTIMIZE namespace: ``run()``, ``compact()``, ``zorder()``, ``hilbert()``, ``apply()``."""
+        from lakelayout.cluster.optimize import Optimizer
+
+        return Optimizer(self.uri, lambda: self.spark)
+
+    @property
+    def clustering_columns(self) -> list[str] | None:
+        """The liquid clustering columns/expressions, or None when not clustered."""
+        from lakelayout.cluster.config import parse_clustering
+
+        return parse_clustering(self.snapshot().configuration)
+
+    def cluster_by(self, columns: Sequence[str] | None, *, max_columns: int = 4) -> int:
+        """ALTER TABLE CLUSTER BY (``columns``) or NONE (``None``); the new version.
+
+        Only data not yet clustered by the new columns is clustered by them:
+        files already clustered by older columns are left as they are.
+        """
+        from lakelayout.cluster.config import (
+            CLUSTERING_COLUMNS,
+            clustering_property,
+            validate_clustering,
+        )
+
+        snap = self.snapshot()
+        checked = validate_clustering(columns, snap.schema, max_columns=max_columns)
+        value = clustering_property(checked)
+        if snap.configuration.get(CLUSTERING_COLUMNS, "") == value:
+            return snap.version
+        return delta.set_properties(self.uri, {CLUSTERING_COLUMNS: value})
+
+    def detail(self) -> TableDetail:
+        """DESCRIBE DETAIL: clustering columns, files, sizes, cubes (no Spark job)."""
+        from lakelayout.cluster.detail import detail
+
+        return detail(self.uri)
+
+    def delete(self, where: str, *, hooks: OptimizeHooks | None = None) -> OptimizeMetrics:
+        """Delete rows where ``where`` (Spark SQL) is TRUE; only affected files are rewritten."""
+        from lakelayout.cluster.delete import delete
+
+        return delete(self.uri, self.spark, where, hooks=hooks)
+
+    # ------------------------------------------------------------ skipping indexes
+    # (lakelayout.indexing holds the logic)
+
+    @property
+    def indexes(self) -> Indexes:
+        """Skipping indexes: ``add()``, ``drop()``, ``refresh()``, ``describe()``, ``list()``."""
+        if self._indexes is None:
+            from lakelayout.indexing import Indexes
+
+            self._indexes = Indexes(self.uri, lambda: self.spark, udfs=self._udfs)
+        return self._indexes
+
     # ------------------------------------------------------------ internals
 
     def _bind(self, where: str | None, schema: pa.Schema) -> Predicate:
         if where is None:
             return BoolConst(True)
         timezone = self.spark.conf.get("spark.sql.session.timeZone") or "UTC"
-        return parse_predicate(where, schema, timezone=timezone)
+        functions = self.indexes.functions()  # st_within_box and registered UDFs
+        return parse_predicate(where, schema, functions=functions, timezone=timezone)
 
     def _read(self, files: FileStats, schema: pa.Schema) -> DataFrame:
         from pyspark.sql.pandas.types import from_arrow_schema
@@ -322,6 +411,19 @@ class Table:
 
     def __repr__(self) -> str:
         return f"Table({self.uri!r})"
+
+
+def _clustering_config(
+    columns: Sequence[str] | None, schema: pa.Schema, *, max_columns: int = 4
+) -> dict[str, str]:
+    from lakelayout.cluster.config import (
+        CLUSTERING_COLUMNS,
+        clustering_property,
+        validate_clustering,
+    )
+
+    checked = validate_clustering(columns, schema, max_columns=max_columns)
+    return {CLUSTERING_COLUMNS: clustering_property(checked)}
 
 
 def _normalize_uri(uri: str) -> str:

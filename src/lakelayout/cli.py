@@ -1,4 +1,4 @@
-"""The ``lakelayout`` command line: scan, describe, demo."""
+"""The ``lakelayout`` command line: scan, describe, optimize, demo."""
 
 from __future__ import annotations
 
@@ -117,6 +117,43 @@ def describe(
         for h in d.history:
             hist.add_row(str(h.get("version")), str(h.get("timestamp")), str(h.get("operation")))
         console.print(hist)
+
+
+@app.command()
+def optimize(
+    path: Annotated[str, typer.Argument(help="table location")],
+    zorder: Annotated[str, typer.Option(help="comma-separated ZORDER BY columns")] = "",
+    full: Annotated[bool, typer.Option(help="re-cluster every file (OPTIMIZE FULL)")] = False,
+) -> None:
+    """OPTIMIZE a table: incremental clustering if clustered, else compaction (or ZORDER BY)."""
+    from rich.progress import Progress
+
+    from lakelayout.api import Table
+    from lakelayout.cluster import OptimizeHooks
+
+    try:
+        table = Table(path)
+        with Progress(console=console, transient=True) as progress:
+            task = progress.add_task("optimizing", total=None)
+
+            def advance(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total or None)
+
+            hooks = OptimizeHooks(progress=advance)
+            columns = [c.strip() for c in zorder.split(",") if c.strip()]
+            if columns:
+                metrics = table.optimize.zorder(columns, hooks=hooks)
+            else:
+                metrics = table.optimize.run(full=full, hooks=hooks)
+    except LakelayoutError as exc:
+        _fail(exc)
+        return
+    grid = RichTable(title=f"OPTIMIZE {table.uri}")
+    grid.add_column("metric")
+    grid.add_column("value", justify="right")
+    for name, value in metrics.as_rows():
+        grid.add_row(name, value)
+    console.print(grid)
 
 
 @app.command()

@@ -47,6 +47,10 @@ class ScanReport:
     #: files skipped by each skipping method (``"minmax"``, index names ...)
     skipped_by: dict[str, int] = field(default_factory=dict)
     measured: Measured | None = None
+    #: bytes of the files each skipping method rules out on its own (overlapping)
+    bytes_skipped_by: dict[str, int] = field(default_factory=dict)
+    #: declared indexes not used by this scan, with the reason (e.g. an unregistered UDF)
+    unused_indexes: dict[str, str] = field(default_factory=dict)
 
     @property
     def files_skipped(self) -> int:
@@ -95,6 +99,8 @@ class ScanReport:
             "rows_kept": self.rows_kept,
             "pruning_seconds": self.pruning_seconds,
             "skipped_by": dict(self.skipped_by),
+            "bytes_skipped_by": dict(self.bytes_skipped_by),
+            "unused_indexes": dict(self.unused_indexes),
             "psi": self.psi,
         }
         if self.measured is not None:

@@ -13,7 +13,12 @@ Inside a task (:class:`_TaskWriter` / :class:`_FileRoller`):
 * batches are cast to the *table's* Arrow schema (Spark hands out
   ``large_string``, session-zone timestamps, ...), so every file matches the
   Delta schema exactly;
-* the statistics collector sees the same in-memory batches the file gets;
+* the statistics collector sees the same in-memory batches the file gets, and
+  so do the collectors of the table's declared skipping indexes (``collectors=``
+  of :func:`write_files`): their per-file values travel back with the
+  descriptor (one Arrow IPC row) and land in :attr:`WrittenFile.extra`
+  under :data:`INDEX_METADATA`, so appended files are indexed without a second
+  read. A collector that raises makes only that index's value unknown (null);
 * files roll at ``target_file_size`` bytes. The size of Parquet bytes not yet
   written is predicted as ``arrow_nbytes x ratio``, where ``ratio`` (Parquet
   bytes per Arrow byte) is first measured by compressing a sample of the
@@ -30,9 +35,9 @@ import json
 import math
 import os
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -46,7 +51,9 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 #: Spark DDL of the rows a writing task yields (one per file)
-DESCRIPTOR_DDL = "path string, size long, rows long, stats string"
+DESCRIPTOR_DDL = "path string, size long, rows long, stats string, meta binary"
+#: key of :attr:`WrittenFile.extra` holding the per-index metadata values of a file
+INDEX_METADATA = "indexes"
 #: Arrow bytes of one file buffered before they are flushed as a row group
 ROW_GROUP_ARROW_BYTES = 128 * 1024 * 1024
 #: rows of the in-memory sample compressed to guess the first file's ratio
@@ -77,6 +84,88 @@ class WrittenFile:
         """The Delta stats object (parsed ``stats_json``)."""
         parsed: dict[str, Any] = json.loads(self.stats_json)
         return parsed
+
+
+class MetadataCollector(Protocol):
+    """What a writing task feeds: ``add`` every batch of one file, then ``result``."""
+
+    def add(self, batch: pa.RecordBatch) -> None: ...
+
+    def result(self) -> Any: ...
+
+
+class IndexSpec(Protocol):
+    """A declared skipping index as the writer sees it (see ``lakelayout.skipping.indexes``).
+
+    The table layer sits below ``skipping``, so it only names this shape.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def arrow_type(self) -> pa.DataType: ...
+
+    def collector(self) -> MetadataCollector: ...
+
+
+def encode_metadata(specs: Sequence[IndexSpec], values: Mapping[str, Any]) -> bytes:
+    """One Arrow IPC row, a column per index (null where unknown or not encodable)."""
+    arrays = []
+    for spec in specs:
+        try:
+            arrays.append(pa.array([values.get(spec.name)], type=spec.arrow_type))
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            arrays.append(pa.nulls(1, spec.arrow_type))
+    table = pa.table(arrays, names=[spec.name for spec in specs])
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as stream:
+        stream.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def decode_metadata(data: bytes | None) -> dict[str, Any]:
+    """Index name -> value of one file, from :func:`encode_metadata` bytes."""
+    if not data:
+        return {}
+    table = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+    return {name: table.column(name)[0].as_py() for name in table.column_names}
+
+
+class _GuardedCollector:
+    """An index collector whose failures make its value unknown instead of failing the task."""
+
+    def __init__(self, spec: IndexSpec) -> None:
+        self.failed = False
+        try:
+            self.inner: MetadataCollector | None = spec.collector()
+        except Exception:
+            self.inner, self.failed = None, True
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        if self.failed or self.inner is None:
+            return
+        try:
+            self.inner.add(batch)
+        except Exception:
+            self.failed = True
+
+    def result(self) -> Any:
+        if self.failed or self.inner is None:
+            return None
+        try:
+            return self.inner.result()
+        except Exception:
+            return None
+
+
+def collect_file_metadata(specs: Sequence[IndexSpec], batches: Iterable[pa.RecordBatch]) -> bytes:
+    """Run every index collector over the batches of one file; :func:`encode_metadata` bytes."""
+    guarded = [_GuardedCollector(spec) for spec in specs]
+    for batch in batches:
+        for collector in guarded:
+            collector.add(batch)
+    return encode_metadata(specs, {s.name: c.result() for s, c in zip(specs, guarded, strict=True)})
 
 
 # --------------------------------------------------------------------------- schemas
@@ -172,6 +261,8 @@ class _FileRoller:
         self.partition_id = partition_id
         self.file_index = 0
         self.ratio: float | None = None
+        #: path -> encoded index metadata of the files finished so far
+        self.metadata: dict[str, bytes] = {}
         self._reset()
 
     def _reset(self) -> None:
@@ -183,6 +274,7 @@ class _FileRoller:
         self.pending: list[pa.RecordBatch] = []
         self.pending_bytes = 0.0
         self.collector: StatsCollector | None = None
+        self.index_collectors: list[_GuardedCollector] = []
 
     def _estimated_size(self) -> float:
         written = self.sink.tell() if self.sink is not None else 0
@@ -221,6 +313,8 @@ class _FileRoller:
             self._open()
         assert self.collector is not None
         self.collector.add(part)
+        for index_collector in self.index_collectors:
+            index_collector.add(part)
         self.pending.append(part)
         self.pending_bytes += arrow_bytes
         self.file_arrow_bytes += arrow_bytes
@@ -238,6 +332,7 @@ class _FileRoller:
         self.sink = self.filesystem.open_output_stream(f"{self.root}/{self.path}")
         self.writer = pq.ParquetWriter(self.sink, spec.schema, compression=spec.codec)
         self.collector = StatsCollector(spec.schema, string_prefix_length=32)
+        self.index_collectors = [_GuardedCollector(index) for index in spec.indexes]
 
     def _flush(self) -> None:
         if self.pending and self.writer is not None:
@@ -255,6 +350,12 @@ class _FileRoller:
         self.sink.close()
         self.ratio = max(size / max(self.file_arrow_bytes, 1.0), 1e-3)
         descriptor = (self.path, size, self.rows, stats_json(self.collector.result()))
+        if self.spec.indexes:
+            values = {
+                index.name: collector.result()
+                for index, collector in zip(self.spec.indexes, self.index_collectors, strict=True)
+            }
+            self.metadata[self.path] = encode_metadata(self.spec.indexes, values)
         self._reset()
         return descriptor
 
@@ -272,6 +373,8 @@ class _TaskWriter:
     target_file_size: int
     prefix: str
     codec: str
+    #: declared skipping indexes collected on the same batches (bound, picklable)
+    indexes: tuple[IndexSpec, ...] = ()
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -280,20 +383,28 @@ class _TaskWriter:
         roller = _FileRoller(self, context.partitionId() if context is not None else 0)
         for batch in batches:
             for descriptor in roller.add(batch):
-                yield _descriptor_batch(descriptor)
+                yield _descriptor_batch(descriptor, roller.metadata.pop(descriptor[0], None))
         if roller.has_open_file:
-            yield _descriptor_batch(roller.finish())
+            descriptor = roller.finish()
+            yield _descriptor_batch(descriptor, roller.metadata.pop(descriptor[0], None))
 
 
 _DESCRIPTOR_SCHEMA = pa.schema(
-    [("path", pa.string()), ("size", pa.int64()), ("rows", pa.int64()), ("stats", pa.string())]
+    [
+        ("path", pa.string()),
+        ("size", pa.int64()),
+        ("rows", pa.int64()),
+        ("stats", pa.string()),
+        ("meta", pa.binary()),
+    ]
 )
 
 
-def _descriptor_batch(descriptor: tuple[str, int, int, str]) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pylist(
-        [dict(zip(_DESCRIPTOR_SCHEMA.names, descriptor, strict=True))], schema=_DESCRIPTOR_SCHEMA
-    )
+def _descriptor_batch(
+    descriptor: tuple[str, int, int, str], meta: bytes | None = None
+) -> pa.RecordBatch:
+    row = dict(zip(_DESCRIPTOR_SCHEMA.names, (*descriptor, meta), strict=True))
+    return pa.RecordBatch.from_pylist([row], schema=_DESCRIPTOR_SCHEMA)
 
 
 # --------------------------------------------------------------------------- driver side
@@ -319,6 +430,7 @@ def write_files(
     target_file_size: int,
     prefix: str = "part",
     codec: str = "zstd",
+    collectors: Sequence[IndexSpec] = (),
 ) -> list[WrittenFile]:
     """Write ``df`` as Parquet data files under ``table_uri``; one descriptor per file.
 
@@ -327,6 +439,10 @@ def write_files(
     ``df`` must have the table's columns (names case-insensitive, any order, the
     same types); otherwise :class:`~lakelayout.errors.SchemaMismatch` is raised
     before any Spark job runs. Empty partitions write no file.
+
+    ``collectors`` are bound skipping indexes: each task runs their collectors
+    on the same batches it writes, and every file's values come back in
+    ``WrittenFile.extra[INDEX_METADATA]`` (index name -> value, None = unknown).
     """
     from lakelayout.table.delta import check_append_schema, normalize_uri
 
@@ -339,11 +455,15 @@ def write_files(
     check_append_schema(schema, arrow_schema_of(df))
     location = normalize_uri(table_uri)
     prepare_location(location)
-    task = _TaskWriter(location, schema, target_file_size, prefix, codec)
+    task = _TaskWriter(location, schema, target_file_size, prefix, codec, tuple(collectors))
     rows = _select_in_table_order(df, schema).mapInArrow(task, DESCRIPTOR_DDL).collect()
     return [
         WrittenFile(
-            path=row["path"], size=row["size"], num_records=row["rows"], stats_json=row["stats"]
+            path=row["path"],
+            size=row["size"],
+            num_records=row["rows"],
+            stats_json=row["stats"],
+            extra={INDEX_METADATA: decode_metadata(row["meta"])} if collectors else {},
         )
         for row in rows
     ]

@@ -1,0 +1,187 @@
+"""Clustering settings kept in the Delta table's configuration.
+
+delta-rs cannot write Delta's ``clustering`` table feature (the
+``delta.clustering`` domain metadata) nor ``tags`` on ``add`` actions, so
+lakelayout keeps liquid clustering's state where any Delta writer preserves
+it:
+
+* ``lakelayout.clusteringColumns`` -- the clustering columns or deterministic
+  SQL expressions, as a JSON list (``["l_shipdate", "month(ts)"]``). An empty
+  value means "not clustered" (delta-rs has no way to unset a property).
+* ``lakelayout.minCubeSize`` / ``lakelayout.targetCubeSize`` -- ZCube sizes in
+  bytes (see :func:`cube_sizes` for the defaults when unset).
+* ``lakelayout.minFileSize`` -- compaction rewrites files smaller than this.
+
+Validation happens here, before anything is written: unknown columns,
+too many dimensions, unsupported types and non-deterministic expressions are
+refused with a message naming the offending entry.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from lakelayout.errors import InvalidOption, LakelayoutError
+from lakelayout.layouts.ranks import Dimension, domain_type
+
+CLUSTERING_COLUMNS = "lakelayout.clusteringColumns"
+MIN_CUBE_SIZE = "lakelayout.minCubeSize"
+TARGET_CUBE_SIZE = "lakelayout.targetCubeSize"
+MIN_FILE_SIZE = "lakelayout.minFileSize"
+TARGET_FILE_SIZE = "lakelayout.targetFileSize"
+
+DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+#: at most this many clustering columns unless the caller raises the limit (as Delta)
+DEFAULT_MAX_CLUSTERING_COLUMNS = 4
+#: Delta's MIN_CUBE_SIZE default (100 GB): the cap of the table-relative default
+MIN_CUBE_SIZE_CAP = 100 * 1024**3
+#: default min cube size = table bytes / this (but never below 2 target files)
+MIN_CUBE_TABLE_FRACTION = 8
+#: default min cube size floor, in target files
+MIN_CUBE_FLOOR_FILES = 2
+#: TARGET_CUBE_SIZE / MIN_CUBE_SIZE when the target is not set (Delta: 150 / 100)
+TARGET_CUBE_RATIO = 1.5
+#: default compaction threshold as a fraction of the target file size
+MIN_FILE_FRACTION = 0.75
+
+
+@dataclass(frozen=True)
+class CubeSizes:
+    """The ZCube thresholds in force for one OPTIMIZE run, in bytes."""
+
+    min_cube_size: int
+    target_cube_size: int
+    explicit: bool
+
+
+def parse_clustering(config: Mapping[str, str]) -> list[str] | None:
+    """The clustering columns stored in a table configuration, or None."""
+    raw = config.get(CLUSTERING_COLUMNS, "")
+    if not raw or not raw.strip():
+        return None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise LakelayoutError(f"table property {CLUSTERING_COLUMNS} is not JSON: {raw!r}") from exc
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise LakelayoutError(f"table property {CLUSTERING_COLUMNS} must be a JSON list: {raw!r}")
+    return list(value) or None
+
+
+def clustering_property(columns: Sequence[str] | None) -> str:
+    """The property value for ``columns`` ('' = CLUSTER BY NONE)."""
+    return json.dumps(list(columns)) if columns else ""
+
+
+def validate_clustering(
+    columns: Sequence[str] | str | None,
+    schema: pa.Schema,
+    *,
+    max_columns: int = DEFAULT_MAX_CLUSTERING_COLUMNS,
+) -> list[str] | None:
+    """Checked clustering columns (schema spelling for plain columns), or None for NONE.
+
+    Raises :class:`InvalidOption` for an empty list, more than ``max_columns``
+    entries, a duplicate, an unknown column, an expression that does not
+    parse or is non-deterministic, or a type that cannot be ranked (structs,
+    maps, arrays).
+    """
+    if columns is None:
+        return None
+    if isinstance(columns, str):
+        raise InvalidOption(
+            f"cluster_by takes a list of columns, not the string {columns!r}; "
+            f"write cluster_by=[{columns!r}]"
+        )
+    entries = [str(c).strip() for c in columns]
+    if not entries:
+        raise InvalidOption("cluster_by needs at least one column; use None for CLUSTER BY NONE")
+    if len(entries) > max_columns:
+        raise InvalidOption(
+            f"too many clustering columns: {len(entries)} given ({', '.join(entries)}); "
+            f"at most {max_columns} are allowed"
+        )
+    out: list[str] = []
+    for entry in entries:
+        resolved = _check_dimension(entry, schema)
+        if resolved.lower() in {o.lower() for o in out}:
+            raise InvalidOption(f"clustering column {entry!r} is given twice")
+        out.append(resolved)
+    return out
+
+
+def _check_dimension(entry: str, schema: pa.Schema) -> str:
+    if not entry:
+        raise InvalidOption("a clustering column name is empty")
+    dim = Dimension(entry)
+    try:
+        dim.check(schema)
+        values = dim.values(schema.empty_table())
+    except LakelayoutError as exc:
+        raise InvalidOption(f"cannot cluster by {entry!r}: {exc}") from exc
+    try:
+        domain_type(values.type)
+    except LakelayoutError as exc:
+        raise InvalidOption(
+            f"cannot cluster by {entry!r}: its type {values.type} is not supported "
+            "(supported: numbers, booleans, dates, timestamps, decimals, strings, binaries)"
+        ) from exc
+    return dim.column_name(schema) or entry
+
+
+def _positive_int(config: Mapping[str, str], key: str) -> int | None:
+    raw = config.get(key, "")
+    if not raw or not raw.strip():
+        return None
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise InvalidOption(f"table property {key} must be a number of bytes, got {raw!r}") from exc
+    if value <= 0:
+        raise InvalidOption(f"table property {key} must be positive, got {value}")
+    return value
+
+
+def target_file_size(config: Mapping[str, str]) -> int:
+    """``lakelayout.targetFileSize`` or the 128 MiB default."""
+    return _positive_int(config, TARGET_FILE_SIZE) or DEFAULT_TARGET_FILE_SIZE
+
+
+def min_file_size(config: Mapping[str, str], target: int) -> int:
+    """Files below this size are compacted (default: 3/4 of the target file size)."""
+    return _positive_int(config, MIN_FILE_SIZE) or max(1, int(target * MIN_FILE_FRACTION))
+
+
+def cube_sizes(config: Mapping[str, str], *, table_bytes: int, target_file: int) -> CubeSizes:
+    """MIN_CUBE_SIZE and TARGET_CUBE_SIZE for a table of ``table_bytes`` bytes.
+
+    Delta's defaults (100 GB / 150 GB) make every cube of a smaller table
+    partial forever, so each OPTIMIZE rewrites all clustered data again. When
+    the properties are unset lakelayout uses
+
+        min_cube_size    = min(100 GiB, max(2 x target file size, table bytes / 8))
+        target_cube_size = 1.5 x min_cube_size
+
+    so a cube is stable once it holds an eighth of the table: the number of
+    stable cubes stays around 8 to 16 while each row is rewritten a bounded
+    number of times. A cube remembers the min size in force when it was
+    written (see :mod:`lakelayout.cluster.provenance`) and stays stable as the
+    table grows, unless deletes shrink it.
+    """
+    explicit_min = _positive_int(config, MIN_CUBE_SIZE)
+    explicit_target = _positive_int(config, TARGET_CUBE_SIZE)
+    if explicit_min is None:
+        relative = max(MIN_CUBE_FLOOR_FILES * target_file, table_bytes // MIN_CUBE_TABLE_FRACTION)
+        min_size = min(MIN_CUBE_SIZE_CAP, relative)
+    else:
+        min_size = explicit_min
+    target = explicit_target or int(min_size * TARGET_CUBE_RATIO)
+    if target < min_size:
+        raise InvalidOption(
+            f"{TARGET_CUBE_SIZE} ({target}) must be >= {MIN_CUBE_SIZE} ({min_size})"
+        )
+    return CubeSizes(min_size, target, explicit_min is not None)

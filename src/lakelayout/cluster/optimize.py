@@ -1,0 +1,492 @@
+"""OPTIMIZE: compaction, ZORDER BY / Hilbert, liquid clustering with ZCubes, any layout.
+
+:class:`Optimizer` is the ``table.optimize`` namespace. Every operation plans
+on one snapshot (pure, :mod:`lakelayout.cluster.plan`), rewrites in Spark
+(:mod:`lakelayout.cluster.rewrite`), records provenance *before* committing
+(:mod:`lakelayout.cluster.provenance`), and commits adds + removes with
+``data_change=False`` and the snapshot's version as ``read_version``:
+
+* a concurrent *append* between read and commit does not conflict; its files
+  are simply not touched (the rewrite only removes files it read);
+* a concurrent commit that removed a file being rewritten makes the commit
+  fail with :class:`~lakelayout.errors.CommitConflict`; the table is
+  unchanged by this operation and the files it wrote are deleted.
+
+Liquid clustering commits once per cube, so a failure after ``k`` cubes keeps
+those ``k`` (the remaining candidates stay as they were).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lakelayout.cluster import config as cfg
+from lakelayout.cluster.metrics import OptimizeMetrics
+from lakelayout.cluster.plan import (
+    PlannedFile,
+    compaction_bins,
+    plan_cubes,
+    planned_files,
+)
+from lakelayout.cluster.provenance import FileProvenance, ProvenanceStore
+from lakelayout.cluster.rewrite import (
+    RoutedFile,
+    Router,
+    read_files,
+    sample_rows,
+    write_routed,
+)
+from lakelayout.errors import CommitConflict, InvalidOption, LayoutError
+from lakelayout.layouts.base import Layout
+from lakelayout.layouts.hilbert import HilbertLayout
+from lakelayout.layouts.linear import LinearLayout
+from lakelayout.layouts.zorder import CurveLayout, ZOrderLayout
+from lakelayout.table import delta
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakelayout.table.delta import Snapshot
+
+
+@dataclass(frozen=True)
+class OptimizeHooks:
+    """Callbacks around each commit of an operation (progress bars, tests).
+
+    ``before_commit(i)`` runs after commit ``i``'s files are written and its
+    provenance recorded, just before the Delta commit (a test can make a
+    concurrent write here); ``after_commit(i, version)`` right after it (a
+    test can raise here to simulate a crash between two cube commits);
+    ``progress(done, total)`` after every commit.
+    """
+
+    before_commit: Callable[[int], None] | None = None
+    after_commit: Callable[[int, int], None] | None = None
+    progress: Callable[[int, int], None] | None = None
+
+
+_NO_HOOKS = OptimizeHooks()
+
+
+@dataclass
+class _Context:
+    """One operation's view of the table: snapshot, settings, files, provenance."""
+
+    uri: str
+    spark: SparkSession
+    snap: Snapshot
+    store: ProvenanceStore
+    files: list[PlannedFile]
+    target_file_size: int
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.snap.schema
+
+    @property
+    def config(self) -> dict[str, str]:
+        return dict(self.snap.configuration)
+
+    def by_path(self) -> dict[str, PlannedFile]:
+        return {f.path: f for f in self.files}
+
+
+def load_context(uri: str, spark: SparkSession) -> _Context:
+    """Snapshot + provenance of the table at ``uri``."""
+    snap = delta.snapshot(uri)
+    store = ProvenanceStore(uri)
+    paths = [str(p) for p in snap.files.paths]
+    prov = store.read(paths)
+    files = planned_files(
+        paths, snap.files.sizes, snap.files.num_records, snap.files.modification_times, prov
+    )
+    target = cfg.target_file_size(snap.configuration)
+    return _Context(uri, spark, snap, store, files, target)
+
+
+class Optimizer:
+    """``table.optimize``: reorganize files without changing any row."""
+
+    def __init__(self, uri: str, spark: Callable[[], SparkSession]) -> None:
+        self._uri = uri
+        self._spark = spark
+
+    def _ctx(self) -> _Context:
+        return load_context(self._uri, self._spark())
+
+    # ------------------------------------------------------------ public verbs
+
+    def run(self, *, full: bool = False, hooks: OptimizeHooks | None = None) -> OptimizeMetrics:
+        """OPTIMIZE: incremental clustering on a clustered table, else compaction.
+
+        ``full=True`` re-clusters every file (stable cubes and files clustered
+        by older columns included), as Delta's ``OPTIMIZE FULL``.
+        """
+        ctx = self._ctx()
+        columns = cfg.parse_clustering(ctx.snap.configuration)
+        if columns is None:
+            return _compact(ctx, hooks or _NO_HOOKS)
+        return _liquid(ctx, columns, full=full, hooks=hooks or _NO_HOOKS)
+
+    def compact(self, *, hooks: OptimizeHooks | None = None) -> OptimizeMetrics:
+        """Bin-pack files smaller than ``lakelayout.minFileSize`` into target-size files."""
+        return _compact(self._ctx(), hooks or _NO_HOOKS)
+
+    def zorder(
+        self, columns: Sequence[str], *, hooks: OptimizeHooks | None = None
+    ) -> OptimizeMetrics:
+        """OPTIMIZE ZORDER BY: rewrite the whole table on a Z-order curve (one commit)."""
+        return self._curve(columns, "zorder", hooks)
+
+    def hilbert(
+        self, columns: Sequence[str], *, hooks: OptimizeHooks | None = None
+    ) -> OptimizeMetrics:
+        """Like :meth:`zorder` with the Hilbert curve (Z-order for a single column)."""
+        return self._curve(columns, "hilbert", hooks)
+
+    def apply(
+        self,
+        layout: Layout,
+        files: Sequence[str] | None = None,
+        *,
+        hooks: OptimizeHooks | None = None,
+    ) -> OptimizeMetrics:
+        """Rewrite ``files`` (default: all) with a fitted layout, one or more files per block.
+
+        Rows are routed by ``layout.assign`` inside Spark tasks and ordered by
+        ``layout.sort_key`` (a linear layout by its dimensions). Block ids and
+        the layout JSON are recorded in the provenance store, so a layout with
+        a logical index can answer ``blocks_for`` at query time.
+        """
+        if not isinstance(layout, Layout):
+            raise InvalidOption(f"apply() needs a fitted Layout, got {type(layout).__name__}")
+        ctx = self._ctx()
+        paths = _chosen_files(ctx, files)
+        return _apply(ctx, layout, paths, hooks or _NO_HOOKS)
+
+    def _curve(
+        self, columns: Sequence[str], family: str, hooks: OptimizeHooks | None
+    ) -> OptimizeMetrics:
+        ctx = self._ctx()
+        clustered = cfg.parse_clustering(ctx.snap.configuration)
+        if clustered is not None:
+            raise InvalidOption(
+                f"OPTIMIZE ZORDER BY is not allowed on a clustered table (clustered by "
+                f"{', '.join(clustered)}); run OPTIMIZE without ZORDER BY, or "
+                "ALTER TABLE ... CLUSTER BY NONE first"
+            )
+        dims = cfg.validate_clustering(list(columns), ctx.schema, max_columns=8)
+        assert dims is not None
+        return _curve_all(ctx, dims, family, hooks or _NO_HOOKS)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _chosen_files(ctx: _Context, files: Sequence[str] | None) -> list[str]:
+    live = [f.path for f in ctx.files]
+    if files is None:
+        return live
+    known = set(live)
+    missing = [f for f in files if f not in known]
+    if missing:
+        raise InvalidOption(
+            f"{len(missing)} file(s) are not live in '{ctx.uri}' at version "
+            f"{ctx.snap.version}, e.g. {missing[0]!r}"
+        )
+    return list(dict.fromkeys(files))
+
+
+def curve_class(family: str, n_dims: int) -> type[CurveLayout]:
+    """Hilbert for >= 2 dimensions; Z-order (= linear order of one rank) otherwise."""
+    if family == "hilbert" and n_dims >= 2:
+        return HilbertLayout
+    if family in ("hilbert", "zorder"):
+        return ZOrderLayout
+    raise LayoutError(f"unknown curve {family!r}; use 'hilbert' or 'zorder'")
+
+
+def _blocks_for(nbytes: int, target_file_size: int) -> int:
+    return max(1, math.ceil(nbytes / target_file_size))
+
+
+def fit_curve(
+    ctx: _Context, paths: Sequence[str], dims: Sequence[str], family: str
+) -> tuple[CurveLayout, Any]:
+    """A curve layout fitted on a sample of ``paths``, and the DataFrame over them."""
+    by_path = ctx.by_path()
+    nbytes = sum(by_path[p].size for p in paths)
+    rows = sum(max(by_path[p].rows, 0) for p in paths)
+    df = read_files(ctx.spark, ctx.uri, paths, ctx.schema, with_file=False)
+    names = {n.lower(): n for n in ctx.schema.names}
+    plain = [names.get(d.lower()) for d in dims]
+    # plain columns: sample only them (the sample job reads far less)
+    source = df.select(*plain) if all(plain) else df  # type: ignore[arg-type]
+    sample = sample_rows(source, rows)
+    cls = curve_class(family, len(dims))
+    layout = cls.fit(
+        sample, columns=list(dims), target_blocks=_blocks_for(nbytes, ctx.target_file_size)
+    )
+    return layout, df
+
+
+def _metrics_for(
+    operation: str, ctx: _Context, removed: Sequence[str], written: Sequence[RoutedFile]
+) -> OptimizeMetrics:
+    by_path = ctx.by_path()
+    return OptimizeMetrics(
+        operation=operation,
+        files_removed=len(removed),
+        files_added=len(written),
+        bytes_removed=sum(by_path[p].size for p in removed),
+        bytes_added=sum(w.file.size for w in written),
+        rows_removed=sum(max(by_path[p].rows, 0) for p in removed),
+        rows_added=sum(w.file.num_records for w in written),
+    )
+
+
+def commit_rewrite(
+    ctx: _Context,
+    *,
+    removed: Sequence[str],
+    written: Sequence[RoutedFile],
+    provenance: Sequence[FileProvenance],
+    operation: str,
+    hooks: OptimizeHooks,
+    index: int,
+    data_change: bool = False,
+) -> int:
+    """Record provenance, then commit adds + removes in ONE transaction; the version.
+
+    On :class:`CommitConflict` the files just written are deleted (nothing
+    references them) and the error is re-raised.
+    """
+    ctx.store.record(provenance, removed=())
+    if hooks.before_commit is not None:
+        hooks.before_commit(index)
+    try:
+        version = delta.commit(
+            ctx.uri,
+            adds=[w.file for w in written],
+            removes=list(removed),
+            data_change=data_change,
+            read_version=ctx.snap.version,
+            operation=operation,
+        )
+    except CommitConflict:
+        _delete_files(ctx.uri, [w.file.path for w in written])
+        raise
+    ctx.store.record((), removed=removed)
+    if hooks.after_commit is not None:
+        hooks.after_commit(index, version)
+    return version
+
+
+def _delete_files(root: str, paths: Sequence[str]) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(root, path))
+
+
+# --------------------------------------------------------------------------- compaction
+
+
+def _compact(ctx: _Context, hooks: OptimizeHooks) -> OptimizeMetrics:
+    """Bin-pack small unclustered files; one commit."""
+    started = time.perf_counter()
+    eligible = [f for f in ctx.files if f.provenance is None or _unclustered(f.provenance)]
+    min_size = cfg.min_file_size(ctx.snap.configuration, ctx.target_file_size)
+    bins = compaction_bins(eligible, min_file_size=min_size, target_file_size=ctx.target_file_size)
+    base = OptimizeMetrics("compaction", files_considered=len(ctx.files))
+    if not bins:
+        return _done(base, started, hooks)
+    file_blocks = {p: i for i, b in enumerate(bins) for p in b}
+    paths = list(file_blocks)
+    df = read_files(ctx.spark, ctx.uri, paths, ctx.schema, with_file=True)
+    router = Router(tuple(ctx.schema.names), ctx.uri, file_blocks=file_blocks)
+    written = write_routed(
+        df,
+        ctx.uri,
+        ctx.schema,
+        router=router,
+        n_blocks=len(bins),
+        target_file_size=ctx.target_file_size,
+        prefix="compact",
+    )
+    version = commit_rewrite(
+        ctx,
+        removed=paths,
+        written=written,
+        provenance=(),
+        operation="OPTIMIZE",
+        hooks=hooks,
+        index=0,
+    )
+    metrics = base.plus(_metrics_for("compaction", ctx, paths, written))
+    return _done(_with_versions(metrics, (version,)), started, hooks)
+
+
+def _unclustered(p: FileProvenance) -> bool:
+    return p.cube_id is None and p.layout_id is None
+
+
+def _with_versions(m: OptimizeMetrics, versions: tuple[int, ...]) -> OptimizeMetrics:
+    return m.plus(OptimizeMetrics(m.operation, versions=versions))
+
+
+def _done(m: OptimizeMetrics, started: float, hooks: OptimizeHooks) -> OptimizeMetrics:
+    if hooks.progress is not None and not m.versions:
+        hooks.progress(0, 0)
+    from dataclasses import replace
+
+    return replace(m, seconds=time.perf_counter() - started)
+
+
+# --------------------------------------------------------------------------- ZORDER BY
+
+
+def _curve_all(
+    ctx: _Context, dims: Sequence[str], family: str, hooks: OptimizeHooks
+) -> OptimizeMetrics:
+    """OPTIMIZE ZORDER BY / Hilbert on every file: one rewrite, one commit."""
+    started = time.perf_counter()
+    paths = [f.path for f in ctx.files]
+    base = OptimizeMetrics(family, files_considered=len(paths), clustering_columns=tuple(dims))
+    if not paths:
+        return _done(base, started, hooks)
+    layout, df = fit_curve(ctx, paths, dims, family)
+    return _done(_write_layout(ctx, layout, df, paths, base, hooks, family), started, hooks)
+
+
+def _write_layout(
+    ctx: _Context,
+    layout: Layout,
+    df: Any,
+    paths: Sequence[str],
+    base: OptimizeMetrics,
+    hooks: OptimizeHooks,
+    operation: str,
+) -> OptimizeMetrics:
+    """Route ``df`` through ``layout``, commit replacing ``paths``, record block ids."""
+    from pyspark.sql import functions as F
+
+    sort_columns: list[Any] = []
+    use_key = True
+    if isinstance(layout, LinearLayout):
+        sort_columns = [F.expr(d.sql).asc_nulls_last() for d in layout.dimensions]
+        use_key = False
+    router = Router(tuple(ctx.schema.names), ctx.uri, layout=layout, use_sort_key=use_key)
+    written = write_routed(
+        df,
+        ctx.uri,
+        ctx.schema,
+        router=router,
+        n_blocks=layout.n_blocks,
+        target_file_size=ctx.target_file_size,
+        sort_columns=sort_columns,
+        prefix=operation,
+    )
+    layout_id = ctx.store.save_layout(layout)
+    prov = [
+        FileProvenance(w.file.path, layout_id=layout_id, block_id=w.block, operation=operation)
+        for w in written
+    ]
+    version = commit_rewrite(
+        ctx,
+        removed=paths,
+        written=written,
+        provenance=prov,
+        operation="OPTIMIZE",
+        hooks=hooks,
+        index=0,
+    )
+    metrics = base.plus(_metrics_for(operation, ctx, paths, written))
+    blocks = len({w.block for w in written})
+    return _with_versions(
+        metrics.plus(OptimizeMetrics(operation, cubes_touched=blocks)), (version,)
+    )
+
+
+def _apply(
+    ctx: _Context, layout: Layout, paths: Sequence[str], hooks: OptimizeHooks
+) -> OptimizeMetrics:
+    started = time.perf_counter()
+    base = OptimizeMetrics("apply", files_considered=len(ctx.files))
+    if not paths:
+        return _done(base, started, hooks)
+    df = read_files(ctx.spark, ctx.uri, paths, ctx.schema, with_file=False)
+    return _done(_write_layout(ctx, layout, df, paths, base, hooks, "apply"), started, hooks)
+
+
+# --------------------------------------------------------------------------- liquid
+
+
+def _liquid(
+    ctx: _Context, columns: Sequence[str], *, full: bool, hooks: OptimizeHooks
+) -> OptimizeMetrics:
+    """Incremental clustering: one new cube and one commit per bin of candidates."""
+    started = time.perf_counter()
+    sizes = cfg.cube_sizes(
+        ctx.snap.configuration,
+        table_bytes=int(ctx.snap.files.total_bytes),
+        target_file=ctx.target_file_size,
+    )
+    plan = plan_cubes(
+        ctx.files,
+        columns,
+        min_cube_size=sizes.min_cube_size,
+        target_cube_size=sizes.target_cube_size,
+        full=full,
+    )
+    total = OptimizeMetrics(
+        "liquid", files_considered=len(ctx.files), clustering_columns=tuple(columns)
+    )
+    family = "hilbert"
+    for index, paths in enumerate(plan.bins):
+        layout, df = fit_curve(ctx, paths, columns, family)
+        cube_id = uuid.uuid4().hex
+        router = Router(tuple(ctx.schema.names), ctx.uri, layout=layout)
+        written = write_routed(
+            df,
+            ctx.uri,
+            ctx.schema,
+            router=router,
+            n_blocks=layout.n_blocks,
+            target_file_size=ctx.target_file_size,
+            prefix="cube",
+        )
+        prov = [
+            FileProvenance(
+                w.file.path,
+                cube_id=cube_id,
+                clustered_by=tuple(columns),
+                min_cube_size=sizes.min_cube_size,
+                block_id=w.block,
+                operation="liquid",
+            )
+            for w in written
+        ]
+        version = commit_rewrite(
+            ctx,
+            removed=paths,
+            written=written,
+            provenance=prov,
+            operation="OPTIMIZE",
+            hooks=hooks,
+            index=index,
+        )
+        cube = _metrics_for("liquid", ctx, paths, written)
+        total = total.plus(cube.plus(OptimizeMetrics("liquid", cubes_touched=1)))
+        total = _with_versions(total, (version,))
+        if hooks.progress is not None:
+            hooks.progress(index + 1, len(plan.bins))
+    return _done(total, started, hooks)

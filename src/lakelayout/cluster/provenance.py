@@ -1,0 +1,186 @@
+"""Per-file clustering provenance: a Parquet sidecar under ``<table>/_lakelayout/clustering/``.
+
+Delta's liquid clustering tags every ``add`` action with ``ZCUBE_ID`` and
+``ZCUBE_ZORDER_BY``; delta-rs cannot write ``tags``, so lakelayout keeps the
+same facts next to the table::
+
+    <table>/_lakelayout/clustering/CURRENT              name of the live file
+    <table>/_lakelayout/clustering/provenance-<id>.parquet
+    <table>/_lakelayout/clustering/layouts/<layout_id>.json
+
+One row per data file: ``path`` (table-relative), ``cube_id``,
+``clustered_by`` (JSON list of the dimensions the file was clustered by),
+``min_cube_size`` (the threshold in force when the cube was written),
+``layout_id`` and ``block_id`` (for :meth:`Optimizer.apply`), ``operation``.
+
+Why a sidecar of its own rather than :mod:`lakelayout.skipping.store`: that
+store is keyed by ``(path, size, modification_time)`` and the modification
+time is only fixed inside the Delta commit, while provenance must be written
+*before* the commit so it is never behind the log. Data file names are
+unique (UUIDs), so the path alone is a safe key here, and rows for files that
+never got committed are harmless: no snapshot lists them, and the next write
+drops them.
+
+Writes are atomic: a complete new Parquet file, then ``CURRENT`` replaced with
+``os.replace``; a crash leaves the previous state readable. Two concurrent
+OPTIMIZE runs may race on the pointer; the loser's rows are lost, which only
+makes its files look "never clustered" (they are clustered again later): no
+row is ever at risk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakelayout.errors import LakelayoutError
+from lakelayout.layouts.base import Layout, from_json
+
+DIRECTORY = os.path.join("_lakelayout", "clustering")
+
+SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("cube_id", pa.string()),
+        ("clustered_by", pa.string()),
+        ("min_cube_size", pa.int64()),
+        ("layout_id", pa.string()),
+        ("block_id", pa.int64()),
+        ("operation", pa.string()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class FileProvenance:
+    """How one data file was produced by a clustering operation."""
+
+    path: str
+    cube_id: str | None = None
+    clustered_by: tuple[str, ...] | None = None
+    min_cube_size: int | None = None
+    layout_id: str | None = None
+    block_id: int | None = None
+    operation: str = ""
+
+    def moved_to(self, path: str) -> FileProvenance:
+        """The same provenance for a file rewritten from this one (DELETE keeps a subset)."""
+        return FileProvenance(
+            path,
+            self.cube_id,
+            self.clustered_by,
+            self.min_cube_size,
+            self.layout_id,
+            self.block_id,
+            self.operation,
+        )
+
+
+class ProvenanceStore:
+    """The clustering sidecar of one (local) table."""
+
+    def __init__(self, table_root: str | os.PathLike[str]) -> None:
+        self.directory = Path(table_root) / DIRECTORY
+        self.pointer = self.directory / "CURRENT"
+        self.layouts = self.directory / "layouts"
+
+    def _current(self) -> Path | None:
+        try:
+            name = self.pointer.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            return None
+        return self.directory / name if name else None
+
+    def read_table(self) -> pa.Table:
+        """Every row (an empty table when nothing was written yet)."""
+        current = self._current()
+        if current is None:
+            return SCHEMA.empty_table()
+        return pq.read_table(current, schema=SCHEMA)
+
+    def read(self, paths: Iterable[str] | None = None) -> dict[str, FileProvenance]:
+        """path -> provenance, for ``paths`` (all rows when None)."""
+        table = self.read_table()
+        if paths is not None:
+            wanted = pa.array(list(paths), pa.string())
+            table = table.filter(pc.is_in(table.column("path"), value_set=wanted))
+        out: dict[str, FileProvenance] = {}
+        for row in table.to_pylist():
+            dims = json.loads(row["clustered_by"]) if row["clustered_by"] else None
+            out[row["path"]] = FileProvenance(
+                path=row["path"],
+                cube_id=row["cube_id"],
+                clustered_by=tuple(dims) if dims is not None else None,
+                min_cube_size=row["min_cube_size"],
+                layout_id=row["layout_id"],
+                block_id=row["block_id"],
+                operation=row["operation"] or "",
+            )
+        return out
+
+    def record(self, rows: Sequence[FileProvenance], removed: Iterable[str] = ()) -> None:
+        """Add (or replace) ``rows`` and forget the ``removed`` files (atomic swap)."""
+        old = self.read_table()
+        if not rows and not old.num_rows:
+            return
+        dropped = set(removed) | {r.path for r in rows}
+        keep = pc.invert(
+            pc.is_in(old.column("path"), value_set=pa.array(sorted(dropped), pa.string()))
+        )
+        new = pa.Table.from_pylist([_row(r) for r in rows], schema=SCHEMA)
+        merged = pa.concat_tables([old.filter(keep), new])
+        self.directory.mkdir(parents=True, exist_ok=True)
+        previous = self._current()
+        target = self.directory / f"provenance-{uuid.uuid4().hex}.parquet"
+        pq.write_table(merged, target)
+        _atomic_write(self.pointer, target.name)
+        for stale in self.directory.glob("provenance-*.parquet"):
+            if stale.name not in {target.name, previous.name if previous else ""}:
+                with contextlib.suppress(OSError):
+                    stale.unlink()
+
+    def save_layout(self, layout: Layout) -> str:
+        """Store a layout's JSON; its id (written once, never replaced)."""
+        layout_id = uuid.uuid4().hex
+        self.layouts.mkdir(parents=True, exist_ok=True)
+        _atomic_write(self.layouts / f"{layout_id}.json", layout.to_json())
+        return layout_id
+
+    def load_layout(self, layout_id: str) -> Layout:
+        """The layout stored under ``layout_id``."""
+        try:
+            text = (self.layouts / f"{layout_id}.json").read_text(encoding="utf-8")
+        except FileNotFoundError as exc:
+            raise LakelayoutError(f"no layout {layout_id!r} in {self.layouts}") from exc
+        return from_json(text)
+
+
+def _row(p: FileProvenance) -> dict[str, object]:
+    return {
+        "path": p.path,
+        "cube_id": p.cube_id,
+        "clustered_by": json.dumps(list(p.clustered_by)) if p.clustered_by is not None else None,
+        "min_cube_size": p.min_cube_size,
+        "layout_id": p.layout_id,
+        "block_id": p.block_id,
+        "operation": p.operation,
+    }
+
+
+def _atomic_write(target: Path, text: str) -> None:
+    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    temp.write_text(text, encoding="utf-8")
+    try:
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise

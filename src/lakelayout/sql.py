@@ -1,0 +1,269 @@
+"""A small SQL surface for clustering, with a catalog of table names.
+
+``lakelayout.sql(spark, text, warehouse=...)`` runs one statement:
+
+=====================================================================  ==========================
+statement                                                              returns
+=====================================================================  ==========================
+``CREATE TABLE t (a INT, ...) USING delta [CLUSTER BY (c, month(ts))]  :class:`~lakelayout.api.Table`
+[LOCATION '/path']``
+``CREATE TABLE t2 LIKE t [LOCATION '/path']`` (keeps the clustering)   :class:`~lakelayout.api.Table`
+``ALTER TABLE t CLUSTER BY (c, ...)`` / ``ALTER TABLE t CLUSTER BY      the new version (int)
+NONE``
+``OPTIMIZE t [FULL]`` / ``OPTIMIZE t ZORDER BY (a, b)``                 :class:`OptimizeMetrics`
+``DESCRIBE DETAIL t``                                                  :class:`TableDetail`
+=====================================================================  ==========================
+
+A table is named by an identifier registered in the catalog, or by path as
+``delta.`/path```. The catalog is one JSON file, ``<warehouse>/_lakelayout_catalog.json``
+(name -> location), replaced atomically; a table created without LOCATION
+lives in ``<warehouse>/<name>``. Column types are parsed by Spark itself
+(``StructType.fromDDL``), clustering expressions by sqlglot (Spark dialect),
+so ``CLUSTER BY (month(ts), region)`` keeps each expression whole. Anything
+else raises :class:`~lakelayout.errors.InvalidOption` naming the statement.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import types
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import sqlglot
+from sqlglot.errors import ParseError
+
+from lakelayout.errors import InvalidOption, PredicateError, TableExists, TableNotFound, closest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakelayout.api import Table
+
+CATALOG_FILE = "_lakelayout_catalog.json"
+_NAME = r"(?P<name>delta\.`[^`]+`|`[^`]+`|[A-Za-z_][A-Za-z0-9_.]*)"
+_CREATE_LIKE = re.compile(
+    rf"^CREATE\s+TABLE\s+(?P<ine>IF\s+NOT\s+EXISTS\s+)?{_NAME}\s+LIKE\s+"
+    r"(?P<source>delta\.`[^`]+`|`[^`]+`|[A-Za-z_][A-Za-z0-9_.]*)"
+    r"(?:\s+LOCATION\s+'(?P<location>[^']*)')?$",
+    re.I | re.S,
+)
+_CREATE = re.compile(
+    rf"^CREATE\s+TABLE\s+(?P<ine>IF\s+NOT\s+EXISTS\s+)?{_NAME}\s*\((?P<body>.*)\)\s*"
+    r"USING\s+delta(?P<rest>.*)$",
+    re.I | re.S,
+)
+_ALTER = re.compile(rf"^ALTER\s+TABLE\s+{_NAME}\s+CLUSTER\s+BY\s+(?P<spec>.+)$", re.I | re.S)
+_OPTIMIZE = re.compile(
+    rf"^OPTIMIZE\s+{_NAME}(?P<full>\s+FULL)?(?:\s+ZORDER\s+BY\s*\((?P<zorder>.*)\))?$",
+    re.I | re.S,
+)
+_DESCRIBE = re.compile(rf"^(?:DESCRIBE|DESC)\s+DETAIL\s+{_NAME}$", re.I | re.S)
+
+
+class Catalog:
+    """Table name -> location, kept as JSON in the warehouse directory."""
+
+    def __init__(self, warehouse: str | os.PathLike[str]) -> None:
+        self.warehouse = Path(warehouse).absolute()
+        self.file = self.warehouse / CATALOG_FILE
+
+    def entries(self) -> dict[str, str]:
+        try:
+            data = json.loads(self.file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        return {str(k): str(v) for k, v in data.items()}
+
+    def location(self, name: str) -> str:
+        """Where table ``name`` lives (``delta.`/path``` names a path directly)."""
+        if name.lower().startswith("delta.`"):
+            return name[len("delta.`") : -1]
+        key = _unquote(name).lower()
+        entries = self.entries()
+        if key not in entries:
+            raise TableNotFound(
+                f"table {name!r} is not in the catalog at {self.file}."
+                + closest(key, entries.keys())
+            )
+        return entries[key]
+
+    def register(self, name: str, location: str) -> None:
+        if name.lower().startswith("delta.`"):
+            return
+        entries = self.entries()
+        entries[_unquote(name).lower()] = location
+        self.warehouse.mkdir(parents=True, exist_ok=True)
+        temp = self.file.with_name(f".{CATALOG_FILE}.{uuid.uuid4().hex}.tmp")
+        temp.write_text(json.dumps(entries, indent=2, sort_keys=True), encoding="utf-8")
+        os.replace(temp, self.file)
+
+    def default_location(self, name: str) -> str:
+        return str(self.warehouse / _unquote(name))
+
+
+def _unquote(name: str) -> str:
+    return name[1:-1] if name.startswith("`") and name.endswith("`") else name
+
+
+def sql(
+    spark: SparkSession, text: str, *, warehouse: str | os.PathLike[str] = "spark-warehouse"
+) -> Any:
+    """Run one lakelayout SQL statement (see the module docstring)."""
+    statement = text.strip().rstrip(";").strip()
+    catalog = Catalog(warehouse)
+    for pattern, handler in _HANDLERS:
+        match = pattern.match(statement)
+        if match is not None:
+            return handler(spark, catalog, match)
+    first = " ".join(statement.split()[:3]) or "(empty)"
+    raise InvalidOption(
+        f"unsupported statement {first!r}...; lakelayout.sql runs CREATE TABLE ... USING delta "
+        "[CLUSTER BY (...)] [LOCATION '...'], CREATE TABLE ... LIKE ..., ALTER TABLE ... "
+        "CLUSTER BY (...)|NONE, OPTIMIZE t [FULL] [ZORDER BY (...)], DESCRIBE DETAIL t"
+    )
+
+
+def split_expressions(text: str) -> list[str]:
+    """Top-level expressions of a parenthesized list body, as Spark SQL text.
+
+    >>> split_expressions("ts, month(ts), `my col`")
+    ['ts', 'MONTH(ts)', '`my col`']
+    """
+    if not text.strip():
+        raise InvalidOption("an empty column list is not allowed; use CLUSTER BY NONE")
+    try:
+        select = sqlglot.parse_one(f"SELECT {text}", read="spark")
+    except ParseError as exc:
+        raise PredicateError(f"cannot parse column list ({text}): {exc}") from exc
+    return [e.sql(dialect="spark") for e in select.expressions]
+
+
+def _create(spark: SparkSession, catalog: Catalog, m: re.Match[str]) -> Table:
+    from lakelayout.api import Table
+    from lakelayout.table.writer import spark_to_arrow_schema
+
+    rest = m.group("rest").strip()
+    cluster, location = _create_options(rest)
+    name = m.group("name")
+    try:
+        struct = spark.createDataFrame([], m.group("body")).schema
+    except Exception as exc:  # Spark's ParseException family
+        raise InvalidOption(f"cannot parse the columns of CREATE TABLE {name}: {exc}") from exc
+    schema = spark_to_arrow_schema(struct)
+    where = location or catalog.default_location(name)
+    if m.group("ine") and _exists(where):
+        return Table(where, spark=spark)
+    table = Table.create(where, schema=schema, spark=spark, cluster_by=cluster, name=_unquote(name))
+    catalog.register(name, table.uri)
+    return table
+
+
+def _create_options(rest: str) -> tuple[list[str] | None, str | None]:
+    pattern = re.compile(
+        r"^(?:CLUSTER\s+BY\s*\((?P<cluster>.*?)\)\s*)?(?:LOCATION\s+'(?P<location>[^']*)')?\s*$",
+        re.I | re.S,
+    )
+    match = pattern.match(rest)
+    if match is None:
+        raise InvalidOption(
+            f"unsupported CREATE TABLE clause(s) {rest!r}; supported: CLUSTER BY (...) "
+            "then LOCATION '...'"
+        )
+    cluster = split_expressions(match.group("cluster")) if match.group("cluster") else None
+    return cluster, match.group("location")
+
+
+def _exists(location: str) -> bool:
+    from lakelayout.table.delta import table_exists
+
+    return table_exists(location)
+
+
+def _create_like(spark: SparkSession, catalog: Catalog, m: re.Match[str]) -> Table:
+    from lakelayout.api import Table
+
+    source = Table(catalog.location(m.group("source")), spark=spark)
+    name = m.group("name")
+    where = m.group("location") or catalog.default_location(name)
+    if _exists(where):
+        if m.group("ine"):
+            return Table(where, spark=spark)
+        raise TableExists(f"table {name!r} already exists at '{where}'")
+    from lakelayout.cluster.config import MIN_CUBE_SIZE, TARGET_CUBE_SIZE, TARGET_FILE_SIZE
+
+    carried = {
+        k: v
+        for k, v in source.properties.items()
+        if k in (MIN_CUBE_SIZE, TARGET_CUBE_SIZE, TARGET_FILE_SIZE) and v
+    }
+    table = Table.create(
+        where,
+        schema=source.schema,
+        spark=spark,
+        cluster_by=source.clustering_columns,
+        properties=carried or None,
+        name=_unquote(name),
+    )
+    catalog.register(name, table.uri)
+    return table
+
+
+def _alter(spark: SparkSession, catalog: Catalog, m: re.Match[str]) -> int:
+    from lakelayout.api import Table
+
+    table = Table(catalog.location(m.group("name")), spark=spark)
+    spec = m.group("spec").strip()
+    if re.fullmatch(r"NONE", spec, re.I):
+        return table.cluster_by(None)
+    inner = re.fullmatch(r"\((.*)\)", spec, re.S)
+    if inner is None:
+        raise InvalidOption(f"ALTER TABLE ... CLUSTER BY takes (columns) or NONE, got {spec!r}")
+    return table.cluster_by(split_expressions(inner.group(1)))
+
+
+def _optimize(spark: SparkSession, catalog: Catalog, m: re.Match[str]) -> Any:
+    from lakelayout.api import Table
+
+    table = Table(catalog.location(m.group("name")), spark=spark)
+    if m.group("zorder") is not None:
+        if m.group("full"):
+            raise InvalidOption("OPTIMIZE ... FULL cannot be combined with ZORDER BY")
+        return table.optimize.zorder(split_expressions(m.group("zorder")))
+    return table.optimize.run(full=bool(m.group("full")))
+
+
+def _describe(spark: SparkSession, catalog: Catalog, m: re.Match[str]) -> Any:
+    from lakelayout.api import Table
+
+    return Table(catalog.location(m.group("name")), spark=spark).detail()
+
+
+_HANDLERS = (
+    (_CREATE_LIKE, _create_like),
+    (_CREATE, _create),
+    (_ALTER, _alter),
+    (_OPTIMIZE, _optimize),
+    (_DESCRIBE, _describe),
+)
+
+
+class _CallableModule(types.ModuleType):
+    """Lets ``lakelayout.sql(spark, text)`` work whether ``lakelayout.sql`` is this module
+    (after ``import lakelayout.sql``) or the function (through the package's lazy names)."""
+
+    def __call__(
+        self,
+        spark: SparkSession,
+        text: str,
+        *,
+        warehouse: str | os.PathLike[str] = "spark-warehouse",
+    ) -> Any:
+        return sql(spark, text, warehouse=warehouse)
+
+
+sys.modules[__name__].__class__ = _CallableModule

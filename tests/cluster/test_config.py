@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from lakelayout.api import Table
+from lakelayout.cluster import config as cfg
+from lakelayout.errors import InvalidOption
+
+SCHEMA = pa.schema(
+    [
+        ("a", pa.int32()),
+        ("b", pa.string()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+        ("s", pa.struct([("x", pa.int32())])),
+        ("d", pa.float64()),
+        ("e", pa.int64()),
+    ]
+)
+
+
+def test_valid_columns_and_expressions_keep_schema_spelling() -> None:
+    assert cfg.validate_clustering(["A", "month(ts)"], SCHEMA) == ["a", "month(ts)"]
+    assert cfg.validate_clustering(None, SCHEMA) is None
+
+
+@pytest.mark.parametrize(
+    ("columns", "message"),
+    [
+        (["nope"], "unknown column 'nope'"),
+        (["a", "b", "d", "e", "ts"], "too many clustering columns: 5 given"),
+        (["s"], "type struct<x: int32> is not supported"),
+        (["a", "A"], "given twice"),
+        (["rand()"], "cannot cluster by 'rand()'"),
+        ([], "at least one column"),
+    ],
+)
+def test_invalid_clustering_is_refused_with_the_offending_entry(
+    columns: list[str], message: str
+) -> None:
+    with pytest.raises(InvalidOption, match=message.replace("(", r"\(").replace(")", r"\)")):
+        cfg.validate_clustering(columns, SCHEMA)
+
+
+def test_a_string_is_not_a_list() -> None:
+    with pytest.raises(InvalidOption, match=r"cluster_by=\['a'\]"):
+        cfg.validate_clustering("a", SCHEMA)  # type: ignore[arg-type]
+
+
+def test_unknown_column_hint() -> None:
+    with pytest.raises(InvalidOption, match="Did you mean 'ts'"):
+        cfg.validate_clustering(["tss"], SCHEMA)
+
+
+def test_create_refuses_bad_clustering_before_writing(tmp_path: pytest.TempPathFactory) -> None:
+    where = str(tmp_path / "t")  # type: ignore[operator]
+    with pytest.raises(InvalidOption, match="unknown column"):
+        Table.create(where, schema=SCHEMA, cluster_by=["zzz"])
+    import os
+
+    assert not os.path.exists(where)
+
+
+def test_create_with_schema_stores_and_alters_clustering(tmp_path: pytest.TempPathFactory) -> None:
+    t = Table.create(str(tmp_path / "t"), schema=SCHEMA, cluster_by=["a", "month(ts)"])  # type: ignore[operator]
+    assert t.clustering_columns == ["a", "month(ts)"]
+    assert t.detail().clustering_columns == ["a", "month(ts)"]
+    t.cluster_by(None)
+    assert t.clustering_columns is None
+    t.cluster_by(["b"])
+    assert t.properties[cfg.CLUSTERING_COLUMNS] == '["b"]'
+
+
+def test_cube_size_defaults_scale_with_the_table() -> None:
+    small = cfg.cube_sizes({}, table_bytes=1000, target_file=100)
+    assert (small.min_cube_size, small.target_cube_size) == (200, 300)
+    big = cfg.cube_sizes({}, table_bytes=8_000_000, target_file=100)
+    assert big.min_cube_size == 1_000_000
+    huge = cfg.cube_sizes({}, table_bytes=10**15, target_file=100)
+    assert huge.min_cube_size == cfg.MIN_CUBE_SIZE_CAP
+    explicit = cfg.cube_sizes(
+        {cfg.MIN_CUBE_SIZE: "50", cfg.TARGET_CUBE_SIZE: "70"}, table_bytes=10**9, target_file=10
+    )
+    assert (explicit.min_cube_size, explicit.target_cube_size, explicit.explicit) == (50, 70, True)
+    with pytest.raises(InvalidOption, match="must be >="):
+        cfg.cube_sizes(
+            {cfg.MIN_CUBE_SIZE: "50", cfg.TARGET_CUBE_SIZE: "10"}, table_bytes=1, target_file=1
+        )
+    with pytest.raises(InvalidOption, match="number of bytes"):
+        cfg.cube_sizes({cfg.MIN_CUBE_SIZE: "x"}, table_bytes=1, target_file=1)

@@ -1,0 +1,83 @@
+"""OPTIMIZE kinds on real Delta tables: rows preserved, skipping improved, refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakelayout.api import Table
+from lakelayout.cluster.provenance import ProvenanceStore
+from lakelayout.errors import CommitConflict, InvalidOption
+from lakelayout.layouts import LinearLayout
+
+from .helpers import TARGET, gen, live_paths, same_rows
+
+pytestmark = pytest.mark.spark
+
+
+def test_compaction_then_curves_then_apply_preserve_rows_and_cluster(
+    spark: Any, tmp_path: Path
+) -> None:
+    t = Table.create(str(tmp_path / "t"), gen(spark, 12_000, 1, parts=24), target_file_size=TARGET)
+    v0 = t.version
+    before = t.scan("a < 60 AND b < 60").report
+    assert before.files_kept >= 0.9 * before.files_total
+
+    m = t.optimize.compact()
+    assert m.operation == "compaction" and m.commits == 1
+    assert m.files_removed > m.files_added >= 1 and m.rows_removed == m.rows_added == 12_000
+    again = t.optimize.compact()  # files are now near the target: nothing to do
+    assert again.files_removed == 0 and again.commits == 0
+
+    m = t.optimize.hilbert(["a", "b"])
+    assert m.rows_added == 12_000 and m.files_added >= 4
+    after = t.scan("a < 60 AND b < 60").report
+    assert after.files_kept <= max(2, after.files_total // 3)
+
+    m = t.optimize.zorder(["a", "b"])
+    assert m.operation == "zorder" and m.rows_added == 12_000
+
+    layout = LinearLayout.fit(t.to_df().limit(3000).toArrow(), columns=["a"], target_blocks=4)
+    m = t.optimize.apply(layout)
+    assert m.cubes_touched == 4
+    prov = ProvenanceStore(t.uri).read(live_paths(t))
+    assert {p.block_id for p in prov.values()} == {0, 1, 2, 3}
+    layout_id = next(iter(prov.values())).layout_id
+    assert layout_id is not None
+    assert ProvenanceStore(t.uri).load_layout(layout_id).to_json() == layout.to_json()
+    assert t.scan("a < 100").report.files_kept <= 2
+
+    assert same_rows(t.to_df(version=v0), t.to_df())
+    history = t.history(limit=4)
+    assert all(h["operation"] == "WRITE" for h in history)  # delta-rs's name; data_change=false
+    for h in history:
+        assert h["lakelayout"]["operation"] == "OPTIMIZE"
+
+
+def test_zorder_is_refused_on_a_clustered_table(spark: Any, tmp_path: Path) -> None:
+    t = Table.create(str(tmp_path / "c"), gen(spark, 500, 2, parts=1), cluster_by=["a"])
+    with pytest.raises(InvalidOption, match="not allowed on a clustered table"):
+        t.optimize.zorder(["a", "b"])
+
+
+def test_conflicting_commit_leaves_table_unchanged(spark: Any, tmp_path: Path) -> None:
+    """Two writers: a DELETE removes a file the compaction is rewriting."""
+    t = Table.create(str(tmp_path / "x"), gen(spark, 4000, 3, parts=6), target_file_size=TARGET)
+    other = Table(t.uri, spark=spark)
+    seen: dict[str, Any] = {}
+
+    def concurrent_delete(_: int) -> None:
+        other.delete("id < 10")
+        seen["version"] = other.version
+        seen["files"] = live_paths(other)
+
+    from lakelayout.cluster import OptimizeHooks
+
+    with pytest.raises(CommitConflict, match="nothing was committed"):
+        t.optimize.compact(hooks=OptimizeHooks(before_commit=concurrent_delete))
+    assert t.version == seen["version"] and live_paths(t) == seen["files"]
+    assert t.to_df().count() == 3990
+    written = {p.name for p in Path(t.uri).glob("ll-compact*.parquet")}
+    assert written == set()  # the losing writer's files were cleaned up
