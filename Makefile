@@ -35,7 +35,7 @@ lint: $(STAMP)  ## ruff (lint + format check) and mypy
 	$(BIN)/mypy
 
 fuzz: java $(STAMP)  ## the long property runs (10,000 examples)
-	LAKELAYOUT_FUZZ_EXAMPLES=10000 $(BIN)/python -m pytest tests -q -m "spark" -k "property"
+	LAKELAYOUT_FUZZ_EXAMPLES=10000 $(BIN)/python -m pytest tests -q -k "property"
 
 bench: java $(STAMP)  ## run every benchmark in bench/ and print their ratios
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
