@@ -358,7 +358,7 @@ def test_invalid_parameters_and_duplicates(empty: Table) -> None:
 
 # --------------------------------------------------------------------------- property
 
-EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "8"))
+EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "12"))
 PREDICATES_PER_TABLE = 20
 LONG = "https://example.com/a/very/long/shared/prefix/"
 P_SCHEMA = pa.schema(

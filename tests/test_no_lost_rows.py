@@ -25,7 +25,7 @@ from lakelayout.skipping.minmax import might_match
 
 pytestmark = pytest.mark.spark
 
-EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "10"))
+EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "15"))
 PREDICATES_PER_TABLE = 15
 
 PREFIX = "https://example.com/very/long/shared/prefix/"
