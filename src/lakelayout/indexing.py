@@ -42,13 +42,14 @@ import copy
 import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakelayout.cluster.logical import prune as prune_by_layout  # logical layout indexes
 from lakelayout.errors import InvalidOption, LakelayoutError, PredicateError, closest
 from lakelayout.expr.nodes import And, Expr, Not, Or, Predicate
 from lakelayout.expr.parse import parse_term
@@ -424,7 +425,28 @@ class Indexes:
     # ------------------------------------------------------------ pruning
 
     def prune(self, predicate: Predicate, files: FileStats, schema: pa.Schema) -> Pruned:
-        """Files a scan must read: min/max merged with every index the predicate can use."""
+        """Files a scan must read: min/max, the indexes, and the layouts' logical indexes.
+
+        A file laid out by :meth:`Optimizer.apply` with a layout that has a
+        logical index (Qd-tree, Pando) is also skipped when its block cannot
+        match (:func:`lakelayout.cluster.logical.prune`; only ever removes
+        files, attributed as ``layout(<family>)``).
+        """
+        pruned = self._prune_indexes(predicate, files, schema)
+        # --- logical layout indexes (lakelayout.cluster.logical) ---
+        logical = prune_by_layout(self.uri, expand_within_box(predicate), files, schema)
+        if not logical.skipped_by:
+            return pruned
+        return replace(
+            pruned,
+            keep=pruned.keep & logical.keep,
+            skipped_by={**pruned.skipped_by, **logical.skipped_by},
+            bytes_skipped_by={**pruned.bytes_skipped_by, **logical.bytes_skipped_by},
+        )
+        # --- end logical layout indexes ---
+
+    def _prune_indexes(self, predicate: Predicate, files: FileStats, schema: pa.Schema) -> Pruned:
+        """Min/max merged with every index the predicate can use."""
         expanded = expand_within_box(predicate)
         minmax = np.asarray(might_match(expanded, files), dtype=bool)
         sizes = np.asarray(files.sizes, dtype=np.int64)

@@ -86,7 +86,7 @@ def delete(
         for w in written:
             source = by_path[touched[w.block]].provenance
             if source is not None:
-                prov.append(source.moved_to(w.file.path))
+                prov.append(source.moved_to(w.file.path, w.file.size))
     removed = dropped + touched
     version = commit_rewrite(
         ctx,

@@ -397,7 +397,13 @@ def _write_layout(
     )
     layout_id = ctx.store.save_layout(layout)
     prov = [
-        FileProvenance(w.file.path, layout_id=layout_id, block_id=w.block, operation=operation)
+        FileProvenance(
+            w.file.path,
+            layout_id=layout_id,
+            block_id=w.block,
+            operation=operation,
+            size=w.file.size,  # lets query-time block pruning check freshness
+        )
         for w in written
     ]
     version = commit_rewrite(

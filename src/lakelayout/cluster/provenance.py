@@ -11,7 +11,9 @@ same facts next to the table::
 One row per data file: ``path`` (table-relative), ``cube_id``,
 ``clustered_by`` (JSON list of the dimensions the file was clustered by),
 ``min_cube_size`` (the threshold in force when the cube was written),
-``layout_id`` and ``block_id`` (for :meth:`Optimizer.apply`), ``operation``.
+``layout_id`` and ``block_id`` (for :meth:`Optimizer.apply`), ``operation``,
+and ``size`` (bytes of the file the row describes; a reader trusts a row only
+where the snapshot's file has that size, see :mod:`lakelayout.cluster.logical`).
 
 Why a sidecar of its own rather than :mod:`lakelayout.skipping.store`: that
 store is keyed by ``(path, size, modification_time)`` and the modification
@@ -56,6 +58,7 @@ SCHEMA = pa.schema(
         ("layout_id", pa.string()),
         ("block_id", pa.int64()),
         ("operation", pa.string()),
+        ("size", pa.int64()),  # lakelayout.cluster.logical: freshness check (nullable)
     ]
 )
 
@@ -71,8 +74,10 @@ class FileProvenance:
     layout_id: str | None = None
     block_id: int | None = None
     operation: str = ""
+    #: bytes of the data file (None: unknown, so query-time block pruning ignores the row)
+    size: int | None = None
 
-    def moved_to(self, path: str) -> FileProvenance:
+    def moved_to(self, path: str, size: int | None = None) -> FileProvenance:
         """The same provenance for a file rewritten from this one (DELETE keeps a subset)."""
         return FileProvenance(
             path,
@@ -82,6 +87,7 @@ class FileProvenance:
             self.layout_id,
             self.block_id,
             self.operation,
+            size,
         )
 
 
@@ -124,6 +130,7 @@ class ProvenanceStore:
                 layout_id=row["layout_id"],
                 block_id=row["block_id"],
                 operation=row["operation"] or "",
+                size=row["size"],
             )
         return out
 
@@ -173,6 +180,7 @@ def _row(p: FileProvenance) -> dict[str, object]:
         "layout_id": p.layout_id,
         "block_id": p.block_id,
         "operation": p.operation,
+        "size": p.size,
     }
 
 
