@@ -46,6 +46,8 @@ from lakelayout.layouts.qdtree import (
     CutTree,
     GrownForest,
     Workspace,
+    _best_cut,
+    _Growing,
     bind_queries,
     check_options,
     check_sample,
@@ -139,7 +141,9 @@ class PandoLayout(Layout):
             max_leaves = positive_int(max_leaves, "max_leaves")
         queries = bind_queries(workload, sample, cls.family)
         ws = Workspace.build(sample, queries)
-        forest = grow_forest(ws, n, k=k, min_leaf_rows=min_leaf, max_leaves=max_leaves)
+        forest = grow_forest(
+            ws, n, k=k, min_leaf_rows=min_leaf, max_leaves=max_leaves, best_cut=JointScorer()
+        )
         return cls._from_forest(
             forest, sample, b=b, outlier_rows=outlier_rows, max_outlier_share=share
         )
@@ -360,6 +364,159 @@ class PandoLayout(Layout):
         return "\n".join(lines)
 
 
+# ---------------------------------------------------------------- top-down scoring
+
+
+class JointScorer:
+    """Exact best cut of a leaf when the other trees already skip rows (§6.1), fast.
+
+    Same result as :func:`lakelayout.layouts.qdtree._best_cut`, benefit for
+    benefit and tie for tie (lowest cut index), computed differently. The rows
+    of the leaf fall into groups G by their leaves in the other trees; in a
+    group the other trees leave the same queries unskipped, so with
+    ``T[g, c]`` the group's rows where cut ``c`` is TRUE and
+    ``Wt[g, c]`` / ``Wf[g, c]`` the unskipped queries the TRUE / NOT TRUE side
+    of ``c`` rules out:
+
+        benefit(c) = Σ_g T[g, c] Wt[g, c] + (|g| - T[g, c]) Wf[g, c]
+                  <= Σ_g |g| max(Wt[g, c], Wf[g, c])          =: bound(c)
+
+    The weights are small matrix products; counting ``T`` costs a pass over
+    the leaf's rows per cut, which the old scorer paid for every cut. Here
+    cuts are visited by decreasing bound, and the visit stops once the best
+    exact benefit beats every remaining bound (ties still visited, so the
+    lowest index wins as before). All quantities are integers below 2**53,
+    so float64 arithmetic is exact and the comparisons are too. The TRUE
+    count of every cut over a leaf never changes while it is a leaf, so it is
+    cached per (tree, node).
+    """
+
+    def __init__(self) -> None:
+        self._n_true: dict[tuple[int, int], np.ndarray] = {}
+        self._masks_t: tuple[Workspace, np.ndarray] | None = None
+
+    def _columns(self, ws: Workspace) -> np.ndarray:
+        """``ws.masks`` column-major (cut x row): a cut's rows are one contiguous gather."""
+        if self._masks_t is None or self._masks_t[0] is not ws:
+            self._masks_t = (ws, np.ascontiguousarray(ws.masks.T))
+        return self._masks_t[1]
+
+    def __call__(
+        self, ws: Workspace, trees: list[_Growing], t: int, node: int, min_leaf_rows: int
+    ) -> tuple[float, int] | None:
+        others = [o for o in range(len(trees)) if o != t]
+        tree = trees[t]
+        rows = tree.rows[node]
+        alive = tree.alive[node]
+        if not others:
+            return _best_cut(ws, trees, t, node, min_leaf_rows)
+        if len(rows) < 2 * min_leaf_rows or not alive.any() or not ws.cuts:
+            return None
+        skip_t = ws.skip_true[:, alive]
+        skip_f = ws.skip_false[:, alive]
+        n_true = self._node_true(t, node, tree.sub[node])
+        fits = (n_true >= min_leaf_rows) & (len(rows) - n_true >= min_leaf_rows)
+        cand = np.flatnonzero((skip_t.any(axis=1) | skip_f.any(axis=1)) & fits)
+        if cand.size == 0:
+            return None
+        groups, reps = group_rows(trees, others, rows)
+        sizes = np.bincount(groups, minlength=len(reps)).astype(np.float64)
+        unskipped = np.ones((len(reps), skip_t.shape[1]), dtype=bool)
+        for o in others:
+            unskipped &= trees[o].alive_matrix()[trees[o].leaf_of_row[reps]][:, alive]
+        w_true = shared_bits(unskipped, skip_t[cand])  # (groups, candidates)
+        w_false = shared_bits(unskipped, skip_f[cand])
+        base = (sizes[:, None] * w_false).sum(axis=0)  # benefit if no row were on the TRUE side
+        gain = w_true - w_false  # per row of group g moved to the TRUE side of cut c
+        bound = base + fill_bound(gain, sizes, n_true[cand].astype(np.float64))
+        columns = self._columns(ws)
+        best, best_val = -1, 0.0
+        for i in np.lexsort((cand, -bound)).tolist():
+            if bound[i] <= 0.0 or (best >= 0 and bound[i] < best_val):
+                break
+            c = int(cand[i])
+            t_g = np.bincount(groups, weights=columns[c, rows], minlength=len(reps))
+            value = float(base[i] + (t_g * gain[:, i]).sum())
+            if value > 0.0 and (value > best_val or (value == best_val and c < best)):
+                best, best_val = c, value
+        return None if best < 0 else (best_val, best)
+
+    def _node_true(self, t: int, node: int, sub: np.ndarray) -> np.ndarray:
+        key = (t, node)
+        if key not in self._n_true:
+            self._n_true[key] = np.count_nonzero(sub, axis=0)
+        return self._n_true[key]
+
+
+def shared_bits(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b.T`` for boolean matrices, as float64 counts, by popcount of packed words.
+
+    Exact and free of BLAS (whose threads stall on small products on a busy
+    machine). Works through ``a`` in slices to bound the 3-d temporary.
+    """
+    pa_, pb = _pack_rows(a), _pack_rows(b)
+    out = np.empty((len(a), len(b)), dtype=np.float64)
+    step = max(1, (1 << 21) // max(1, pb.size))
+    for lo in range(0, len(a), step):
+        both = pa_[lo : lo + step, None, :] & pb[None, :, :]
+        out[lo : lo + step] = np.bitwise_count(both).sum(axis=2)
+    return out
+
+
+def _pack_rows(bits: np.ndarray) -> np.ndarray:
+    """Bool (rows, n) -> uint64 (rows, ceil(n / 64)) bit sets."""
+    packed = np.packbits(bits, axis=1, bitorder="little")
+    pad = (-packed.shape[1]) % 8 or (8 if packed.shape[1] == 0 else 0)
+    if pad:
+        packed = np.concatenate([packed, np.zeros((len(packed), pad), dtype=np.uint8)], axis=1)
+    return np.ascontiguousarray(packed).view(np.uint64)
+
+
+def fill_bound(gain: np.ndarray, sizes: np.ndarray, n_true: np.ndarray) -> np.ndarray:
+    """Max of Σ_g T[g, c] gain[g, c] over 0 <= T[g, c] <= sizes[g], Σ_g T[g, c] = n_true[c].
+
+    A fractional knapsack per column: the TRUE rows go to the groups of
+    largest gain first. An upper bound on the true value (the real ``T`` is one
+    feasible point); integral inputs give an integral, exactly computed result.
+    """
+    order = np.argsort(-gain, axis=0, kind="stable")
+    filled = np.minimum(np.cumsum(sizes[order], axis=0), n_true[None, :])
+    taken = np.diff(filled, axis=0, prepend=0.0)
+    return np.asarray((taken * np.take_along_axis(gain, order, axis=0)).sum(axis=0))
+
+
+def group_rows(
+    trees: list[_Growing], others: list[int], rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Group ``rows`` by their leaves in the ``others`` trees: (group per row, a row per group).
+
+    The leaf node ids combine into one integer key (mixed radix); a small key
+    space is relabelled densely through a lookup table, without sorting.
+    """
+    radix = [len(trees[o].node_cut) for o in others]
+    space = int(np.prod(radix, dtype=object))
+    if space >= 2**62:
+        stacked = np.stack([trees[o].leaf_of_row[rows] for o in others], axis=1)
+        _, first, inverse = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
+        return inverse.reshape(-1), rows[first]
+    key = np.zeros(len(rows), dtype=np.int64)
+    for o, r in zip(others, radix, strict=True):
+        key = key * r + trees[o].leaf_of_row[rows]
+    if space <= 1 << 22:
+        seen = np.zeros(space, dtype=bool)
+        seen[key] = True
+        dense = np.cumsum(seen) - 1
+        groups = dense[key]
+        n_groups = int(dense[-1]) + 1
+    else:
+        _, groups = np.unique(key, return_inverse=True)
+        groups = groups.reshape(-1)
+        n_groups = int(groups.max()) + 1
+    reps = np.empty(n_groups, dtype=np.int64)
+    reps[groups] = rows
+    return groups, reps
+
+
 # ---------------------------------------------------------------- bottom-up pieces
 
 
@@ -409,14 +566,17 @@ def merge_cells(scanned: np.ndarray, sizes: np.ndarray, b: int) -> np.ndarray:
     parent = np.arange(m)
     if m <= 1:
         return parent
-    bits = _pack(scanned)  # (m, k, words) uint64
+    # (k, words, m): tree t's query bits of every cell are contiguous rows
+    bits = np.ascontiguousarray(_pack(scanned).transpose(1, 2, 0))
     size = sizes.astype(np.float64)
     active = np.ones(m, dtype=bool)
-    cost = size * _popcount(np.bitwise_and.reduce(bits, axis=1))
+    cost = size * _scanned_queries(bits)
 
     def costs_with(i: int) -> np.ndarray:
-        both = np.bitwise_and.reduce(bits[i][None] | bits, axis=1)
-        out = (size[i] + size) * _popcount(both) - cost[i] - cost
+        both = bits[0] | bits[0][:, i : i + 1]
+        for t in range(1, bits.shape[0]):
+            both &= bits[t] | bits[t][:, i : i + 1]
+        out = (size[i] + size) * np.bitwise_count(both).sum(axis=0) - cost[i] - cost
         out[~active] = np.inf
         out[i] = np.inf
         return out
@@ -428,10 +588,9 @@ def merge_cells(scanned: np.ndarray, sizes: np.ndarray, b: int) -> np.ndarray:
         best_to[start] = int(np.argmin(first_row))
         best_cost[start] = first_row[best_to[start]]
     stale = np.zeros(m, dtype=bool)
-    while active.sum() > 1:
-        small = active & (size < b)
-        if not small.any():
-            break
+    small = active & (size < b)
+    n_active = m
+    while n_active > 1 and small.any():
         i = int(np.argmin(np.where(small, best_cost, np.inf)))
         if stale[i]:
             fresh = costs_with(i)
@@ -441,11 +600,12 @@ def merge_cells(scanned: np.ndarray, sizes: np.ndarray, b: int) -> np.ndarray:
             continue
         j = int(best_to[i])
         keep, gone = (i, j) if i < j else (j, i)
-        bits[keep] |= bits[gone]
+        bits[:, :, keep] |= bits[:, :, gone]
         size[keep] += size[gone]
         active[gone] = False
+        n_active -= 1
         parent[gone] = keep
-        cost[keep] = size[keep] * _popcount(np.bitwise_and.reduce(bits[keep], axis=0)[None])[0]
+        cost[keep] = size[keep] * _scanned_queries(bits[:, :, keep : keep + 1])[0]
         best_cost[gone] = np.inf
         row = costs_with(keep)
         if size[keep] < b:
@@ -453,21 +613,49 @@ def merge_cells(scanned: np.ndarray, sizes: np.ndarray, b: int) -> np.ndarray:
             best_cost[keep] = row[best_to[keep]]
         else:
             best_cost[keep] = np.inf
-        for u in np.flatnonzero(active & (size < b)).tolist():
-            if u == keep:
-                continue
-            if best_to[u] in (i, j):
-                # its partner grew: the new cost is exact, a cheaper partner may exist
-                best_to[u], best_cost[u] = keep, row[u]
-                stale[u] = True
-            elif row[u] < best_cost[u] or (row[u] == best_cost[u] and keep < best_to[u]):
-                best_to[u], best_cost[u] = keep, row[u]
+        small = active & (size < b)
+        _retarget(small, keep, (i, j), row, best_to, best_cost, stale)
     for c in range(m):  # resolve chains to the surviving root
         root = c
         while int(parent[root]) != root:
             root = int(parent[root])
         parent[c] = root
     return parent
+
+
+def _retarget(
+    small: np.ndarray,
+    keep: int,
+    merged: tuple[int, int],
+    row: np.ndarray,
+    best_to: np.ndarray,
+    best_cost: np.ndarray,
+    stale: np.ndarray,
+) -> None:
+    """After ``merged`` became ``keep`` (costs ``row``), update the small blocks' partners.
+
+    A block whose partner was merged now points at the grown block with its
+    exact cost, marked stale (a cheaper partner may exist); any other block
+    takes ``keep`` if it is cheaper, or as cheap with a lower index.
+    """
+    u = np.flatnonzero(small)
+    u = u[u != keep]
+    lost = np.isin(best_to[u], merged)
+    moved = u[lost]
+    best_to[moved] = keep
+    best_cost[moved] = row[moved]
+    stale[moved] = True
+    rest = u[~lost]
+    cur = best_cost[rest]
+    better = (row[rest] < cur) | ((row[rest] == cur) & (keep < best_to[rest]))
+    best_to[rest[better]] = keep
+    best_cost[rest[better]] = row[rest[better]]
+
+
+def _scanned_queries(bits: np.ndarray) -> np.ndarray:
+    """Queries every tree sends to the block, per block of a (k, words, blocks) bit array."""
+    both = np.bitwise_and.reduce(bits, axis=0)
+    return np.bitwise_count(both).sum(axis=0).astype(np.float64)
 
 
 def _pack(scanned: np.ndarray) -> np.ndarray:
@@ -478,11 +666,6 @@ def _pack(scanned: np.ndarray) -> np.ndarray:
     if pad or packed.shape[2] == 0:
         packed = np.concatenate([packed, np.zeros((m, k, pad or 8), dtype=np.uint8)], axis=2)
     return np.ascontiguousarray(packed).view(np.uint64)
-
-
-def _popcount(words: np.ndarray) -> np.ndarray:
-    """Set bits per row of a (rows, words) uint64 array."""
-    return np.bitwise_count(words).sum(axis=-1).astype(np.float64)
 
 
 def pack_outliers(sizes: np.ndarray, b: int) -> list[int]:

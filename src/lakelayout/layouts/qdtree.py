@@ -29,7 +29,7 @@ is Pando's top-down phase (:mod:`lakelayout.layouts.pando`).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -344,6 +344,8 @@ def grow_forest(
     k: int,
     min_leaf_rows: int,
     max_leaves: int | None,
+    best_cut: Callable[[Workspace, list[_Growing], int, int, int], tuple[float, int] | None]
+    | None = None,
 ) -> GrownForest:
     """Grow ``k`` cut trees jointly, greedily, best split first (lazy re-evaluation).
 
@@ -352,8 +354,11 @@ def grow_forest(
     (Pando §6.1); with ``k = 1`` that is the Qd-tree's rows-skipped benefit.
     Splits in one tree only lower benefits in the others (their skipped sets
     grow), so a stale heap entry is an upper bound: it is recomputed when it
-    reaches the top, and accepted once fresh (lazy greedy).
+    reaches the top, and accepted once fresh (lazy greedy). ``best_cut``
+    replaces the scorer (:func:`_best_cut`, same signature and result) with a
+    faster exact one, such as Pando's.
     """
+    score = _best_cut if best_cut is None else best_cut
     n_q = len(ws.queries)
     trees = [_Growing() for _ in range(k)]
     for tree in trees:
@@ -367,7 +372,7 @@ def grow_forest(
 
     def push(t: int, node: int) -> None:
         nonlocal seq
-        found = _best_cut(ws, trees, t, node, min_leaf_rows)
+        found = score(ws, trees, t, node, min_leaf_rows)
         if found is None:  # benefits only fall: this leaf stays a leaf
             trees[t].rows.pop(node, None)
             trees[t].sub.pop(node, None)

@@ -81,21 +81,49 @@ class _MergeState:
     best_j: np.ndarray
     weights: np.ndarray
     min_size: float
+    table: np.ndarray
+
+    def zw(self, vectors: np.ndarray) -> np.ndarray:
+        """:func:`zero_weight` by byte lookup: Σ over bytes p of table[p, byte p of v].
+
+        ``table[p, b]`` is the weight of the features of byte ``p`` absent from
+        ``b``; integral weights give the same (exact) sums as the bit matrix.
+        """
+        v = np.ascontiguousarray(vectors, dtype="<u8")
+        chunks = v.view("<u2").reshape(*v.shape, 4)  # 16-bit chunks, lowest first
+        out = self.table[0][chunks[..., 0]]
+        for p in range(1, len(self.table)):
+            out = out + self.table[p][chunks[..., p]]
+        return np.asarray(out, dtype=np.float64)
 
     def deltas(self, x: int, rows: np.ndarray | None = None) -> np.ndarray:
         """Δ C of merging group ``x`` with each group in ``rows`` (default: all)."""
-        idx = np.arange(len(self.vec)) if rows is None else rows
-        zz = zero_weight(self.vec[idx] | self.vec[x], self.weights)
-        sx, sj = self.size[x], self.size[idx]
-        return np.asarray((sx + sj) * zz - sx * self.z[x] - sj * self.z[idx], dtype=np.float64)
+        if rows is None:
+            zz, sj, zj = self.zw(self.vec | self.vec[x]), self.size, self.z
+        else:
+            zz, sj, zj = self.zw(self.vec[rows] | self.vec[x]), self.size[rows], self.z[rows]
+        sx = self.size[x]
+        return np.asarray((sx + sj) * zz - sx * self.z[x] - sj * zj, dtype=np.float64)
 
     def refresh(self, x: int) -> None:
         """Recompute the best partner of group ``x`` over every other live group."""
-        d = self.deltas(x)
-        d[~self.alive] = -np.inf
-        d[x] = -np.inf
-        j = int(np.argmax(d))
-        self.best_val[x], self.best_j[x] = d[j], j
+        self.refresh_many(np.array([x], dtype=np.int64))
+
+    def refresh_many(self, xs: np.ndarray) -> None:
+        """:meth:`refresh` for several groups at once, in slices of a (groups x live) table."""
+        live_idx = np.flatnonzero(self.alive)
+        live = self.vec[live_idx]
+        sj, zj = self.size[live_idx], self.z[live_idx]
+        step = max(1, (1 << 20) // max(1, len(live)))
+        for lo in range(0, len(xs), step):
+            x = xs[lo : lo + step]
+            zz = self.zw(live[None, :] | self.vec[x][:, None])
+            sx = self.size[x][:, None]
+            d = (sx + sj[None, :]) * zz - sx * self.z[x][:, None] - (sj * zj)[None, :]
+            d[live_idx[None, :] == x[:, None]] = -np.inf
+            j = np.argmax(d, axis=1)
+            self.best_val[x] = d[np.arange(len(x)), j]
+            self.best_j[x] = live_idx[j]
 
     def small(self) -> np.ndarray:
         return self.alive & (self.size < self.min_size)
@@ -117,6 +145,7 @@ def merge_groups(
         return np.zeros(0, dtype=np.int64)
     w = np.asarray(weights, dtype=np.float64)
     vec = np.asarray(vectors, dtype=np.uint64).copy()
+    table = _byte_tables(w)
     state = _MergeState(
         vec=vec,
         size=np.asarray(sizes, dtype=np.float64).copy(),
@@ -126,19 +155,44 @@ def merge_groups(
         best_j=np.full(k, -1, dtype=np.int64),
         weights=w,
         min_size=float(min_size),
+        table=table,
     )
+    state.z = state.zw(vec)
     owner = np.arange(k, dtype=np.int64)
     if k > 1:
-        for first in np.flatnonzero(state.small()):
-            state.refresh(int(first))
+        state.refresh_many(np.flatnonzero(state.small()))
     while k > 1 and state.small().any() and state.alive.sum() > 1:
         x, y = _best_pair(state)
         keep, gone = min(x, y), max(x, y)
         _merge(state, keep, gone)
-        owner[owner == gone] = keep
+        owner[gone] = keep  # a pointer to the survivor; chains resolve below
         _update_bests(state, keep, (x, y))
+    while True:
+        up = owner[owner]
+        if np.array_equal(up, owner):
+            break
+        owner = up
     _, labels = np.unique(owner, return_inverse=True)
     return labels.astype(np.int64)
+
+
+CHUNK_BITS = 16
+"""Bits per lookup in :meth:`_MergeState.zw` (tables of 2**16 float64: 512 KiB each)."""
+
+
+def _byte_tables(weights: np.ndarray) -> np.ndarray:
+    """(chunks, 2**CHUNK_BITS) table: weight of the features of chunk p absent from value b."""
+    n = len(weights)
+    n_chunks = max(1, -(-n // CHUNK_BITS))
+    w = np.zeros(CHUNK_BITS * n_chunks, dtype=np.float64)
+    w[:n] = weights
+    values = np.arange(1 << CHUNK_BITS, dtype=np.uint64)
+    out = np.zeros((n_chunks, 1 << CHUNK_BITS), dtype=np.float64)
+    for p in range(n_chunks):
+        for bit in range(CHUNK_BITS):
+            absent = ((values >> np.uint64(bit)) & np.uint64(1)) == 0
+            out[p] += np.where(absent, w[CHUNK_BITS * p + bit], 0.0)
+    return out
 
 
 def _best_pair(state: _MergeState) -> tuple[int, int]:
@@ -150,7 +204,7 @@ def _best_pair(state: _MergeState) -> tuple[int, int]:
 def _merge(state: _MergeState, keep: int, gone: int) -> None:
     state.vec[keep] |= state.vec[gone]
     state.size[keep] += state.size[gone]
-    state.z[keep] = zero_weight(state.vec[keep : keep + 1], state.weights)[0]
+    state.z[keep] = state.zw(state.vec[keep : keep + 1])[0]
     state.alive[gone] = False
     state.best_val[gone] = -np.inf
 
@@ -160,17 +214,25 @@ def _update_bests(state: _MergeState, keep: int, merged: tuple[int, int]) -> Non
     small = state.small()
     small[keep] = False
     stale = small & np.isin(state.best_j, merged)
-    for r in np.flatnonzero(stale):
-        state.refresh(int(r))
+    if stale.any():
+        state.refresh_many(np.flatnonzero(stale))
     fresh = np.flatnonzero(small & ~stale)
+    refresh_keep = state.size[keep] < state.min_size and bool(state.alive.sum() > 1)
+    if not (len(fresh) or refresh_keep):
+        return
+    live = np.flatnonzero(state.alive)
+    row = np.full(len(state.vec), -np.inf)
+    row[live] = state.deltas(keep, live)  # one pass serves both updates below
     if len(fresh):
-        d = state.deltas(keep, fresh)
+        d = row[fresh]
         cur_v, cur_j = state.best_val[fresh], state.best_j[fresh]
         better = (d > cur_v) | ((d == cur_v) & (keep < cur_j))
         state.best_val[fresh[better]] = d[better]
         state.best_j[fresh[better]] = keep
-    if state.size[keep] < state.min_size and state.alive.sum() > 1:
-        state.refresh(keep)
+    if refresh_keep:  # as refresh(keep): dead groups and keep itself at -inf
+        row[keep] = -np.inf
+        j = int(np.argmax(row))
+        state.best_val[keep], state.best_j[keep] = row[j], j
 
 
 # ---------------------------------------------------------------- ordering
