@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
-demo: java $(STAMP)  ## the main job: TPC-H lineitem as a lakelayout table, scans and their reports
+demo: java $(STAMP)  ## the main job: TPC-H replay of inserts and queries under six layout policies, table + HTML report
 	$(BIN)/lakelayout demo
 
 test: java $(STAMP) lint  ## lint, type-check and run the whole test suite (Spark included)

@@ -1,10 +1,12 @@
-"""The main job, v0: TPC-H lineitem as a lakelayout table, a dozen scans, their reports.
+"""The main job: a TPC-H replay of inserts and queries under six layout policies.
 
 Data comes from the ``tpchgen-cli`` package (generated locally, nothing is
-downloaded). Rows are written in arrival order (generation order, i.e. by
-``l_orderkey``) into a few dozen files, so predicates on the order key skip
-most files while predicates on ship dates skip little: that gap is what the
-layout work of lakelayout is for.
+downloaded); lineitem is denormalized with orders, customer, part, supplier,
+nation and region (:mod:`lakelayout.evaluation.datasets`). Rows arrive in
+generation order (by ``l_orderkey``), so date predicates skip little until a
+policy reorganizes: that gap is what the layout work of lakelayout is for.
+``DEMO_PREDICATES`` and :func:`generate_lineitem` (the v0 demo's scans) stay
+for the B5 benchmark.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lakelayout.errors import EnvironmentProblem
 
@@ -52,23 +54,6 @@ DEMO_PREDICATES: tuple[tuple[str, str], ...] = (
 )
 
 
-@dataclass(frozen=True)
-class DemoRow:
-    label: str
-    predicate: str
-    files_kept: int
-    files_total: int
-    bytes_kept: int
-    bytes_total: int
-    rows_matching: int
-    sigma: float | None
-    psi: float | None
-    lam: float | None
-    mu: float | None
-    pruning_ms: float
-    scan_seconds: float
-
-
 def generate_lineitem(scale: float, out_dir: Path) -> Path:
     """Write TPC-H lineitem at ``scale`` as Parquet with tpchgen-cli; return the file."""
     target = out_dir / "lineitem.parquet"
@@ -92,52 +77,30 @@ def run_demo(
     *,
     scale: float = 0.1,
     work_dir: Path = Path("demo-data"),
-    files: int = 32,
+    queries: int = 39,
     progress: Callable[[str], None] = print,
-) -> list[DemoRow]:
-    """Generate lineitem, write it as a table of ~``files`` files, scan every demo predicate."""
-    from lakelayout.api import Table
-    from lakelayout.table.session import spark_session
+) -> tuple[dict[str, Any], Path]:
+    """The main job: a TPC-H replay (4 insert batches, ``queries`` drifting queries over
+    the 13 lineitem templates) in spark mode under six policies; results and report path.
 
-    spark = spark_session()
-    started = time.perf_counter()
-    source = generate_lineitem(scale, work_dir / f"tpch-{scale}")
-    progress(f"generated lineitem (scale {scale}) in {time.perf_counter() - started:.1f} s")
+    The report (``results.json``, ``report.html``) goes to ``work_dir/report``.
+    """
+    from lakelayout.evaluation.runner import DEMO_POLICIES, run_bench
 
-    table_dir = work_dir / f"lineitem-{scale}"
-    if table_dir.exists():
-        shutil.rmtree(table_dir)
-    df = spark.read.parquet(str(source))
-    target = max(1024, source.stat().st_size // files)
     started = time.perf_counter()
-    table = Table.create(str(table_dir), df, target_file_size=target)
-    detail = table.describe(history=0)
-    progress(
-        f"wrote {detail.rows:,} rows in {detail.files} files "
-        f"({detail.bytes / 2**20:.1f} MiB) in {time.perf_counter() - started:.1f} s"
+    results, html_path = run_bench(
+        "tpch",
+        work_dir=work_dir,
+        out_dir=work_dir / "report",
+        policies=DEMO_POLICIES,
+        queries=queries,
+        mode="spark",
+        scale=scale,
+        batches=4,
+        rows_per_file=20_000,
+        segment_length=max(1, queries // 13),
+        sample_rows=30_000,
+        progress=progress,
     )
-
-    rows = []
-    for label, predicate in DEMO_PREDICATES:
-        started = time.perf_counter()
-        result = table.scan(predicate, measure=True)
-        elapsed = time.perf_counter() - started
-        r = result.report
-        rows.append(
-            DemoRow(
-                label=label,
-                predicate=predicate,
-                files_kept=r.files_kept,
-                files_total=r.files_total,
-                bytes_kept=r.bytes_kept,
-                bytes_total=r.bytes_total,
-                rows_matching=r.measured.rows_matching if r.measured else 0,
-                sigma=r.sigma,
-                psi=r.psi,
-                lam=r.lam,
-                mu=r.mu,
-                pruning_ms=r.pruning_seconds * 1000,
-                scan_seconds=elapsed,
-            )
-        )
-    return rows
+    progress(f"demo finished in {time.perf_counter() - started:.0f} s")
+    return results, html_path

@@ -1,0 +1,201 @@
+"""Per-event records of a replay and their totals (the results JSON schema, version 1).
+
+Every event of the stream leaves one record: :class:`InsertRecord`,
+:class:`QueryRecord` or :class:`RewriteRecord`. A :class:`PolicyRun` holds a
+policy's records; its :meth:`PolicyRun.totals` are *sums of those records*
+(nothing is counted twice or elsewhere), plus the skipping indicators of
+Ta-Shma et al. §IV-A over the queries (σ, λ, μ, ψ and their geometric means,
+through :mod:`lakelayout.skipping.report`).
+
+Costs are in seconds. In ``spark`` mode a query costs its measured time; in
+``logical`` mode it costs ``bytes_kept × full_scan_seconds / bytes_total``
+(the fraction of a full scan it reads, priced by the full-scan time measured
+on this machine). A rewrite costs its measured time in both modes;
+``alpha = rewrite seconds / full_scan_seconds`` is OReO's α.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from lakelayout.skipping.report import geometric_mean
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class QueryRecord:
+    """One query: what existed, what the metadata kept, what matched, what it cost."""
+
+    position: int
+    i: int
+    template: str
+    segment: int
+    version: int
+    files_total: int
+    files_kept: int
+    bytes_total: int
+    bytes_kept: int
+    rows_total: int
+    rows_kept: int
+    rows_matching: int
+    files_relevant: int
+    rows_in_relevant_files: int
+    #: measured Spark time (scan + count), None in logical mode
+    seconds: float | None
+    #: rows Spark returned (spark mode; must equal rows_matching)
+    rows_returned: int | None
+    cost_seconds: float
+
+    @property
+    def sigma(self) -> float | None:
+        return _ratio(self.rows_matching, self.rows_total)
+
+    @property
+    def psi(self) -> float | None:
+        return _ratio(self.rows_kept, self.rows_total)
+
+    @property
+    def lam(self) -> float | None:
+        return (
+            _ratio(self.rows_matching, self.rows_in_relevant_files) if self.rows_matching else None
+        )
+
+    @property
+    def mu(self) -> float | None:
+        return _ratio(self.rows_in_relevant_files, self.rows_kept) if self.rows_matching else None
+
+
+@dataclass(frozen=True)
+class RewriteRecord:
+    """One reorganization (OPTIMIZE, layout apply, delta-rs z-order)."""
+
+    position: int
+    kind: str
+    seconds: float
+    files_removed: int
+    files_added: int
+    bytes_removed: int
+    bytes_written: int
+    rows_written: int
+    alpha: float
+
+
+@dataclass(frozen=True)
+class InsertRecord:
+    """One insert batch (the same for every policy; not a policy cost)."""
+
+    position: int
+    batch: int
+    rows: int
+    files: int
+    bytes: int
+    seconds: float
+
+
+@dataclass
+class PolicyRun:
+    """Everything one policy did over the stream."""
+
+    policy: str
+    description: str
+    queries: list[QueryRecord] = field(default_factory=list)
+    rewrites: list[RewriteRecord] = field(default_factory=list)
+    inserts: list[InsertRecord] = field(default_factory=list)
+    fit_seconds: float = 0.0
+    final_files: int = 0
+    final_bytes: int = 0
+    final_rows: int = 0
+
+    def totals(self) -> dict[str, Any]:
+        """Sums over the records and the indicators' geometric means."""
+        q, r = self.queries, self.rewrites
+        inserted = sum(i.bytes for i in self.inserts)
+        written = sum(w.bytes_written for w in r)
+        measured = [x for x in q if x.rows_matching > 0]
+        g_sigma = geometric_mean(x.sigma for x in measured)
+        g_psi = geometric_mean(x.psi for x in measured)
+        return {
+            "queries": len(q),
+            "rewrites": len(r),
+            "files_kept": sum(x.files_kept for x in q),
+            "bytes_kept": sum(x.bytes_kept for x in q),
+            "rows_kept": sum(x.rows_kept for x in q),
+            "rows_matching": sum(x.rows_matching for x in q),
+            "query_seconds": sum(x.seconds or 0.0 for x in q),
+            "query_cost_seconds": sum(x.cost_seconds for x in q),
+            "rewrite_seconds": sum(w.seconds for w in r),
+            "rewrite_bytes_written": written,
+            "total_cost_seconds": sum(x.cost_seconds for x in q) + sum(w.seconds for w in r),
+            "insert_bytes": inserted,
+            "write_amplification": (inserted + written) / inserted if inserted else None,
+            "g_sigma": g_sigma,
+            "g_lambda": geometric_mean(x.lam for x in measured),
+            "g_mu": geometric_mean(x.mu for x in measured),
+            "g_psi": g_psi,
+            "g_psi_over_g_sigma": g_psi / g_sigma if g_psi and g_sigma else None,
+            "final_files": self.final_files,
+            "final_bytes": self.final_bytes,
+            "fit_seconds": self.fit_seconds,
+        }
+
+    def per_template(self) -> dict[str, dict[str, float | int | None]]:
+        """Per template: queries, mean σ and ψ, bytes kept (for the scatter plot)."""
+        out: dict[str, dict[str, float | int | None]] = {}
+        for name in sorted({x.template for x in self.queries}):
+            rows = [x for x in self.queries if x.template == name]
+            out[name] = {
+                "queries": len(rows),
+                "g_sigma": geometric_mean(x.sigma for x in rows if x.rows_matching),
+                "g_psi": geometric_mean(x.psi for x in rows if x.rows_matching),
+                "bytes_kept": sum(x.bytes_kept for x in rows),
+            }
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy,
+            "description": self.description,
+            "totals": self.totals(),
+            "per_template": self.per_template(),
+            "queries": [asdict(x) for x in self.queries],
+            "rewrites": [asdict(x) for x in self.rewrites],
+            "inserts": [asdict(x) for x in self.inserts],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PolicyRun:
+        run = cls(policy=data["policy"], description=data.get("description", ""))
+        run.queries = [QueryRecord(**x) for x in data["queries"]]
+        run.rewrites = [RewriteRecord(**x) for x in data["rewrites"]]
+        run.inserts = [InsertRecord(**x) for x in data["inserts"]]
+        totals = data.get("totals", {})
+        run.final_files = int(totals.get("final_files", 0))
+        run.final_bytes = int(totals.get("final_bytes", 0))
+        run.fit_seconds = float(totals.get("fit_seconds", 0.0))
+        return run
+
+
+def cumulative_cost(run: PolicyRun, events: int) -> list[float]:
+    """Cost (seconds) accumulated after each stream position 0..events-1."""
+    step = [0.0] * events
+    for q in run.queries:
+        step[q.position] += q.cost_seconds
+    for w in run.rewrites:
+        step[w.position] += w.seconds
+    out, total = [], 0.0
+    for s in step:
+        total += s
+        out.append(total)
+    return out
+
+
+def sum_records(records: Sequence[QueryRecord], attr: str) -> float:
+    """Σ of one numeric attribute over query records (used by tests and the report)."""
+    return float(sum(getattr(r, attr) or 0 for r in records))
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return None if den == 0 else num / den

@@ -1,0 +1,64 @@
+"""One call per benchmark: build the dataset, draw the workload, replay, write the report."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from lakelayout.evaluation import workloads
+from lakelayout.evaluation.datasets import Dataset, logs_dataset, tpch_dataset
+from lakelayout.evaluation.policies import make_policies
+from lakelayout.evaluation.replay import ReplayConfig, replay
+from lakelayout.evaluation.report import write_report
+
+DEMO_POLICIES = ("none", "sorted", "zorder-halfway", "liquid", "qdtree", "deltars-zorder")
+
+
+def run_bench(
+    dataset_name: str,
+    *,
+    work_dir: Path,
+    out_dir: Path,
+    policies: Sequence[str] = DEMO_POLICIES,
+    queries: int = 200,
+    mode: str = "logical",
+    scale: float = 0.1,
+    rows: int = 1_000_000,
+    batches: int = 4,
+    rows_per_file: int = 10_000,
+    shape: str = "drift",
+    segment_length: int = 20,
+    seed: int = 0,
+    sample_rows: int = 50_000,
+    progress: Callable[[str], None] = print,
+) -> tuple[dict[str, Any], Path]:
+    """Replay ``dataset_name`` (``tpch`` or ``logs``); the results and the HTML report path."""
+    from lakelayout.table.session import spark_session
+
+    chosen = make_policies(policies)  # validate names before any work
+    spark = spark_session()
+    started = time.perf_counter()
+    ds: Dataset
+    if dataset_name == "tpch":
+        ds = tpch_dataset(spark, scale, work_dir, batches=batches)
+        templates = workloads.TPCH_TEMPLATES
+    else:
+        ds = logs_dataset(spark, rows, work_dir, batches=batches, seed=seed + 7)
+        templates = workloads.LOGS_TEMPLATES
+    progress(f"dataset {ds.name}: {ds.rows:,} rows staged in {time.perf_counter() - started:.1f} s")
+    wl = workloads.generate(
+        templates, queries, seed=seed, shape=shape, segment_length=segment_length
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    workloads.save(wl, out_dir / "workload.jsonl")
+    config = ReplayConfig(
+        mode=mode, rows_per_file=rows_per_file, sample_rows=sample_rows, seed=seed
+    )
+    results = replay(chosen, ds, wl, work_dir / f"replay-{ds.name}", config, spark=spark,
+                     progress=progress)  # fmt: skip
+    results["dataset"]["scale"] = scale if dataset_name == "tpch" else None
+    results["config"].update(shape=shape, segment_length=segment_length, workload_seed=seed)
+    _, html_path = write_report(results, out_dir)
+    return results, html_path
