@@ -26,6 +26,10 @@ COLORS = (
 )  # fmt: skip
 
 
+#: the rewrite part of the stacked bars (query cost uses COLORS[0])
+REWRITE_COLOR = "#ff7f0e"
+
+
 def save_json(results: dict[str, Any], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=1, sort_keys=True), encoding="utf-8")
@@ -111,10 +115,10 @@ def _svg(width: int, height: int, body: list[str]) -> str:
     )
 
 
-def _legend(names: Sequence[str], x: int, y: int) -> list[str]:
+def _legend(names: Sequence[str], x: int, y: int, colors: Sequence[str] = COLORS) -> list[str]:
     out = []
     for k, name in enumerate(names):
-        c = COLORS[k % len(COLORS)]
+        c = colors[k % len(colors)]
         out.append(f'<rect x="{x}" y="{y + 15 * k}" width="10" height="10" fill="{c}"/>')
         out.append(f'<text x="{x + 14}" y="{y + 9 + 15 * k}">{html.escape(name)}</text>')
     return out
@@ -174,15 +178,20 @@ def bars_svg(results: dict[str, Any]) -> str:
         q = pw * t["query_cost_seconds"] / top
         rw = pw * t["rewrite_seconds"] / top
         body.append(f'<text x="5" y="{yy + 14}">{html.escape(name)}</text>')
-        body.append(f'<rect x="{left}" y="{yy}" width="{q:.1f}" height="16" fill="#1f77b4"/>')
+        body.append(f'<rect x="{left}" y="{yy}" width="{q:.1f}" height="16" fill="{COLORS[0]}"/>')
         body.append(
-            f'<rect x="{left + q:.1f}" y="{yy}" width="{rw:.1f}" height="16" fill="#ff7f0e"/>'
+            f'<rect x="{left + q:.1f}" y="{yy}" width="{rw:.1f}" height="16" fill="{REWRITE_COLOR}"/>'
         )
         body.append(
             f'<text x="{left + q + rw + 5:.1f}" y="{yy + 13}">'
             f"{t['query_cost_seconds']:.1f} + {t['rewrite_seconds']:.1f} s</text>"
         )
-    body += _legend(["query cost", "rewrite time"], left, 15 + row * len(totals))
+    body += _legend(
+        ["query cost", "rewrite time"],
+        left,
+        15 + row * len(totals),
+        colors=(COLORS[0], REWRITE_COLOR),
+    )
     return _svg(w, h + 20, body)
 
 
