@@ -108,6 +108,10 @@ def check(spark: Any, frame: Any, sql: str) -> None:
         if parse_failed:  # rejected at bind time: Spark must fail too (ANSI) on this data
             assert isinstance(theirs, str), f"{sql!r}: we rejected ({ours}), Spark kept {theirs}"
         return  # an ANSI runtime error: Spark raises too, or short-circuits past it
+    if isinstance(theirs, str) and "spark error" in theirs:
+        # Spark fails the query (e.g. overflow in a branch we folded away): it returns
+        # no rows for skipping to lose, so there is nothing to compare
+        return
     assert ours == theirs, f"{sql!r}: lakelayout {ours} != Spark {theirs}"
 
 
