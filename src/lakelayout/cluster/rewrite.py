@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from lakelayout.errors import LakelayoutError
 from lakelayout.layouts.base import Layout
-from lakelayout.table.writer import WrittenFile, _FileRoller, _TaskWriter
+from lakelayout.table.writer import FileRoller, TaskWriter, WrittenFile
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -154,13 +154,13 @@ class Router:
 class RoutedWriter:
     """``mapInArrow`` function: write ``(block, key)``-sorted rows, one block per file."""
 
-    spec: _TaskWriter
+    spec: TaskWriter
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
         context = TaskContext.get()
-        roller = _FileRoller(self.spec, context.partitionId() if context is not None else 0)
+        roller = FileRoller(self.spec, context.partitionId() if context is not None else 0)
         names = self.spec.schema.names
         current: int | None = None
         for batch in batches:
@@ -224,7 +224,7 @@ def write_routed(
     parts = max(1, min(n_blocks, _parallelism(df.sparkSession) * 4))
     order = [F.col(BLOCK_COLUMN), *sort_columns, F.col(KEY_COLUMN)]
     shuffled = routed.repartition(parts, F.col(BLOCK_COLUMN)).sortWithinPartitions(*order)
-    spec = _TaskWriter(root, schema, target_file_size, prefix, "zstd")
+    spec = TaskWriter(root, schema, target_file_size, prefix, "zstd")
     rows = shuffled.mapInArrow(RoutedWriter(spec), _DESCRIPTOR_DDL).collect()
     return [
         RoutedFile(

@@ -8,7 +8,7 @@ collects the descriptors and commits them in one Delta transaction
 leaves only unreferenced files (orphans, removed by VACUUM), never a visible
 change.
 
-Inside a task (:class:`_TaskWriter` / :class:`_FileRoller`):
+Inside a task (:class:`TaskWriter` / :class:`FileRoller`):
 
 * batches are cast to the *table's* Arrow schema (Spark hands out
   ``large_string``, session-zone timestamps, ...), so every file matches the
@@ -252,10 +252,10 @@ def prepare_location(table_uri: str) -> None:
 # --------------------------------------------------------------------------- task side
 
 
-class _FileRoller:
+class FileRoller:
     """Writes the batches of one task into files of about ``target`` bytes."""
 
-    def __init__(self, spec: _TaskWriter, partition_id: int) -> None:
+    def __init__(self, spec: TaskWriter, partition_id: int) -> None:
         self.spec = spec
         self.filesystem, self.root = resolve_location(spec.table_uri)
         self.partition_id = partition_id
@@ -365,7 +365,7 @@ class _FileRoller:
 
 
 @dataclass(frozen=True)
-class _TaskWriter:
+class TaskWriter:
     """The picklable function ``mapInArrow`` runs in every task."""
 
     table_uri: str
@@ -380,7 +380,7 @@ class _TaskWriter:
         from pyspark import TaskContext
 
         context = TaskContext.get()
-        roller = _FileRoller(self, context.partitionId() if context is not None else 0)
+        roller = FileRoller(self, context.partitionId() if context is not None else 0)
         for batch in batches:
             for descriptor in roller.add(batch):
                 yield _descriptor_batch(descriptor, roller.metadata.pop(descriptor[0], None))
@@ -455,7 +455,7 @@ def write_files(
     check_append_schema(schema, arrow_schema_of(df))
     location = normalize_uri(table_uri)
     prepare_location(location)
-    task = _TaskWriter(location, schema, target_file_size, prefix, codec, tuple(collectors))
+    task = TaskWriter(location, schema, target_file_size, prefix, codec, tuple(collectors))
     rows = _select_in_table_order(df, schema).mapInArrow(task, DESCRIPTOR_DDL).collect()
     return [
         WrittenFile(

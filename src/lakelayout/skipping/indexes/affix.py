@@ -34,7 +34,7 @@ from lakelayout.skipping.indexes.base import (
     check_int,
     register,
 )
-from lakelayout.skipping.indexes.values import _ValueListCollector
+from lakelayout.skipping.indexes.values import ValueListCollector
 from lakelayout.skipping.minmax import like_prefix
 
 
@@ -125,7 +125,7 @@ class _AffixIndex(TermIndex):
         return "".join(reversed(tail))
 
 
-class _AffixCollector(_ValueListCollector):
+class _AffixCollector(ValueListCollector):
     def __init__(self, index: _AffixIndex) -> None:
         super().__init__(index)
         self.affix_index = index

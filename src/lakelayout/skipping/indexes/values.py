@@ -78,14 +78,14 @@ class ValueList(TermIndex):
     def arrow_type(self) -> pa.DataType:
         return pa.list_(self.dtype)
 
-    def collector(self) -> _ValueListCollector:
-        return _ValueListCollector(self)
+    def collector(self) -> ValueListCollector:
+        return ValueListCollector(self)
 
     def label(self, node: Predicate) -> Clause | None:
         return _list_label(self, node)
 
 
-class _ValueListCollector:
+class ValueListCollector:
     def __init__(self, index: TermIndex) -> None:
         self.index = index
         self.parts: list[pa.Array] = []
@@ -316,7 +316,7 @@ class Hybrid(TermIndex):
 class _HybridCollector:
     def __init__(self, index: Hybrid) -> None:
         self.index = index
-        self.listed = _ValueListCollector(index)
+        self.listed = ValueListCollector(index)
         self.filled: np.ndarray | None = None
         self.failed = False
 
