@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import builtins
 import copy
-import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -472,17 +471,7 @@ class Indexes:
     # ------------------------------------------------------------ internals
 
     def _declarations(self) -> builtins.list[dict[str, Any]]:
-        try:
-            text = self.store.declarations.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return []
-        try:
-            entries = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise LakelayoutError(
-                f"corrupt index declarations in {self.store.declarations}: {err}"
-            ) from None
-        return [dict(e) for e in entries]
+        return self.store.declaration_entries()
 
     def _bind(self, index: Index, schema: pa.Schema) -> Index:
         try:

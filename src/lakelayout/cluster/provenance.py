@@ -46,6 +46,7 @@ import pyarrow.parquet as pq
 
 from lakelayout.errors import LakelayoutError
 from lakelayout.layouts.base import Layout, from_json
+from lakelayout.skipping.store import atomic_write_text
 
 DIRECTORY = os.path.join("_lakelayout", "clustering")
 
@@ -149,7 +150,7 @@ class ProvenanceStore:
         previous = self._current()
         target = self.directory / f"provenance-{uuid.uuid4().hex}.parquet"
         pq.write_table(merged, target)
-        _atomic_write(self.pointer, target.name)
+        atomic_write_text(self.pointer, target.name)
         for stale in self.directory.glob("provenance-*.parquet"):
             if stale.name not in {target.name, previous.name if previous else ""}:
                 with contextlib.suppress(OSError):
@@ -159,7 +160,7 @@ class ProvenanceStore:
         """Store a layout's JSON; its id (written once, never replaced)."""
         layout_id = uuid.uuid4().hex
         self.layouts.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self.layouts / f"{layout_id}.json", layout.to_json())
+        atomic_write_text(self.layouts / f"{layout_id}.json", layout.to_json())
         return layout_id
 
     def load_layout(self, layout_id: str) -> Layout:
@@ -182,13 +183,3 @@ def _row(p: FileProvenance) -> dict[str, object]:
         "operation": p.operation,
         "size": p.size,
     }
-
-
-def _atomic_write(target: Path, text: str) -> None:
-    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-    temp.write_text(text, encoding="utf-8")
-    try:
-        os.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise

@@ -137,7 +137,7 @@ class MetadataStore:
         previous = self.current_file()
         target = self.directory / f"store-{uuid.uuid4().hex}.parquet"
         pq.write_table(rows, target)
-        _atomic_write(self.pointer, target.name)
+        atomic_write_text(self.pointer, target.name)
         kept = {target.name} | ({previous.name} if previous is not None else set())
         self._collect_garbage(keep=kept)
         return target
@@ -168,10 +168,8 @@ class MetadataStore:
 
     # ------------------------------------------------------------ declarations
 
-    def declared(
-        self, *, udfs: Mapping[str, Udf] | None = None, schema: pa.Schema | None = None
-    ) -> list[Index]:
-        """Indexes declared on the table (bound to ``schema`` when given)."""
+    def declaration_entries(self) -> list[dict[str, Any]]:
+        """The raw declarations (``Index.to_dict()`` documents), [] when none."""
         try:
             text = self.declarations.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -182,7 +180,13 @@ class MetadataStore:
             raise LakelayoutError(
                 f"corrupt index declarations in {self.declarations}: {err}"
             ) from None
-        indexes = [Index.from_dict(e, udfs=udfs) for e in entries]
+        return [dict(e) for e in entries]
+
+    def declared(
+        self, *, udfs: Mapping[str, Udf] | None = None, schema: pa.Schema | None = None
+    ) -> list[Index]:
+        """Indexes declared on the table (bound to ``schema`` when given)."""
+        indexes = [Index.from_dict(e, udfs=udfs) for e in self.declaration_entries()]
         return [i.bind(schema) for i in indexes] if schema is not None else indexes
 
     def declare(self, indexes: Sequence[Index]) -> None:
@@ -193,7 +197,7 @@ class MetadataStore:
             raise InvalidOption(f"duplicate index name(s): {', '.join(duplicates)}")
         self.declarations.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps([i.to_dict() for i in indexes], indent=2, sort_keys=True)
-        _atomic_write(self.declarations, text)
+        atomic_write_text(self.declarations, text)
 
     # ------------------------------------------------------------ describing
 
@@ -274,7 +278,7 @@ def _check_rows(rows: pa.Table) -> pa.Table:
     return rows
 
 
-def _atomic_write(target: Path, text: str) -> None:
+def atomic_write_text(target: Path, text: str) -> None:
     """Write ``text`` to a temporary sibling, then ``os.replace`` it onto ``target``."""
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     temp.write_text(text, encoding="utf-8")
