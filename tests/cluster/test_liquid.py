@@ -14,8 +14,12 @@ from .helpers import TARGET, gen, live_paths, same_rows
 
 pytestmark = pytest.mark.spark
 
-#: rows rewritten by OPTIMIZE across the appends may be at most this multiple of rows ingested
-MAX_REWRITE_MULTIPLE = 2.0
+#: rows rewritten by OPTIMIZE across the appends may be at most this multiple of rows ingested.
+#: A partial cube is re-clustered each time an append lands until it reaches the min cube
+#: size. Here that takes 3 appends of ~15 KB (rewrites 1 + 2 + 3 appends' rows = 2x), or 4
+#: when compression leaves the third just short (1 + 2 + 3 + 4 = 2.5x); Delta's default
+#: rewrites everything every time (5x over five appends here, growing with the table).
+MAX_REWRITE_MULTIPLE = 2.5
 
 
 def test_incremental_optimize_rewrites_only_fresh_data_and_partial_cubes(

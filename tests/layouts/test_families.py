@@ -237,6 +237,24 @@ def test_assign_is_deterministic_and_batch_independent(
     assert layout.assign(fresh.slice(0, 0)).shape == (0,)
 
 
+def test_route_is_assign_and_sort_key(family: str, fresh: pa.Table, sample: pa.Table) -> None:
+    """``route`` (what rewrites call) gives exactly ``assign`` and ``sort_key``, and a
+    family declaring that its key orders its blocks keeps that promise."""
+    layout = fitted(family, sample)
+    block, key = layout.route(fresh)
+    np.testing.assert_array_equal(block, layout.assign(fresh))
+    expected = layout.sort_key(fresh)
+    if expected is None:
+        assert key is None
+    else:
+        assert key is not None
+        np.testing.assert_array_equal(key, expected)
+    if layout.key_orders_blocks:
+        assert key is not None
+        order = np.argsort(key, kind="stable")
+        assert (np.diff(block[order]) >= 0).all()
+
+
 def test_fit_is_deterministic(family: str, sample: pa.Table) -> None:
     again = RECIPES[family].fit(sample, WORKLOAD, TARGET)
     assert again.to_json() == fitted(family, sample).to_json()

@@ -6,10 +6,15 @@ One mechanism serves compaction, curve clustering, :meth:`apply` and DELETE:
    the *block* it belongs to and a *sort key* inside the block. The block comes
    from ``layout.assign`` (the layout library's vectorized code, run in the
    task) or, for compaction and DELETE, from the file the row was read from.
-   The key is the layout's curve key (``sort_key``) or 0.
-2. Rows are shuffled so that a block is never split across tasks
-   (``repartition`` on the block id), then sorted by ``(block, key)`` inside
-   each task.
+   The key is the layout's curve key (``sort_key``) or 0; ``layout.route``
+   gives both from one computation.
+2. Rows are shuffled so that a block is never split across tasks, then
+   sorted by ``(block, key)`` inside each task. Blocks are spread evenly over
+   the shuffle partitions: the router also emits a *partition key* chosen so
+   that Spark's hash partitioning (``pmod(murmur3(key), n)``) sends block ``b``
+   to partition ``b * n // n_blocks``. Hashing the block id itself would
+   collide (7 blocks hash into only 3 of 7 partitions), and one task would then
+   write most of the table while the other cores wait.
 3. :class:`RoutedWriter` writes the sorted rows with the table writer's file
    roller, closing a file whenever the block changes and rolling at the target
    file size inside a block. A file therefore holds one block (one contiguous
@@ -21,6 +26,7 @@ Nothing here commits: the caller commits the returned descriptors.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import urllib.parse
@@ -30,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from lakelayout.errors import LakelayoutError
 from lakelayout.layouts.base import Layout
@@ -40,6 +47,7 @@ if TYPE_CHECKING:
 
 BLOCK_COLUMN = "__ll_block"
 KEY_COLUMN = "__ll_key"
+PART_COLUMN = "__ll_part"
 FILE_COLUMN = "__ll_file"
 #: rows sampled from the rewritten files to fit ranks and key ranges
 SAMPLE_ROWS = 50_000
@@ -105,6 +113,36 @@ def sample_rows(df: DataFrame, total_rows: int, *, rows: int = SAMPLE_ROWS) -> p
     return sample
 
 
+@dataclass(frozen=True)
+class FileSource:
+    """Live files a rewrite reads itself: pyarrow in the Spark task that routes their rows.
+
+    Reading in the routing task skips Spark's Parquet reader -> rows -> Arrow
+    round trip before the router (the largest cost of a rewrite after the
+    shuffle; see docs/benchmarks.md, B3). Files are the unit of work: they are
+    spread over tasks by size (largest first onto the lightest task).
+    """
+
+    spark: SparkSession
+    paths: tuple[str, ...]
+    sizes: tuple[int, ...]
+
+    def groups(self, tasks: int) -> list[list[str]]:
+        """``paths`` cut into at most ``tasks`` groups of about equal bytes."""
+        n = max(1, min(tasks, len(self.paths)))
+        loads = [0] * n
+        groups: list[list[str]] = [[] for _ in range(n)]
+        for size, path in sorted(zip(self.sizes, self.paths, strict=True), reverse=True):
+            lightest = loads.index(min(loads))
+            groups[lightest].append(path)
+            loads[lightest] += max(size, 1)
+        return [g for g in groups if g]
+
+
+#: rows per Arrow batch when a rewrite task reads Parquet itself
+READ_BATCH_ROWS = 65_536
+
+
 # --------------------------------------------------------------------------- routing
 
 
@@ -121,6 +159,9 @@ class Router:
     layout: Layout | None = None
     file_blocks: Mapping[str, int] | None = None
     use_sort_key: bool = True
+    #: partition key of each shuffle partition (see :func:`partition_keys`)
+    part_keys: tuple[int, ...] = (0,)
+    n_blocks: int = 1
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -130,21 +171,147 @@ class Router:
                 [batch.column(n) for n in self.names], names=list(self.names)
             )
             block, key = self._route(batch, data)
+            part = np.asarray(self.part_keys, dtype=np.int64)[
+                block_partitions(block, self.n_blocks, len(self.part_keys))
+            ]
             yield pa.RecordBatch.from_arrays(
-                [*data.columns, pa.array(block, pa.int64()), pa.array(key, pa.int64())],
-                names=[*self.names, BLOCK_COLUMN, KEY_COLUMN],
+                [
+                    *data.columns,
+                    pa.array(block, pa.int64()),
+                    pa.array(key, pa.int64()),
+                    pa.array(part, pa.int64()),
+                ],
+                names=[*self.names, BLOCK_COLUMN, KEY_COLUMN, PART_COLUMN],
             )
 
     def _route(self, batch: pa.RecordBatch, data: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
         zeros = np.zeros(batch.num_rows, dtype=np.int64)
         if self.layout is not None:
-            block = np.asarray(self.layout.assign(data), dtype=np.int64)
-            key = self.layout.sort_key(data) if self.use_sort_key else None
+            if self.use_sort_key:
+                assigned, key = self.layout.route(data)
+            else:
+                assigned, key = self.layout.assign(data), None
+            block = np.asarray(assigned, dtype=np.int64)
             return block, (np.asarray(key, dtype=np.int64) if key is not None else zeros)
         assert self.file_blocks is not None
         files = batch.column(FILE_COLUMN).to_pylist()
         lookup = {u: self.file_blocks[relative_path(u, self.root)] for u in set(files)}
         return np.array([lookup[u] for u in files], dtype=np.int64), zeros
+
+
+@dataclass(frozen=True)
+class FileRouter:
+    """``mapInArrow`` function over task ids: read a group of files, route their rows.
+
+    Task ``i`` reads ``groups[i]`` with pyarrow, in the table schema (columns by
+    name, cast like the writer casts; a column a file lacks reads as NULL, as
+    Spark's reader does) and passes every batch through ``router`` with the
+    file's location in ``__ll_file`` when the router routes by file.
+    """
+
+    router: Router
+    schema: pa.Schema
+    groups: tuple[tuple[str, ...], ...]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from lakelayout.table.writer import conform_batch, resolve_location
+
+        filesystem, root = resolve_location(self.router.root)
+        for batch in batches:
+            for task in batch.column(0).to_pylist():
+                for path in self.groups[int(task)]:
+                    with filesystem.open_input_file(f"{root}/{path}") as handle:
+                        parquet = pq.ParquetFile(handle)
+                        present = set(parquet.schema_arrow.names)
+                        wanted = [n for n in self.schema.names if n in present]
+                        for raw in parquet.iter_batches(READ_BATCH_ROWS, columns=wanted):
+                            data = conform_batch(self._complete(raw), self.schema)
+                            yield from self.router(iter([self._with_file(data, path)]))
+
+    def _complete(self, raw: pa.RecordBatch) -> pa.RecordBatch:
+        columns = [
+            raw.column(f.name) if f.name in raw.schema.names else pa.nulls(raw.num_rows, f.type)
+            for f in self.schema
+        ]
+        return pa.RecordBatch.from_arrays(columns, names=self.schema.names)
+
+    def _with_file(self, data: pa.RecordBatch, path: str) -> pa.RecordBatch:
+        if self.router.file_blocks is None:
+            return data
+        location = pa.array([f"{self.router.root}/{path}"] * data.num_rows, pa.string())
+        return pa.RecordBatch.from_arrays(
+            [*data.columns, location], names=[*data.schema.names, FILE_COLUMN]
+        )
+
+
+def block_partitions(block: np.ndarray, n_blocks: int, parts: int) -> np.ndarray:
+    """Shuffle partition of each block id: contiguous, even runs of blocks per partition.
+
+    Blocks ``0 .. n_blocks - 1`` go to ``block * parts // n_blocks``; an id
+    outside that range (never produced by a layout) still gets a valid partition.
+
+    >>> block_partitions(np.arange(7), 7, 3).tolist()
+    [0, 0, 0, 1, 1, 2, 2]
+    """
+    block = np.asarray(block, dtype=np.int64)
+    inside = (block >= 0) & (block < n_blocks)
+    spread = block * parts // max(n_blocks, 1)
+    return np.where(inside, spread, np.mod(block, parts))
+
+
+_M32 = np.uint64(0xFFFFFFFF)
+
+
+def _rotl32(x: np.ndarray, r: int) -> np.ndarray:
+    return ((x << np.uint64(r)) | (x >> np.uint64(32 - r))) & _M32
+
+
+def _mix_k1(k1: np.ndarray) -> np.ndarray:
+    k1 = (k1 * np.uint64(0xCC9E2D51)) & _M32
+    return (_rotl32(k1, 15) * np.uint64(0x1B873593)) & _M32
+
+
+def _mix_h1(h1: np.ndarray, k1: np.ndarray) -> np.ndarray:
+    h1 = _rotl32(h1 ^ k1, 13)
+    return (h1 * np.uint64(5) + np.uint64(0xE6546B64)) & _M32
+
+
+def spark_hash_long(values: np.ndarray, seed: int = 42) -> np.ndarray:
+    """Spark's ``hash()`` (Murmur3 x86_32, seed 42) of 64-bit integers, as int32.
+
+    The same function Spark's hash partitioning applies to a ``long`` column,
+    so ``spark_hash_long(v) mod n`` is the partition ``repartition(n, col)``
+    sends ``v`` to.
+    """
+    v = np.asarray(values, dtype=np.int64).view(np.uint64)
+    h1 = np.full(v.shape, np.uint64(seed), dtype=np.uint64)
+    h1 = _mix_h1(h1, _mix_k1(v & _M32))
+    h1 = _mix_h1(h1, _mix_k1(v >> np.uint64(32)))
+    h1 ^= np.uint64(8)
+    h1 ^= h1 >> np.uint64(16)
+    h1 = (h1 * np.uint64(0x85EBCA6B)) & _M32
+    h1 ^= h1 >> np.uint64(13)
+    h1 = (h1 * np.uint64(0xC2B2AE35)) & _M32
+    h1 ^= h1 >> np.uint64(16)
+    return h1.astype(np.uint32).view(np.int32)
+
+
+def partition_keys(parts: int) -> tuple[int, ...]:
+    """For each shuffle partition ``i < parts``, a long Spark hash-partitions to ``i``.
+
+    The smallest non-negative such value, found by hashing candidates in bulk.
+    """
+    found = np.full(parts, -1, dtype=np.int64)
+    start = 0
+    while (found < 0).any():
+        candidates = np.arange(start, start + 16 * parts + 1024, dtype=np.int64)
+        target = np.mod(spark_hash_long(candidates).astype(np.int64), parts)
+        for i in np.flatnonzero(found < 0):
+            hits = candidates[target == i]
+            if len(hits):
+                found[i] = hits[0]
+        start += len(candidates)
+    return tuple(int(k) for k in found)
 
 
 # --------------------------------------------------------------------------- writing
@@ -193,7 +360,7 @@ def _descriptor(done: tuple[str, int, int, str], block: int) -> pa.RecordBatch:
 
 
 def write_routed(
-    df: DataFrame,
+    source: DataFrame | FileSource,
     root: str,
     schema: pa.Schema,
     *,
@@ -205,8 +372,10 @@ def write_routed(
 ) -> list[RoutedFile]:
     """Route, shuffle by block, sort, write; one :class:`RoutedFile` per file written.
 
-    ``sort_columns`` (Spark columns) replace the routed key as the order inside
-    a block when given (a linear layout sorts by its dimensions themselves).
+    ``source`` is a DataFrame with the table's columns (plus ``__ll_file`` for
+    routing by file) or a :class:`FileSource` the routing tasks read
+    themselves. ``sort_columns`` (Spark columns) replace the routed key as the
+    order inside a block when given (a linear layout sorts by its dimensions).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -218,12 +387,21 @@ def write_routed(
             *spark_schema.fields,
             StructField(BLOCK_COLUMN, LongType(), False),
             StructField(KEY_COLUMN, LongType(), False),
+            StructField(PART_COLUMN, LongType(), False),
         ]
     )
-    routed = df.mapInArrow(router, routed_schema)
-    parts = max(1, min(n_blocks, _parallelism(df.sparkSession) * 4))
-    order = [F.col(BLOCK_COLUMN), *sort_columns, F.col(KEY_COLUMN)]
-    shuffled = routed.repartition(parts, F.col(BLOCK_COLUMN)).sortWithinPartitions(*order)
+    spark = source.spark if isinstance(source, FileSource) else source.sparkSession
+    parallelism = _parallelism(spark)
+    parts = max(1, min(n_blocks, parallelism * 4))
+    router = dataclasses.replace(router, part_keys=partition_keys(parts), n_blocks=n_blocks)
+    if isinstance(source, FileSource):
+        groups = tuple(tuple(g) for g in source.groups(parallelism * 2))
+        tasks = spark.range(0, len(groups), 1, numPartitions=len(groups))
+        routed = tasks.mapInArrow(FileRouter(router, schema, groups), routed_schema)
+    else:
+        routed = source.mapInArrow(router, routed_schema)
+    order = _row_order(router, sort_columns)
+    shuffled = routed.repartition(parts, F.col(PART_COLUMN)).sortWithinPartitions(*order)
     spec = TaskWriter(root, schema, target_file_size, prefix, "zstd")
     rows = shuffled.mapInArrow(RoutedWriter(spec), _DESCRIPTOR_DDL).collect()
     return [
@@ -235,6 +413,25 @@ def write_routed(
         )
         for r in rows
     ]
+
+
+def _row_order(router: Router, sort_columns: Sequence[Any]) -> list[Any]:
+    """Sort columns inside a shuffle partition: rows grouped by block, in key order.
+
+    A curve's blocks are ranges of its key, so the key alone gives both; that
+    matters because Spark sorts on a prefix of the first column and a first
+    column constant within a partition (the block) makes every comparison a
+    full-row one. Without a layout key only the block (and ``sort_columns``)
+    orders rows.
+    """
+    from pyspark.sql import functions as F
+
+    layout = router.layout
+    if layout is None or not router.use_sort_key:
+        return [F.col(BLOCK_COLUMN), *sort_columns]
+    if layout.key_orders_blocks and not sort_columns:
+        return [F.col(KEY_COLUMN)]
+    return [F.col(BLOCK_COLUMN), *sort_columns, F.col(KEY_COLUMN)]
 
 
 def _parallelism(spark: SparkSession) -> int:

@@ -29,6 +29,9 @@ class Layout(abc.ABC):
 
     #: family name used in JSON and by :func:`from_json` to pick the class
     family: ClassVar[str]
+    #: True when blocks are consecutive ranges of ``sort_key`` (curves): sorting
+    #: rows by the key alone then also groups them by block
+    key_orders_blocks: ClassVar[bool] = False
     _registry: ClassVar[dict[str, type[Layout]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -49,6 +52,14 @@ class Layout(abc.ABC):
     def sort_key(self, batch: pa.Table | pa.RecordBatch) -> np.ndarray | None:
         """Optional order of rows inside a block (curve key); None if unordered."""
         return None
+
+    def route(self, batch: pa.Table | pa.RecordBatch) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(assign(batch), sort_key(batch))`` in one call.
+
+        What a rewrite needs per row; families whose block and key come from the
+        same computation (curves) override it to do that work once.
+        """
+        return self.assign(batch), self.sort_key(batch)
 
     def blocks_for(self, predicate: WorkloadItem) -> np.ndarray | None:
         """Blocks that may hold rows matching ``predicate`` (sorted int64 ids).

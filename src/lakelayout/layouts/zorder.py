@@ -112,6 +112,7 @@ class CurveLayout(Layout):
     """Rows ranked per dimension, mapped to a space-filling-curve key, cut into ranges."""
 
     family: ClassVar[str]
+    key_orders_blocks: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -162,6 +163,12 @@ class CurveLayout(Layout):
     def sort_key(self, batch: pa.Table | pa.RecordBatch) -> np.ndarray | None:
         """The curve key itself (int64; keys use at most 63 bits)."""
         return self.curve_key(batch).astype(np.int64)
+
+    def route(self, batch: pa.Table | pa.RecordBatch) -> tuple[np.ndarray, np.ndarray | None]:
+        """Block and curve key from one key computation (ranks dominate the cost)."""
+        key = self.curve_key(batch)
+        block = np.searchsorted(self.key_bounds, key, side="right").astype(np.int64)
+        return block, key.astype(np.int64)
 
     def estimate(self, workload: Sequence[WorkloadItem], sample: pa.Table) -> np.ndarray:
         from lakelayout.layouts.virtual import estimate_by_minmax
