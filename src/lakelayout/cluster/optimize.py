@@ -39,6 +39,7 @@ from lakelayout.cluster.plan import (
 )
 from lakelayout.cluster.provenance import FileProvenance, ProvenanceStore
 from lakelayout.cluster.rewrite import (
+    FileSource,
     RoutedFile,
     Router,
     read_files,
@@ -51,6 +52,9 @@ from lakelayout.layouts.hilbert import HilbertLayout
 from lakelayout.layouts.linear import LinearLayout
 from lakelayout.layouts.zorder import CurveLayout, ZOrderLayout
 from lakelayout.table import delta
+
+#: the file size a rewrite rolls at with ``one_file_per_block``: never reached
+UNBOUNDED_FILE_SIZE = 1 << 62
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -125,33 +129,58 @@ class Optimizer:
 
     # ------------------------------------------------------------ public verbs
 
-    def run(self, *, full: bool = False, hooks: OptimizeHooks | None = None) -> OptimizeMetrics:
+    def run(
+        self,
+        *,
+        full: bool = False,
+        hooks: OptimizeHooks | None = None,
+        one_file_per_block: bool = False,
+    ) -> OptimizeMetrics:
         """OPTIMIZE: incremental clustering on a clustered table, else compaction.
 
         ``full=True`` re-clusters every file (stable cubes and files clustered
         by older columns included), as Delta's ``OPTIMIZE FULL``.
+        ``one_file_per_block`` (clustering only): each cube's curve has
+        ``round(cube bytes / target file size)`` blocks and every block becomes
+        exactly one file (no rolling at the target size, so no small remainder
+        files); the file count is then predictable from the target size.
         """
         ctx = self._ctx()
         columns = cfg.parse_clustering(ctx.snap.configuration)
         if columns is None:
             return _compact(ctx, hooks or _NO_HOOKS)
-        return _liquid(ctx, columns, full=full, hooks=hooks or _NO_HOOKS)
+        roll = _roll_size(ctx, one_file_per_block)
+        return _liquid(ctx, columns, full=full, hooks=hooks or _NO_HOOKS, roll_size=roll)
 
     def compact(self, *, hooks: OptimizeHooks | None = None) -> OptimizeMetrics:
         """Bin-pack files smaller than ``lakelayout.minFileSize`` into target-size files."""
         return _compact(self._ctx(), hooks or _NO_HOOKS)
 
     def zorder(
-        self, columns: Sequence[str], *, hooks: OptimizeHooks | None = None
+        self,
+        columns: Sequence[str],
+        *,
+        hooks: OptimizeHooks | None = None,
+        one_file_per_block: bool = False,
     ) -> OptimizeMetrics:
-        """OPTIMIZE ZORDER BY: rewrite the whole table on a Z-order curve (one commit)."""
-        return self._curve(columns, "zorder", hooks)
+        """OPTIMIZE ZORDER BY: rewrite the whole table on a Z-order curve (one commit).
+
+        The curve has ``ceil(table bytes / target file size)`` blocks, rolled
+        into files at the target size; with ``one_file_per_block`` it has
+        ``round(table bytes / target file size)`` blocks, each written as
+        exactly one file.
+        """
+        return self._curve(columns, "zorder", hooks, one_file_per_block)
 
     def hilbert(
-        self, columns: Sequence[str], *, hooks: OptimizeHooks | None = None
+        self,
+        columns: Sequence[str],
+        *,
+        hooks: OptimizeHooks | None = None,
+        one_file_per_block: bool = False,
     ) -> OptimizeMetrics:
         """Like :meth:`zorder` with the Hilbert curve (Z-order for a single column)."""
-        return self._curve(columns, "hilbert", hooks)
+        return self._curve(columns, "hilbert", hooks, one_file_per_block)
 
     def apply(
         self,
@@ -159,22 +188,30 @@ class Optimizer:
         files: Sequence[str] | None = None,
         *,
         hooks: OptimizeHooks | None = None,
+        one_file_per_block: bool = False,
     ) -> OptimizeMetrics:
         """Rewrite ``files`` (default: all) with a fitted layout, one or more files per block.
 
         Rows are routed by ``layout.assign`` inside Spark tasks and ordered by
         ``layout.sort_key`` (a linear layout by its dimensions). Block ids and
         the layout JSON are recorded in the provenance store, so a layout with
-        a logical index can answer ``blocks_for`` at query time.
+        a logical index can answer ``blocks_for`` at query time. A block larger
+        than the target file size is rolled into several files, unless
+        ``one_file_per_block``: then every non-empty block is exactly one file
+        (the file count equals the number of blocks the rows fall into).
         """
         if not isinstance(layout, Layout):
             raise InvalidOption(f"apply() needs a fitted Layout, got {type(layout).__name__}")
         ctx = self._ctx()
         paths = _chosen_files(ctx, files)
-        return _apply(ctx, layout, paths, hooks or _NO_HOOKS)
+        return _apply(ctx, layout, paths, hooks or _NO_HOOKS, _roll_size(ctx, one_file_per_block))
 
     def _curve(
-        self, columns: Sequence[str], family: str, hooks: OptimizeHooks | None
+        self,
+        columns: Sequence[str],
+        family: str,
+        hooks: OptimizeHooks | None,
+        one_file_per_block: bool,
     ) -> OptimizeMetrics:
         ctx = self._ctx()
         clustered = cfg.parse_clustering(ctx.snap.configuration)
@@ -186,10 +223,16 @@ class Optimizer:
             )
         dims = cfg.validate_clustering(list(columns), ctx.schema, max_columns=8)
         assert dims is not None
-        return _curve_all(ctx, dims, family, hooks or _NO_HOOKS)
+        roll = _roll_size(ctx, one_file_per_block)
+        return _curve_all(ctx, dims, family, hooks or _NO_HOOKS, roll)
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _roll_size(ctx: _Context, one_file_per_block: bool) -> int:
+    """The size a rewrite rolls files at: the table's target, or never (one file per block)."""
+    return UNBOUNDED_FILE_SIZE if one_file_per_block else ctx.target_file_size
 
 
 def _chosen_files(ctx: _Context, files: Sequence[str] | None) -> list[str]:
@@ -215,14 +258,25 @@ def curve_class(family: str, n_dims: int) -> type[CurveLayout]:
     raise LayoutError(f"unknown curve {family!r}; use 'hilbert' or 'zorder'")
 
 
-def _blocks_for(nbytes: int, target_file_size: int) -> int:
-    return max(1, math.ceil(nbytes / target_file_size))
+def _blocks_for(nbytes: int, target_file_size: int, *, nearest: bool = False) -> int:
+    """Blocks of at most the target size (ceil), or closest to it (``nearest``: used when
+    each block becomes one file, so rounding up in every cube does not add files)."""
+    exact = nbytes / target_file_size
+    return max(1, round(exact) if nearest else math.ceil(exact))
 
 
 def fit_curve(
-    ctx: _Context, paths: Sequence[str], dims: Sequence[str], family: str
+    ctx: _Context,
+    paths: Sequence[str],
+    dims: Sequence[str],
+    family: str,
+    *,
+    nearest: bool = False,
 ) -> tuple[CurveLayout, Any]:
-    """A curve layout fitted on a sample of ``paths``, and the DataFrame over them."""
+    """A curve layout fitted on a sample of ``paths``, and the rows to route (a FileSource).
+
+    It has ``bytes / target file size`` blocks, rounded up (``nearest``: rounded).
+    """
     by_path = ctx.by_path()
     nbytes = sum(by_path[p].size for p in paths)
     rows = sum(max(by_path[p].rows, 0) for p in paths)
@@ -234,9 +288,17 @@ def fit_curve(
     sample = sample_rows(source, rows)
     cls = curve_class(family, len(dims))
     layout = cls.fit(
-        sample, columns=list(dims), target_blocks=_blocks_for(nbytes, ctx.target_file_size)
+        sample,
+        columns=list(dims),
+        target_blocks=_blocks_for(nbytes, ctx.target_file_size, nearest=nearest),
     )
-    return layout, df
+    return layout, file_source(ctx, paths)
+
+
+def file_source(ctx: _Context, paths: Sequence[str]) -> FileSource:
+    """``paths`` for a rewrite whose routing tasks read the files themselves."""
+    by_path = ctx.by_path()
+    return FileSource(ctx.spark, tuple(paths), tuple(by_path[p].size for p in paths))
 
 
 def _metrics_for(
@@ -311,7 +373,7 @@ def _compact(ctx: _Context, hooks: OptimizeHooks) -> OptimizeMetrics:
         return _done(base, started, hooks)
     file_blocks = {p: i for i, b in enumerate(bins) for p in b}
     paths = list(file_blocks)
-    df = read_files(ctx.spark, ctx.uri, paths, ctx.schema, with_file=True)
+    df = file_source(ctx, paths)
     router = Router(tuple(ctx.schema.names), ctx.uri, file_blocks=file_blocks)
     written = write_routed(
         df,
@@ -355,7 +417,7 @@ def _done(m: OptimizeMetrics, started: float, hooks: OptimizeHooks) -> OptimizeM
 
 
 def _curve_all(
-    ctx: _Context, dims: Sequence[str], family: str, hooks: OptimizeHooks
+    ctx: _Context, dims: Sequence[str], family: str, hooks: OptimizeHooks, roll_size: int
 ) -> OptimizeMetrics:
     """OPTIMIZE ZORDER BY / Hilbert on every file: one rewrite, one commit."""
     started = time.perf_counter()
@@ -363,8 +425,9 @@ def _curve_all(
     base = OptimizeMetrics(family, files_considered=len(paths), clustering_columns=tuple(dims))
     if not paths:
         return _done(base, started, hooks)
-    layout, df = fit_curve(ctx, paths, dims, family)
-    return _done(_write_layout(ctx, layout, df, paths, base, hooks, family), started, hooks)
+    layout, df = fit_curve(ctx, paths, dims, family, nearest=roll_size == UNBOUNDED_FILE_SIZE)
+    written = _write_layout(ctx, layout, df, paths, base, hooks, family, roll_size)
+    return _done(written, started, hooks)
 
 
 def _write_layout(
@@ -375,8 +438,12 @@ def _write_layout(
     base: OptimizeMetrics,
     hooks: OptimizeHooks,
     operation: str,
+    roll_size: int,
 ) -> OptimizeMetrics:
-    """Route ``df`` through ``layout``, commit replacing ``paths``, record block ids."""
+    """Route ``df`` through ``layout``, commit replacing ``paths``, record block ids.
+
+    Files are rolled at ``roll_size`` inside a block.
+    """
     from pyspark.sql import functions as F
 
     sort_columns: list[Any] = []
@@ -391,7 +458,7 @@ def _write_layout(
         ctx.schema,
         router=router,
         n_blocks=layout.n_blocks,
-        target_file_size=ctx.target_file_size,
+        target_file_size=roll_size,
         sort_columns=sort_columns,
         prefix=operation,
     )
@@ -423,21 +490,27 @@ def _write_layout(
 
 
 def _apply(
-    ctx: _Context, layout: Layout, paths: Sequence[str], hooks: OptimizeHooks
+    ctx: _Context, layout: Layout, paths: Sequence[str], hooks: OptimizeHooks, roll_size: int
 ) -> OptimizeMetrics:
     started = time.perf_counter()
     base = OptimizeMetrics("apply", files_considered=len(ctx.files))
     if not paths:
         return _done(base, started, hooks)
-    df = read_files(ctx.spark, ctx.uri, paths, ctx.schema, with_file=False)
-    return _done(_write_layout(ctx, layout, df, paths, base, hooks, "apply"), started, hooks)
+    df = file_source(ctx, paths)
+    written = _write_layout(ctx, layout, df, paths, base, hooks, "apply", roll_size)
+    return _done(written, started, hooks)
 
 
 # --------------------------------------------------------------------------- liquid
 
 
 def _liquid(
-    ctx: _Context, columns: Sequence[str], *, full: bool, hooks: OptimizeHooks
+    ctx: _Context,
+    columns: Sequence[str],
+    *,
+    full: bool,
+    hooks: OptimizeHooks,
+    roll_size: int,
 ) -> OptimizeMetrics:
     """Incremental clustering: one new cube and one commit per bin of candidates."""
     started = time.perf_counter()
@@ -458,7 +531,9 @@ def _liquid(
     )
     family = "hilbert"
     for index, paths in enumerate(plan.bins):
-        layout, df = fit_curve(ctx, paths, columns, family)
+        layout, df = fit_curve(
+            ctx, paths, columns, family, nearest=roll_size == UNBOUNDED_FILE_SIZE
+        )
         cube_id = uuid.uuid4().hex
         router = Router(tuple(ctx.schema.names), ctx.uri, layout=layout)
         written = write_routed(
@@ -467,7 +542,7 @@ def _liquid(
             ctx.schema,
             router=router,
             n_blocks=layout.n_blocks,
-            target_file_size=ctx.target_file_size,
+            target_file_size=roll_size,
             prefix="cube",
         )
         prov = [
