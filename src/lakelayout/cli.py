@@ -234,15 +234,48 @@ def bench_logs(
     shape: Annotated[str, typer.Option(help="drift or mixed")] = "drift",
     segment: Annotated[int, typer.Option(help="queries per drift segment")] = 20,
     seed: Annotated[int, typer.Option(help="workload and data seed")] = 0,
+    indexes: Annotated[
+        bool,
+        typer.Option(help="declare the skipping indexes (Prefix, Suffix, UDF ValueList, ...)"),
+    ] = True,
     out: Annotated[
         Path | None, typer.Option(help="run directory (default runs/<time>-logs)")
     ] = None,
     work_dir: Annotated[Path, typer.Option(help="data and tables")] = Path("bench-data"),
 ) -> None:
-    """The logs table (LIKE, map extraction, month(ts), bounding boxes) under each policy."""
+    """The logs table (LIKE, map extraction, month(ts), a UDF, bounding boxes) under each
+    policy, with its skipping indexes declared on every table (--no-indexes: min/max only)."""
     _bench("logs", out, work_dir, policies, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
-           seed=seed)  # fmt: skip
+           seed=seed, indexes=indexes)  # fmt: skip
+
+
+@bench_app.command("taxi")
+def bench_taxi(
+    rows: Annotated[float, typer.Option(help="rows in the taxi table (2e6 is fine)")] = 1e6,
+    queries: Annotated[int, typer.Option(help="queries in the stream")] = 200,
+    policies: Annotated[
+        str, typer.Option(help=_POLICY_HELP)
+    ] = "none,sorted,zorder-halfway,liquid,qdtree,deltars-zorder",
+    mode: Annotated[str, typer.Option(help="logical or spark")] = "logical",
+    batches: Annotated[int, typer.Option(help="insert batches")] = 4,
+    rows_per_file: Annotated[int, typer.Option(help="rows per inserted file")] = 20_000,
+    shape: Annotated[str, typer.Option(help="drift or mixed")] = "drift",
+    segment: Annotated[int, typer.Option(help="queries per drift segment")] = 20,
+    seed: Annotated[int, typer.Option(help="workload and data seed")] = 0,
+    indexes: Annotated[
+        bool, typer.Option(help="declare the dataset's skipping indexes (taxi declares none)")
+    ] = True,
+    out: Annotated[
+        Path | None, typer.Option(help="run directory (default runs/<time>-taxi)")
+    ] = None,
+    work_dir: Annotated[Path, typer.Option(help="data and tables")] = Path("bench-data"),
+) -> None:
+    """The correlated taxi table (distance, fare, duration, pickup time ranges and their
+    correlated combinations) under each policy."""
+    _bench("taxi", out, work_dir, policies, queries=queries, mode=mode, rows=int(rows),
+           batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
+           seed=seed, indexes=indexes)  # fmt: skip
 
 
 @bench_app.command("report")

@@ -568,6 +568,22 @@ def _column_map(indexes: Sequence[Index], schema: pa.Schema) -> dict[str, tuple[
     return out
 
 
+def register_udfs_in_spark(
+    spark: SparkSession,
+    udfs: Mapping[str, Udf],
+    return_types: Mapping[str, pa.DataType | str] | None = None,
+) -> None:
+    """Register Python UDFs in ``spark`` as :meth:`Indexes.register_in_spark` does, for
+    Spark work outside a table (e.g. a benchmark's full scans over staged Parquet).
+
+    Names are lower-cased; a missing return type means ``string``.
+    """
+    types = {k.lower(): v for k, v in (return_types or {}).items()}
+    for name, fn in udfs.items():
+        dtype = _arrow_type(types.get(name.lower(), pa.string()))
+        spark.udf.register(name.lower(), _spark_udf(fn, dtype))
+
+
 def _spark_udf(fn: Udf, dtype: pa.DataType) -> Any:
     """``fn`` (Arrow arrays in, array-like out) as a Spark Arrow UDF returning ``dtype``."""
     from pyspark.sql import functions as F

@@ -11,7 +11,7 @@ from lakelayout.errors import InvalidOption
 from lakelayout.evaluation import workloads as wl
 
 
-@pytest.mark.parametrize("templates", [wl.TPCH_TEMPLATES, wl.LOGS_TEMPLATES])
+@pytest.mark.parametrize("templates", [wl.TPCH_TEMPLATES, wl.LOGS_TEMPLATES, wl.TAXI_TEMPLATES])
 @pytest.mark.parametrize("shape", ["drift", "mixed"])
 def test_same_seed_same_queries(templates: dict[str, wl.Template], shape: str) -> None:
     first = wl.generate(templates, 60, seed=3, shape=shape, segment_length=7)
@@ -67,3 +67,33 @@ def test_bad_options_are_named() -> None:
         wl.generate(wl.TPCH_TEMPLATES, 5, seed=0, names=["q66"])
     with pytest.raises(InvalidOption, match="unknown workload shape 'wavy'"):
         wl.generate(wl.TPCH_TEMPLATES, 5, seed=0, shape="wavy")
+
+
+def test_logs_has_a_udf_template_with_known_names() -> None:
+    from lakelayout.evaluation.datasets import agent_names
+
+    queries = wl.generate(wl.LOGS_TEMPLATES, 40, seed=3, shape="mixed", names=["udf_agent"])
+    names = set(agent_names())
+    for q in queries:
+        assert q.sql.startswith("getagentname(user_agent) ")
+        quoted = q.sql.split("'")[1::2]
+        assert quoted and set(quoted) <= names
+    assert any("zgrab" in q.sql for q in queries)
+
+
+def test_taxi_templates_and_the_set_registry() -> None:
+    assert wl.TEMPLATE_SETS["taxi"] is wl.TAXI_TEMPLATES
+    assert {"distance", "fare", "duration", "window", "fare_distance"} <= set(wl.TAXI_TEMPLATES)
+    queries = wl.generate(wl.TAXI_TEMPLATES, 80, seed=4, shape="mixed")
+    assert len({q.template for q in queries}) == len(wl.TAXI_TEMPLATES)
+
+
+def test_fare_and_distance_ranges_follow_the_correlation() -> None:
+    """Every fare in [X, Y] maps (fare = 3 + 2.5 d) to a distance inside the drawn range."""
+    queries = wl.generate(wl.TAXI_TEMPLATES, 30, seed=8, shape="mixed", names=["fare_distance"])
+    for q in queries:
+        numbers = [float(t) for t in q.sql.replace("AND", " ").split() if t[0].isdigit()]
+        fare_low, fare_high, d_low, d_high = numbers
+        assert fare_low < fare_high and d_low < d_high
+        for fare in (fare_low, fare_high):
+            assert d_low <= (fare - wl.TAXI_FARE_BASE) / wl.TAXI_FARE_PER_MILE <= d_high

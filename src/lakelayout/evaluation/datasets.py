@@ -12,7 +12,11 @@ arrival order: a table built from them is the no-layout baseline.
   become doubles, comments and addresses are dropped to keep files small.
 * ``logs``: telemetry rows with a daily cycle, Zipf-skewed collector ids,
   user agents, URLs and database names with long common prefixes, a map
-  column of attributes and lat/lng points.
+  column of attributes and lat/lng points; events that come and go in time
+  (a scanner's bursts, an API version rolled out, a database restored during
+  incidents, a new city) so that rich per-file metadata has something to
+  skip. It carries a Python UDF (``getagentname``) and the skipping indexes
+  the replay declares (:data:`LOGS_INDEXES`).
 * ``taxi``: correlated trips (fare ≈ 3 + 2.5 × distance, duration grows with
   distance and rush hour, pickup time with a daily cycle).
 """
@@ -24,7 +28,8 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +38,18 @@ import numpy as np
 import pyarrow as pa
 
 from lakelayout.errors import EnvironmentProblem, InvalidOption
+from lakelayout.skipping.indexes import (
+    BloomFilter,
+    GeoBox,
+    Index,
+    MinMax,
+    Prefix,
+    Suffix,
+    ValueList,
+    elementwise,
+)
+from lakelayout.skipping.indexes.base import Udf
+from lakelayout.skipping.indexes.examples import agent_name
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -52,6 +69,20 @@ class Dataset:
     order: tuple[str, ...]
     #: the column a "sorted by arrival time" policy sorts on
     time_column: str
+    #: Python UDFs the workload calls (name -> function over Arrow arrays); registered in
+    #: Spark by :meth:`register_functions` and on every replayed table
+    udfs: Mapping[str, Udf] = field(default_factory=dict)
+    #: return types of :attr:`udfs` (name -> Arrow type alias); ``string`` when absent
+    udf_types: Mapping[str, str] = field(default_factory=dict)
+    #: skipping indexes the replay declares on every policy's table (unbound declarations)
+    indexes: tuple[Index, ...] = ()
+
+    def register_functions(self, spark: SparkSession) -> None:
+        """Register :attr:`udfs` in ``spark``, so workload SQL calling them runs on any frame."""
+        if self.udfs:
+            from lakelayout.indexing import register_udfs_in_spark
+
+            register_udfs_in_spark(spark, self.udfs, self.udf_types)
 
     def frame(self, spark: SparkSession) -> DataFrame:
         """Every row (batch column included)."""
@@ -59,7 +90,7 @@ class Dataset:
 
     def batch(self, spark: SparkSession, k: int, rows_per_file: int) -> DataFrame:
         """Insert batch ``k`` without the batch column, as ``ceil(rows / rows_per_file)``
-        range partitions of the arrival order (one file each when the target size is large)."""
+        ranges of the arrival order (one file each when the target size is large)."""
         return batch_frame(self, spark, k, rows_per_file)
 
     def sample(self, spark: SparkSession, rows: int, *, seed: int = 0) -> pa.Table:
@@ -80,7 +111,14 @@ def to_arrow(df: DataFrame) -> pa.Table:
 
 
 def batch_frame(ds: Dataset, spark: SparkSession, k: int, rows_per_file: int) -> DataFrame:
-    """Batch ``k`` of ``ds`` range-partitioned on the arrival order into files of ~``rows_per_file``."""
+    """Batch ``k`` of ``ds`` cut into ``ceil(rows / rows_per_file)`` ranges of the arrival
+    order, one Spark partition (so one file) each, sorted within.
+
+    The ranges are exact quantiles of the first order column and each range is
+    sent to its own partition, so the same batch always gives the same files
+    (``repartitionByRange`` samples with a seed that changes from job to job,
+    and replays in two modes must see the same files).
+    """
     from pyspark.sql import functions as F
 
     if not 0 <= k < ds.batches:
@@ -89,7 +127,43 @@ def batch_frame(ds: Dataset, spark: SparkSession, k: int, rows_per_file: int) ->
         raise InvalidOption(f"rows_per_file must be >= 1, got {rows_per_file}")
     df = ds.frame(spark).where(F.col(BATCH_COLUMN) == k).drop(BATCH_COLUMN)
     parts = max(1, math.ceil(ds.rows / ds.batches / rows_per_file))
-    return df.repartitionByRange(parts, *ds.order).sortWithinPartitions(*ds.order)
+    if parts == 1:
+        return df.repartition(1).sortWithinPartitions(*ds.order)
+    keyed = df.withColumn(_ORDER_KEY, F.col(ds.order[0]).cast("double"))
+    cuts = keyed.approxQuantile(_ORDER_KEY, [i / parts for i in range(1, parts)], 0.0)
+    part = sum(((F.col(_ORDER_KEY) >= F.lit(c)).cast("int") for c in cuts), F.lit(0))
+    keys = F.array(*[F.lit(v).cast("bigint") for v in _hash_keys(spark, parts)])
+    return (
+        keyed.withColumn(_ORDER_KEY, F.element_at(keys, part + 1))
+        .repartition(parts, _ORDER_KEY)
+        .sortWithinPartitions(*ds.order)
+        .drop(_ORDER_KEY)
+    )
+
+
+_ORDER_KEY = "_ll_order_key"
+_HASH_KEYS: dict[int, list[int]] = {}
+
+
+def _hash_keys(spark: SparkSession, parts: int) -> list[int]:
+    """``parts`` bigints whose hash partition (``pmod(hash(v), parts)``) is 0, 1, ..., parts-1:
+    hash-repartitioning on them sends range ``i`` to partition ``i`` and nowhere else."""
+    if parts not in _HASH_KEYS:
+        from pyspark.sql import functions as F
+
+        found: dict[int, int] = {}
+        limit = parts * 64
+        while len(found) < parts:
+            rows = (
+                spark.range(0, limit)
+                .select("id", F.expr(f"pmod(hash(id), {parts})").alias("p"))
+                .collect()
+            )
+            for row in rows:
+                found.setdefault(int(row["p"]), int(row["id"]))
+            limit *= 4
+        _HASH_KEYS[parts] = [found[i] for i in range(parts)]
+    return _HASH_KEYS[parts]
 
 
 def _stage(
@@ -145,9 +219,9 @@ def tpch_denormalized(spark: SparkSession, source: Path) -> DataFrame:
 
     def read(name: str) -> DataFrame:
         df = spark.read.parquet(str(source / f"{name}.parquet"))
-        for field in df.schema.fields:
-            if field.dataType.typeName() == "decimal":
-                df = df.withColumn(field.name, F.col(field.name).cast("double"))
+        for column in df.schema.fields:
+            if column.dataType.typeName() == "decimal":
+                df = df.withColumn(column.name, F.col(column.name).cast("double"))
         return df
 
     nation = read("nation").join(read("region"), F.col("n_regionkey") == F.col("r_regionkey"))
@@ -213,22 +287,62 @@ LOG_DBS = tuple(
     for team in ("billing", "search", "ads", "growth", "infra", "ml")
     for env in ("main", "staging", "archive")
 )
+#: the database restored during incidents (only on :data:`LOG_INCIDENT_DAYS`)
+LOG_RESTORE_DB = "prod_analytics_warehouse_billing_restore"
 LOG_AGENTS = (
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 Chrome/120.0",
     "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_1) AppleWebKit/605.1.15 Safari/17.1",
     "Mozilla/5.0 (X11; Linux x86_64; rv:121.0) Gecko/20100101 Firefox/121.0",
     "python-requests/2.31.0",
     "curl/8.4.0",
-    "Apache-HttpClient/4.5.14 (Java/17.0.9)",
+    "Apache-HttpClient/4.5.14 Java/17.0.9",
     "Go-http-client/2.0",
 )
+#: a port scanner that shows up only on :data:`LOG_SCAN_DAYS`
+LOG_SCANNER = "Mozilla/5.0 zgrab/0.x"
+LOG_URL_ROOT = "https://telemetry.internal.example.com/"
 LOG_PATHS = ("api/v2/query", "api/v2/jobs", "api/v1/users", "static/js", "ui/dashboards")
+#: from :data:`LOG_V3_DAY` on, most ``api/v2/query`` calls go to this path instead
+LOG_V3_PATH = "api/v3/query"
+LOG_ITEMS = 5000
 LOG_REGIONS = ("us-east", "us-west", "eu-central", "ap-south")
 LOG_LEVELS = ("DEBUG", "INFO", "WARN", "ERROR")
-#: city centres (lat, lng) the points cluster around
-LOG_CITIES = ((40.7, -74.0), (51.5, -0.1), (48.9, 2.35), (35.7, 139.7), (37.8, -122.4))
+#: city centres (lat, lng) the points cluster around; the last one opens on LOG_NEW_CITY_DAY
+LOG_CITIES = (
+    (40.7, -74.0),
+    (51.5, -0.1),
+    (48.9, 2.35),
+    (35.7, 139.7),
+    (37.8, -122.4),
+    (41.9, -87.6),
+)
 LOG_START = datetime(2025, 1, 1)
 LOG_DAYS = 180
+LOG_SCAN_DAYS = (30, 95, 160)
+LOG_INCIDENT_DAYS = (50, 51, 140)
+LOG_V3_DAY = 120
+LOG_NEW_CITY_DAY = 90
+#: bump when :func:`logs_arrow` changes, so staged copies of older data are not reused
+LOGS_VERSION = 2
+
+
+def agent_names() -> tuple[str, ...]:
+    """Every ``getagentname(user_agent)`` value the logs table holds."""
+    return tuple(dict.fromkeys(agent_name(a) for a in (*LOG_AGENTS, LOG_SCANNER)))
+
+
+#: the logs workload's UDF: the product name of a user agent (``curl/8.4.0`` -> ``curl``)
+LOGS_UDFS: Mapping[str, Udf] = {"getagentname": elementwise(agent_name)}
+LOGS_UDF_TYPES: Mapping[str, str] = {"getagentname": "string"}
+#: what the replay declares on every logs table (``--no-indexes`` leaves them out)
+LOGS_INDEXES: tuple[Index, ...] = (
+    Prefix("url", length=len(LOG_URL_ROOT) + len("api/v2/")),
+    BloomFilter("url", fpp=0.01, expected_values=20_000),
+    Suffix("db_name", length=8),
+    ValueList("getagentname(user_agent)", udfs=LOGS_UDFS, functions=LOGS_UDF_TYPES),
+    GeoBox("lat", "lng", boxes=8),
+    MinMax("month(ts)"),
+)
 
 
 def logs_arrow(rows: int, seed: int) -> pa.Table:
@@ -238,19 +352,24 @@ def logs_arrow(rows: int, seed: int) -> pa.Table:
     hour = np.clip(rng.normal(14, 4, rows), 0, 23.999)  # daily cycle peaking at 14:00
     seconds = (day * 86400 + hour * 3600).astype(np.int64)
     seconds.sort()
+    day = seconds // 86400
     ts = (np.datetime64(LOG_START, "us") + seconds.astype("timedelta64[s]")).astype(
         "datetime64[us]"
     )
     collector = np.minimum(rng.zipf(1.6, rows), 500).astype(np.int32)
+    agents = np.array([*LOG_AGENTS, LOG_SCANNER], dtype=object)
     agent = rng.choice(len(LOG_AGENTS), rows, p=[0.35, 0.15, 0.1, 0.2, 0.1, 0.05, 0.05])
+    agent[np.isin(day, LOG_SCAN_DAYS) & (rng.random(rows) < 0.4)] = len(LOG_AGENTS)
+    paths = np.array([*LOG_PATHS, LOG_V3_PATH], dtype=object)
     path = rng.integers(0, len(LOG_PATHS), rows)
-    item = rng.integers(0, 5000, rows)
-    urls = [
-        f"https://telemetry.internal.example.com/{LOG_PATHS[p]}/{i}"
-        for p, i in zip(path, item, strict=True)
-    ]
+    path[(path == 0) & (day >= LOG_V3_DAY) & (rng.random(rows) < 0.7)] = len(LOG_PATHS)
+    item = rng.integers(0, LOG_ITEMS, rows)
+    urls = [f"{LOG_URL_ROOT}{p}/{i}" for p, i in zip(paths[path], item, strict=True)]
+    dbs = np.array([*LOG_DBS, LOG_RESTORE_DB], dtype=object)
     db = rng.choice(len(LOG_DBS), rows, p=_zipf_probs(len(LOG_DBS), 1.1))
-    city = rng.integers(0, len(LOG_CITIES), rows)
+    db[np.isin(day, LOG_INCIDENT_DAYS) & (rng.random(rows) < 0.15)] = len(LOG_DBS)
+    city = rng.integers(0, len(LOG_CITIES) - 1, rows)
+    city[(day >= LOG_NEW_CITY_DAY) & (rng.random(rows) < 0.2)] = len(LOG_CITIES) - 1
     centre = np.array(LOG_CITIES)[city]
     lat = centre[:, 0] + rng.normal(0, 0.5, rows)
     lng = centre[:, 1] + rng.normal(0, 0.5, rows)
@@ -264,9 +383,9 @@ def logs_arrow(rows: int, seed: int) -> pa.Table:
         {
             "ts": pa.array(ts, pa.timestamp("us", tz="UTC")),
             "collector_id": pa.array(collector),
-            "user_agent": pa.array([LOG_AGENTS[a] for a in agent]),
-            "url": pa.array(urls),
-            "db_name": pa.array([LOG_DBS[d] for d in db]),
+            "user_agent": pa.array(agents[agent].tolist(), pa.string()),
+            "url": pa.array(urls, pa.string()),
+            "db_name": pa.array(dbs[db].tolist(), pa.string()),
             "latency_ms": pa.array(np.round(rng.lognormal(3.0, 1.0, rows), 2)),
             "attrs": pa.array(attrs, pa.map_(pa.string(), pa.string())),
             "lat": pa.array(np.round(lat, 5)),
@@ -283,10 +402,15 @@ def _zipf_probs(n: int, a: float) -> np.ndarray:
 def logs_dataset(
     spark: SparkSession, rows: int, work_dir: Path, *, batches: int = 4, seed: int = 7
 ) -> Dataset:
-    """The logs table (``rows`` rows, seeded), staged in timestamp order."""
+    """The logs table (``rows`` rows, seeded), staged in timestamp order, with its UDF
+    (registered in ``spark`` here) and its index declarations."""
     data = _with_batches(logs_arrow(rows, seed), batches)
     df = spark.createDataFrame(data).repartition(max(1, rows // 200_000))
-    return _stage(df, "logs", work_dir / f"logs-{rows}-s{seed}-b{batches}", ("ts",), batches, "ts")
+    path = work_dir / f"logs-v{LOGS_VERSION}-{rows}-s{seed}-b{batches}"
+    staged = _stage(df, "logs", path, ("ts",), batches, "ts")
+    ds = replace(staged, udfs=LOGS_UDFS, udf_types=LOGS_UDF_TYPES, indexes=LOGS_INDEXES)
+    ds.register_functions(spark)
+    return ds
 
 
 # --------------------------------------------------------------------------- taxi

@@ -12,6 +12,11 @@ Costs are in seconds. In ``spark`` mode a query costs its measured time; in
 (the fraction of a full scan it reads, priced by the full-scan time measured
 on this machine). A rewrite costs its measured time in both modes;
 ``alpha = rewrite seconds / full_scan_seconds`` is OReO's α.
+
+Layouts are compared at equal file counts: a run reports its live files at
+the end against the files inserted (the ``none`` policy's count) and the
+mean and largest rows per file; :func:`file_count_warnings` names the runs
+outside :data:`FILE_COUNT_TOLERANCE`.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from typing import Any
 from lakelayout.skipping.report import geometric_mean
 
 SCHEMA_VERSION = 1
+#: a run's final live file count may differ from the files inserted by this fraction
+FILE_COUNT_TOLERANCE = 0.05
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,23 @@ class PolicyRun:
     final_files: int = 0
     final_bytes: int = 0
     final_rows: int = 0
+    #: rows of the largest live file at the end
+    final_max_rows: int = 0
+
+    @property
+    def files_inserted(self) -> int:
+        """Files the inserts added (= the live files at the end under ``none``)."""
+        return sum(i.files for i in self.inserts)
+
+    def files_vs_inserted(self) -> float | None:
+        """Final live files / files inserted (1.0: the same count as ``none``)."""
+        inserted = self.files_inserted
+        return self.final_files / inserted if inserted else None
+
+    def file_count_ok(self, tolerance: float = FILE_COUNT_TOLERANCE) -> bool:
+        """Whether the final live file count is within ``tolerance`` of the files inserted."""
+        ratio = self.files_vs_inserted()
+        return ratio is None or abs(ratio - 1.0) <= tolerance + 1e-12
 
     def totals(self) -> dict[str, Any]:
         """Sums over the records and the indicators' geometric means."""
@@ -138,6 +162,11 @@ class PolicyRun:
             "g_psi_over_g_sigma": g_psi / g_sigma if g_psi and g_sigma else None,
             "final_files": self.final_files,
             "final_bytes": self.final_bytes,
+            "final_rows": self.final_rows,
+            "files_inserted": self.files_inserted,
+            "files_vs_inserted": self.files_vs_inserted(),
+            "rows_per_file_mean": self.final_rows / self.final_files if self.final_files else None,
+            "rows_per_file_max": self.final_max_rows,
             "fit_seconds": self.fit_seconds,
         }
 
@@ -174,8 +203,27 @@ class PolicyRun:
         totals = data.get("totals", {})
         run.final_files = int(totals.get("final_files", 0))
         run.final_bytes = int(totals.get("final_bytes", 0))
+        run.final_rows = int(totals.get("final_rows", 0))
+        run.final_max_rows = int(totals.get("rows_per_file_max", 0))
         run.fit_seconds = float(totals.get("fit_seconds", 0.0))
         return run
+
+
+def file_count_warnings(
+    runs: Sequence[PolicyRun], tolerance: float = FILE_COUNT_TOLERANCE
+) -> list[str]:
+    """One message per run whose final live file count is off the files inserted by more
+    than ``tolerance`` (its skipping is then not comparable at equal file counts)."""
+    out = []
+    for run in runs:
+        ratio = run.files_vs_inserted()
+        if ratio is not None and not run.file_count_ok(tolerance):
+            out.append(
+                f"WARNING: {run.policy} ends with {run.final_files} live files, "
+                f"{ratio - 1:+.1%} off the {run.files_inserted} inserted "
+                f"(tolerance ±{tolerance:.0%}): its skipping is not compared at equal file counts"
+            )
+    return out
 
 
 def cumulative_cost(run: PolicyRun, events: int) -> list[float]:

@@ -9,10 +9,27 @@ A policy sees the stream through three hooks, called by the replay in order:
 Every rewrite goes through ``ctx.rewrite(kind, action)``, which times it and
 records files and bytes written, so policies never account for themselves.
 The advisor and the online reorganizer plug in through the same interface.
+
+Equal file counts (B1 compares layouts "with equal file counts"): every
+policy ends the stream with about as many live files as were inserted (the
+``none`` policy's count), so no layout is flattered by more, smaller files:
+
+* fitted layouts (``sorted``, ``qdtree``, ``pando``, ``sop-z``, ``hilbert``)
+  are fitted with as close to ``blocks_per_batch`` blocks as a few fits reach
+  (:func:`fit_with_blocks`) and applied with one file per block;
+* ``zorder-halfway`` and ``liquid`` set the table's target file size to
+  ``ceil(live bytes / files inserted)`` (:func:`target_size_for`) and write
+  one file per curve block;
+* ``deltars-zorder`` calibrates delta-rs' ``target_size`` on a few of the
+  table's files first (:func:`deltars_target_size`), since delta-rs' files
+  come out smaller than the target it is given.
 """
 
 from __future__ import annotations
 
+import math
+import os
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -29,7 +46,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from lakelayout.api import Table
-    from lakelayout.expr.nodes import Predicate
+    from lakelayout.expr.nodes import Expr, Predicate
 
 
 class Context(Protocol):
@@ -52,6 +69,11 @@ class Context(Protocol):
 
     @property
     def time_column(self) -> str: ...
+
+    @property
+    def files_inserted(self) -> int:
+        """Files added by the inserts so far (the live file count of ``none``)."""
+        ...
 
     def sample(self) -> pa.Table: ...
 
@@ -83,17 +105,117 @@ class Policy:
         """Called before every query; rewrite through ``ctx.rewrite`` if wanted."""
 
 
+#: layout fits tried by :func:`fit_with_blocks` to reach the wanted block count
+MAX_FITS = 6
+
+
+def target_size_for(nbytes: int, files: int) -> int:
+    """The target file size that cuts ``nbytes`` into exactly ``files`` blocks.
+
+    A one-file-per-block rewrite makes ``round(bytes / target)`` blocks; with
+    ``ceil(nbytes / files)`` as the target that is ``files`` whenever
+    ``nbytes >= 2 * files ** 2`` (any real table: a file is more than
+    ``2 * files`` bytes). ``ceil(bytes / target)`` is ``files`` too.
+
+    >>> target_size_for(1_000_000, 184)
+    5435
+    >>> round(1_000_000 / 5435), math.ceil(1_000_000 / 5435)
+    (184, 184)
+    """
+    if files < 1 or nbytes < 1:
+        raise InvalidOption(
+            f"target_size_for needs bytes >= 1 and files >= 1, got {nbytes}, {files}"
+        )
+    return max(1, math.ceil(nbytes / files))
+
+
+def fit_with_blocks(
+    fit: Callable[[int], Layout], wanted: int, *, max_fits: int = MAX_FITS
+) -> Layout:
+    """The layout of ``fit(target_blocks)`` whose ``n_blocks`` is closest to ``wanted``.
+
+    Workload-aware layouts do not hit ``target_blocks`` exactly: a Qd-tree
+    stops at leaves of at least half the target size, Pando merges cells
+    into blocks of at least the target size (so fewer blocks). The target is
+    rescaled by ``wanted / n_blocks`` after each fit (at most ``max_fits``
+    fits, never above ``4 * wanted``); ties go to the earlier (smaller) fit.
+    """
+    if wanted < 1:
+        raise InvalidOption(f"wanted blocks must be >= 1, got {wanted}")
+    best: Layout | None = None
+    tried: set[int] = set()
+    target = wanted
+    for _ in range(max(1, max_fits)):
+        tried.add(target)
+        layout = fit(target)
+        n = layout.n_blocks
+        if best is None or abs(n - wanted) < abs(best.n_blocks - wanted):
+            best = layout
+        if n == wanted:
+            break
+        target = _next_target(target, n, wanted, tried)
+        if target in tried:
+            break
+    assert best is not None
+    return best
+
+
+def _next_target(target: int, got: int, wanted: int, tried: set[int]) -> int:
+    """Rescale ``target`` by ``wanted / got``; step by one when that repeats a fit."""
+    scaled = min(4 * wanted, max(1, round(target * wanted / max(got, 1))))
+    if scaled in tried:
+        scaled = min(4 * wanted, max(1, target + (1 if got < wanted else -1)))
+    return scaled
+
+
+def aim_file_count(table: Table, wanted: int) -> int:
+    """Set the table's target file size so a whole-table rewrite makes ``wanted`` files."""
+    from lakelayout.cluster.config import TARGET_FILE_SIZE
+    from lakelayout.table import delta
+
+    target = target_size_for(int(table.snapshot().files.total_bytes), max(wanted, 1))
+    delta.set_properties(table.uri, {TARGET_FILE_SIZE: str(target)})
+    return target
+
+
 def most_queried(predicates: Sequence[Predicate], top: int) -> list[str]:
-    """The ``top`` columns referenced by the most queries (ties: name order)."""
-    counts = Counter(col for p in predicates for col in set(p.columns()))
+    """The ``top`` columns referenced by the most queries (ties: name order); map, list and
+    struct columns (``attrs['k']``) are left out: they cannot be clustered on."""
+    nested = {name for p in predicates for name in _nested_columns(p)}
+    counts = Counter(col for p in predicates for col in set(p.columns()) if col not in nested)
     return [c for c, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]]
+
+
+def _nested_columns(node: Expr) -> set[str]:
+    """Names of the map/list/struct columns ``node`` reads."""
+    import pyarrow
+
+    from lakelayout.expr.nodes import Column
+
+    out: set[str] = set()
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if (
+            isinstance(item, Column)
+            and item.dtype is not None
+            and pyarrow.types.is_nested(item.dtype)
+        ):
+            out.add(item.name)
+        stack.extend(item.children())
+    return out
 
 
 class LayoutPolicy(Policy):
     """A layout fitted once (on a sample of all data and the whole workload),
-    applied to every insert batch: ``optimize.apply(layout, new_files)``."""
+    applied to every insert batch: ``optimize.apply(layout, new_files)``.
 
-    def __init__(self, name: str, fit: Callable[[Context], Layout], description: str) -> None:
+    ``fit(ctx, target_blocks)`` is called until the layout has (about)
+    ``blocks_per_batch`` blocks, and every block is written as one file, so a
+    batch keeps as many files as were inserted.
+    """
+
+    def __init__(self, name: str, fit: Callable[[Context, int], Layout], description: str) -> None:
         self.name = name
         self.description = description
         self._fit = fit
@@ -102,7 +224,7 @@ class LayoutPolicy(Policy):
 
     def prepare(self, ctx: Context) -> None:
         started = time.perf_counter()
-        self.layout = self._fit(ctx)
+        self.layout = fit_with_blocks(lambda t: self._fit(ctx, t), ctx.blocks_per_batch)
         self.fit_seconds = time.perf_counter() - started
         self.description = f"{self.description}; {self.layout.n_blocks} blocks per batch"
 
@@ -110,22 +232,45 @@ class LayoutPolicy(Policy):
         layout = self.layout
         assert layout is not None, "prepare() fits the layout"
         files = list(new_files)
-        ctx.rewrite(f"apply {self.name}", lambda: ctx.table.optimize.apply(layout, files))
+        ctx.rewrite(
+            f"apply {self.name}",
+            lambda: ctx.table.optimize.apply(layout, files, one_file_per_block=True),
+        )
 
 
-class SortedPolicy(LayoutPolicy):
-    """Every insert batch sorted by the arrival-time column (linear layout)."""
+class SortedPolicy(Policy):
+    """Every insert batch sorted by the arrival-time column (linear layout).
 
-    def __init__(self) -> None:
-        super().__init__("sorted", _fit_sorted, "each batch sorted by its time column")
+    The sort is fitted on a sample of the batch itself (inside the timed
+    rewrite), with one block per inserted file: the time column often follows
+    arrival, so boundaries fitted on all data would leave most of a batch's
+    blocks empty.
+    """
+
+    name = "sorted"
+    description = "each batch sorted by its time column"
+
+    def on_insert(self, ctx: Context, new_files: Sequence[str]) -> None:
+        files = list(new_files)
+        ctx.rewrite("apply sorted", lambda: sort_files(ctx.table, files, ctx.time_column))
 
 
-def _fit_sorted(ctx: Context) -> Layout:
+def sort_files(table: Table, files: Sequence[str], column: str) -> OptimizeMetrics:
+    """Rewrite ``files`` sorted by ``column``, one file per input file (range blocks)."""
+    from lakelayout.cluster.rewrite import read_files, sample_rows
     from lakelayout.layouts import LinearLayout
 
-    return LinearLayout.fit(
-        ctx.sample(), columns=[ctx.time_column], target_blocks=ctx.blocks_per_batch
+    snap = table.snapshot()
+    chosen = set(files)
+    rows = sum(
+        int(n)
+        for p, n in zip(snap.files.paths, snap.files.num_records, strict=True)
+        if str(p) in chosen
     )
+    df = read_files(table.spark, table.uri, list(files), snap.schema, with_file=False)
+    sample = sample_rows(df.select(column), rows)
+    layout = LinearLayout.fit(sample, columns=[column], target_blocks=max(1, len(files)))
+    return table.optimize.apply(layout, files, one_file_per_block=True)
 
 
 class ZOrderHalfway(Policy):
@@ -149,7 +294,8 @@ class ZOrderHalfway(Policy):
 
     def _reorganize(self, ctx: Context) -> None:
         columns = self.columns
-        ctx.rewrite("zorder", lambda: ctx.table.optimize.zorder(columns))
+        aim_file_count(ctx.table, ctx.files_inserted)
+        ctx.rewrite("zorder", lambda: ctx.table.optimize.zorder(columns, one_file_per_block=True))
 
 
 class DeltaRsZOrder(ZOrderHalfway):
@@ -160,17 +306,59 @@ class DeltaRsZOrder(ZOrderHalfway):
 
     def _reorganize(self, ctx: Context) -> None:
         columns = self.columns
-        self.description = f"delta-rs z_order({', '.join(columns)}) halfway"
-        ctx.rewrite("deltars z_order", lambda: deltars_zorder(ctx.table, columns))
+        target = deltars_target_size(ctx.table, columns, ctx.files_inserted)
+        self.description = (
+            f"delta-rs z_order({', '.join(columns)}) halfway, target_size {target:,} B"
+        )
+        ctx.rewrite("deltars z_order", lambda: deltars_zorder(ctx.table, columns, target))
 
 
-def deltars_zorder(table: Table, columns: Sequence[str]) -> OptimizeMetrics:
-    """Run delta-rs' Z-order over the whole table at the table's target file size."""
+#: files of the table delta-rs' z-order is calibrated on
+CALIBRATION_FILES = 8
+
+
+def deltars_target_size(table: Table, columns: Sequence[str], wanted: int) -> int:
+    """delta-rs ``target_size`` that makes its z-order of the table end with ``wanted`` files.
+
+    delta-rs rolls a file when its (partly uncompressed) estimate reaches the
+    target, and compresses differently from lakelayout, so its files come out
+    at some fraction ``r`` of the target and its bytes at some ratio ``g`` of
+    the input. Both are measured by z-ordering a copy of a few of the
+    table's files (not timed as a rewrite); the target is then
+    ``ceil(live bytes / wanted) * g / r``.
+    """
+    files = table.snapshot().files
+    naive = target_size_for(int(files.total_bytes), max(wanted, 1))
+    paths = [str(p) for p in files.paths]
+    picks = sorted({paths[int(i)] for i in np.linspace(0, len(paths) - 1, CALIBRATION_FILES)})
+    sizes = dict(zip(paths, (int(s) for s in files.sizes), strict=True))
+    grown, ratio = _calibrate_deltars(table.uri, picks, list(columns), naive)
+    in_bytes = sum(sizes[p] for p in picks)
+    return max(1, round(naive * (grown / in_bytes) / ratio))
+
+
+def _calibrate_deltars(
+    root: str, paths: Sequence[str], columns: list[str], target: int
+) -> tuple[int, float]:
+    """(bytes delta-rs writes, its full file size / ``target``) z-ordering ``paths``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable, write_deltalake
+
+    data = pa.concat_tables([pq.read_table(os.path.join(root, p)) for p in paths])
+    with tempfile.TemporaryDirectory(prefix="ll-deltars-") as tmp:
+        write_deltalake(tmp, data)
+        DeltaTable(tmp).optimize.z_order(columns, target_size=target)
+        out = pa.table(DeltaTable(tmp).get_add_actions(flatten=True)).column("size_bytes")
+        sizes = sorted(int(s) for s in out.to_pylist())
+    full = sizes[1:] if len(sizes) > 1 else sizes  # the smallest is the remainder
+    return sum(sizes), max(float(np.median(full)) / target, 1e-3)
+
+
+def deltars_zorder(table: Table, columns: Sequence[str], target: int) -> OptimizeMetrics:
+    """Run delta-rs' Z-order over the whole table with ``target_size=target``."""
     from deltalake import DeltaTable
 
-    from lakelayout.cluster.config import DEFAULT_TARGET_FILE_SIZE, TARGET_FILE_SIZE
-
-    target = int(table.properties.get(TARGET_FILE_SIZE, DEFAULT_TARGET_FILE_SIZE))
     before = table.snapshot().files
     DeltaTable(table.uri).optimize.z_order(list(columns), target_size=target)
     after = table.snapshot().files
@@ -206,30 +394,29 @@ class LiquidPolicy(Policy):
         return self.columns
 
     def on_insert(self, ctx: Context, new_files: Sequence[str]) -> None:
-        ctx.rewrite("liquid optimize", lambda: ctx.table.optimize.run())
+        aim_file_count(ctx.table, ctx.files_inserted)
+        ctx.rewrite("liquid optimize", lambda: ctx.table.optimize.run(one_file_per_block=True))
 
 
-def _fit_qdtree(ctx: Context) -> Layout:
+def _fit_qdtree(ctx: Context, target_blocks: int) -> Layout:
     from lakelayout.layouts.qdtree import QdTreeLayout
 
-    return QdTreeLayout.fit(
-        ctx.sample(), ctx.predicates(ctx.workload), target_blocks=ctx.blocks_per_batch
-    )
+    return QdTreeLayout.fit(ctx.sample(), ctx.predicates(ctx.workload), target_blocks=target_blocks)
 
 
-def _fit_pando(ctx: Context) -> Layout:
+def _fit_pando(ctx: Context, target_blocks: int) -> Layout:
     from lakelayout.layouts.pando import PandoLayout
 
     return PandoLayout.fit(
         ctx.sample(),
         ctx.predicates(ctx.workload),
-        target_blocks=max(1, ctx.blocks_per_batch * 3 // 2),
+        target_blocks=target_blocks,
         k=2,
         max_leaves=24,
     )
 
 
-def _fit_sopz(ctx: Context) -> Layout:
+def _fit_sopz(ctx: Context, target_blocks: int) -> Layout:
     from lakelayout.layouts import SOPZLayout
 
     workload = ctx.predicates(ctx.workload)
@@ -237,18 +424,18 @@ def _fit_sopz(ctx: Context) -> Layout:
         ctx.sample(),
         workload,
         columns=most_queried(workload, 2),
-        target_blocks=ctx.blocks_per_batch,
+        target_blocks=target_blocks,
         max_features=32,
     )
 
 
-def _fit_hilbert(ctx: Context) -> Layout:
+def _fit_hilbert(ctx: Context, target_blocks: int) -> Layout:
     from lakelayout.layouts import HilbertLayout
 
     return HilbertLayout.fit(
         ctx.sample(),
         columns=most_queried(ctx.predicates(ctx.workload), 3),
-        target_blocks=ctx.blocks_per_batch,
+        target_blocks=target_blocks,
     )
 
 

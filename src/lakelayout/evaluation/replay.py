@@ -13,19 +13,29 @@ Two modes share everything but the queries:
 * ``spark``: each query runs ``Table.scan(sql).df.count()``, timed.
 
 Rewrites are real in both modes (Spark jobs, timed), so both modes see the
-same files and report the same files-scanned counts. Matching rows per file
-(for σ, λ, μ) are counted on the driver with :func:`lakelayout.expr.evaluate`
-over the live files, read once per file and cached while they stay live.
+same files and report the same files-scanned counts.
+
+A dataset may carry Python UDFs and skipping-index declarations
+(:class:`~lakelayout.evaluation.datasets.Dataset`): the UDFs are registered on
+every table and in Spark; the indexes (unless ``ReplayConfig.indexes`` is
+false) are declared right after the first insert and refreshed after every
+insert and rewrite (inside its timing), so both modes prune with them.
+
+Matching rows per file (for σ, λ, μ) are counted on the driver with
+:func:`lakelayout.expr.evaluate` over the live files, read once per file and
+cached while they stay live; a UDF call is computed once per file with the
+registered Python function and evaluated as a stand-in column.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import shutil
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,17 +48,20 @@ from lakelayout.cluster.metrics import OptimizeMetrics
 from lakelayout.errors import InvalidOption
 from lakelayout.evaluation.datasets import Dataset
 from lakelayout.evaluation.metrics import (
+    FILE_COUNT_TOLERANCE,
     SCHEMA_VERSION,
     InsertRecord,
     PolicyRun,
     QueryRecord,
     RewriteRecord,
+    file_count_warnings,
 )
 from lakelayout.evaluation.policies import Policy
 from lakelayout.evaluation.workloads import Query
 from lakelayout.expr.evaluate import evaluate
-from lakelayout.expr.nodes import Predicate
+from lakelayout.expr.nodes import Column, Expr, Func, Predicate
 from lakelayout.expr.parse import parse_predicate
+from lakelayout.skipping.indexes.base import Udf, compute_term
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -68,6 +81,8 @@ class ReplayConfig:
     seed: int = 0
     #: full scans timed to price logical costs and α (median)
     full_scans: int = 3
+    #: declare the dataset's skipping indexes on every table (False: min/max only)
+    indexes: bool = True
 
 
 @dataclass(frozen=True)
@@ -94,19 +109,37 @@ class MatchCounter:
     is live; only the columns the queries read are loaded.
     """
 
-    def __init__(self, root: str, columns: Sequence[str]) -> None:
+    def __init__(
+        self, root: str, columns: Sequence[str], udfs: Mapping[str, Udf] | None = None
+    ) -> None:
         self.root = root
         self.columns = list(columns)
+        #: Python UDFs the predicates may call: their values become extra columns
+        self.udfs = {k.lower(): v for k, v in (udfs or {}).items()}
         self._data: dict[str, pa.Table] = {}
 
     def counts(self, paths: Sequence[str], predicate: Predicate) -> np.ndarray:
         """Matching rows in each of ``paths``."""
+        calls = udf_calls(predicate, self.udfs)
+        if calls:
+            predicate = replace_terms(
+                predicate, {sql: Column(name, call.dtype) for sql, (name, call) in calls.items()}
+            )
         out = np.zeros(len(paths), dtype=np.int64)
         for j, path in enumerate(paths):
-            data = self._load(path)
+            data = self._with_udf_columns(path, calls)
             if data.num_rows:
                 out[j] = int(np.count_nonzero(evaluate(predicate, data)))
         return out
+
+    def _with_udf_columns(self, path: str, calls: Mapping[str, tuple[str, Func]]) -> pa.Table:
+        """The file's columns plus one column per UDF call (computed once per file)."""
+        data = self._load(path)
+        for name, call in calls.values():
+            if name not in data.column_names:
+                data = data.append_column(name, compute_term(call, data, self.udfs))
+        self._data[path] = data
+        return data
 
     def forget_except(self, live: set[str]) -> None:
         for path in [p for p in self._data if p not in live]:
@@ -117,6 +150,40 @@ class MatchCounter:
             data = pq.read_table(os.path.join(self.root, path), columns=self.columns)
             self._data[path] = _plain_strings(data)
         return self._data[path]
+
+
+def udf_calls(predicate: Predicate, udfs: Mapping[str, Udf]) -> dict[str, tuple[str, Func]]:
+    """Calls of ``udfs`` in ``predicate``: canonical SQL -> (stand-in column name, call)."""
+    out: dict[str, tuple[str, Func]] = {}
+    stack: list[Expr] = [predicate]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Func) and node.name in udfs:
+            out.setdefault(node.sql(), (f"__udf:{node.sql()}", node))
+            continue
+        stack.extend(node.children())
+    return out
+
+
+def replace_terms(node: Expr, by_sql: Mapping[str, Expr]) -> Any:
+    """``node`` with every sub-expression whose canonical SQL is in ``by_sql`` replaced
+    (the expression nodes are frozen dataclasses: rebuilt with ``dataclasses.replace``)."""
+    if not isinstance(node, Predicate) and node.sql() in by_sql:
+        return by_sql[node.sql()]
+    if not dataclasses.is_dataclass(node):
+        return node
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(node):
+        value = getattr(node, f.name)
+        if isinstance(value, Expr):
+            new: Any = replace_terms(value, by_sql)
+        elif isinstance(value, tuple) and value and all(isinstance(v, Expr) for v in value):
+            new = tuple(replace_terms(v, by_sql) for v in value)
+        else:
+            continue
+        if new != value:
+            changes[f.name] = new
+    return dataclasses.replace(node, **changes) if changes else node
 
 
 def _plain_strings(data: pa.Table) -> pa.Table:
@@ -139,6 +206,8 @@ class ReplayContext:
     position: int = 0
     seen: list[Query] = field(default_factory=list)
     rewrites: list[RewriteRecord] = field(default_factory=list)
+    #: files added by the inserts so far (what equal-file-count policies aim at)
+    files_inserted: int = 0
     _table: Table | None = None
     _sample: pa.Table | None = None
     _schema: pa.Schema | None = None
@@ -177,9 +246,20 @@ class ReplayContext:
             out.append(self._parsed[q.i])
         return out
 
+    @property
+    def indexed(self) -> bool:
+        """Whether the replayed tables carry the dataset's skipping indexes."""
+        return self.config.indexes and bool(self.dataset.indexes)
+
+    def refresh_indexes(self) -> None:
+        """Give index metadata to the live files that lack it (rewrites write none)."""
+        if self.indexed and self._table is not None:
+            self._table.indexes.refresh()
+
     def rewrite(self, kind: str, action: Callable[[], OptimizeMetrics]) -> None:
         started = time.perf_counter()
         m = action()
+        self.refresh_indexes()  # the rewritten files' metadata is part of the rewrite's cost
         seconds = time.perf_counter() - started
         self.rewrites.append(
             RewriteRecord(
@@ -225,7 +305,7 @@ def replay_policy(
         ctx.position = position
         if event.kind == "insert":
             run.inserts.append(_insert(policy, ctx, table_dir, event.batch))
-            counter = counter or MatchCounter(ctx.table.uri, columns)
+            counter = counter or MatchCounter(ctx.table.uri, columns, ctx.dataset.udfs)
             progress(f"{policy.name}: batch {event.batch} inserted")
         else:
             assert event.query is not None and counter is not None
@@ -238,6 +318,7 @@ def replay_policy(
     final = ctx.table.snapshot().files
     run.final_files, run.final_bytes = len(final), int(final.total_bytes)
     run.final_rows = int(final.total_rows)
+    run.final_max_rows = int(np.max(np.asarray(final.num_records))) if len(final) else 0
     return run
 
 
@@ -257,6 +338,7 @@ def _insert(policy: Policy, ctx: ReplayContext, table_dir: Path, batch: int) -> 
             cluster_by=policy.cluster_by(ctx),
         )
         ctx._table = table
+        prepare_table(ctx, table)
         before: set[str] = set()
         files = table.snapshot().files
         # rewrites aim at the inserted file size, so every policy keeps about as many files
@@ -265,6 +347,7 @@ def _insert(policy: Policy, ctx: ReplayContext, table_dir: Path, batch: int) -> 
     else:
         before = set(map(str, ctx.table.snapshot().files.paths))
         ctx.table.append(df, target_file_size=INSERT_TARGET)
+        ctx.refresh_indexes()  # the writer collected them; this fills any gap
     seconds = time.perf_counter() - started
     snap = ctx.table.snapshot().files
     new = [str(p) for p in snap.paths if str(p) not in before]
@@ -277,8 +360,18 @@ def _insert(policy: Policy, ctx: ReplayContext, table_dir: Path, batch: int) -> 
         bytes=int(np.asarray(snap.sizes)[idx].sum()),
         seconds=seconds,
     )
+    ctx.files_inserted += len(new)
     policy.on_insert(ctx, new)
     return record
+
+
+def prepare_table(ctx: ReplayContext, table: Table) -> None:
+    """Register the dataset's UDFs on a new table; declare and build its indexes."""
+    if ctx.dataset.udfs:
+        table.indexes.register_udfs(ctx.dataset.udfs, return_types=ctx.dataset.udf_types)
+    if ctx.indexed:
+        table.indexes.add(*ctx.dataset.indexes)
+        table.indexes.refresh()
 
 
 def _query(ctx: ReplayContext, counter: MatchCounter, q: Query, position: int) -> QueryRecord:
@@ -363,6 +456,7 @@ def replay(
     if not workload:
         raise InvalidOption("the workload has no queries")
     started = time.perf_counter()
+    dataset.register_functions(spark)  # workload SQL may call the dataset's UDFs
     full_scan = measure_full_scan(spark, dataset, workload, config.full_scans) if workload else 0.0
     progress(f"full scan (no skipping): {full_scan:.2f} s")
     blocks = max(1, int(np.ceil(dataset.rows / dataset.batches / config.rows_per_file)))
@@ -375,6 +469,8 @@ def replay(
         sample = ctx._sample
         runs.append(run)
         progress(f"{policy.name}: done in {time.perf_counter() - t0:.1f} s")
+    for warning in file_count_warnings(runs, FILE_COUNT_TOLERANCE):
+        progress(warning)
     events = stream(dataset.batches, workload)
     return {
         "schema_version": SCHEMA_VERSION,
@@ -390,6 +486,7 @@ def replay(
             "seed": config.seed,
             "sample_rows": config.sample_rows,
             "queries": len(workload),
+            "indexes": [i.name for i in dataset.indexes] if config.indexes else [],
         },
         "machine": machine(),
         "full_scan_seconds": full_scan,
@@ -397,6 +494,10 @@ def replay(
         "switches": switch_positions(events),
         "inserts_at": [p for p, e in enumerate(events) if e.kind == "insert"],
         "runs": [r.to_dict() for r in runs],
+        "file_counts": {
+            "tolerance": FILE_COUNT_TOLERANCE,
+            "outside": [r.policy for r in runs if not r.file_count_ok(FILE_COUNT_TOLERANCE)],
+        },
         "seconds": time.perf_counter() - started,
         "note": "timings are from one run on this machine",
     }

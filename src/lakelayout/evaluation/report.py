@@ -51,9 +51,17 @@ def _f(value: float | None, spec: str = ".3g") -> str:
 
 
 COLUMNS = (
-    "policy", "files", "G(σ)", "G(ψ)", "G(ψ)/G(σ)", "bytes scanned", "vs none",
+    "policy", "files", "rows/file (max)", "G(σ)", "G(ψ)", "G(ψ)/G(σ)", "bytes scanned", "vs none",
     "query s", "rewrite s", "total s", "write amp.",
 )  # fmt: skip
+
+
+def _files(totals: dict[str, Any]) -> str:
+    """Final live files, and how far from the files inserted when not equal."""
+    ratio = totals.get("files_vs_inserted")
+    if ratio is None or round(ratio - 1, 3) == 0:
+        return str(totals["final_files"])
+    return f"{totals['final_files']} ({ratio - 1:+.0%})"
 
 
 def summary_rows(results: dict[str, Any]) -> list[list[str]]:
@@ -66,7 +74,8 @@ def summary_rows(results: dict[str, Any]) -> list[list[str]]:
         rows.append(
             [
                 r["policy"],
-                str(t["final_files"]),
+                _files(t),
+                f"{_f(t.get('rows_per_file_mean'), ',.0f')} ({_f(t.get('rows_per_file_max'), ',')})",
                 _f(t["g_sigma"]),
                 _f(t["g_psi"]),
                 _f(t["g_psi_over_g_sigma"], ".1f"),
@@ -87,12 +96,27 @@ def rich_table(results: dict[str, Any]) -> RichTable:
         f"{d['name']} replay ({results['mode']} mode): {d['rows']:,} rows in {d['batches']} "
         f"inserts, {results['config']['queries']} queries"
     )
-    table = RichTable(title=title)
+    table = RichTable(title=title, caption=file_count_note(results) or None)
     for name in COLUMNS:
         table.add_column(name, justify="left" if name == "policy" else "right", no_wrap=True)
     for row in summary_rows(results):
         table.add_row(*row)
     return table
+
+
+def file_count_note(results: dict[str, Any]) -> str:
+    """How far file counts are from equal: the tolerance and the runs outside it."""
+    check = results.get("file_counts")
+    if not check:
+        return ""
+    outside = check.get("outside") or []
+    tol = f"±{check['tolerance']:.0%}"
+    if not outside:
+        return f"every policy ends within {tol} of the files inserted (equal file counts)."
+    return (
+        f"outside {tol} of the files inserted: {', '.join(outside)} "
+        "(their skipping is not compared at equal file counts)."
+    )
 
 
 def footnote(results: dict[str, Any]) -> str:
@@ -257,6 +281,7 @@ td:first-child{{text-align:left}}</style></head><body>
 per file, {d["blocks_per_batch"]} files per batch), {results["config"]["queries"]} queries,
 {len(results.get("switches", []))} template switches.</p>
 <p>{html.escape(footnote(results))}</p>
+<p>{html.escape(file_count_note(results))}</p>
 <table><tr>{head}</tr>{body}</table>
 <ul>{described}</ul>
 <h2>Cumulative cost over the stream</h2>{cumulative_svg(results)}

@@ -7,13 +7,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from lakelayout.errors import InvalidOption, closest
 from lakelayout.evaluation import workloads
-from lakelayout.evaluation.datasets import Dataset, logs_dataset, tpch_dataset
+from lakelayout.evaluation.datasets import Dataset, logs_dataset, taxi_dataset, tpch_dataset
 from lakelayout.evaluation.policies import make_policies
 from lakelayout.evaluation.replay import ReplayConfig, replay
 from lakelayout.evaluation.report import write_report
 
 DEMO_POLICIES = ("none", "sorted", "zorder-halfway", "liquid", "qdtree", "deltars-zorder")
+#: the datasets ``run_bench`` knows, each with its template set (``workloads.TEMPLATE_SETS``)
+DATASETS = ("tpch", "logs", "taxi")
 
 
 def run_bench(
@@ -32,21 +35,25 @@ def run_bench(
     segment_length: int = 20,
     seed: int = 0,
     sample_rows: int = 50_000,
+    indexes: bool = True,
     progress: Callable[[str], None] = print,
 ) -> tuple[dict[str, Any], Path]:
-    """Replay ``dataset_name`` (``tpch`` or ``logs``); the results and the HTML report path."""
+    """Replay ``dataset_name`` (one of :data:`DATASETS`); the results and the HTML report path.
+
+    ``indexes=False`` replays without the dataset's skipping indexes (min/max only).
+    """
     from lakelayout.table.session import spark_session
 
+    if dataset_name not in DATASETS:
+        raise InvalidOption(
+            f"unknown dataset {dataset_name!r}{closest(dataset_name, DATASETS)}; "
+            f"known: {', '.join(DATASETS)}"
+        )
     chosen = make_policies(policies)  # validate names before any work
     spark = spark_session()
     started = time.perf_counter()
-    ds: Dataset
-    if dataset_name == "tpch":
-        ds = tpch_dataset(spark, scale, work_dir, batches=batches)
-        templates = workloads.TPCH_TEMPLATES
-    else:
-        ds = logs_dataset(spark, rows, work_dir, batches=batches, seed=seed + 7)
-        templates = workloads.LOGS_TEMPLATES
+    ds = _dataset(dataset_name, spark, work_dir, scale=scale, rows=rows, batches=batches, seed=seed)
+    templates = workloads.TEMPLATE_SETS[dataset_name]
     progress(f"dataset {ds.name}: {ds.rows:,} rows staged in {time.perf_counter() - started:.1f} s")
     wl = workloads.generate(
         templates, queries, seed=seed, shape=shape, segment_length=segment_length
@@ -54,7 +61,7 @@ def run_bench(
     out_dir.mkdir(parents=True, exist_ok=True)
     workloads.save(wl, out_dir / "workload.jsonl")
     config = ReplayConfig(
-        mode=mode, rows_per_file=rows_per_file, sample_rows=sample_rows, seed=seed
+        mode=mode, rows_per_file=rows_per_file, sample_rows=sample_rows, seed=seed, indexes=indexes
     )
     results = replay(chosen, ds, wl, work_dir / f"replay-{ds.name}", config, spark=spark,
                      progress=progress)  # fmt: skip
@@ -62,3 +69,14 @@ def run_bench(
     results["config"].update(shape=shape, segment_length=segment_length, workload_seed=seed)
     _, html_path = write_report(results, out_dir)
     return results, html_path
+
+
+def _dataset(
+    name: str, spark: Any, work_dir: Path, *, scale: float, rows: int, batches: int, seed: int
+) -> Dataset:
+    """Stage dataset ``name`` (data seeds are offset from the workload seed, as before)."""
+    if name == "tpch":
+        return tpch_dataset(spark, scale, work_dir, batches=batches)
+    if name == "taxi":
+        return taxi_dataset(spark, rows, work_dir, batches=batches, seed=seed + 11)
+    return logs_dataset(spark, rows, work_dir, batches=batches, seed=seed + 7)

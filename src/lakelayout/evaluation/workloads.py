@@ -16,6 +16,15 @@ replace the joins with nation and region), with parameters drawn as the
 TPC-H specification (§2.4) draws them. Join conditions, aggregates and
 sub-queries are not predicates on one table and are left out (q17's
 ``l_quantity < 0.2 * avg`` sub-query, for instance).
+
+Logs: LIKE on URL prefixes, user agents and database-name suffixes, map
+extraction, ``month(ts)``, the registered Python UDF ``getagentname(user_agent)``,
+lat/lng boxes, time windows and exact URL look-ups.
+
+Taxi (correlated columns, OReO/Pando style): ranges on trip distance, fare,
+duration and pickup time, and combinations whose ranges follow the data's
+correlations (fare ≈ 3 + 2.5 × distance; duration ≈ distance × 2–4 min, × 1.6
+in rush hours, + 2).
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ import itertools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -237,10 +246,37 @@ TPCH_TEMPLATES: Mapping[str, Template] = {
 
 
 def logs_url_prefix(rng: np.random.Generator) -> str:
-    from lakelayout.evaluation.datasets import LOG_PATHS
+    from lakelayout.evaluation.datasets import LOG_PATHS, LOG_URL_ROOT, LOG_V3_PATH
 
-    path = _pick(rng, LOG_PATHS)
-    return f"url LIKE 'https://telemetry.internal.example.com/{path}/{int(rng.integers(1, 10))}%'"
+    path = _pick(rng, (*LOG_PATHS, LOG_V3_PATH))
+    return f"url LIKE '{LOG_URL_ROOT}{path}/{int(rng.integers(1, 10))}%'"
+
+
+def logs_url_lookup(rng: np.random.Generator) -> str:
+    """One exact URL (a needle: a bloom filter's case)."""
+    from lakelayout.evaluation.datasets import LOG_ITEMS, LOG_PATHS, LOG_URL_ROOT
+
+    return f"url = '{LOG_URL_ROOT}{_pick(rng, LOG_PATHS)}/{int(rng.integers(0, LOG_ITEMS))}'"
+
+
+def logs_udf_agent(rng: np.random.Generator) -> str:
+    """The registered Python UDF ``getagentname``: one product, or two, half the time
+    the scanner that only shows up in bursts."""
+    from lakelayout.evaluation.datasets import LOG_SCANNER, agent_names
+    from lakelayout.skipping.indexes.examples import agent_name
+
+    names = agent_names()
+    first = agent_name(LOG_SCANNER) if rng.random() < 0.5 else _pick(rng, names)
+    if rng.random() < 0.3:
+        second = _pick(rng, [n for n in names if n != first])
+        return f"getagentname(user_agent) IN ('{first}', '{second}')"
+    return f"getagentname(user_agent) = '{first}'"
+
+
+def logs_db_suffix(rng: np.random.Generator) -> str:
+    """Databases by environment suffix (the restored copy exists only during incidents)."""
+    env = _pick(rng, ("main", "staging", "archive", "restore", "restore"))
+    return f"db_name LIKE '%{env}' AND latency_ms > {int(rng.integers(20, 200))}"
 
 
 def logs_agent(rng: np.random.Generator) -> str:
@@ -290,17 +326,116 @@ def logs_window(rng: np.random.Generator) -> str:
 
 LOGS_TEMPLATES: Mapping[str, Template] = {
     "url_prefix": logs_url_prefix,
+    "url_lookup": logs_url_lookup,
     "agent": logs_agent,
+    "udf_agent": logs_udf_agent,
     "db": logs_db,
+    "db_suffix": logs_db_suffix,
     "map": logs_map,
     "month": logs_month,
     "box": logs_box,
     "window": logs_window,
 }
 
+# --------------------------------------------------------------------------- taxi
+
+#: taxi pickups span 28 days from this Monday (see datasets.taxi_arrow)
+TAXI_START = date(2025, 3, 3)
+TAXI_DAYS = 28
+#: fare ≈ TAXI_FARE_BASE + TAXI_FARE_PER_MILE × distance, noise σ ≈ 1.5
+TAXI_FARE_BASE = 3.0
+TAXI_FARE_PER_MILE = 2.5
+
+
+def _range(column: str, low: float, high: float) -> str:
+    return f"{column} BETWEEN {low:.2f} AND {high:.2f}"
+
+
+def taxi_distance(rng: np.random.Generator) -> str:
+    low = float(rng.uniform(0.0, 12.0))
+    return _range("trip_distance", low, low + float(rng.uniform(0.5, 3.0)))
+
+
+def taxi_fare(rng: np.random.Generator) -> str:
+    low = float(rng.uniform(4.0, 45.0))
+    return _range("fare_amount", low, low + float(rng.uniform(2.0, 10.0)))
+
+
+def taxi_duration(rng: np.random.Generator) -> str:
+    low = float(rng.uniform(3.0, 60.0))
+    high = low + float(rng.uniform(5.0, 20.0))
+    return f"duration_min >= {low:.1f} AND duration_min < {high:.1f}"
+
+
+def taxi_window(rng: np.random.Generator) -> str:
+    start = datetime.combine(TAXI_START, datetime.min.time()) + timedelta(
+        hours=int(rng.integers(0, TAXI_DAYS * 24 - 24))
+    )
+    end = start + timedelta(hours=int(rng.integers(1, 25)))
+    return (
+        f"pickup_ts >= TIMESTAMP'{start:%Y-%m-%d %H:%M:%S}' "
+        f"AND pickup_ts < TIMESTAMP'{end:%Y-%m-%d %H:%M:%S}'"
+    )
+
+
+def taxi_fare_distance(rng: np.random.Generator) -> str:
+    """Fare between X and Y with the distance range the fare implies (± 2.5 σ of noise)."""
+    low = float(rng.uniform(6.0, 45.0))
+    high = low + float(rng.uniform(2.0, 8.0))
+    slack = 2.5 * 1.5 / TAXI_FARE_PER_MILE
+    d_low = max(0.0, (low - TAXI_FARE_BASE) / TAXI_FARE_PER_MILE - slack)
+    d_high = (high - TAXI_FARE_BASE) / TAXI_FARE_PER_MILE + slack
+    return f"{_range('fare_amount', low, high)} AND {_range('trip_distance', d_low, d_high)}"
+
+
+def taxi_duration_distance(rng: np.random.Generator) -> str:
+    """Duration range with the distances that can produce it (2–4 min/mile, ×1.6 at rush)."""
+    low = float(rng.uniform(5.0, 50.0))
+    high = low + float(rng.uniform(5.0, 15.0))
+    d_low = max(0.0, (low - 2.0) / (4.0 * 1.6))
+    d_high = (high - 2.0) / 2.0
+    return (
+        f"duration_min >= {low:.1f} AND duration_min < {high:.1f} "
+        f"AND {_range('trip_distance', d_low, d_high)}"
+    )
+
+
+def taxi_rush(rng: np.random.Generator) -> str:
+    """Slow trips in a rush hour of one week (time window × duration × distance)."""
+    week = int(rng.integers(0, TAXI_DAYS // 7))
+    start = TAXI_START + timedelta(days=7 * week)
+    hours = _pick(rng, ("7 AND 9", "16 AND 19"))
+    return (
+        f"pickup_ts >= TIMESTAMP'{start.isoformat()} 00:00:00' "
+        f"AND pickup_ts < TIMESTAMP'{(start + timedelta(days=7)).isoformat()} 00:00:00' "
+        f"AND hour(pickup_ts) BETWEEN {hours} "
+        f"AND duration_min > {int(rng.integers(15, 40))} AND trip_distance < {int(rng.integers(3, 8))}"
+    )
+
+
+def taxi_airport(rng: np.random.Generator) -> str:
+    """Long airport trips: zone, distance and fare all high together."""
+    distance = int(rng.integers(10, 20))
+    fare = TAXI_FARE_BASE + TAXI_FARE_PER_MILE * distance - 4
+    zones = _pick(rng, ("1, 132", "132, 138", "1, 138"))
+    return f"zone_id IN ({zones}) AND trip_distance >= {distance} AND fare_amount >= {fare:.2f}"
+
+
+TAXI_TEMPLATES: Mapping[str, Template] = {
+    "distance": taxi_distance,
+    "fare": taxi_fare,
+    "duration": taxi_duration,
+    "window": taxi_window,
+    "fare_distance": taxi_fare_distance,
+    "duration_distance": taxi_duration_distance,
+    "rush": taxi_rush,
+    "airport": taxi_airport,
+}
+
 TEMPLATE_SETS: Mapping[str, Mapping[str, Template]] = {
     "tpch": TPCH_TEMPLATES,
     "logs": LOGS_TEMPLATES,
+    "taxi": TAXI_TEMPLATES,
 }
 
 # --------------------------------------------------------------------------- generation

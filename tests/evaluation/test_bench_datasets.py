@@ -1,0 +1,141 @@
+"""Logs UDF and skipping indexes in the replay; the taxi workload; ``bench taxi`` end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakelayout.evaluation import workloads as wl
+from lakelayout.evaluation.datasets import (
+    LOG_SCANNER,
+    LOGS_INDEXES,
+    LOGS_UDFS,
+    logs_dataset,
+    taxi_dataset,
+)
+from lakelayout.evaluation.policies import make_policies
+from lakelayout.evaluation.replay import MatchCounter, ReplayConfig, replay
+from lakelayout.expr.parse import parse_predicate
+
+pytestmark = pytest.mark.spark
+
+#: logs templates the declared indexes can help (plus the UDF)
+INDEXED_TEMPLATES = ["udf_agent", "db_suffix", "url_prefix", "month", "box"]
+
+
+def _counts(spark: Any, df: Any, queries: list[wl.Query]) -> dict[int, int]:
+    from pyspark.sql import functions as F
+
+    sums = [F.sum(F.expr(q.sql).cast("int")).alias(f"q{q.i}") for q in queries]
+    row = df.select(*sums).collect()[0]
+    return {q.i: int(row[f"q{q.i}"] or 0) for q in queries}
+
+
+def test_driver_counts_udf_matches_with_the_python_function(tmp_path: Path) -> None:
+    """The replay's driver-side count evaluates UDF calls with the registered function."""
+    import pyarrow.parquet as pq
+
+    from lakelayout.evaluation.datasets import LOG_AGENTS
+
+    agents = [LOG_SCANNER, LOG_AGENTS[4], LOG_SCANNER, None, LOG_AGENTS[0]]
+    pq.write_table(pa.table({"user_agent": pa.array(agents, pa.string())}), tmp_path / "f.parquet")
+    schema = pa.schema([("user_agent", pa.string())])
+    counter = MatchCounter(str(tmp_path), ["user_agent"], LOGS_UDFS)
+    for sql, expected in (
+        ("getagentname(user_agent) = 'zgrab'", 2),
+        ("getagentname(user_agent) IN ('curl', 'Chrome')", 2),
+        ("getagentname(user_agent) = 'zgrab' OR user_agent LIKE 'curl%'", 3),
+        ("getagentname(user_agent) != 'zgrab'", 2),  # NULL agent: NULL, not kept
+    ):
+        predicate = parse_predicate(sql, schema, functions={"getagentname": pa.string()})
+        assert int(counter.counts(["f.parquet"], predicate).sum()) == expected, sql
+
+
+def test_spark_accepts_every_taxi_predicate(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ds = taxi_dataset(spark, 5000, tmp_path, batches=2, seed=2)
+    queries = wl.generate(wl.TAXI_TEMPLATES, 24, seed=5, shape="mixed")
+    counts = _counts(spark, ds.frame(spark), queries)
+    assert len(counts) == 24
+    by_template: dict[str, int] = {}
+    for q in queries:
+        by_template[q.template] = by_template.get(q.template, 0) + counts[q.i]
+    # ranges are drawn where the data is: every template matches some rows
+    assert all(n > 0 for n in by_template.values()), by_template
+
+
+def test_indexes_skip_more_files_and_both_modes_agree(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ds = logs_dataset(spark, 8000, tmp_path, batches=2, seed=3)
+    queries = wl.generate(
+        wl.LOGS_TEMPLATES, 10, seed=2, shape="drift", segment_length=2, names=INDEXED_TEMPLATES
+    )
+    out = {}
+    # spark mode also checks, per query, that Table.scan kept the files the metadata kept
+    for name, mode, indexes in (("plain", "logical", False), ("indexed", "spark", True)):
+        config = ReplayConfig(
+            mode=mode, rows_per_file=1000, sample_rows=2000, full_scans=1, indexes=indexes
+        )
+        out[name] = replay(
+            make_policies(["none", "sorted"]), ds, queries, tmp_path / name, config, spark=spark
+        )
+    assert out["indexed"]["config"]["indexes"] == [i.name for i in LOGS_INDEXES]
+    assert out["plain"]["config"]["indexes"] == []
+    for plain, indexed in zip(out["plain"]["runs"], out["indexed"]["runs"], strict=True):
+        pq, iq = plain["queries"], indexed["queries"]
+        # same answers; never more files with the indexes, strictly fewer overall
+        assert [q["rows_matching"] for q in pq] == [q["rows_matching"] for q in iq]
+        assert all(i["files_kept"] <= p["files_kept"] for p, i in zip(pq, iq, strict=True))
+        assert indexed["totals"]["files_kept"] < plain["totals"]["files_kept"]
+        udf = [(p["files_kept"], i["files_kept"]) for p, i in zip(pq, iq, strict=True)
+               if p["template"] == "udf_agent"]  # fmt: skip
+        assert udf and sum(i for _, i in udf) < sum(p for p, _ in udf)
+        # Spark (UDF registered by the table) returns exactly the rows counted on the driver
+        assert all(q["rows_returned"] == q["rows_matching"] for q in iq)
+    # rewritten files got metadata: the sorted policy's final table is fully covered
+    from lakelayout.api import Table
+
+    table = Table(str(tmp_path / "indexed" / "tables" / "sorted"), spark=spark, udfs=LOGS_UDFS)
+    described = table.indexes.describe()
+    assert len(described) == len(LOGS_INDEXES)
+    assert all(d.usable and d.missing_files == 0 and d.stale_files == 0 for d in described)
+
+
+def test_scanner_only_in_its_bursts(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from pyspark.sql import functions as F
+
+    ds = logs_dataset(spark, 6000, tmp_path, batches=1, seed=4)
+    days = {
+        r["d"]
+        for r in ds.frame(spark)
+        .where(F.col("user_agent") == LOG_SCANNER)
+        .select(F.dayofyear("ts").alias("d"))
+        .distinct()
+        .collect()
+    }
+    assert days and days <= {31, 96, 161}  # LOG_SCAN_DAYS, 0-based from Jan 1
+
+
+def test_bench_taxi_end_to_end(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from lakelayout.cli import app
+
+    policies = ["none", "sorted", "qdtree"]
+    out = tmp_path / "run"
+    result = CliRunner().invoke(
+        app,
+        ["bench", "taxi", "--rows", "4000", "--queries", "8", "--batches", "2",
+         "--rows-per-file", "1000", "--segment", "2", "--policies", ",".join(policies),
+         "--out", str(out), "--work-dir", str(tmp_path / "data")],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    results = json.loads((out / "results.json").read_text())
+    assert results["dataset"]["name"] == "taxi"
+    assert [r["policy"] for r in results["runs"]] == policies
+    assert all(len(r["queries"]) == 8 for r in results["runs"])
+    assert {q.template for q in wl.load(out / "workload.jsonl")} <= set(wl.TAXI_TEMPLATES)
+    html = (out / "report.html").read_text()
+    assert all(p in html for p in policies)
