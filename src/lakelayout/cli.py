@@ -167,9 +167,15 @@ _POLICY_HELP = (
 
 
 def _print_results(results: dict[str, object], html_path: Path) -> None:
-    from lakelayout.evaluation.report import footnote, rich_table
+    from lakelayout.evaluation.report import (
+        COST_COLUMNS,
+        SKIPPING_COLUMNS,
+        footnote,
+        rich_table,
+    )
 
-    console.print(rich_table(results))  # type: ignore[arg-type]
+    console.print(rich_table(results, SKIPPING_COLUMNS))  # type: ignore[arg-type]
+    console.print(rich_table(results, COST_COLUMNS))  # type: ignore[arg-type]
     console.print(footnote(results), highlight=False)  # type: ignore[arg-type]
     console.print(f"HTML report: {html_path}", highlight=False)
 

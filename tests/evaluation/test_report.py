@@ -80,3 +80,17 @@ def test_report_contains_every_policy(tmp_path: Path) -> None:
     assert load_json(tmp_path) == json.loads(json_path.read_text())
     assert next(c.header for c in rich_table(results).columns) == "policy"  # type: ignore[arg-type]
     assert "qdtree" in html_report(results)  # type: ignore[arg-type]
+
+
+def test_terminal_tables_split_the_columns_and_reject_unknown_ones() -> None:
+    from lakelayout.errors import InvalidOption
+    from lakelayout.evaluation.report import COLUMNS, COST_COLUMNS, SKIPPING_COLUMNS
+
+    results = _results([_run("none", 1), _run("qdtree", 3)])
+    skipping = [c.header for c in rich_table(results, SKIPPING_COLUMNS).columns]  # type: ignore[arg-type]
+    cost = [c.header for c in rich_table(results, COST_COLUMNS).columns]  # type: ignore[arg-type]
+    assert skipping[0] == cost[0] == "policy"
+    assert sorted(set(skipping) | set(cost)) == sorted(COLUMNS)  # together: every column
+    assert "G(ψ)/G(σ)" in skipping and "rewrite s" in cost
+    with pytest.raises(InvalidOption, match="bogus"):
+        rich_table(results, ["policy", "bogus"])  # type: ignore[arg-type]

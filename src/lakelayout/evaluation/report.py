@@ -18,6 +18,7 @@ from typing import Any
 
 from rich.table import Table as RichTable
 
+from lakelayout.errors import InvalidOption
 from lakelayout.evaluation.metrics import PolicyRun, cumulative_cost
 
 COLORS = (
@@ -90,17 +91,28 @@ def summary_rows(results: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def rich_table(results: dict[str, Any]) -> RichTable:
+#: the terminal shows COLUMNS as two tables that fit a ~110-column terminal
+SKIPPING_COLUMNS = COLUMNS[:8]
+COST_COLUMNS = (COLUMNS[0], *COLUMNS[8:])
+
+
+def rich_table(results: dict[str, Any], columns: Sequence[str] = COLUMNS) -> RichTable:
+    """The summary (``columns`` of it, in :data:`COLUMNS` order) as a rich table."""
     d = results["dataset"]
     title = (
         f"{d['name']} replay ({results['mode']} mode): {d['rows']:,} rows in {d['batches']} "
         f"inserts, {results['config']['queries']} queries"
     )
+    unknown = [c for c in columns if c not in COLUMNS]
+    if unknown:
+        raise InvalidOption(f"unknown report column(s) {unknown}; known: {', '.join(COLUMNS)}")
+    keep = [i for i, name in enumerate(COLUMNS) if name in columns]
     table = RichTable(title=title, caption=file_count_note(results) or None)
-    for name in COLUMNS:
+    for i in keep:
+        name = COLUMNS[i]
         table.add_column(name, justify="left" if name == "policy" else "right", no_wrap=True)
     for row in summary_rows(results):
-        table.add_row(*row)
+        table.add_row(*(row[i] for i in keep))
     return table
 
 
