@@ -166,6 +166,19 @@ _POLICY_HELP = (
 )
 
 
+#: options every ``bench`` dataset command takes (one definition, three commands)
+_Queries = Annotated[int, typer.Option(help="queries in the stream")]
+_Policies = Annotated[str, typer.Option(help=_POLICY_HELP)]
+_Batches = Annotated[int, typer.Option(help="insert batches")]
+_Shape = Annotated[str, typer.Option(help="drift or mixed")]
+_Segment = Annotated[int, typer.Option(help="queries per drift segment")]
+_WorkDir = Annotated[Path, typer.Option(help="data and tables")]
+_Mode = Annotated[str, typer.Option(help="logical (metadata costs) or spark (timed scans)")]
+_RowsPerFile = Annotated[int, typer.Option(help="rows per inserted file")]
+_Seed = Annotated[int, typer.Option(help="workload, data and sampling seed")]
+_DEFAULT_POLICIES = "none,sorted,zorder-halfway,liquid,qdtree,deltars-zorder"
+
+
 def _print_results(results: dict[str, object], html_path: Path) -> None:
     from lakelayout.evaluation.report import (
         COST_COLUMNS,
@@ -204,22 +217,18 @@ def _bench(dataset: str, out: Path | None, work_dir: Path, policies: str, **kw: 
 @bench_app.command("tpch")
 def bench_tpch(
     scale: Annotated[float, typer.Option(help="TPC-H scale factor")] = 0.1,
-    queries: Annotated[int, typer.Option(help="queries in the stream")] = 200,
-    policies: Annotated[
-        str, typer.Option(help=_POLICY_HELP)
-    ] = "none,sorted,zorder-halfway,liquid,qdtree,deltars-zorder",
-    mode: Annotated[
-        str, typer.Option(help="logical (metadata costs) or spark (timed scans)")
-    ] = "logical",
-    batches: Annotated[int, typer.Option(help="insert batches")] = 4,
-    rows_per_file: Annotated[int, typer.Option(help="rows per inserted file")] = 10_000,
-    shape: Annotated[str, typer.Option(help="drift or mixed")] = "drift",
-    segment: Annotated[int, typer.Option(help="queries per drift segment")] = 20,
-    seed: Annotated[int, typer.Option(help="workload and sampling seed")] = 0,
+    queries: _Queries = 200,
+    policies: _Policies = _DEFAULT_POLICIES,
+    mode: _Mode = "logical",
+    batches: _Batches = 4,
+    rows_per_file: _RowsPerFile = 10_000,
+    shape: _Shape = "drift",
+    segment: _Segment = 20,
+    seed: _Seed = 0,
     out: Annotated[
         Path | None, typer.Option(help="run directory (default runs/<time>-tpch)")
     ] = None,
-    work_dir: Annotated[Path, typer.Option(help="data and tables")] = Path("bench-data"),
+    work_dir: _WorkDir = Path("bench-data"),
 ) -> None:
     """TPC-H lineitem denormalized, the 13 lineitem templates, replayed under each policy."""
     _bench("tpch", out, work_dir, policies, queries=queries, mode=mode, scale=scale,
@@ -230,16 +239,14 @@ def bench_tpch(
 @bench_app.command("logs")
 def bench_logs(
     rows: Annotated[float, typer.Option(help="rows in the logs table (2e6 is fine)")] = 1e6,
-    queries: Annotated[int, typer.Option(help="queries in the stream")] = 200,
-    policies: Annotated[
-        str, typer.Option(help=_POLICY_HELP)
-    ] = "none,sorted,zorder-halfway,liquid,qdtree,deltars-zorder",
-    mode: Annotated[str, typer.Option(help="logical or spark")] = "logical",
-    batches: Annotated[int, typer.Option(help="insert batches")] = 4,
-    rows_per_file: Annotated[int, typer.Option(help="rows per inserted file")] = 20_000,
-    shape: Annotated[str, typer.Option(help="drift or mixed")] = "drift",
-    segment: Annotated[int, typer.Option(help="queries per drift segment")] = 20,
-    seed: Annotated[int, typer.Option(help="workload and data seed")] = 0,
+    queries: _Queries = 200,
+    policies: _Policies = _DEFAULT_POLICIES,
+    mode: _Mode = "logical",
+    batches: _Batches = 4,
+    rows_per_file: _RowsPerFile = 20_000,
+    shape: _Shape = "drift",
+    segment: _Segment = 20,
+    seed: _Seed = 0,
     indexes: Annotated[
         bool,
         typer.Option(help="declare the skipping indexes (Prefix, Suffix, UDF ValueList, ...)"),
@@ -247,7 +254,7 @@ def bench_logs(
     out: Annotated[
         Path | None, typer.Option(help="run directory (default runs/<time>-logs)")
     ] = None,
-    work_dir: Annotated[Path, typer.Option(help="data and tables")] = Path("bench-data"),
+    work_dir: _WorkDir = Path("bench-data"),
 ) -> None:
     """The logs table (LIKE, map extraction, month(ts), a UDF, bounding boxes) under each
     policy, with its skipping indexes declared on every table (--no-indexes: min/max only)."""
@@ -259,23 +266,21 @@ def bench_logs(
 @bench_app.command("taxi")
 def bench_taxi(
     rows: Annotated[float, typer.Option(help="rows in the taxi table (2e6 is fine)")] = 1e6,
-    queries: Annotated[int, typer.Option(help="queries in the stream")] = 200,
-    policies: Annotated[
-        str, typer.Option(help=_POLICY_HELP)
-    ] = "none,sorted,zorder-halfway,liquid,qdtree,deltars-zorder",
-    mode: Annotated[str, typer.Option(help="logical or spark")] = "logical",
-    batches: Annotated[int, typer.Option(help="insert batches")] = 4,
-    rows_per_file: Annotated[int, typer.Option(help="rows per inserted file")] = 20_000,
-    shape: Annotated[str, typer.Option(help="drift or mixed")] = "drift",
-    segment: Annotated[int, typer.Option(help="queries per drift segment")] = 20,
-    seed: Annotated[int, typer.Option(help="workload and data seed")] = 0,
+    queries: _Queries = 200,
+    policies: _Policies = _DEFAULT_POLICIES,
+    mode: _Mode = "logical",
+    batches: _Batches = 4,
+    rows_per_file: _RowsPerFile = 20_000,
+    shape: _Shape = "drift",
+    segment: _Segment = 20,
+    seed: _Seed = 0,
     indexes: Annotated[
         bool, typer.Option(help="declare the dataset's skipping indexes (taxi declares none)")
     ] = True,
     out: Annotated[
         Path | None, typer.Option(help="run directory (default runs/<time>-taxi)")
     ] = None,
-    work_dir: Annotated[Path, typer.Option(help="data and tables")] = Path("bench-data"),
+    work_dir: _WorkDir = Path("bench-data"),
 ) -> None:
     """The correlated taxi table (distance, fare, duration, pickup time ranges and their
     correlated combinations) under each policy."""
