@@ -23,6 +23,7 @@ from lakelayout.errors import (
     SchemaMismatch,
     TableExists,
     TableNotFound,
+    UnsupportedTable,
 )
 
 _LAZY = {
@@ -55,6 +56,7 @@ __all__ = [
     "Table",
     "TableExists",
     "TableNotFound",
+    "UnsupportedTable",
     "WriteMetrics",
     "spark_session",
 ]

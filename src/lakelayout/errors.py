@@ -47,6 +47,10 @@ class EnvironmentProblem(LakelayoutError):
     """The machine lacks something lakelayout needs (Java, a package)."""
 
 
+class UnsupportedTable(LakelayoutError):
+    """A Delta table uses a feature lakelayout cannot honour (e.g. deletion vectors)."""
+
+
 def closest(name: str, candidates: Iterable[str]) -> str:
     """A " Did you mean 'x'?" suffix naming the closest candidate, or ''.
 

@@ -264,3 +264,35 @@ def test_check_append_schema_nested_types() -> None:
         SchemaMismatch, match=r"'m' is map<string,double> in the table but map<string,float>"
     ):
         delta.check_append_schema(table_schema, other)
+
+
+def _commit_deletion_vector(location: Path) -> None:
+    """Commit 1 re-adds the table's file with an inline deletion vector, as Delta Spark's
+    DELETE does (delta-rs writes none itself). Its payload is not a valid bitmap: the
+    refusal must not depend on lakelayout decoding deletion vectors."""
+    add = pa.table(DeltaTable(str(location)).get_add_actions(flatten=True)).to_pylist()[0]
+    vector = {"storageType": "i", "pathOrInlineDv": "wi5b=000010000siXQKl0rr91000f5",
+              "sizeInBytes": 24, "cardinality": 1}  # fmt: skip
+    actions = [
+        {"remove": {"path": add["path"], "deletionTimestamp": 1, "dataChange": True}},
+        {"add": {"path": add["path"], "partitionValues": {}, "size": add["size_bytes"],
+                 "modificationTime": 2, "dataChange": True, "deletionVector": vector}},
+        {"commitInfo": {"timestamp": 2, "operation": "DELETE"}},
+    ]  # fmt: skip
+    log = location / "_delta_log" / "00000000000000000001.json"
+    log.write_text("".join(json.dumps(a) + "\n" for a in actions))
+
+
+def test_tables_with_deletion_vectors_are_refused_before_any_read(tmp_path: Path) -> None:
+    from deltalake import write_deltalake
+
+    from lakelayout.errors import UnsupportedTable
+
+    location = tmp_path / "dv"
+    enabled = {"delta.enableDeletionVectors": "true"}
+    write_deltalake(str(location), pa.table({"a": [1, 2, 3]}), configuration=enabled)
+    assert delta.snapshot(str(location)).files.num_records.tolist() == [3]  # feature alone: fine
+    _commit_deletion_vector(location)
+    with pytest.raises(UnsupportedTable, match="deletion vectors"):
+        delta.snapshot(str(location))
+    assert delta.snapshot(str(location), version=0).version == 0  # before the vector: readable

@@ -50,6 +50,7 @@ from lakelayout.errors import (
     SchemaMismatch,
     TableExists,
     TableNotFound,
+    UnsupportedTable,
     closest,
 )
 from lakelayout.table.stats import FileStats
@@ -396,6 +397,7 @@ def snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Snapsho
     """The table at ``version`` (default: latest) with per-file statistics."""
     location = normalize_uri(uri)
     table = open_table(location, version)
+    refuse_deletion_vectors(table, location)
     schema = pa.schema(table.schema().to_arrow())
     actions = pa.table(table.get_add_actions(flatten=True))
     meta = table.metadata()
@@ -418,6 +420,31 @@ def snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Snapsho
             partition_columns=tuple(meta.partition_columns),
         ),
     )
+
+
+def refuse_deletion_vectors(table: DeltaTable, location: str) -> None:
+    """Raise :class:`UnsupportedTable` if any live file carries a deletion vector.
+
+    lakelayout reads data files as plain Parquet (scans through Spark's Parquet
+    reader, rewrites with pyarrow); rows a deletion vector marks as deleted
+    would come back in scans and be rewritten into new files. Tables that only
+    enable the feature, with no deletion vector on a live file, are fine.
+    """
+    if "deletionVectors" not in (table.protocol().reader_features or []):
+        return
+    advice = "purge them first (Delta: REORG TABLE ... APPLY (PURGE))"
+    try:
+        marked = pa.table(table.deletion_vectors()).num_rows
+    except DeltaError as exc:
+        raise UnsupportedTable(
+            f"'{location}' has deletion vectors that cannot be read ({exc}); "
+            f"lakelayout does not apply deletion vectors: {advice}"
+        ) from exc
+    if marked:
+        raise UnsupportedTable(
+            f"'{location}' has deletion vectors on {marked} live file(s); lakelayout reads "
+            f"data files as plain Parquet and would return deleted rows: {advice}"
+        )
 
 
 def history(uri: str | os.PathLike[str], limit: int | None = None) -> list[dict[str, Any]]:
