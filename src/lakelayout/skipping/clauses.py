@@ -115,6 +115,20 @@ class Labelled(Merged):
         return {self.labeller}
 
 
+def _all_hold(
+    parts: Sequence[Merged],
+    columns: Mapping[str, pa.Array | None],
+    n: int,
+    only: Collection[str] | None,
+    cache: dict[int, np.ndarray] | None,
+) -> np.ndarray:
+    """Files every one of ``parts`` keeps (the AND of their keep masks)."""
+    keep = np.ones(n, dtype=bool)
+    for part in parts:
+        keep &= part.evaluate(columns, n, only, cache)
+    return keep
+
+
 @dataclass(frozen=True)
 class Both(Merged):
     """Clauses that each represent the same node (Lemma 17): all must hold."""
@@ -128,10 +142,7 @@ class Both(Merged):
         only: Collection[str] | None = None,
         cache: dict[int, np.ndarray] | None = None,
     ) -> np.ndarray:
-        keep = np.ones(n, dtype=bool)
-        for part in self.parts:
-            keep &= part.evaluate(columns, n, only, cache)
-        return keep
+        return _all_hold(self.parts, columns, n, only, cache)
 
     def negate(self) -> Merged | None:
         return both([p.negate() for p in self.parts])
@@ -154,10 +165,7 @@ class Conjunction(Merged):
         only: Collection[str] | None = None,
         cache: dict[int, np.ndarray] | None = None,
     ) -> np.ndarray:
-        keep = np.ones(n, dtype=bool)
-        for child in self.children:
-            keep &= child.evaluate(columns, n, only, cache)
-        return keep
+        return _all_hold(self.children, columns, n, only, cache)
 
     def negate(self) -> Merged | None:
         """NOT (a AND b) = NOT a OR NOT b: needs a negation of every child."""
