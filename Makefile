@@ -3,10 +3,13 @@ PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
+# Delta Lake's Spark connector jars (fetched by Maven, see jvm/pom.xml); spark_session() finds them here
+JARS    := $(VENV)/share/lakelayout/jars
+JARS_STAMP := $(JARS)/.fetched
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 export PYSPARK_DRIVER_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: help demo test test-fast lint fuzz bench java clean
+.PHONY: help demo test test-fast lint fuzz bench java jars clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -20,10 +23,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
-demo: java $(STAMP)  ## the main job: TPC-H replay of inserts and queries under six layout policies, table + HTML report
+jars: $(JARS_STAMP)  ## fetch Delta Lake's Spark connector jars with Maven (into the virtualenv)
+
+$(JARS_STAMP): jvm/pom.xml $(STAMP)
+	@bash scripts/ensure-maven.sh
+	@rm -rf $(JARS) && mkdir -p $(JARS)
+	mvn -q -B -f jvm/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+	    -DincludeGroupIds=io.delta -DoutputDirectory=$(abspath $(JARS))
+	@touch $(JARS_STAMP)
+
+demo: java $(STAMP) $(JARS_STAMP)  ## the main job: TPC-H replay of inserts and queries under six layout policies, table + HTML report
 	$(BIN)/lakelayout demo
 
-test: java $(STAMP) lint  ## lint, type-check and run the whole test suite (Spark included)
+test: java $(STAMP) $(JARS_STAMP) lint  ## lint, type-check and run the whole test suite (Spark included)
 	$(BIN)/python -m pytest tests src/lakelayout -q
 
 test-fast: $(STAMP)  ## only the tests that need no JVM
@@ -34,10 +46,10 @@ lint: $(STAMP)  ## ruff (lint + format check) and mypy
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 
-fuzz: java $(STAMP)  ## the long property runs (10,000 examples)
+fuzz: java $(STAMP) $(JARS_STAMP)  ## the long property runs (10,000 examples)
 	LAKELAYOUT_FUZZ_EXAMPLES=10000 $(BIN)/python -m pytest tests -q -k "property"
 
-bench: java $(STAMP)  ## run every benchmark in bench/ and print their ratios
+bench: java $(STAMP) $(JARS_STAMP)  ## run every benchmark in bench/ and print their ratios
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:  ## remove the virtualenv and generated data

@@ -91,3 +91,47 @@ def test_session_has_lakelayout_settings(spark: object) -> None:
     assert conf.get("spark.pyspark.python") == sys.executable
     assert conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
     assert os.environ["PYSPARK_PYTHON"] == sys.executable
+
+
+# ---------------------------------------------------------------- Delta's connector
+
+
+def test_delta_conf_is_empty_without_jars_and_required_names_the_folder(tmp_path: Path) -> None:
+    from lakelayout.table.session import delta_conf
+
+    assert delta_conf(str(tmp_path)) == {}
+    with pytest.raises(EnvironmentProblem, match=r"no delta-spark jar in '.*'.*make jars"):
+        delta_conf(str(tmp_path), required=True)
+
+
+def test_delta_conf_refuses_jars_built_for_another_spark(tmp_path: Path) -> None:
+    from lakelayout.table.session import delta_conf
+
+    (tmp_path / "delta-spark_2.13-4.0.0.jar").write_bytes(b"")
+    (tmp_path / "delta-storage-4.0.0.jar").write_bytes(b"")
+    assert delta_conf(str(tmp_path)) == {}  # automatic: quietly without the connector
+    with pytest.raises(EnvironmentProblem, match=r"delta-spark 4\.0\.0 .* built for Spark 4\.0"):
+        delta_conf(str(tmp_path), required=True)
+
+
+def test_installed_jars_give_the_extension_catalog_and_every_jar() -> None:
+    from lakelayout.table.session import DELTA_CATALOG, DELTA_EXTENSION, delta_conf, delta_jars
+
+    jars = delta_jars()
+    assert any("delta-spark_2.13-" in j for j in jars), "make jars installs the connector"
+    conf = delta_conf(required=True)
+    assert conf["spark.sql.extensions"] == DELTA_EXTENSION
+    assert conf["spark.sql.catalog.spark_catalog"] == DELTA_CATALOG
+    assert conf["spark.jars"].split(",") == jars
+
+
+@pytest.mark.spark
+def test_the_shared_session_reads_a_lakelayout_table_through_delta(
+    spark: object, tmp_path: Path
+) -> None:
+    from lakelayout import Table
+
+    df = spark.range(10).selectExpr("id", "id % 3 AS k")  # type: ignore[attr-defined]
+    Table.create(str(tmp_path / "t"), df)
+    back = spark.read.format("delta").load(str(tmp_path / "t"))  # type: ignore[attr-defined]
+    assert sorted(r["id"] for r in back.collect()) == list(range(10))

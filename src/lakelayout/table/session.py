@@ -11,6 +11,13 @@ the settings lakelayout relies on:
 * Arrow transfer is on (``mapInArrow`` and ``toPandas`` stay columnar).
 * Local mode gets few shuffle partitions (2 x cores instead of 200): on a laptop
   200 tiny tasks cost more than the work.
+* Delta Lake's own Spark connector (``delta-spark``) is added when its jars are
+  installed (``make jars`` fetches them with Maven into the virtualenv, see
+  ``jvm/pom.xml``): the jars go to ``spark.jars`` and Delta's SQL extension and
+  catalog are set, so ``spark.read.format("delta")``, ``OPTIMIZE`` and
+  ``DESCRIBE HISTORY`` work in the same session. lakelayout itself never needs
+  the connector: it reads data files with Spark's Parquet reader and commits
+  through delta-rs.
 
 Java is checked *before* the JVM is launched, so a missing or old Java gives an
 :class:`~lakelayout.errors.EnvironmentProblem` that says how to fix it instead
@@ -36,6 +43,13 @@ MIN_JAVA_MAJOR = 17
 #: environment variable overriding the default master URL
 MASTER_ENV = "LAKELAYOUT_SPARK_MASTER"
 DEFAULT_MASTER = "local[*]"
+#: environment variable naming the folder of Delta's connector jars
+JARS_ENV = "LAKELAYOUT_JARS"
+#: Delta's Spark SQL extension and catalog (what ``configure_spark_with_delta_pip`` sets)
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+#: delta-spark release line -> the Spark release line it is built for
+DELTA_FOR_SPARK = {"4.4": "4.2", "4.3": "4.1", "4.2": "4.0", "4.1": "4.0", "4.0": "4.0"}
 
 _INSTALL_HINT = (
     "Install a JDK >= 17 (Debian/Ubuntu: 'sudo apt-get install -y openjdk-17-jre-headless', "
@@ -145,8 +159,79 @@ def default_conf(master: str) -> dict[str, str]:
     return conf
 
 
+def jars_folder() -> str:
+    """Where Delta's connector jars are looked for (``$LAKELAYOUT_JARS`` or the virtualenv)."""
+    return os.environ.get(JARS_ENV) or os.path.join(sys.prefix, "share", "lakelayout", "jars")
+
+
+def delta_jars(folder: str | None = None) -> list[str]:
+    """The jars of Delta's Spark connector in ``folder`` (sorted), or [] when not installed."""
+    where = folder or jars_folder()
+    if not os.path.isdir(where):
+        return []
+    return sorted(
+        os.path.join(where, name)
+        for name in os.listdir(where)
+        if name.endswith(".jar") and name.startswith("delta-")
+    )
+
+
+def delta_version(jars: list[str]) -> str | None:
+    """The delta-spark version of a jar list (``delta-spark_2.13-4.4.0.jar`` -> ``4.4.0``).
+
+    >>> delta_version(["/x/delta-storage-4.4.0.jar", "/x/delta-spark_2.13-4.4.0.jar"])
+    '4.4.0'
+    >>> delta_version(["/x/delta-storage-4.4.0.jar"]) is None
+    True
+    """
+    for jar in jars:
+        match = re.fullmatch(r"delta-spark_[\d.]+-(\d+\.\d+\.\d+)\.jar", os.path.basename(jar))
+        if match:
+            return match.group(1)
+    return None
+
+
+def delta_conf(folder: str | None = None, *, required: bool = False) -> dict[str, str]:
+    """Spark settings that add Delta's connector, or {} when its jars are not installed.
+
+    With ``required=True`` a missing, incomplete or mismatched installation is an
+    :class:`~lakelayout.errors.EnvironmentProblem` that says how to fix it.
+    """
+    jars = delta_jars(folder)
+    version = delta_version(jars)
+    fix = "run 'make jars' in the lakelayout checkout (Maven fetches them into the virtualenv)"
+    if version is None:
+        if required:
+            raise EnvironmentProblem(
+                f"Delta Lake's Spark connector is not installed: no delta-spark jar in "
+                f"'{folder or jars_folder()}' (set ${JARS_ENV} to another folder or {fix})"
+            )
+        return {}
+    import pyspark
+
+    spark_line = ".".join(pyspark.__version__.split(".")[:2])
+    wanted = DELTA_FOR_SPARK.get(".".join(version.split(".")[:2]))
+    if wanted != spark_line:
+        if required:
+            raise EnvironmentProblem(
+                f"delta-spark {version} (jars in '{folder or jars_folder()}') is built for "
+                f"Spark {wanted or 'an unknown version'}, but pyspark is {pyspark.__version__}; "
+                f"install matching versions ({fix})"
+            )
+        return {}
+    return {
+        "spark.jars": ",".join(jars),
+        "spark.sql.extensions": DELTA_EXTENSION,
+        "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+    }
+
+
 def spark_session(
-    master: str | None = None, *, app_name: str = "lakelayout", **conf: Any
+    master: str | None = None,
+    *,
+    app_name: str = "lakelayout",
+    delta: bool | None = None,
+    **conf: Any,
 ) -> SparkSession:
     """A SparkSession with lakelayout's settings (created, or the active one reused).
 
@@ -155,9 +240,14 @@ def spark_session(
 
         spark_session("local[2]", **{"spark.ui.enabled": "false"})
 
+    ``delta``: add Delta Lake's own Spark connector (``True``: required, an
+    :class:`~lakelayout.errors.EnvironmentProblem` when its jars are missing;
+    ``None``: when installed; ``False``: never). lakelayout's own behaviour does
+    not depend on it.
+
     Settings given here win over lakelayout's defaults. When a session is already
-    running, ``getOrCreate`` returns it and static settings (master, UI) keep the
-    values it was started with.
+    running, ``getOrCreate`` returns it and static settings (master, UI, jars) keep
+    the values it was started with.
     """
     chosen = master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
     check_java()
@@ -170,6 +260,8 @@ def spark_session(
     from pyspark.sql import SparkSession
 
     settings = default_conf(chosen)
+    if delta is not False:
+        settings.update(delta_conf(required=delta is True))
     settings.update({key: _conf_value(value) for key, value in conf.items()})
     builder = SparkSession.builder.master(chosen).appName(app_name)
     for key, value in settings.items():
