@@ -24,6 +24,7 @@ from __future__ import annotations
 import abc
 import datetime as _dt
 import decimal as _decimal
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -44,12 +45,29 @@ class Expr(abc.ABC):
     def children(self) -> tuple[Expr, ...]:
         return ()
 
+    def walk(self) -> Iterator[Expr]:
+        """This node and every node below it, pre-order (parents before children).
+
+        Iterative, so trees deeper than Python's recursion limit can be walked.
+
+        >>> [type(n).__name__ for n in And((Compare("<", Column("a"), Literal(1)),)).walk()]
+        ['And', 'Compare', 'Column', 'Literal']
+        """
+        stack: list[Expr] = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children()))
+
     def columns(self) -> frozenset[str]:
         """Names of the table columns this node reads."""
-        out: frozenset[str] = frozenset()
-        for child in self.children():
-            out |= child.columns()
-        return out
+        out: set[str] = set()
+        for node in self.walk():
+            if isinstance(node, Column):
+                out.add(node.name)
+            elif isinstance(node, Opaque):
+                out |= node.reads
+        return frozenset(out)
 
     def __str__(self) -> str:
         return self.sql()
@@ -73,9 +91,6 @@ class Column(Term):
 
     def sql(self) -> str:
         return quote_identifier(self.name)
-
-    def columns(self) -> frozenset[str]:
-        return frozenset([self.name])
 
 
 @dataclass(frozen=True)
@@ -350,9 +365,6 @@ class Opaque(Predicate):
 
     def sql(self) -> str:
         return f"({self.text})"
-
-    def columns(self) -> frozenset[str]:
-        return self.reads
 
 
 # ---------------------------------------------------------------- rendering
