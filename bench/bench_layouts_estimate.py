@@ -52,7 +52,7 @@ from lakelayout.layouts.sop import SOPLayout
 from lakelayout.layouts.sopz import SOPZLayout
 from lakelayout.layouts.zorder import ZOrderLayout
 from lakelayout.skipping.minmax import might_match
-from lakelayout.table.stats import FileStats
+from lakelayout.stats.blocks import block_stats
 
 TABLE_ROWS = 200_000
 SAMPLE_ROWS = 50_000
@@ -199,7 +199,7 @@ def most_queried(predicates: list[Predicate], top: int) -> list[str]:
 
 def minmax_fractions(blocks: np.ndarray, predicates: list[Predicate], data: pa.Table) -> np.ndarray:
     """Per query, the fraction of rows in blocks min/max statistics cannot rule out."""
-    stats = FileStats.from_blocks(data, blocks)
+    stats = block_stats(data, blocks)
     rows = np.asarray(stats.num_records, dtype=np.float64)
     return np.array([rows[might_match(p, stats)].sum() / rows.sum() for p in predicates])
 

@@ -39,8 +39,9 @@ from lakelayout.skipping.indexes import (
 from lakelayout.skipping.indexes.examples import agent_name
 from lakelayout.skipping.store import MetadataStore
 from lakelayout.table import delta
-from lakelayout.table.stats import StatsCollector, stats_json
-from lakelayout.table.writer import WrittenFile, write_files
+from lakelayout.table.collect import StatsCollector, stats_json
+from lakelayout.table.files import WrittenFile
+from lakelayout.table.writer import write_files
 
 UDFS = {"getagentname": elementwise(agent_name)}
 FILES = 6

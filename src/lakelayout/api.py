@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import time
-import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -19,12 +18,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from lakelayout.errors import InvalidOption, PredicateError, TableNotFound, closest
+from lakelayout.errors import InvalidOption, PredicateError, closest
 from lakelayout.expr.nodes import BoolConst, Predicate
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.skipping.report import Measured, ScanReport
+from lakelayout.stats.model import FileStats
 from lakelayout.table import delta
-from lakelayout.table.stats import FileStats
+from lakelayout.table.location import file_uri_path, normalize_uri
+from lakelayout.table.schema import check_append_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -102,7 +103,7 @@ class Table:
         spark: SparkSession | None = None,
         udfs: Mapping[str, Udf] | None = None,
     ) -> None:
-        self.uri = _normalize_uri(uri)
+        self.uri = normalize_uri(uri)
         delta.open_table(self.uri)  # raises TableNotFound early
         self._spark = spark
         self._udfs = dict(udfs or {})
@@ -136,7 +137,7 @@ class Table:
 
         if (df is None) == (schema is None):
             raise InvalidOption("Table.create needs exactly one of df= or schema=")
-        root = _normalize_uri(uri)
+        root = normalize_uri(uri)
         config = dict(properties or {})
         if target_file_size is not None:
             config[TARGET_FILE_SIZE] = str(_check_target_size(target_file_size))
@@ -227,7 +228,7 @@ class Table:
 
         started = time.perf_counter()
         snap = self.snapshot()
-        delta.check_append_schema(snap.schema, arrow_schema_of(df))
+        check_append_schema(snap.schema, arrow_schema_of(df))
         df = _select_in_table_order(df, snap.schema)
         size = _check_target_size(target_file_size or self._target_file_size(snap))
         # skipping indexes: collected by the writer, stored after the commit (lakelayout.indexing)
@@ -393,7 +394,7 @@ class Table:
             .count()
             .collect()
         )
-        matching = {_local_path(r["file"]): int(r["count"]) for r in rows}
+        matching = {file_uri_path(r["file"]): int(r["count"]) for r in rows}
         relevant = [
             int(n)
             for p, n in zip(kept.paths, kept.num_records, strict=True)
@@ -424,20 +425,6 @@ def _clustering_config(
 
     checked = validate_clustering(columns, schema, max_columns=max_columns)
     return {CLUSTERING_COLUMNS: clustering_property(checked)}
-
-
-def _normalize_uri(uri: str) -> str:
-    if not uri or not str(uri).strip():
-        raise TableNotFound("table path is empty")
-    parsed = urllib.parse.urlparse(str(uri))
-    if parsed.scheme in ("", "file"):
-        return os.path.abspath(parsed.path if parsed.scheme == "file" else str(uri))
-    return str(uri)
-
-
-def _local_path(file_uri: str) -> str:
-    parsed = urllib.parse.urlparse(file_uri)
-    return urllib.parse.unquote(parsed.path) if parsed.scheme == "file" else file_uri
 
 
 def _check_target_size(size: int) -> int:

@@ -58,15 +58,11 @@ from lakelayout.skipping.indexes import WITHIN_BOX, WITHIN_BOX_FUNCTIONS, expand
 from lakelayout.skipping.indexes.base import Index, TermIndex, Udf
 from lakelayout.skipping.minmax import might_match
 from lakelayout.skipping.store import MetadataStore, metadata_rows
+from lakelayout.stats.model import FileStats
 from lakelayout.table import delta
-from lakelayout.table.stats import FileStats
-from lakelayout.table.writer import (
-    INDEX_METADATA,
-    WrittenFile,
-    collect_file_metadata,
-    decode_metadata,
-    resolve_location,
-)
+from lakelayout.table.files import WrittenFile
+from lakelayout.table.location import resolve_location
+from lakelayout.table.writer import INDEX_METADATA, collect_file_metadata, decode_metadata
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -11,7 +11,9 @@ from lakelayout.expr.evaluate import evaluate
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.skipping.engine import PruneResult, prune
 from lakelayout.skipping.indexes import WITHIN_BOX_FUNCTIONS, Index, expand_within_box
-from lakelayout.table.stats import FileStats, StatsCollector
+from lakelayout.stats.delta_stats import from_delta_stats
+from lakelayout.stats.model import FileStats
+from lakelayout.table.collect import StatsCollector
 
 FUNCTIONS = {**WITHIN_BOX_FUNCTIONS}
 
@@ -23,7 +25,7 @@ def file_stats(files: Sequence[pa.Table], schema: pa.Schema) -> FileStats:
         collector = StatsCollector(schema)
         collector.add(table)
         stats.append(collector.result())
-    return FileStats.from_delta_stats(
+    return from_delta_stats(
         stats,
         schema,
         paths=[f"part-{i}.parquet" for i in range(len(files))],

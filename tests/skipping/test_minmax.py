@@ -35,7 +35,10 @@ from lakelayout.expr.nodes import (
     StartsWith,
 )
 from lakelayout.skipping.minmax import IN_LIST_CAP, all_rows_match, like_prefix, might_match
-from lakelayout.table.stats import FileStats, StatsCollector, stats_json
+from lakelayout.stats.blocks import block_stats
+from lakelayout.stats.delta_stats import from_add_actions, from_delta_stats
+from lakelayout.stats.model import FileStats
+from lakelayout.table.collect import StatsCollector, stats_json
 
 UTC = dt.timezone.utc
 NAN = float("nan")
@@ -102,7 +105,7 @@ def file_stats(tables: list[pa.Table] = TABLES, *, missing: tuple[int, ...] = ()
         collector = StatsCollector(SCHEMA)
         collector.add(table)
         stats.append(None if k in missing else stats_json(collector.result()))
-    return FileStats.from_delta_stats(stats, SCHEMA)
+    return from_delta_stats(stats, SCHEMA)
 
 
 STATS = file_stats()
@@ -314,7 +317,7 @@ def test_empty_snapshot() -> None:
 
 def test_virtual_files_from_blocks() -> None:
     data = pa.table({"a": list(range(100)), "s": [f"k{i:03d}" for i in range(100)]})
-    blocks = FileStats.from_blocks(data, np.arange(100) // 10)
+    blocks = block_stats(data, np.arange(100) // 10)
     a = Column("a", pa.int64())
     assert np.flatnonzero(
         might_match(Compare(">=", a, Literal(95, pa.int64())), blocks)
@@ -338,9 +341,7 @@ def test_through_a_real_delta_log(tmp_path: Path) -> None:
         size = os.path.getsize(tmp_path / name)
         actions.append(AddAction(name, size, {}, 0, True, stats_json(collector.result())))
     create_table_with_add_actions(str(tmp_path), DeltaSchema.from_arrow(SCHEMA), actions)
-    from_log = FileStats.from_add_actions(
-        DeltaTable(str(tmp_path)).get_add_actions(flatten=True), SCHEMA
-    )
+    from_log = from_add_actions(DeltaTable(str(tmp_path)).get_add_actions(flatten=True), SCHEMA)
     from_log = from_log.take(np.argsort(from_log.paths))
     assert from_log.paths.tolist() == [f"ll-part-{k}.parquet" for k in range(len(TABLES))]
     for _, pred, kept, all_match in RULES:
@@ -364,14 +365,12 @@ def test_float_max_of_other_writers_is_not_trusted(tmp_path: Path) -> None:
         DeltaSchema.from_arrow(schema),
         [AddAction("part-0.parquet", size, {}, 0, True, stats)],
     )
-    files = FileStats.from_add_actions(
-        DeltaTable(str(tmp_path)).get_add_actions(flatten=True), schema
-    )
+    files = from_add_actions(DeltaTable(str(tmp_path)).get_add_actions(flatten=True), schema)
     f = Column("f", pa.float64())
     assert might_match(Compare(">", f, Literal(5.0, pa.float64())), files).tolist() == [True]
     # the min stays a true lower bound, so the file is still skipped below it
     assert might_match(Compare("<", f, Literal(0.5, pa.float64())), files).tolist() == [False]
-    trusted = FileStats.from_add_actions(
+    trusted = from_add_actions(
         DeltaTable(str(tmp_path)).get_add_actions(flatten=True), schema, nan_safe=True
     )
     assert might_match(Compare(">", f, Literal(5.0, pa.float64())), trusted).tolist() == [False]

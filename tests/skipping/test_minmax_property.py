@@ -42,7 +42,10 @@ from lakelayout.expr.nodes import (
     StartsWith,
 )
 from lakelayout.skipping.minmax import all_rows_match, might_match
-from lakelayout.table.stats import FileStats, StatsCollector
+from lakelayout.stats.blocks import block_stats
+from lakelayout.stats.delta_stats import from_delta_stats
+from lakelayout.stats.model import FileStats
+from lakelayout.table.collect import StatsCollector
 
 EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "100"))
 PREFIX = 3
@@ -281,13 +284,13 @@ def test_pruning_never_drops_a_matching_file(table: pa.Table, data: st.DataObjec
         for batch in part.to_batches(max_chunksize=5):
             collector.add(batch)
         stats.append(json.dumps(collector.result()))
-    files = FileStats.from_delta_stats(stats, SCHEMA, string_prefix_length=PREFIX)
+    files = from_delta_stats(stats, SCHEMA, string_prefix_length=PREFIX)
     pool = {name: table.column(name).to_pylist() for name in SCHEMA.names}
     preds = data.draw(st.lists(predicates(pool), min_size=1, max_size=4))
     for pred in preds:
         check(pred, files, parts)
     if n:
-        blocks = FileStats.from_blocks(table, np.asarray(ids))
+        blocks = block_stats(table, np.asarray(ids))
         present = [p for p in split(table, ids) if p.num_rows]
         for pred in preds:
             check(pred, blocks, present)

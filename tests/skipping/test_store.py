@@ -14,7 +14,7 @@ import pytest
 from lakelayout.errors import InvalidOption
 from lakelayout.skipping.indexes import BloomFilter, MinMax, Prefix, ValueList
 from lakelayout.skipping.store import MetadataStore, metadata_rows
-from lakelayout.table.stats import FileStats
+from lakelayout.stats.model import FileStats
 
 SCHEMA = pa.schema([("s", pa.string()), ("i", pa.int64())])
 INDEXES = [ValueList("s").bind(SCHEMA), MinMax("i * 2").bind(SCHEMA)]

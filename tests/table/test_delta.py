@@ -23,7 +23,8 @@ from lakelayout.errors import (
     TableNotFound,
 )
 from lakelayout.table import delta
-from lakelayout.table.writer import WrittenFile
+from lakelayout.table.files import WrittenFile
+from lakelayout.table.schema import check_append_schema
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 
@@ -237,10 +238,10 @@ def test_check_append_schema_names_every_problem() -> None:
     ok = pa.schema(
         [("NAME", pa.large_string()), ("Id", pa.int64()), ("ts", pa.timestamp("us", "Asia/Tokyo"))]
     )
-    delta.check_append_schema(table_schema, ok)
+    check_append_schema(table_schema, ok)
     bad = pa.schema([("id", pa.int32()), ("nme", pa.string()), ("ts", pa.timestamp("us"))])
     with pytest.raises(SchemaMismatch) as info:
-        delta.check_append_schema(table_schema, bad)
+        check_append_schema(table_schema, bad)
     message = str(info.value)
     assert "column 'nme' is not in the table. Did you mean 'name'?" in message
     assert "column 'name' of the table is missing from the data" in message
@@ -258,12 +259,12 @@ def test_check_append_schema_nested_types() -> None:
             ("l", pa.list_(pa.field("element", pa.int64()))),
         ]
     )
-    delta.check_append_schema(table_schema, same)
+    check_append_schema(table_schema, same)
     other = pa.schema([("m", pa.map_(pa.string(), pa.float32())), ("l", pa.list_(pa.int64()))])
     with pytest.raises(
         SchemaMismatch, match=r"'m' is map<string,double> in the table but map<string,float>"
     ):
-        delta.check_append_schema(table_schema, other)
+        check_append_schema(table_schema, other)
 
 
 def _commit_deletion_vector(location: Path) -> None:

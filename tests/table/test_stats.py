@@ -18,14 +18,11 @@ from deltalake import Schema as DeltaSchema
 from deltalake.transaction import AddAction, create_table_with_add_actions
 
 from lakelayout.errors import InvalidOption, SchemaMismatch
-from lakelayout.table.stats import (
-    FileStats,
-    StatsCollector,
-    next_string,
-    stats_json,
-    string_upper_bound,
-    widen_string_max,
-)
+from lakelayout.stats.blocks import block_stats
+from lakelayout.stats.bounds import next_string, string_upper_bound, widen_string_max
+from lakelayout.stats.delta_stats import from_add_actions, from_delta_stats
+from lakelayout.stats.model import FileStats
+from lakelayout.table.collect import StatsCollector, stats_json
 
 UTC = dt.timezone.utc
 NAN = float("nan")
@@ -287,7 +284,7 @@ def assert_true_bounds(files: FileStats, tables: list[pa.Table]) -> None:
 
 def test_from_delta_stats_true_bounds() -> None:
     tables = sample_files()
-    files = FileStats.from_delta_stats([stats_of(t) for t in tables], SCHEMA)
+    files = from_delta_stats([stats_of(t) for t in tables], SCHEMA)
     assert len(files) == 3
     assert files.num_records.tolist() == [3, 2, 0]
     assert files.total_rows == 5
@@ -300,7 +297,7 @@ def test_from_delta_stats_true_bounds() -> None:
 
 
 def test_unparseable_stats_are_unknown() -> None:
-    files = FileStats.from_delta_stats(
+    files = from_delta_stats(
         [
             "not json",
             None,
@@ -320,7 +317,7 @@ def test_unparseable_stats_are_unknown() -> None:
 
 
 def test_take_len_totals() -> None:
-    files = FileStats.from_delta_stats(
+    files = from_delta_stats(
         [stats_of(t) for t in sample_files()], SCHEMA, paths=["p0", "p1", "p2"], sizes=[10, 20, 30]
     )
     assert files.total_bytes == 60
@@ -337,7 +334,7 @@ def test_take_len_totals() -> None:
 
 def test_from_add_actions_rejects_other_objects() -> None:
     with pytest.raises(InvalidOption, match="got dict"):
-        FileStats.from_add_actions({"path": []}, SCHEMA)
+        from_add_actions({"path": []}, SCHEMA)
 
 
 # ---------------------------------------------------------------- through a real Delta log
@@ -360,8 +357,8 @@ def test_delta_rs_round_trip(tmp_path: Path, dump: Any) -> None:
     write_delta(tmp_path, tables, SCHEMA, [dump(s) for s in written])
     table = DeltaTable(str(tmp_path))
     actions = table.get_add_actions(flatten=True)
-    from_log = FileStats.from_add_actions(actions, SCHEMA)
-    from_dicts = FileStats.from_delta_stats(written, SCHEMA)
+    from_log = from_add_actions(actions, SCHEMA)
+    from_dicts = from_delta_stats(written, SCHEMA)
     order = np.argsort(from_log.paths)
     from_log = from_log.take(order)
     assert from_log.paths.tolist() == ["part-0.parquet", "part-1.parquet", "part-2.parquet"]
@@ -396,9 +393,7 @@ def test_other_writers_truncated_bounds_are_widened(tmp_path: Path) -> None:
         "nullCount": {"s": 0, "ts": 0, "f": 0},
     }
     write_delta(tmp_path, [data], schema, [json.dumps(spark_like)])
-    files = FileStats.from_add_actions(
-        DeltaTable(str(tmp_path)).get_add_actions(flatten=True), schema
-    )
+    files = from_add_actions(DeltaTable(str(tmp_path)).get_add_actions(flatten=True), schema)
     assert files.columns["s"].max[0].as_py() == "k" * 31 + "l"
     assert files.columns["s"].max[0].as_py() > data["s"][0].as_py()
     assert files.columns["ts"].max[0].as_py() == dt.datetime(2020, 1, 1, 0, 0, 0, 123999, UTC)
@@ -419,7 +414,7 @@ def test_from_blocks_exact_bounds() -> None:
             "bin": [b"a", b"b", b"c", None],
         }
     )
-    files = FileStats.from_blocks(data, np.array([7, 3, 7, 3]))
+    files = block_stats(data, np.array([7, 3, 7, 3]))
     assert files.paths.tolist() == ["block-3", "block-7"]
     assert files.num_records.tolist() == [2, 2]
     assert files.total_rows == 4
@@ -432,4 +427,4 @@ def test_from_blocks_exact_bounds() -> None:
     assert files.columns["bin"].min.null_count == 2
     assert files.sizes.sum() == pytest.approx(data.nbytes, abs=2)
     with pytest.raises(InvalidOption, match="block_ids has 3 entries for a table of 4 rows"):
-        FileStats.from_blocks(data, np.array([1, 2, 3]))
+        block_stats(data, np.array([1, 2, 3]))

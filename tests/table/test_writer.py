@@ -18,6 +18,7 @@ from deltalake import DeltaTable
 
 from lakelayout.errors import InvalidOption, SchemaMismatch
 from lakelayout.table import delta
+from lakelayout.table.schema import delta_type_name
 from lakelayout.table.writer import arrow_schema_of, write_files
 
 pytestmark = pytest.mark.spark
@@ -126,9 +127,7 @@ def written(
 def test_arrow_schema_of_maps_spark_types(spark: Any) -> None:
     df = spark.createDataFrame(_input_table(3), SPARK_DDL)
     schema = arrow_schema_of(df)
-    assert [delta.delta_type_name(f.type) for f in schema] == [
-        delta.delta_type_name(f.type) for f in SCHEMA
-    ]
+    assert [delta_type_name(f.type) for f in schema] == [delta_type_name(f.type) for f in SCHEMA]
     assert schema.field("ts").type == pa.timestamp("us", tz="UTC")
     assert schema.field("tsn").type == pa.timestamp("us")
 

@@ -49,7 +49,7 @@ from lakelayout.cluster.provenance import SCHEMA, ProvenanceStore
 from lakelayout.errors import LakelayoutError
 from lakelayout.expr.nodes import And, BoolConst, Or, Predicate
 from lakelayout.layouts.base import Layout, from_json
-from lakelayout.table.stats import FileStats
+from lakelayout.stats.model import FileStats
 
 _COLUMNS = ("path", "layout_id", "block_id", "size")
 

@@ -40,7 +40,8 @@ import pyarrow.parquet as pq
 
 from lakelayout.errors import LakelayoutError
 from lakelayout.layouts.base import Layout
-from lakelayout.table.writer import FileRoller, TaskWriter, WrittenFile
+from lakelayout.table.files import WrittenFile
+from lakelayout.table.writer import FileRoller, TaskWriter
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -214,7 +215,8 @@ class FileRouter:
     groups: tuple[tuple[str, ...], ...]
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from lakelayout.table.writer import conform_batch, resolve_location
+        from lakelayout.table.location import resolve_location
+        from lakelayout.table.writer import conform_batch
 
         filesystem, root = resolve_location(self.router.root)
         for batch in batches:

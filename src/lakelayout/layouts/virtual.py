@@ -45,11 +45,11 @@ def bind_workload(workload: Sequence[WorkloadItem], schema: pa.Schema) -> list[P
 
 
 def block_metadata(layout: Layout, sample: pa.Table) -> Any:
-    """Per-block :class:`~lakelayout.table.stats.FileStats` of ``sample`` laid out by ``layout``."""
-    from lakelayout.table.stats import FileStats
+    """Per-block :class:`~lakelayout.stats.model.FileStats` of ``sample`` laid out by ``layout``."""
+    from lakelayout.stats.blocks import block_stats
 
     block_ids = np.asarray(layout.assign(sample), dtype=np.int64)
-    return FileStats.from_blocks(sample, block_ids)
+    return block_stats(sample, block_ids)
 
 
 def estimate_by_minmax(

@@ -27,7 +27,7 @@ from lakelayout.expr.nodes import And, Not, Or, Predicate
 from lakelayout.skipping.clauses import Labeller, Merged, evaluate, generate
 from lakelayout.skipping.indexes.base import Clause, Index
 from lakelayout.skipping.minmax import might_match
-from lakelayout.table.stats import FileStats
+from lakelayout.stats.model import FileStats
 
 MINMAX = "minmax"
 """Labeller name of the Delta min/max statistics."""

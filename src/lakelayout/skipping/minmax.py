@@ -1,7 +1,7 @@
 """Min/max file pruning, vectorized over every file of a snapshot at once.
 
 Two evaluators over the normalized predicate tree (:mod:`lakelayout.expr.nodes`)
-and a :class:`~lakelayout.table.stats.FileStats`:
+and a :class:`~lakelayout.stats.model.FileStats`:
 
 * :func:`might_match` -- ``False`` only for a file that surely holds no row the
   predicate keeps (``ROWS_CANNOT_MATCH``); everything unknown, unsupported or
@@ -10,7 +10,7 @@ and a :class:`~lakelayout.table.stats.FileStats`:
   satisfies the predicate. Used for metadata-only deletes and "already
   clustered" checks; everything unknown falls through to ``False``.
 
-Both rely on the :mod:`~lakelayout.table.stats` contract that every stored
+Both rely on the :mod:`~lakelayout.stats.bounds` contract that every stored
 bound is a true bound (``min <= v <= max`` for every non-null ``v``, NaN
 excluded from ``min`` and voiding ``max``), so truncated string bounds need no
 special case. The tree is *not* assumed NOT-free: a :class:`Not` node means
@@ -47,7 +47,8 @@ from lakelayout.expr.nodes import (
     Predicate,
     StartsWith,
 )
-from lakelayout.table.stats import ColumnStats, FileStats, next_string
+from lakelayout.stats.bounds import next_string
+from lakelayout.stats.model import ColumnStats, FileStats
 
 ROWS_MIGHT_MATCH = True
 ROWS_CANNOT_MATCH = False

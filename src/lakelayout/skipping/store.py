@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from lakelayout.errors import InvalidOption, LakelayoutError
 from lakelayout.skipping.indexes.base import Collector, Index, Udf
-from lakelayout.table.stats import FileStats
+from lakelayout.stats.model import FileStats
 
 KEY_COLUMNS = ("path", "size", "modification_time")
 KEY_SCHEMA = pa.schema(

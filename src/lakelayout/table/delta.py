@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -51,10 +51,11 @@ from lakelayout.errors import (
     TableExists,
     TableNotFound,
     UnsupportedTable,
-    closest,
 )
-from lakelayout.table.stats import FileStats
-from lakelayout.table.writer import WrittenFile, prepare_location
+from lakelayout.stats.delta_stats import from_add_actions
+from lakelayout.stats.model import FileStats
+from lakelayout.table.files import WrittenFile
+from lakelayout.table.location import is_local, normalize_uri, prepare_location
 
 #: key of lakelayout's own entry in a commit's ``commitInfo``
 COMMIT_INFO_KEY = "lakelayout"
@@ -90,26 +91,10 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _is_local(uri: str) -> bool:
-    return "://" not in uri or uri.startswith("file://")
-
-
-def _local_path(uri: str) -> str:
-    return os.path.abspath(uri[len("file://") :] if uri.startswith("file://") else uri)
-
-
-def normalize_uri(uri: str | os.PathLike[str]) -> str:
-    """Absolute path for local tables, the URI unchanged otherwise."""
-    text = os.fspath(uri)
-    if not text:
-        raise InvalidOption("table location is empty")
-    return _local_path(text) if _is_local(text) else text.rstrip("/")
-
-
 def table_exists(uri: str | os.PathLike[str]) -> bool:
     """Whether a Delta table (a ``_delta_log`` with commits) is at ``uri``."""
     location = normalize_uri(uri)
-    if _is_local(location):
+    if is_local(location):
         log = os.path.join(location, "_delta_log")
         return os.path.isdir(log) and any(
             name.endswith((".json", ".parquet")) for name in os.listdir(log)
@@ -410,7 +395,7 @@ def snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Snapsho
         uri=location,
         version=table.version(),
         schema=schema,
-        files=FileStats.from_add_actions(actions, schema),
+        files=from_add_actions(actions, schema),
         configuration=dict(meta.configuration),
         metadata=TableMetadata(
             id=str(meta.id),
@@ -452,100 +437,3 @@ def history(uri: str | os.PathLike[str], limit: int | None = None) -> list[dict[
     if limit is not None and limit <= 0:
         raise InvalidOption(f"history limit must be positive, got {limit}")
     return [dict(entry) for entry in open_table(uri).history(limit)]
-
-
-# --------------------------------------------------------------------------- schema check
-
-
-def delta_type_name(data_type: pa.DataType) -> str:
-    """The Delta type an Arrow type is stored as (how schemas are compared).
-
-    Physical variants collapse (``large_string`` = ``string``), timestamps
-    keep only whether they have a zone (``timestamp`` vs ``timestamp_ntz``),
-    nested types compare element-wise and ignore child field names.
-
-    >>> delta_type_name(pa.large_string())
-    'string'
-    >>> delta_type_name(pa.timestamp("us", tz="Europe/Paris"))
-    'timestamp'
-    >>> delta_type_name(pa.list_(pa.int32()))
-    'array<integer>'
-    """
-    t = data_type
-    if pa.types.is_dictionary(t):
-        return delta_type_name(t.value_type)
-    simple = _SIMPLE_TYPES.get(str(t))
-    if simple is not None:
-        return simple
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
-        return "binary"
-    if pa.types.is_timestamp(t):
-        return "timestamp" if t.tz else "timestamp_ntz"
-    if pa.types.is_date(t):
-        return "date"
-    if pa.types.is_decimal(t):
-        return f"decimal({t.precision},{t.scale})"
-    if pa.types.is_map(t):
-        return f"map<{delta_type_name(t.key_type)},{delta_type_name(t.item_type)}>"
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
-        return f"array<{delta_type_name(t.value_type)}>"
-    if pa.types.is_struct(t):
-        inner = ",".join(f"{f.name.lower()}:{delta_type_name(f.type)}" for f in t)
-        return f"struct<{inner}>"
-    return str(t)
-
-
-_SIMPLE_TYPES = {
-    "bool": "boolean",
-    "int8": "byte",
-    "int16": "short",
-    "int32": "integer",
-    "int64": "long",
-    "float": "float",
-    "double": "double",
-}
-
-
-def check_append_schema(table_schema: pa.Schema, df_schema: pa.Schema) -> None:
-    """SchemaMismatch unless the data has exactly the table's columns and types.
-
-    Names match case-insensitively and in any order. Types must be equal as
-    Delta types (:func:`delta_type_name`); lakelayout never widens on append
-    (an ``int`` column into a ``long`` table column is refused: cast it first),
-    so a file never disagrees with the table schema. Nullability is not
-    compared here: a null in a non-nullable column fails when written.
-    """
-    table_cols = {f.name.lower(): f for f in table_schema}
-    data_cols = {f.name.lower(): f for f in df_schema}
-    duplicates = _duplicates(f.name for f in df_schema)
-    problems: list[str] = []
-    if duplicates:
-        problems.append(f"duplicate columns (case-insensitive) {duplicates}")
-    for key, field_ in data_cols.items():
-        if key not in table_cols:
-            hint = closest(field_.name, table_schema.names)
-            problems.append(f"column '{field_.name}' is not in the table.{hint}")
-    for key, field_ in table_cols.items():
-        if key not in data_cols:
-            problems.append(f"column '{field_.name}' of the table is missing from the data")
-            continue
-        want, got = delta_type_name(field_.type), delta_type_name(data_cols[key].type)
-        if want != got:
-            problems.append(
-                f"column '{field_.name}' is {want} in the table but {got} in the data "
-                "(lakelayout does not widen or narrow types on append; cast the column)"
-            )
-    if problems:
-        raise SchemaMismatch("data does not fit the table schema: " + "; ".join(problems))
-
-
-def _duplicates(names: Iterable[str]) -> list[str]:
-    seen: set[str] = set()
-    dups: list[str] = []
-    for name in names:
-        if name.lower() in seen:
-            dups.append(name)
-        seen.add(name.lower())
-    return dups

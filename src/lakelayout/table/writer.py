@@ -31,20 +31,21 @@ Inside a task (:class:`TaskWriter` / :class:`FileRoller`):
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from lakelayout.errors import InvalidOption, SchemaMismatch
-from lakelayout.table.stats import LAKELAYOUT_FILE_PREFIX, StatsCollector, stats_json
+from lakelayout.stats.bounds import LAKELAYOUT_FILE_PREFIX
+from lakelayout.table.collect import StatsCollector, stats_json
+from lakelayout.table.files import WrittenFile
+from lakelayout.table.location import normalize_uri, prepare_location, resolve_location
+from lakelayout.table.schema import check_append_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -60,30 +61,6 @@ ROW_GROUP_ARROW_BYTES = 128 * 1024 * 1024
 CALIBRATION_ROWS = 16_384
 #: Parquet codecs the writer accepts
 CODECS = ("zstd", "snappy")
-
-
-@dataclass(frozen=True)
-class WrittenFile:
-    """One data file written by a task, ready to become a Delta ``add`` action.
-
-    ``path`` is relative to the table root; ``stats_json`` is the Delta stats
-    object (``numRecords``, ``minValues``, ``maxValues``, ``nullCount``) as JSON
-    text; ``partition_values`` is always empty (lakelayout tables are not
-    partitioned); ``extra`` is reserved for lakelayout's extended metadata.
-    """
-
-    path: str
-    size: int
-    num_records: int
-    stats_json: str
-    partition_values: Mapping[str, str | None] = field(default_factory=dict)
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def stats(self) -> dict[str, Any]:
-        """The Delta stats object (parsed ``stats_json``)."""
-        parsed: dict[str, Any] = json.loads(self.stats_json)
-        return parsed
 
 
 class MetadataCollector(Protocol):
@@ -220,33 +197,6 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
                 f"column '{target.name}': cannot store {column.type} as {target.type}: {exc}"
             ) from exc
     return pa.RecordBatch.from_arrays(columns, schema=schema)
-
-
-# --------------------------------------------------------------------------- locations
-
-
-def resolve_location(table_uri: str) -> tuple[pafs.FileSystem, str]:
-    """The pyarrow filesystem and root path of a table location (path or URI)."""
-    text = str(table_uri)
-    if not text:
-        raise InvalidOption("table location is empty")
-    if "://" not in text:
-        return pafs.LocalFileSystem(), os.path.abspath(text).rstrip("/") or "/"
-    try:
-        filesystem, root = pafs.FileSystem.from_uri(text)
-    except (pa.ArrowInvalid, ValueError) as exc:
-        raise InvalidOption(f"cannot use table location '{text}': {exc}") from exc
-    return filesystem, root.rstrip("/") or "/"
-
-
-def prepare_location(table_uri: str) -> None:
-    """Create the table directory; InvalidOption if the location is a file."""
-    filesystem, root = resolve_location(table_uri)
-    info = filesystem.get_file_info(root)
-    if info.type == pafs.FileType.File:
-        raise InvalidOption(f"table location '{table_uri}' is a file, not a directory")
-    if info.type == pafs.FileType.NotFound:
-        filesystem.create_dir(root, recursive=True)
 
 
 # --------------------------------------------------------------------------- task side
@@ -444,8 +394,6 @@ def write_files(
     on the same batches it writes, and every file's values come back in
     ``WrittenFile.extra[INDEX_METADATA]`` (index name -> value, None = unknown).
     """
-    from lakelayout.table.delta import check_append_schema, normalize_uri
-
     if not isinstance(target_file_size, int) or target_file_size <= 0:
         raise InvalidOption(f"target_file_size must be a positive int, got {target_file_size!r}")
     if codec not in CODECS:

@@ -3,10 +3,10 @@
 Delta statistics already give min/max of plain columns; this index is for
 ``month(ts)``, ``lower(url)``, ``a + b``, ``m['k']`` and UDF calls. Per file it
 stores ``{min, max, nulls, rows}`` of the term's values, following the same
-*true bound* contract as :mod:`lakelayout.table.stats` (NaN excluded from the
+*true bound* contract as :mod:`lakelayout.stats.bounds` (NaN excluded from the
 min and voiding the max, long strings cut to a prefix and an incremented
 prefix), so the clauses are exactly :func:`lakelayout.skipping.minmax.might_match`
-evaluated on a one-column :class:`~lakelayout.table.stats.FileStats` view of the
+evaluated on a one-column :class:`~lakelayout.stats.model.FileStats` view of the
 metadata. Negation w.r.t. a node is the same test on ``node.negate()``.
 """
 
@@ -28,13 +28,8 @@ from lakelayout.skipping.indexes.base import (
     register,
 )
 from lakelayout.skipping.minmax import might_match
-from lakelayout.table.stats import (
-    ColumnStats,
-    FileStats,
-    has_bounds,
-    string_lower_bound,
-    string_upper_bound,
-)
+from lakelayout.stats.bounds import has_bounds, string_lower_bound, string_upper_bound
+from lakelayout.stats.model import ColumnStats, FileStats
 
 STRING_PREFIX = 64
 """Code points kept of string bounds."""

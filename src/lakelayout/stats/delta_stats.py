@@ -1,0 +1,364 @@
+"""Reading Delta statistics (``stats`` JSON, ``get_add_actions``) into :class:`FileStats`.
+
+Statistics written by any Delta writer are made true bounds again here: a
+string max that may be a truncated prefix is widened, a millisecond timestamp
+max is widened to the end of its millisecond, NaN bounds are dropped, and the
+float max of files not written by lakelayout is dropped (parquet-rs, delta-rs's
+writer, computes float max ignoring NaN, which Spark orders above every number).
+
+Two delta-rs 1.6 behaviours shape the reading (checked on this machine):
+
+* U+10FFFF written as the escaped surrogate pair ``\\udbff\\udfff`` is read
+  back as U+FFFFF, a *smaller* code point: a max read back holding U+FFFFF is
+  widened.
+* A decimal written as number text with an exponent (``1e3``) is read back as
+  null, and more fraction digits than the scale are rounded.
+
+Pure: pyarrow and numpy only.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal as _decimal
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelayout.errors import InvalidOption
+from lakelayout.stats.bounds import (
+    DEFAULT_STRING_PREFIX_LENGTH,
+    DELTA_RS_TOP_CHAR,
+    LAKELAYOUT_FILE_PREFIX,
+    TOP_CHAR,
+    check_prefix_length,
+    has_bounds,
+    leaf_fields,
+    nan_to_null,
+    stats_type,
+    widen_string_max,
+)
+from lakelayout.stats.model import ColumnStats, FileStats
+
+
+def from_add_actions(
+    actions: Any,
+    schema: Any,
+    *,
+    string_prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH,
+    nan_safe: bool | None = None,
+) -> FileStats:
+    """From ``DeltaTable.get_add_actions(flatten=True)`` (arro3 or pyarrow).
+
+    Expected columns: ``path``, ``size_bytes``, ``modification_time``,
+    ``num_records``, ``null_count.<c>``, ``min.<c>``, ``max.<c>`` (any of the
+    per-column ones may be missing: that bound is unknown). Bounds are made
+    true again as described in the module docstring. ``nan_safe`` says
+    whether float maxima respect NaN; by default only files named with
+    :data:`LAKELAYOUT_FILE_PREFIX` are trusted.
+    """
+    check_prefix_length(string_prefix_length)
+    table = _as_table(actions)
+    arrow_schema = pa.schema(schema)
+    n = table.num_rows
+    paths = _object_column(table, "path", n)
+    columns = {
+        name: _column_from_actions(table, name, dtype, string_prefix_length)
+        for name, dtype in leaf_fields(arrow_schema)
+    }
+    _drop_unsafe_float_max(columns, paths, nan_safe)
+    return FileStats(
+        paths=paths,
+        sizes=_int_column(table, "size_bytes", n, unknown=0),
+        num_records=_int_column(table, "num_records", n, unknown=-1),
+        modification_times=_int_column(table, "modification_time", n, unknown=0),
+        columns=columns,
+        schema=arrow_schema,
+    )
+
+
+def from_delta_stats(
+    stats: Sequence[Mapping[str, Any] | str | None],
+    schema: pa.Schema,
+    *,
+    paths: Sequence[str] | None = None,
+    sizes: Sequence[int] | None = None,
+    modification_times: Sequence[int] | None = None,
+    string_prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH,
+) -> FileStats:
+    """From Delta stats objects (or their JSON text), one per file.
+
+    Values are parsed the way delta-rs parses the log (ISO timestamps,
+    ``"NaN"`` strings, decimals as numbers or text); a value that does not
+    parse is an unknown bound. Then the same widening as
+    :meth:`from_add_actions` applies.
+    """
+    parsed = [_parse_stats(s) for s in stats]
+    n = len(parsed)
+    data: dict[str, pa.Array] = {
+        "path": pa.array(list(paths) if paths is not None else [f"file-{i}" for i in range(n)]),
+        "size_bytes": pa.array(list(sizes) if sizes is not None else [0] * n, pa.int64()),
+        "modification_time": pa.array(
+            list(modification_times) if modification_times is not None else [0] * n,
+            pa.int64(),
+        ),
+        "num_records": pa.array([p.get("numRecords") for p in parsed], pa.int64()),
+    }
+    for name, dtype in leaf_fields(schema):
+        path = name.split(".")
+        counts = [_dig(p.get("nullCount"), path) for p in parsed]
+        data[f"null_count.{name}"] = pa.array(
+            [c if isinstance(c, int) and not isinstance(c, bool) else None for c in counts],
+            pa.int64(),
+        )
+        if not has_bounds(dtype):
+            continue
+        target = stats_type(dtype)
+        for kind, key in (("min", "minValues"), ("max", "maxValues")):
+            values = [_parse_value(_dig(p.get(key), path), target) for p in parsed]
+            data[f"{kind}.{name}"] = pa.array(values, target)
+    return from_add_actions(
+        pa.table(data), schema, string_prefix_length=string_prefix_length, nan_safe=True
+    )
+
+
+# ---------------------------------------------------------------- from_add_actions helpers
+
+
+def _as_table(actions: Any) -> pa.Table:
+    if isinstance(actions, pa.Table):
+        return actions
+    if isinstance(actions, pa.RecordBatch):
+        return pa.Table.from_batches([actions])
+    if hasattr(actions, "__arrow_c_stream__"):
+        return pa.table(actions)
+    if hasattr(actions, "__arrow_c_array__"):
+        return pa.Table.from_batches([pa.record_batch(actions)])
+    raise InvalidOption(
+        f"expected the Arrow table of DeltaTable.get_add_actions(flatten=True), "
+        f"got {type(actions).__name__}"
+    )
+
+
+def _object_column(table: pa.Table, name: str, n: int) -> np.ndarray:
+    if name not in table.column_names:
+        return np.array([""] * n, dtype=object)
+    return np.array(table.column(name).to_pylist(), dtype=object)
+
+
+def _int_column(table: pa.Table, name: str, n: int, *, unknown: int) -> np.ndarray:
+    if name not in table.column_names:
+        return np.full(n, unknown, dtype=np.int64)
+    column = table.column(name).cast(pa.int64())
+    return np.asarray(pc.fill_null(column, unknown).to_numpy(), dtype=np.int64)
+
+
+def _drop_unsafe_float_max(
+    columns: dict[str, ColumnStats], paths: np.ndarray, nan_safe: bool | None
+) -> None:
+    """Null the float max of files whose writer may have ignored NaN (see LAKELAYOUT_FILE_PREFIX)."""
+    if nan_safe is True or not len(paths):
+        return
+    if nan_safe is False:
+        unsafe = np.ones(len(paths), dtype=bool)
+    else:
+        names = pa.array([str(p).rsplit("/", 1)[-1] for p in paths], pa.string())
+        unsafe = ~np.asarray(pc.starts_with(names, LAKELAYOUT_FILE_PREFIX), dtype=bool)
+    if not unsafe.any():
+        return
+    for name, stats in columns.items():
+        if pa.types.is_floating(stats.max.type):
+            nulls = pa.nulls(len(paths), stats.max.type)
+            columns[name] = replace(stats, max=pc.if_else(pa.array(unsafe), nulls, stats.max))
+
+
+def _column_from_actions(
+    table: pa.Table, name: str, dtype: pa.DataType, prefix_length: int
+) -> ColumnStats:
+    n = table.num_rows
+    target = stats_type(dtype)
+    null_count = _int_column(table, f"null_count.{name}", n, unknown=-1)
+    if not has_bounds(dtype):
+        return ColumnStats(pa.nulls(n, target), pa.nulls(n, target), null_count)
+    low = _bound_column(table, f"min.{name}", target)
+    high = _bound_column(table, f"max.{name}", target)
+    return ColumnStats(_true_min(low), _true_max(high, prefix_length), null_count)
+
+
+def _bound_column(table: pa.Table, column: str, target: pa.DataType) -> pa.Array:
+    if column not in table.column_names:
+        return pa.nulls(table.num_rows, target)
+    values = table.column(column).combine_chunks()
+    if values.type == target:
+        return values
+    try:
+        return values.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return pa.nulls(table.num_rows, target)
+
+
+def _true_min(low: pa.Array) -> pa.Array:
+    """A stored min is a true lower bound as is (truncated strings are prefixes); NaN is not."""
+    return nan_to_null(low)
+
+
+def _true_max(high: pa.Array, prefix_length: int) -> pa.Array:
+    """Widen a stored max into a true upper bound (see the module docstring)."""
+    high = nan_to_null(high)
+    if pa.types.is_string(high.type):
+        return _widen_strings(high, prefix_length)
+    if pa.types.is_timestamp(high.type):
+        return _widen_millis(high)
+    return high
+
+
+def _widen_strings(high: pa.Array, prefix_length: int) -> pa.Array:
+    """Only values that may be truncated go through Python; the rest stay columnar."""
+    if len(high) == 0:
+        return high
+    suspect = pc.or_(
+        pc.greater_equal(pc.utf8_length(high), prefix_length),
+        pc.or_(
+            pc.match_substring(high, DELTA_RS_TOP_CHAR),
+            pc.match_substring(high, TOP_CHAR),
+        ),
+    )
+    positions = np.flatnonzero(pc.fill_null(suspect, False).to_numpy(zero_copy_only=False))
+    if len(positions) == 0:
+        return high
+    values = high.to_pylist()
+    for i in positions:
+        values[i] = widen_string_max(values[i], prefix_length)
+    return pa.array(values, pa.string())
+
+
+def _widen_millis(high: pa.Array) -> pa.Array:
+    """A max on a whole millisecond may be a truncated value: extend it to 999 us later."""
+    micros = high.cast(pa.int64())
+    remainder = pc.subtract(micros, pc.multiply(pc.divide(micros, 1000), 1000))
+    on_ms = pc.equal(remainder, 0)
+    widened = pc.if_else(on_ms, pc.add(micros, 999), micros)
+    return widened.cast(high.type)
+
+
+# ---------------------------------------------------------------- from_delta_stats helpers
+
+
+def _parse_stats(stats: Mapping[str, Any] | str | None) -> Mapping[str, Any]:
+    if stats is None:
+        return {}
+    if isinstance(stats, str):
+        try:
+            loaded = json.loads(stats)
+        except json.JSONDecodeError:
+            return {}
+        return loaded if isinstance(loaded, dict) else {}
+    return stats
+
+
+def _dig(obj: Any, path: Sequence[str]) -> Any:
+    for part in path:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def _parse_value(value: Any, target: pa.DataType) -> Any:
+    """One JSON stats value as a Python value of ``target``, or ``None`` when it does not parse."""
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    try:
+        return _PARSERS[_kind(target)](value, target)
+    except (ValueError, TypeError, ArithmeticError, OverflowError):
+        return None
+
+
+def _kind(t: pa.DataType) -> str:
+    for kind, test in (
+        ("bool", pa.types.is_boolean),
+        ("int", pa.types.is_integer),
+        ("float", pa.types.is_floating),
+        ("decimal", pa.types.is_decimal),
+        ("string", pa.types.is_string),
+        ("date", pa.types.is_date),
+        ("timestamp", pa.types.is_timestamp),
+    ):
+        if test(t):
+            return kind
+    return "none"
+
+
+def _parse_bool(value: Any, _t: pa.DataType) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(value)
+    return value
+
+
+def _parse_int(value: Any, t: pa.DataType) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(value)
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError(value)
+    number = int(value)
+    pa.scalar(number, t)  # range check
+    return number
+
+
+def _parse_float(value: Any, _t: pa.DataType) -> float:
+    if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
+        return float(value.replace("Infinity", "inf"))
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(value)
+    return float(value)
+
+
+def _parse_decimal(value: Any, t: pa.DataType) -> _decimal.Decimal:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise TypeError(value)
+    number = _decimal.Decimal(str(value))
+    if not number.is_finite():
+        raise ValueError(value)
+    quantum = _decimal.Decimal(1).scaleb(-t.scale)
+    if number.quantize(quantum) != number:
+        raise ValueError(value)
+    return number
+
+
+def _parse_string(value: Any, _t: pa.DataType) -> str:
+    if not isinstance(value, str):
+        raise TypeError(value)
+    return value
+
+
+def _parse_date(value: Any, _t: pa.DataType) -> _dt.date:
+    if not isinstance(value, str):
+        raise TypeError(value)
+    return _dt.date.fromisoformat(value[:10])
+
+
+def _parse_timestamp(value: Any, t: pa.DataType) -> _dt.datetime:
+    if not isinstance(value, str):
+        raise TypeError(value)
+    moment = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if t.tz is None:
+        return moment.replace(tzinfo=None)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=_dt.timezone.utc)
+    return moment.astimezone(_dt.timezone.utc)
+
+
+_PARSERS: dict[str, Any] = {
+    "bool": _parse_bool,
+    "int": _parse_int,
+    "float": _parse_float,
+    "decimal": _parse_decimal,
+    "string": _parse_string,
+    "date": _parse_date,
+    "timestamp": _parse_timestamp,
+}

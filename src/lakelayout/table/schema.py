@@ -1,0 +1,103 @@
+"""Comparing Arrow schemas the way Delta stores them (what an append must match)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pyarrow as pa
+
+from lakelayout.errors import SchemaMismatch, closest
+
+
+def delta_type_name(data_type: pa.DataType) -> str:
+    """The Delta type an Arrow type is stored as (how schemas are compared).
+
+    Physical variants collapse (``large_string`` = ``string``), timestamps
+    keep only whether they have a zone (``timestamp`` vs ``timestamp_ntz``),
+    nested types compare element-wise and ignore child field names.
+
+    >>> delta_type_name(pa.large_string())
+    'string'
+    >>> delta_type_name(pa.timestamp("us", tz="Europe/Paris"))
+    'timestamp'
+    >>> delta_type_name(pa.list_(pa.int32()))
+    'array<integer>'
+    """
+    t = data_type
+    if pa.types.is_dictionary(t):
+        return delta_type_name(t.value_type)
+    simple = _SIMPLE_TYPES.get(str(t))
+    if simple is not None:
+        return simple
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return "binary"
+    if pa.types.is_timestamp(t):
+        return "timestamp" if t.tz else "timestamp_ntz"
+    if pa.types.is_date(t):
+        return "date"
+    if pa.types.is_decimal(t):
+        return f"decimal({t.precision},{t.scale})"
+    if pa.types.is_map(t):
+        return f"map<{delta_type_name(t.key_type)},{delta_type_name(t.item_type)}>"
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
+        return f"array<{delta_type_name(t.value_type)}>"
+    if pa.types.is_struct(t):
+        inner = ",".join(f"{f.name.lower()}:{delta_type_name(f.type)}" for f in t)
+        return f"struct<{inner}>"
+    return str(t)
+
+
+_SIMPLE_TYPES = {
+    "bool": "boolean",
+    "int8": "byte",
+    "int16": "short",
+    "int32": "integer",
+    "int64": "long",
+    "float": "float",
+    "double": "double",
+}
+
+
+def check_append_schema(table_schema: pa.Schema, df_schema: pa.Schema) -> None:
+    """SchemaMismatch unless the data has exactly the table's columns and types.
+
+    Names match case-insensitively and in any order. Types must be equal as
+    Delta types (:func:`delta_type_name`); lakelayout never widens on append
+    (an ``int`` column into a ``long`` table column is refused: cast it first),
+    so a file never disagrees with the table schema. Nullability is not
+    compared here: a null in a non-nullable column fails when written.
+    """
+    table_cols = {f.name.lower(): f for f in table_schema}
+    data_cols = {f.name.lower(): f for f in df_schema}
+    duplicates = _duplicates(f.name for f in df_schema)
+    problems: list[str] = []
+    if duplicates:
+        problems.append(f"duplicate columns (case-insensitive) {duplicates}")
+    for key, field_ in data_cols.items():
+        if key not in table_cols:
+            hint = closest(field_.name, table_schema.names)
+            problems.append(f"column '{field_.name}' is not in the table.{hint}")
+    for key, field_ in table_cols.items():
+        if key not in data_cols:
+            problems.append(f"column '{field_.name}' of the table is missing from the data")
+            continue
+        want, got = delta_type_name(field_.type), delta_type_name(data_cols[key].type)
+        if want != got:
+            problems.append(
+                f"column '{field_.name}' is {want} in the table but {got} in the data "
+                "(lakelayout does not widen or narrow types on append; cast the column)"
+            )
+    if problems:
+        raise SchemaMismatch("data does not fit the table schema: " + "; ".join(problems))
+
+
+def _duplicates(names: Iterable[str]) -> list[str]:
+    seen: set[str] = set()
+    dups: list[str] = []
+    for name in names:
+        if name.lower() in seen:
+            dups.append(name)
+        seen.add(name.lower())
+    return dups
