@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table as RichTable
 
 from lakelayout.errors import LakelayoutError
@@ -154,6 +155,104 @@ def optimize(
     for name, value in metrics.as_rows():
         grid.add_row(name, value)
     console.print(grid)
+
+
+online_app = typer.Typer(no_args_is_help=True, help="Online reorganization (OReO) of a table.")
+app.add_typer(online_app, name="online")
+
+
+def _fmt_num(value: object, digits: int = 2) -> str:
+    return "-" if value is None else f"{float(value):.{digits}f}"  # type: ignore[arg-type]
+
+
+@online_app.command("status")
+def online_status(path: Annotated[str, typer.Argument(help="table location")]) -> None:
+    """Layout the table is in, candidate states and their counters, phase, α, costs so far."""
+    from lakelayout.api import Table
+
+    try:
+        s = Table(path).online.status()
+    except LakelayoutError as exc:
+        _fail(exc)
+        return
+    state = "enabled" if s["enabled"] else "disabled"
+    console.print(f"[bold]{s['table']}[/] online reorganization {state} (policy {s['policy']})")
+    m = s.get("alpha_measurement") or {}
+    how = "given"
+    if m.get("method") == "measured":
+        how = (
+            f"measured: rewrite {_fmt_num(m.get('rewrite_seconds'))} s / full scan "
+            f"{_fmt_num(m.get('scan_seconds'), 3)} s on {m.get('files')} files, "
+            f"{_fmt_bytes(int(m.get('bytes') or 0))}, {m.get('layout')}"
+        )
+    console.print(f"α = {_fmt_num(s['alpha'])} ({how})", highlight=False)
+    console.print(
+        f"queries {s['queries']}  phase {s['phase'] if s['phase'] is not None else '-'}  "
+        f"switches {s['switches']}  failed rewrites {s['failed_rewrites']}  "
+        f"window {s['window']}  interval {s['interval']}  ε {s['epsilon']:g}  "
+        f"γ {s['gamma']:g}  max states {s['max_states']}",
+        highlight=False,
+    )
+    pending = "  (rewrite running)" if s["rewrite_pending"] else ""
+    console.print(
+        escape(f"table laid out by: {s['applied_label']} [{s['applied']}]{pending}"),
+        highlight=False,
+    )
+    console.print(
+        f"cost so far (full scans): queries {_fmt_num(s['query_cost'])} + reorganizations "
+        f"{_fmt_num(s['reorganization_cost'])} = "
+        f"{_fmt_num(s['query_cost'] + s['reorganization_cost'])}; "
+        f"rewrites took {_fmt_num(s['rewrite_seconds'])} s",
+        highlight=False,
+    )
+    grid = RichTable(title="states")
+    for name in ("id", "layout", "blocks", "counter", "active", "would have cost", ""):
+        grid.add_column(name, justify="right" if name in ("blocks", "counter") else "left")
+    for st in s["states"]:
+        marks = " ".join(
+            m for m, on in (("table", st["applied"]), ("reorganizer", st["current"])) if on
+        )
+        grid.add_row(
+            st["id"],
+            escape(st["label"]),
+            "-" if st["blocks"] is None else str(st["blocks"]),
+            _fmt_num(st["counter"]),
+            "yes" if st["active"] else "no",
+            _fmt_num(st["would_have_cost"]),
+            marks,
+        )
+    console.print(grid)
+    if s.get("last_error"):
+        console.print(f"[bold red]last error:[/] {escape(s['last_error'])}", highlight=False)
+
+
+@online_app.command("history")
+def online_history(path: Annotated[str, typer.Argument(help="table location")]) -> None:
+    """Every switch: at which query, from, to, why, how it ended, time and files."""
+    from lakelayout.api import Table
+
+    try:
+        rows = Table(path).online.history()
+    except LakelayoutError as exc:
+        _fail(exc)
+        return
+    grid = RichTable(title=f"switches of {path}")
+    for name in ("query", "from", "to", "why", "status", "seconds", "files", "error"):
+        grid.add_column(name)
+    for h in rows:
+        grid.add_row(
+            str(h["query"]),
+            escape(f"{h['source_label']} [{h['source']}]"),
+            escape(f"{h['target_label']} [{h['target']}]"),
+            h["reason"],
+            h["status"],
+            _fmt_num(h.get("seconds")),
+            f"-{h['files_removed']} +{h['files_added']}",
+            escape(h.get("error") or ""),
+        )
+    console.print(grid)
+    if not rows:
+        console.print("no switch yet")
 
 
 bench_app = typer.Typer(

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
@@ -140,7 +141,11 @@ class Switch:
     bytes_written: int = 0
     version: int | None = None
     error: str = ""
-    kind: str = "switch"  # or "catch-up": new files laid out with the applied layout
+    #: the table version the rewrite planned against, the files it rewrites, its process id
+    read_version: int | None = None
+    inputs: list[str] = field(default_factory=list)
+    owner: int = 0
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -208,6 +213,11 @@ class OnlineEngine:
         self._pending_reason = ""
 
     # ------------------------------------------------------------------ pricing
+
+    def replace_sample(self, sample: pa.Table) -> None:
+        """Price virtual files on a new sample from now on (the table changed)."""
+        self.sample = sample
+        self._virtual.clear()
 
     def virtual(self, sid: str) -> VirtualState:
         """The virtual files of a state with a layout (built once, from the sample)."""
@@ -303,22 +313,29 @@ class OnlineEngine:
         state = self.manager.states.get(sid)
         return state.label if state is not None else sid
 
-    def begin(self, kind: str = "switch") -> Switch:
-        """Record a rewrite of the table to :attr:`target` (a catch-up keeps ``applied``)."""
-        target = self.applied if kind == "catch-up" else self.target
-        reason = "new files" if kind == "catch-up" else (self._pending_reason or "switch")
+    def begin(self) -> Switch:
+        """Record the start of a rewrite of the table from ``applied`` to :attr:`target`."""
+        target = self.target
         record = Switch(
             query=self.manager.queries,
             source=self.applied,
             target=target,
-            reason=reason,
+            reason=self._pending_reason or "switch",
             source_label=self.label_of(self.applied),
             target_label=self.label_of(target),
             phase=int(getattr(self.decider, "phase", 0)),
-            kind=kind,
         )
         self.history.append(record)
         return record
+
+    def find(self, record_id: str) -> Switch | None:
+        """The history record with ``record_id`` (None if unknown)."""
+        return next((s for s in self.history if s.id == record_id), None)
+
+    @property
+    def pending(self) -> Switch | None:
+        """The rewrite started and not finished, if any."""
+        return next((s for s in reversed(self.history) if s.status == "pending"), None)
 
     def committed(self, record: Switch, **metrics: Any) -> None:
         """The rewrite of ``record`` committed: the table is in its target now."""
@@ -369,8 +386,7 @@ class OnlineEngine:
                     "applied": sid == self.applied,
                 }
             )
-        done = [s for s in self.history if s.status == "done" and s.kind == "switch"]
-        rewrites = [s for s in self.history if s.status == "done"]
+        done = [s for s in self.history if s.status == "done"]
         return {
             "policy": self.config.policy,
             "alpha": self.config.alpha,
@@ -384,12 +400,13 @@ class OnlineEngine:
             "applied": self.applied,
             "applied_label": self.label_of(self.applied),
             "current": decider.current,
-            "rewrite_pending": any(s.status == "pending" for s in self.history),
+            "rewrite_pending": self.pending is not None,
             "states": states,
             "query_cost": self.query_cost,
             "switches": len(done),
             "reorganization_cost": self.config.alpha * len(done),
-            "rewrite_seconds": sum(s.seconds or 0.0 for s in rewrites),
+            "failed_rewrites": sum(s.status == "failed" for s in self.history),
+            "rewrite_seconds": sum(s.seconds or 0.0 for s in self.history),
             "last_error": self.last_error,
         }
 
@@ -413,7 +430,7 @@ class OnlineEngine:
         data: Mapping[str, Any],
         sample: pa.Table,
         fit: Fitter,
-        bind: Callable[[str], Predicate],
+        bind: Callable[[str], Predicate | None],
     ) -> OnlineEngine:
         """Inverse of :meth:`to_dict`; ``bind`` parses the window's SQL again."""
         try:

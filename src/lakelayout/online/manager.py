@@ -246,8 +246,11 @@ class LayoutManager:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], bind: Callable[[str], Predicate]) -> LayoutManager:
-        """Inverse of :meth:`to_dict`; ``bind`` parses the window's SQL again."""
+    def from_dict(
+        cls, data: Mapping[str, Any], bind: Callable[[str], Predicate | None]
+    ) -> LayoutManager:
+        """Inverse of :meth:`to_dict`; ``bind`` parses the window's SQL again (None drops a
+        query that no longer binds, e.g. after a schema change)."""
         out = cls(
             window=int(data["window"]),
             interval=int(data["interval"]),
@@ -256,7 +259,10 @@ class LayoutManager:
         )
         out.queries = int(data["queries"])
         out._next_id = int(data["next_id"])
-        out._recent = deque(((sql, bind(sql)) for sql in data["recent"]), maxlen=out.window)
+        for sql in data["recent"]:
+            predicate = bind(sql)
+            if predicate is not None:
+                out._recent.append((sql, predicate))
         out.states = {}
         for item in data["states"]:
             state = ManagedState.from_dict(item)
