@@ -261,7 +261,8 @@ bench_app = typer.Typer(
 app.add_typer(bench_app, name="bench")
 
 _POLICY_HELP = (
-    "comma-separated: none,sorted,zorder-halfway,liquid,qdtree,pando,sop-z,hilbert,deltars-zorder"
+    "comma-separated: none,sorted,zorder-halfway,liquid,qdtree,pando,sop-z,hilbert,deltars-zorder; "
+    "online: oreo,greedy,regret; oracles: static,offline-optimal"
 )
 
 
@@ -276,9 +277,42 @@ _Mode = Annotated[str, typer.Option(help="logical (metadata costs) or spark (tim
 _RowsPerFile = Annotated[int, typer.Option(help="rows per inserted file")]
 _Seed = Annotated[int, typer.Option(help="workload, data and sampling seed")]
 _DEFAULT_POLICIES = "none,sorted,zorder-halfway,liquid,qdtree,deltars-zorder"
+_Alpha = Annotated[
+    str, typer.Option(help="online policies: rewrite cost in full scans, or 'measured'")
+]
+_Window = Annotated[int, typer.Option(help="online policies: queries in the sliding window")]
+_Interval = Annotated[int, typer.Option(help="online policies: queries between candidate fits")]
+_Epsilon = Annotated[float, typer.Option(help="online policies: admission distance ε")]
+_MaxStates = Annotated[int, typer.Option(help="online policies: most candidate layouts kept")]
+_Gamma = Annotated[float, typer.Option(help="oreo: predictor exponent γ (0: uniform draws)")]
+
+
+def _online_settings(
+    alpha: str, window: int, interval: int, epsilon: float, max_states: int, gamma: float, seed: int
+) -> object:
+    """The online policies' settings (InvalidOption on a bad value)."""
+    from lakelayout.errors import InvalidOption
+    from lakelayout.evaluation.policies import OnlineSettings
+
+    value: float | str = alpha
+    if alpha != "measured":
+        try:
+            value = float(alpha)
+        except ValueError:
+            raise InvalidOption(f"--alpha must be a number or 'measured', got {alpha!r}") from None
+    return OnlineSettings(
+        alpha=value,
+        window=window,
+        interval=interval,
+        epsilon=epsilon,
+        max_states=max_states,
+        gamma=gamma,
+        seed=seed,
+    )
 
 
 def _print_results(results: dict[str, object], html_path: Path) -> None:
+    from lakelayout.evaluation.online_report import online_table
     from lakelayout.evaluation.report import (
         COST_COLUMNS,
         SKIPPING_COLUMNS,
@@ -288,17 +322,28 @@ def _print_results(results: dict[str, object], html_path: Path) -> None:
 
     console.print(rich_table(results, SKIPPING_COLUMNS))  # type: ignore[arg-type]
     console.print(rich_table(results, COST_COLUMNS))  # type: ignore[arg-type]
+    online = online_table(results)
+    if online is not None:
+        console.print(online)
     console.print(footnote(results), highlight=False)  # type: ignore[arg-type]
     console.print(f"HTML report: {html_path}", highlight=False)
 
 
-def _bench(dataset: str, out: Path | None, work_dir: Path, policies: str, **kw: object) -> None:
+def _bench(
+    dataset: str,
+    out: Path | None,
+    work_dir: Path,
+    policies: str,
+    online: tuple[str, int, int, float, int, float],
+    **kw: object,
+) -> None:
     import time
 
     from lakelayout.evaluation.runner import run_bench
 
     target = out or Path("runs") / time.strftime(f"%Y-%m-%d-%H%M%S-{dataset}")
     try:
+        kw["online"] = _online_settings(*online, seed=int(kw["seed"]))  # type: ignore[call-overload]
         results, html_path = run_bench(
             dataset,
             work_dir=work_dir,
@@ -328,9 +373,20 @@ def bench_tpch(
         Path | None, typer.Option(help="run directory (default runs/<time>-tpch)")
     ] = None,
     work_dir: _WorkDir = Path("bench-data"),
+    alpha: _Alpha = "measured",
+    window: _Window = 200,
+    interval: _Interval = 50,
+    epsilon: _Epsilon = 0.08,
+    max_states: _MaxStates = 8,
+    gamma: _Gamma = 0.0,
 ) -> None:
-    """TPC-H lineitem denormalized, the 13 lineitem templates, replayed under each policy."""
-    _bench("tpch", out, work_dir, policies, queries=queries, mode=mode, scale=scale,
+    """TPC-H lineitem denormalized, the 13 lineitem templates, replayed under each policy.
+
+    B2-online: --policies oreo,greedy,regret,static,offline-optimal --batches 1 with a
+    drifting stream (--shape drift, at least 20 template switches: queries / segment > 20).
+    """
+    online = (alpha, window, interval, epsilon, max_states, gamma)
+    _bench("tpch", out, work_dir, policies, online, queries=queries, mode=mode, scale=scale,
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed)  # fmt: skip
 
@@ -354,10 +410,17 @@ def bench_logs(
         Path | None, typer.Option(help="run directory (default runs/<time>-logs)")
     ] = None,
     work_dir: _WorkDir = Path("bench-data"),
+    alpha: _Alpha = "measured",
+    window: _Window = 200,
+    interval: _Interval = 50,
+    epsilon: _Epsilon = 0.08,
+    max_states: _MaxStates = 8,
+    gamma: _Gamma = 0.0,
 ) -> None:
     """The logs table (LIKE, map extraction, month(ts), a UDF, bounding boxes) under each
     policy, with its skipping indexes declared on every table (--no-indexes: min/max only)."""
-    _bench("logs", out, work_dir, policies, queries=queries, mode=mode, rows=int(rows),
+    online = (alpha, window, interval, epsilon, max_states, gamma)
+    _bench("logs", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes)  # fmt: skip
 
@@ -380,10 +443,17 @@ def bench_taxi(
         Path | None, typer.Option(help="run directory (default runs/<time>-taxi)")
     ] = None,
     work_dir: _WorkDir = Path("bench-data"),
+    alpha: _Alpha = "measured",
+    window: _Window = 200,
+    interval: _Interval = 50,
+    epsilon: _Epsilon = 0.08,
+    max_states: _MaxStates = 8,
+    gamma: _Gamma = 0.0,
 ) -> None:
     """The correlated taxi table (distance, fare, duration, pickup time ranges and their
     correlated combinations) under each policy."""
-    _bench("taxi", out, work_dir, policies, queries=queries, mode=mode, rows=int(rows),
+    online = (alpha, window, interval, epsilon, max_states, gamma)
+    _bench("taxi", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes)  # fmt: skip
 
