@@ -18,7 +18,8 @@ from lakelayout import online_table
 from lakelayout.api import Table
 from lakelayout.cluster import OptimizeHooks
 from lakelayout.errors import InvalidOption
-from tests.cluster.helpers import gen, live_paths, same_rows
+
+from .cluster.helpers import gen, live_paths, same_rows
 
 pytestmark = pytest.mark.spark
 
