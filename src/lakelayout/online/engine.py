@@ -265,6 +265,8 @@ class OnlineEngine:
     def refresh(self, real: RealCosts) -> Admission:
         """A candidate round now (the manager calls it every ``interval`` queries)."""
         protected = {self.applied, self.decider.current}
+        if self.pending is not None:
+            protected.add(self.pending.target)  # the table may be in it when the rewrite ends
         built: dict[int, VirtualState] = {}
 
         def price(item: ManagedState | Candidate, predicates: Sequence[Predicate]) -> np.ndarray:
