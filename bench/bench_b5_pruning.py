@@ -6,7 +6,7 @@ timestamps, booleans) with clustered, overlapping ranges and a few unknown
 bounds, then times ``might_match`` (best of 3) for representative predicates
 and reports the worst. Goal: under 0.2 s for a predicate over all files.
 
-Optionally (``--log``) also times ``FileStats.from_add_actions`` on a real
+Optionally (``--log``) also times ``stats.delta_stats.from_add_actions`` on a real
 Delta log of 20,000 files written by ``create_table_with_add_actions``.
 """
 

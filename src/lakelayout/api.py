@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from lakelayout.cluster.metrics import OptimizeMetrics
     from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
     from lakelayout.indexing import Indexes
+    from lakelayout.online_table import Online
     from lakelayout.skipping.indexes.base import Udf
     from lakelayout.table.delta import Snapshot
 
@@ -299,6 +300,7 @@ class Table:
             bytes_skipped_by=pruned.bytes_skipped_by,
             unused_indexes=pruned.unused,
         )
+        self._after_scan(where, predicate, snap, version)
         return ScanResult(df=df, report=report, predicate=predicate)
 
     def to_df(self, *, version: int | None = None) -> DataFrame:
@@ -365,6 +367,26 @@ class Table:
 
             self._indexes = Indexes(self.uri, lambda: self.spark, udfs=self._udfs)
         return self._indexes
+
+    # ------------------------------------------------------------ online reorganization
+    # (lakelayout.online holds the algorithm, lakelayout.online_table the live loop)
+
+    @property
+    def online(self) -> Online:
+        """OReO on this table: ``enable()``, ``status()``, ``history()``, ``disable()``."""
+        from lakelayout.online_table import Online
+
+        return Online(self)
+
+    def _after_scan(
+        self, where: str | None, predicate: Predicate, snap: Snapshot, version: int | None
+    ) -> None:
+        """A scan of the latest version with a predicate is a query for the online
+        reorganizer (a no-op unless ``online`` is enabled)."""
+        if where is not None and version is None:
+            from lakelayout.online_table import after_scan
+
+            after_scan(self, where, predicate, snap)
 
     # ------------------------------------------------------------ internals
 

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table as RichTable
 
 from lakelayout.errors import LakelayoutError
@@ -156,13 +157,112 @@ def optimize(
     console.print(grid)
 
 
+online_app = typer.Typer(no_args_is_help=True, help="Online reorganization (OReO) of a table.")
+app.add_typer(online_app, name="online")
+
+
+def _fmt_num(value: object, digits: int = 2) -> str:
+    return "-" if value is None else f"{float(value):.{digits}f}"  # type: ignore[arg-type]
+
+
+@online_app.command("status")
+def online_status(path: Annotated[str, typer.Argument(help="table location")]) -> None:
+    """Layout the table is in, candidate states and their counters, phase, α, costs so far."""
+    from lakelayout.api import Table
+
+    try:
+        s = Table(path).online.status()
+    except LakelayoutError as exc:
+        _fail(exc)
+        return
+    state = "enabled" if s["enabled"] else "disabled"
+    console.print(f"[bold]{s['table']}[/] online reorganization {state} (policy {s['policy']})")
+    m = s.get("alpha_measurement") or {}
+    how = "given"
+    if m.get("method") == "measured":
+        how = (
+            f"measured: rewrite {_fmt_num(m.get('rewrite_seconds'))} s / full scan "
+            f"{_fmt_num(m.get('scan_seconds'), 3)} s on {m.get('files')} files, "
+            f"{_fmt_bytes(int(m.get('bytes') or 0))}, {m.get('layout')}"
+        )
+    console.print(f"α = {_fmt_num(s['alpha'])} ({how})", highlight=False)
+    console.print(
+        f"queries {s['queries']}  phase {s['phase'] if s['phase'] is not None else '-'}  "
+        f"switches {s['switches']}  failed rewrites {s['failed_rewrites']}  "
+        f"window {s['window']}  interval {s['interval']}  ε {s['epsilon']:g}  "
+        f"γ {s['gamma']:g}  max states {s['max_states']}",
+        highlight=False,
+    )
+    pending = "  (rewrite running)" if s["rewrite_pending"] else ""
+    console.print(
+        escape(f"table laid out by: {s['applied_label']} [{s['applied']}]{pending}"),
+        highlight=False,
+    )
+    console.print(
+        f"cost so far (full scans): queries {_fmt_num(s['query_cost'])} + reorganizations "
+        f"{_fmt_num(s['reorganization_cost'])} = "
+        f"{_fmt_num(s['query_cost'] + s['reorganization_cost'])}; "
+        f"rewrites took {_fmt_num(s['rewrite_seconds'])} s",
+        highlight=False,
+    )
+    grid = RichTable(title="states")
+    for name in ("id", "layout", "blocks", "counter", "active", "would have cost", ""):
+        grid.add_column(name, justify="right" if name in ("blocks", "counter") else "left")
+    for st in s["states"]:
+        marks = " ".join(
+            m for m, on in (("table", st["applied"]), ("reorganizer", st["current"])) if on
+        )
+        grid.add_row(
+            st["id"],
+            escape(st["label"]),
+            "-" if st["blocks"] is None else str(st["blocks"]),
+            _fmt_num(st["counter"]),
+            "yes" if st["active"] else "no",
+            _fmt_num(st["would_have_cost"]),
+            marks,
+        )
+    console.print(grid)
+    if s.get("last_error"):
+        console.print(f"[bold red]last error:[/] {escape(s['last_error'])}", highlight=False)
+
+
+@online_app.command("history")
+def online_history(path: Annotated[str, typer.Argument(help="table location")]) -> None:
+    """Every switch: at which query, from, to, why, how it ended, time and files."""
+    from lakelayout.api import Table
+
+    try:
+        rows = Table(path).online.history()
+    except LakelayoutError as exc:
+        _fail(exc)
+        return
+    grid = RichTable(title=f"switches of {path}")
+    for name in ("query", "from", "to", "why", "status", "seconds", "files", "error"):
+        grid.add_column(name)
+    for h in rows:
+        grid.add_row(
+            str(h["query"]),
+            escape(f"{h['source_label']} [{h['source']}]"),
+            escape(f"{h['target_label']} [{h['target']}]"),
+            h["reason"],
+            h["status"],
+            _fmt_num(h.get("seconds")),
+            f"-{h['files_removed']} +{h['files_added']}",
+            escape(h.get("error") or ""),
+        )
+    console.print(grid)
+    if not rows:
+        console.print("no switch yet")
+
+
 bench_app = typer.Typer(
     no_args_is_help=True, help="Replay inserts and queries under layout policies (issue 6)."
 )
 app.add_typer(bench_app, name="bench")
 
 _POLICY_HELP = (
-    "comma-separated: none,sorted,zorder-halfway,liquid,qdtree,pando,sop-z,hilbert,deltars-zorder"
+    "comma-separated: none,sorted,zorder-halfway,liquid,qdtree,pando,sop-z,hilbert,deltars-zorder; "
+    "online: oreo,greedy,regret; oracles: static,offline-optimal"
 )
 
 
@@ -177,9 +277,42 @@ _Mode = Annotated[str, typer.Option(help="logical (metadata costs) or spark (tim
 _RowsPerFile = Annotated[int, typer.Option(help="rows per inserted file")]
 _Seed = Annotated[int, typer.Option(help="workload, data and sampling seed")]
 _DEFAULT_POLICIES = "none,sorted,zorder-halfway,liquid,qdtree,deltars-zorder"
+_Alpha = Annotated[
+    str, typer.Option(help="online policies: rewrite cost in full scans, or 'measured'")
+]
+_Window = Annotated[int, typer.Option(help="online policies: queries in the sliding window")]
+_Interval = Annotated[int, typer.Option(help="online policies: queries between candidate fits")]
+_Epsilon = Annotated[float, typer.Option(help="online policies: admission distance ε")]
+_MaxStates = Annotated[int, typer.Option(help="online policies: most candidate layouts kept")]
+_Gamma = Annotated[float, typer.Option(help="oreo: predictor exponent γ (0: uniform draws)")]
+
+
+def _online_settings(
+    alpha: str, window: int, interval: int, epsilon: float, max_states: int, gamma: float, seed: int
+) -> object:
+    """The online policies' settings (InvalidOption on a bad value)."""
+    from lakelayout.errors import InvalidOption
+    from lakelayout.evaluation.policies import OnlineSettings
+
+    value: float | str = alpha
+    if alpha != "measured":
+        try:
+            value = float(alpha)
+        except ValueError:
+            raise InvalidOption(f"--alpha must be a number or 'measured', got {alpha!r}") from None
+    return OnlineSettings(
+        alpha=value,
+        window=window,
+        interval=interval,
+        epsilon=epsilon,
+        max_states=max_states,
+        gamma=gamma,
+        seed=seed,
+    )
 
 
 def _print_results(results: dict[str, object], html_path: Path) -> None:
+    from lakelayout.evaluation.online_report import online_table
     from lakelayout.evaluation.report import (
         COST_COLUMNS,
         SKIPPING_COLUMNS,
@@ -189,17 +322,28 @@ def _print_results(results: dict[str, object], html_path: Path) -> None:
 
     console.print(rich_table(results, SKIPPING_COLUMNS))  # type: ignore[arg-type]
     console.print(rich_table(results, COST_COLUMNS))  # type: ignore[arg-type]
+    online = online_table(results)
+    if online is not None:
+        console.print(online)
     console.print(footnote(results), highlight=False)  # type: ignore[arg-type]
     console.print(f"HTML report: {html_path}", highlight=False)
 
 
-def _bench(dataset: str, out: Path | None, work_dir: Path, policies: str, **kw: object) -> None:
+def _bench(
+    dataset: str,
+    out: Path | None,
+    work_dir: Path,
+    policies: str,
+    online: tuple[str, int, int, float, int, float],
+    **kw: object,
+) -> None:
     import time
 
     from lakelayout.evaluation.runner import run_bench
 
     target = out or Path("runs") / time.strftime(f"%Y-%m-%d-%H%M%S-{dataset}")
     try:
+        kw["online"] = _online_settings(*online, seed=int(kw["seed"]))  # type: ignore[call-overload]
         results, html_path = run_bench(
             dataset,
             work_dir=work_dir,
@@ -229,9 +373,20 @@ def bench_tpch(
         Path | None, typer.Option(help="run directory (default runs/<time>-tpch)")
     ] = None,
     work_dir: _WorkDir = Path("bench-data"),
+    alpha: _Alpha = "measured",
+    window: _Window = 200,
+    interval: _Interval = 50,
+    epsilon: _Epsilon = 0.08,
+    max_states: _MaxStates = 8,
+    gamma: _Gamma = 0.0,
 ) -> None:
-    """TPC-H lineitem denormalized, the 13 lineitem templates, replayed under each policy."""
-    _bench("tpch", out, work_dir, policies, queries=queries, mode=mode, scale=scale,
+    """TPC-H lineitem denormalized, the 13 lineitem templates, replayed under each policy.
+
+    B2-online: --policies oreo,greedy,regret,static,offline-optimal --batches 1 with a
+    drifting stream (--shape drift, at least 20 template switches: queries / segment > 20).
+    """
+    online = (alpha, window, interval, epsilon, max_states, gamma)
+    _bench("tpch", out, work_dir, policies, online, queries=queries, mode=mode, scale=scale,
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed)  # fmt: skip
 
@@ -255,10 +410,17 @@ def bench_logs(
         Path | None, typer.Option(help="run directory (default runs/<time>-logs)")
     ] = None,
     work_dir: _WorkDir = Path("bench-data"),
+    alpha: _Alpha = "measured",
+    window: _Window = 200,
+    interval: _Interval = 50,
+    epsilon: _Epsilon = 0.08,
+    max_states: _MaxStates = 8,
+    gamma: _Gamma = 0.0,
 ) -> None:
     """The logs table (LIKE, map extraction, month(ts), a UDF, bounding boxes) under each
     policy, with its skipping indexes declared on every table (--no-indexes: min/max only)."""
-    _bench("logs", out, work_dir, policies, queries=queries, mode=mode, rows=int(rows),
+    online = (alpha, window, interval, epsilon, max_states, gamma)
+    _bench("logs", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes)  # fmt: skip
 
@@ -281,10 +443,17 @@ def bench_taxi(
         Path | None, typer.Option(help="run directory (default runs/<time>-taxi)")
     ] = None,
     work_dir: _WorkDir = Path("bench-data"),
+    alpha: _Alpha = "measured",
+    window: _Window = 200,
+    interval: _Interval = 50,
+    epsilon: _Epsilon = 0.08,
+    max_states: _MaxStates = 8,
+    gamma: _Gamma = 0.0,
 ) -> None:
     """The correlated taxi table (distance, fare, duration, pickup time ranges and their
     correlated combinations) under each policy."""
-    _bench("taxi", out, work_dir, policies, queries=queries, mode=mode, rows=int(rows),
+    online = (alpha, window, interval, epsilon, max_states, gamma)
+    _bench("taxi", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes)  # fmt: skip
 

@@ -89,7 +89,7 @@ def prune(root: str, predicate: Predicate, files: FileStats, schema: pa.Schema) 
     nbytes: dict[str, int] = {}
     for layout_id in sorted(set(layout_ids.tolist()) - {""}):
         layout = _layout(root, layout_id)
-        allowed = _allowed_blocks(layout, predicate, schema) if layout is not None else None
+        allowed = allowed_blocks(layout, predicate, schema) if layout is not None else None
         if layout is None or allowed is None:
             continue
         mine = (layout_ids == layout_id) & (blocks < layout.n_blocks)
@@ -167,7 +167,7 @@ def _layout(root: str, layout_id: str) -> Layout | None:
     return layout
 
 
-def _allowed_blocks(layout: Layout, predicate: Predicate, schema: pa.Schema) -> np.ndarray | None:
+def allowed_blocks(layout: Layout, predicate: Predicate, schema: pa.Schema) -> np.ndarray | None:
     """``layout.blocks_for`` of the relaxed predicate; None when it gives no usable answer."""
     known = _known_columns(layout, schema)
     relaxed = relax(predicate, known)

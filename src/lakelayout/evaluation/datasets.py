@@ -268,7 +268,9 @@ def tpch_dataset(spark: SparkSession, scale: float, work_dir: Path, *, batches: 
     source = tpchgen(scale, work_dir / f"tpch-{scale:g}")
     df = tpch_denormalized(spark, source)
     # arrival = generation order = l_orderkey: batches are its equal-count ranges
-    cuts = df.approxQuantile("l_orderkey", [i / batches for i in range(1, batches)], 0.0005)
+    # (no quantiles for one batch: Spark 4.2's approxQuantile fails on an empty list)
+    probabilities = [i / batches for i in range(1, batches)]
+    cuts = df.approxQuantile("l_orderkey", probabilities, 0.0005) if probabilities else []
     batch = sum((F.col("l_orderkey") >= F.lit(c)).cast("int") for c in cuts) if cuts else F.lit(0)
     return _stage(
         df.withColumn(BATCH_COLUMN, F.lit(0) + batch),

@@ -33,18 +33,21 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+import pyarrow as pa
 
 from lakelayout.cluster.metrics import OptimizeMetrics
 from lakelayout.errors import InvalidOption, closest
 from lakelayout.evaluation.workloads import Query
 from lakelayout.layouts.base import Layout
+from lakelayout.online.candidates import FAMILIES, check_families, fit_candidates
+from lakelayout.online.engine import OnlineConfig, OnlineEngine
+from lakelayout.online.manager import Candidate
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from lakelayout.api import Table
     from lakelayout.expr.nodes import Expr, Predicate
 
@@ -87,6 +90,8 @@ class Policy:
 
     name = "none"
     description = "files as inserted, in arrival order"
+    #: what the policy knows of the workload ("online": the queries so far; "oracle": all)
+    knows = ""
 
     def cluster_by(self, ctx: Context) -> list[str] | None:
         """Liquid clustering columns to create the table with (None: not clustered)."""
@@ -439,6 +444,302 @@ def _fit_hilbert(ctx: Context, target_blocks: int) -> Layout:
     )
 
 
+# --------------------------------------------------------------------------- online (OReO)
+
+
+@dataclass(frozen=True)
+class OnlineSettings:
+    """Settings shared by the online policies and the oracles they are compared with.
+
+    ``alpha`` is a number (rewrite cost in full scans) or ``"measured"``
+    (:func:`replay_alpha`); the others are :class:`~lakelayout.online.engine.OnlineConfig`'s,
+    plus the candidate layout ``families``.
+    """
+
+    alpha: float | str = "measured"
+    window: int = 200
+    interval: int = 50
+    epsilon: float = 0.08
+    max_states: int = 8
+    gamma: float = 0.0
+    seed: int = 0
+    families: tuple[str, ...] = FAMILIES
+
+    def __post_init__(self) -> None:
+        if isinstance(self.alpha, str) and self.alpha != "measured":
+            raise InvalidOption(f"alpha must be a number > 0 or 'measured', got {self.alpha!r}")
+        self.config("oreo", 1.0 if isinstance(self.alpha, str) else self.alpha)
+        check_families(list(self.families))
+
+    def config(self, policy: str, alpha: float) -> OnlineConfig:
+        return OnlineConfig(
+            alpha=alpha,
+            policy=policy,
+            window=self.window,
+            interval=self.interval,
+            epsilon=self.epsilon,
+            max_states=self.max_states,
+            gamma=self.gamma,
+            seed=self.seed,
+        )
+
+
+#: (sample id, window SQL, blocks, families) -> fitted candidates, shared by all online
+#: policies and oracles of a replay (they see the same windows of the same stream)
+_FITS: dict[tuple[int, tuple[str, ...], int, tuple[str, ...]], list[Candidate]] = {}
+#: sample id -> (the sample, α, how it was obtained): one α for every policy of a replay
+_ALPHAS: dict[int, tuple[pa.Table, float, str]] = {}
+#: fits tried per candidate to reach the wanted block count
+ONLINE_MAX_FITS = 3
+
+
+def window_candidates(
+    ctx: Context, predicates: Sequence[Predicate], blocks: int, families: Sequence[str]
+) -> list[Candidate]:
+    """Candidates fitted on ``predicates`` with about ``blocks`` blocks (cached per replay)."""
+    sample = ctx.sample()
+    key = (id(sample), tuple(p.sql() for p in predicates), blocks, tuple(families))
+    if key not in _FITS:
+        _FITS[key] = fit_candidates(
+            sample,
+            predicates,
+            blocks=blocks,
+            families=families,
+            sizer=lambda fit, wanted: fit_with_blocks(fit, wanted, max_fits=ONLINE_MAX_FITS),
+        )
+    return _FITS[key]
+
+
+def replay_alpha(ctx: Context, settings: OnlineSettings) -> tuple[float, str]:
+    """α for the online policies and oracles of this replay, and how it was obtained.
+
+    Given: as is. Measured: a rewrite is timed on a scratch copy of the
+    replayed table (:func:`lakelayout.online_table.measure_alpha`: one file
+    per block, as a switch writes), scaled to the table's bytes, and divided
+    by the replay's own full-scan time (workload queries over every row), the
+    unit every replay cost is priced in. Measured once per replay.
+    """
+    if not isinstance(settings.alpha, str):
+        return float(settings.alpha), "given"
+    sample = ctx.sample()
+    cached = _ALPHAS.get(id(sample))
+    if cached is not None and cached[0] is sample:
+        return cached[1], cached[2]
+    from lakelayout.online_table import measure_alpha
+
+    m = measure_alpha(ctx.table)
+    table_bytes = int(ctx.table.snapshot().files.total_bytes)
+    full = float(getattr(ctx, "full_scan_seconds", 0.0) or 0.0)
+    assert m.rewrite_seconds is not None and m.scan_seconds is not None
+    rewrite = m.rewrite_seconds * table_bytes / max(m.bytes, 1)
+    if full > 0:
+        alpha = rewrite / full
+        how = (
+            f"measured: rewrite {m.rewrite_seconds:.2f} s of {m.bytes:,} B scaled to "
+            f"{table_bytes:,} B = {rewrite:.2f} s / full scan {full:.3f} s"
+        )
+    else:
+        alpha, how = (
+            m.alpha,
+            f"measured: rewrite {m.rewrite_seconds:.2f} s / scan {m.scan_seconds:.3f} s",
+        )
+    _ALPHAS[id(sample)] = (sample, alpha, how)
+    return alpha, how
+
+
+def _rewrite_to(ctx: Context, layout: Layout, label: str) -> None:
+    """Rewrite the files not already laid out by ``layout`` (one file per block)."""
+    from lakelayout.online_table import laid_out_by
+
+    snap = ctx.table.snapshot()
+    done = laid_out_by(ctx.table.uri, snap.files, layout)
+    files = [str(p) for p, d in zip(snap.files.paths, done, strict=True) if not d]
+    ctx.rewrite(
+        f"switch to {label}",
+        lambda: ctx.table.optimize.apply(layout, files, one_file_per_block=True),
+    )
+
+
+_ONLINE_DESCRIPTIONS = {
+    "oreo": "OReO (D-UMTS counters, random switches, phases)",
+    "greedy": "Greedy (switch when another state is cheaper on the window)",
+    "regret": "Regret (switch when the saving since adoption exceeds α)",
+}
+
+
+class OnlinePolicy(Policy):
+    """``oreo``, ``greedy``, ``regret``: see one query at a time (online).
+
+    They share the layout manager (candidates fitted on the sliding window,
+    ε-admission) and differ in the decision rule. The table starts as
+    inserted; a switch rewrites every file not laid out by the chosen layout
+    (inserts made meanwhile are laid out by the next switch).
+    """
+
+    knows = "online"
+
+    def __init__(self, kind: str, settings: OnlineSettings) -> None:
+        self.name = kind
+        self.kind = kind
+        self.settings = settings
+        self.engine: OnlineEngine | None = None
+        self.alpha_note = ""
+        self.description = f"[online] {_ONLINE_DESCRIPTIONS[kind]}"
+
+    def on_insert(self, ctx: Context, new_files: Sequence[str]) -> None:
+        if self.engine is not None:
+            return
+        alpha, self.alpha_note = replay_alpha(ctx, self.settings)
+        families = self.settings.families
+
+        def fit(predicates: Sequence[Predicate]) -> list[Candidate]:
+            return window_candidates(ctx, predicates, max(1, ctx.files_inserted), families)
+
+        self.engine = OnlineEngine(self.settings.config(self.kind, alpha), ctx.sample(), fit)
+        self._describe()
+
+    def on_query(self, ctx: Context, query: Query) -> None:
+        from lakelayout.online.costs import table_costs
+
+        engine = self.engine
+        assert engine is not None, "the first insert starts the engine"
+        snap = ctx.table.snapshot()
+        uri = ctx.table.uri
+
+        def real(predicates: Sequence[Predicate]) -> np.ndarray:
+            return table_costs(predicates, snap.files, root=uri, schema=snap.schema)
+
+        engine.observe(query.sql, ctx.predicates([query])[0], real)
+
+    def may_reorganize(self, ctx: Context) -> None:
+        engine = self.engine
+        if engine is None or not engine.wants_switch():
+            return
+        record = engine.begin()
+        layout = engine.layout_of(record.target)
+        assert layout is not None
+        _rewrite_to(ctx, layout, record.target_label)
+        engine.committed(record)
+        self._describe()
+
+    def _describe(self) -> None:
+        engine = self.engine
+        assert engine is not None
+        c = engine.config
+        switches = sum(s.status == "done" for s in engine.history)
+        extra = f", γ={c.gamma:g}" if c.policy == "oreo" else ""
+        self.description = (
+            f"[online] {_ONLINE_DESCRIPTIONS[self.kind]}{extra}; α={c.alpha:.1f} "
+            f"({self.alpha_note}); window {c.window}, candidates every {c.interval}, "
+            f"ε={c.epsilon:g}, ≤{c.max_states} states; {switches} switches"
+        )
+
+
+class OraclePolicy(Policy):
+    """``static`` and ``offline-optimal``: know the whole workload in advance (oracle).
+
+    Candidates: every layout the manager would fit on the sliding window over
+    the whole stream, plus one per family fitted on the whole workload. Each
+    is priced on every query of the stream by its virtual files (the same
+    metadata costs OReO uses), then
+
+    * ``static`` lays the table out with the cheapest single candidate;
+    * ``offline-optimal`` follows the exact dynamic-programming schedule over
+      all candidates with switching cost α (free choice of the first layout),
+      the lower bound of every policy over these states.
+    """
+
+    knows = "oracle"
+
+    def __init__(self, kind: str, settings: OnlineSettings) -> None:
+        self.name = kind
+        self.kind = kind
+        self.settings = settings
+        self.candidates: list[Candidate] = []
+        self.schedule: list[int] = []
+        self.applied: int | None = None
+        self.description = f"[oracle] {kind}"
+        self.fit_seconds = 0.0
+
+    def prepare(self, ctx: Context) -> None:
+        started = time.perf_counter()
+        predicates = ctx.predicates(ctx.workload)
+        batches = int(getattr(getattr(ctx, "dataset", None), "batches", 1) or 1)
+        blocks = max(1, ctx.blocks_per_batch * batches)
+        s = self.settings
+        found: list[Candidate] = []
+        for end in range(s.interval, len(predicates) + 1, s.interval):
+            window = predicates[max(0, end - s.window) : end]
+            found += window_candidates(ctx, window, blocks, s.families)
+        found += window_candidates(ctx, predicates, blocks, s.families)
+        unique: dict[str, Candidate] = {}
+        for cand in found:
+            unique.setdefault(cand.layout.to_json(), cand)
+        self.candidates = list(unique.values())
+        self.fit_seconds = time.perf_counter() - started
+
+    def on_insert(self, ctx: Context, new_files: Sequence[str]) -> None:
+        if not self.schedule:
+            self._plan(ctx)
+        at = min(len(ctx.seen), len(self.schedule) - 1)
+        self.applied = self.schedule[at]
+        cand = self.candidates[self.applied]
+        files = list(new_files)
+        ctx.rewrite(
+            f"apply {cand.label}",
+            lambda: ctx.table.optimize.apply(cand.layout, files, one_file_per_block=True),
+        )
+
+    def _plan(self, ctx: Context) -> None:
+        from lakelayout.online.baselines import offline_optimum, static_best
+        from lakelayout.online.costs import VirtualState
+
+        if not self.candidates:
+            raise InvalidOption(f"{self.kind}: no candidate layout could be fitted on the workload")
+        alpha, how = replay_alpha(ctx, self.settings)
+        predicates = ctx.predicates(ctx.workload)
+        sample = ctx.sample()
+        costs = np.column_stack(
+            [VirtualState(c.layout, sample).costs(predicates) for c in self.candidates]
+        )
+        if self.kind == "static":
+            best, total = static_best(costs)
+            self.schedule = [best] * len(predicates)
+            self.description = (
+                f"[oracle] best single layout for the whole workload: "
+                f"{self.candidates[best].label} (of {len(self.candidates)} candidates, "
+                f"estimated {total:.1f} full scans); "
+                f"α={alpha:.1f} ({how})"
+            )
+        else:
+            plan = offline_optimum(costs, alpha)
+            self.schedule = [int(i) for i in plan.path]
+            self.description = (
+                f"[oracle] exact DP over {len(self.candidates)} candidate layouts, "
+                f"{plan.switches} planned switches, estimated cost {plan.total:.1f} full scans; "
+                f"α={alpha:.1f} ({how})"
+            )
+
+    def may_reorganize(self, ctx: Context) -> None:
+        if not self.schedule:
+            return
+        target = self.schedule[min(len(ctx.seen), len(self.schedule) - 1)]
+        if target == self.applied:
+            return
+        cand = self.candidates[target]
+        _rewrite_to(ctx, cand.layout, cand.label)
+        self.applied = target
+
+
+ONLINE_POLICIES: dict[str, Callable[[OnlineSettings], Policy]] = {
+    "oreo": lambda s: OnlinePolicy("oreo", s),
+    "greedy": lambda s: OnlinePolicy("greedy", s),
+    "regret": lambda s: OnlinePolicy("regret", s),
+    "static": lambda s: OraclePolicy("static", s),
+    "offline-optimal": lambda s: OraclePolicy("offline-optimal", s),
+}
+
+
 POLICIES: dict[str, Callable[[], Policy]] = {
     "none": Policy,
     "sorted": SortedPolicy,
@@ -454,13 +755,19 @@ POLICIES: dict[str, Callable[[], Policy]] = {
 }
 
 
-def make_policies(names: Sequence[str]) -> list[Policy]:
-    """Fresh policy objects for ``names`` (validated before anything runs)."""
-    out = []
+def make_policies(names: Sequence[str], online: OnlineSettings | None = None) -> list[Policy]:
+    """Fresh policy objects for ``names`` (validated before anything runs); the online
+    policies and their oracles take ``online`` (default settings when None)."""
+    known = [*POLICIES, *ONLINE_POLICIES]
+    out: list[Policy] = []
+    settings = online or OnlineSettings()
     for name in names:
-        if name not in POLICIES:
+        if name in POLICIES:
+            out.append(POLICIES[name]())
+        elif name in ONLINE_POLICIES:
+            out.append(ONLINE_POLICIES[name](settings))
+        else:
             raise InvalidOption(
-                f"unknown policy {name!r}{closest(name, POLICIES)}; known: {', '.join(POLICIES)}"
+                f"unknown policy {name!r}{closest(name, known)}; known: {', '.join(known)}"
             )
-        out.append(POLICIES[name]())
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 from lakelayout.errors import InvalidOption, closest
 from lakelayout.evaluation import workloads
 from lakelayout.evaluation.datasets import Dataset, logs_dataset, taxi_dataset, tpch_dataset
-from lakelayout.evaluation.policies import make_policies
+from lakelayout.evaluation.policies import OnlineSettings, make_policies
 from lakelayout.evaluation.replay import ReplayConfig, replay
 from lakelayout.evaluation.report import write_report
 
@@ -36,11 +37,13 @@ def run_bench(
     seed: int = 0,
     sample_rows: int = 50_000,
     indexes: bool = True,
+    online: OnlineSettings | None = None,
     progress: Callable[[str], None] = print,
 ) -> tuple[dict[str, Any], Path]:
     """Replay ``dataset_name`` (one of :data:`DATASETS`); the results and the HTML report path.
 
-    ``indexes=False`` replays without the dataset's skipping indexes (min/max only).
+    ``indexes=False`` replays without the dataset's skipping indexes (min/max only);
+    ``online`` sets α, window, interval, ε, states and γ of the online policies and oracles.
     """
     from lakelayout.table.session import spark_session
 
@@ -49,7 +52,7 @@ def run_bench(
             f"unknown dataset {dataset_name!r}{closest(dataset_name, DATASETS)}; "
             f"known: {', '.join(DATASETS)}"
         )
-    chosen = make_policies(policies)  # validate names before any work
+    chosen = make_policies(policies, online)  # validate names before any work
     spark = spark_session()
     started = time.perf_counter()
     ds = _dataset(dataset_name, spark, work_dir, scale=scale, rows=rows, batches=batches, seed=seed)
@@ -67,6 +70,8 @@ def run_bench(
                      progress=progress)  # fmt: skip
     results["dataset"]["scale"] = scale if dataset_name == "tpch" else None
     results["config"].update(shape=shape, segment_length=segment_length, workload_seed=seed)
+    if online is not None:
+        results["config"]["online"] = dataclasses.asdict(online)
     _, html_path = write_report(results, out_dir)
     return results, html_path
 

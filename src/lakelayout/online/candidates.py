@@ -1,0 +1,140 @@
+"""Candidate layouts fitted on the manager's window (OReO §V-A, ``generate_layout``).
+
+One candidate per family, each fitted on a sample of the table and the
+window's predicates, with about ``blocks`` blocks (the table's file count,
+so a switch keeps as many files as the table has):
+
+* ``qdtree``: a greedy Qd-tree on the window's predicates;
+* ``pando``: Pando with two trees (at most 24 leaves each);
+* ``hilbert``: a Hilbert curve over the three most queried columns of the
+  window (Z-order when only one column is queried), the paper's workload-aware
+  Z-ordering (§VI-A1);
+* ``sop-z``: SOP+Z over the window's features and its two most queried columns.
+
+A family that cannot fit the window (no usable predicate, no orderable
+column) is left out for this round. Fitting is pure (the layouts package).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+import pyarrow as pa
+
+from lakelayout.errors import InvalidOption, LakelayoutError, LayoutError, closest
+from lakelayout.expr.nodes import Column, Expr, Predicate
+from lakelayout.layouts.base import Layout
+from lakelayout.online.manager import Candidate
+
+FAMILIES = ("qdtree", "pando", "hilbert", "sop-z")
+
+#: ``sizer(fit, wanted)``: a layout of about ``wanted`` blocks from ``fit(target_blocks)``
+Sizer = Callable[[Callable[[int], Layout], int], Layout]
+
+
+def fit_once(fit: Callable[[int], Layout], wanted: int) -> Layout:
+    """One fit with ``target_blocks=wanted`` (Pando and SOP land below it)."""
+    return fit(wanted)
+
+
+def check_families(families: Sequence[str]) -> list[str]:
+    """``families`` validated against :data:`FAMILIES` (clear error naming the bad one)."""
+    out = []
+    for name in families:
+        if name not in FAMILIES:
+            raise InvalidOption(
+                f"unknown layout family {name!r}{closest(name, FAMILIES)}; "
+                f"known: {', '.join(FAMILIES)}"
+            )
+        out.append(name)
+    if not out:
+        raise InvalidOption(f"at least one layout family is needed; known: {', '.join(FAMILIES)}")
+    return out
+
+
+def most_queried(predicates: Sequence[Predicate], schema: pa.Schema, top: int) -> list[str]:
+    """The ``top`` plain columns of ``schema`` read by the most predicates (ties: name order).
+
+    Map, list and struct columns are left out: a curve cannot order them.
+    """
+    plain = {
+        f.name for f in schema if not pa.types.is_nested(f.type) and not pa.types.is_null(f.type)
+    }
+    counts = Counter(c for p in predicates for c in set(_plain_columns(p)) if c in plain)
+    return [c for c, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]]
+
+
+def _plain_columns(node: Expr) -> list[str]:
+    """Columns read by ``node`` outside nested access (``attrs['k']`` reads no plain column)."""
+    out = []
+    stack: list[Expr] = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Column):
+            out.append(item.name)
+        stack.extend(item.children())
+    return out
+
+
+def _fit_family(
+    family: str, sample: pa.Table, predicates: Sequence[Predicate], target: int
+) -> tuple[str, Layout] | None:
+    """``(label, layout)`` of one family with ``target_blocks=target``; None if it has no
+    columns to work on."""
+    from lakelayout.layouts import HilbertLayout, PandoLayout, QdTreeLayout, SOPZLayout
+    from lakelayout.layouts.zorder import ZOrderLayout
+
+    if family == "qdtree":
+        return "qdtree", QdTreeLayout.fit(sample, predicates, target_blocks=target)
+    if family == "pando":
+        pando: Layout = PandoLayout.fit(
+            sample, predicates, target_blocks=target, k=2, max_leaves=24
+        )
+        return "pando(k=2)", pando
+    if family == "hilbert":
+        columns = most_queried(predicates, sample.schema, 3)
+        if not columns:
+            return None
+        if len(columns) == 1:
+            return f"zorder({columns[0]})", ZOrderLayout.fit(
+                sample, columns=columns, target_blocks=target
+            )
+        curve: Layout = HilbertLayout.fit(sample, columns=columns, target_blocks=target)
+        return f"hilbert({', '.join(columns)})", curve
+    columns = most_queried(predicates, sample.schema, 2)
+    if not columns:
+        return None
+    sopz: Layout = SOPZLayout.fit(
+        sample, predicates, columns=columns, target_blocks=target, max_features=32
+    )
+    return f"sop-z({', '.join(columns)})", sopz
+
+
+def fit_candidates(
+    sample: pa.Table,
+    predicates: Sequence[Predicate],
+    *,
+    blocks: int,
+    families: Sequence[str] = FAMILIES,
+    sizer: Sizer = fit_once,
+) -> list[Candidate]:
+    """One candidate per family in ``families`` fitted on ``sample`` and ``predicates``."""
+    wanted = max(1, int(blocks))
+    out: list[Candidate] = []
+    for family in check_families(families):
+        labels: list[str] = []
+
+        def fit(target: int, family: str = family, labels: list[str] = labels) -> Layout:
+            got = _fit_family(family, sample, predicates, target)
+            if got is None:
+                raise LayoutError(f"{family}: no queried column to cluster on")
+            labels.append(got[0])
+            return got[1]
+
+        try:
+            layout = sizer(fit, wanted)
+        except LakelayoutError:
+            continue  # this family cannot fit this window: no candidate from it this round
+        out.append(Candidate(labels[-1], layout))
+    return out

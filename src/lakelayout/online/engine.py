@@ -1,0 +1,449 @@
+"""One online reorganization loop: prices, decider, layout manager, switch book-keeping.
+
+:class:`OnlineEngine` is what a live table (``Table.online``) and the
+replay's online policies (``oreo``, ``greedy``, ``regret``) share. Per query:
+
+1. every state is priced (:mod:`lakelayout.online.costs`): the state the
+   table's files are in (``applied``) on the real files, through the
+   caller's :class:`RealCosts`; every other state on its virtual files;
+2. the decider (:class:`~.reorganizer.Reorganizer`, :class:`~.baselines.Greedy`
+   or :class:`~.baselines.Regret`) serves the query and names the state for
+   the next one;
+3. the layout manager adds the query to its window and, every ``interval``
+   queries, proposes candidates; admitted and pruned states are passed on to
+   the decider as Algorithm 4's state updates.
+
+When the decider's state differs from ``applied`` the caller rewrites the
+table (:meth:`begin`) and reports :meth:`committed` or :meth:`failed`. A
+switch the table could not make is undone in the decider (:meth:`failed`:
+the table is still in ``applied``), so decider and table never disagree for
+longer than one rewrite. The initial state (the table as it was) has no
+layout to rebuild it from: it leaves the state space once a rewrite away
+from it commits.
+
+Everything is pure and JSON-serializable (:meth:`to_dict`); the sample the
+virtual files are built on is kept by the caller.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from lakelayout.errors import InvalidOption, closest
+from lakelayout.expr.nodes import Predicate
+from lakelayout.layouts.base import Layout
+from lakelayout.online.baselines import Greedy, Regret
+from lakelayout.online.costs import VirtualState
+from lakelayout.online.manager import AS_IS, Admission, Candidate, LayoutManager, ManagedState
+from lakelayout.online.reorganizer import Reorganizer, Step
+
+POLICIES = ("oreo", "greedy", "regret")
+
+Decider = Reorganizer | Greedy | Regret
+
+
+@dataclass(frozen=True)
+class OnlineConfig:
+    """Settings of one online loop (validated on creation).
+
+    ``alpha``: rewrite cost in full-scan units; ``window``: queries the
+    manager keeps; ``interval``: queries between candidate rounds;
+    ``epsilon``: admission distance; ``max_states``: size of the state space;
+    ``gamma``: predictor exponent (0 = uniform draws, the analysed algorithm);
+    ``stay_on_reset``: stay in the current state when a phase starts.
+    """
+
+    alpha: float
+    policy: str = "oreo"
+    window: int = 200
+    interval: int = 50
+    epsilon: float = 0.08
+    max_states: int = 8
+    gamma: float = 0.0
+    seed: int = 0
+    stay_on_reset: bool = True
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise InvalidOption(
+                f"unknown online policy {self.policy!r}{closest(self.policy, POLICIES)}; "
+                f"known: {', '.join(POLICIES)}"
+            )
+        _number(self.alpha, "alpha", low=0.0, strict=True)
+        _number(self.gamma, "gamma", low=0.0)
+        _number(self.epsilon, "epsilon", low=0.0, high=1.0)
+        for name in ("window", "interval", "max_states", "seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InvalidOption(f"{name} must be an integer, got {value!r}")
+        if self.window < 1 or self.interval < 1:
+            raise InvalidOption(
+                f"window and interval must be >= 1 query, got {self.window}, {self.interval}"
+            )
+        if self.max_states < 2:
+            raise InvalidOption(f"max_states must be >= 2, got {self.max_states}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> OnlineConfig:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def _number(
+    value: Any, name: str, *, low: float, high: float | None = None, strict: bool = False
+) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidOption(f"{name} must be a finite number, got {value!r}")
+    if value < low or (strict and value == low) or (high is not None and value > high):
+        bounds = f"> {low:g}" if strict else f">= {low:g}"
+        if high is not None:
+            bounds += f" and <= {high:g}"
+        raise InvalidOption(f"{name} must be {bounds}, got {value!r}")
+
+
+class RealCosts(Protocol):
+    """``c(applied, q)`` on the table's real files (see :func:`~.costs.table_costs`)."""
+
+    def __call__(self, predicates: Sequence[Predicate]) -> np.ndarray: ...
+
+
+Fitter = Callable[[Sequence[Predicate]], Sequence[Candidate]]
+
+
+@dataclass
+class Switch:
+    """One switch of the table's layout, as history reports it."""
+
+    query: int
+    source: str
+    target: str
+    reason: str
+    source_label: str
+    target_label: str
+    phase: int
+    status: str = "pending"  # pending -> done | failed
+    started: float = field(default_factory=time.time)
+    finished: float | None = None
+    seconds: float | None = None
+    files_removed: int = 0
+    files_added: int = 0
+    bytes_written: int = 0
+    version: int | None = None
+    error: str = ""
+    #: the table version the rewrite planned against, the files it rewrites, its process id
+    read_version: int | None = None
+    inputs: list[str] = field(default_factory=list)
+    owner: int = 0
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Switch:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def make_decider(config: OnlineConfig, states: Sequence[str], initial: str) -> Decider:
+    if config.policy == "oreo":
+        return Reorganizer(
+            states,
+            initial=initial,
+            alpha=config.alpha,
+            gamma=config.gamma,
+            seed=config.seed,
+            stay_on_reset=config.stay_on_reset,
+        )
+    if config.policy == "greedy":
+        return Greedy(states, initial=initial, alpha=config.alpha, window=config.window)
+    return Regret(states, initial=initial, alpha=config.alpha, window=config.window)
+
+
+def decider_from_dict(data: Mapping[str, Any]) -> Decider:
+    kind = data.get("kind")
+    if kind == "oreo":
+        return Reorganizer.from_dict(data)
+    if kind == "greedy":
+        return Greedy.from_dict(data)
+    if kind == "regret":
+        return Regret.from_dict(data)
+    raise InvalidOption(f"unknown saved decider kind {kind!r}")
+
+
+class OnlineEngine:
+    """Decider + layout manager + prices; the caller rewrites and reports back."""
+
+    def __init__(
+        self,
+        config: OnlineConfig,
+        sample: pa.Table,
+        fit: Fitter,
+        *,
+        initial_label: str = "the table as it is",
+    ) -> None:
+        self.config = config
+        self.sample = sample
+        self.fit = fit
+        self.manager = LayoutManager(
+            window=config.window,
+            interval=config.interval,
+            epsilon=config.epsilon,
+            max_states=config.max_states,
+            initial_label=initial_label,
+        )
+        self.decider: Decider = make_decider(config, [AS_IS], AS_IS)
+        #: the state the table's files are in
+        self.applied = AS_IS
+        self.history: list[Switch] = []
+        self.query_cost = 0.0
+        self.last_error = ""
+        self._virtual: dict[str, VirtualState] = {}
+        self._pending_reason = ""
+
+    # ------------------------------------------------------------------ pricing
+
+    def replace_sample(self, sample: pa.Table) -> None:
+        """Price virtual files on a new sample from now on (the table changed)."""
+        self.sample = sample
+        self._virtual.clear()
+
+    def virtual(self, sid: str) -> VirtualState:
+        """The virtual files of a state with a layout (built once, from the sample)."""
+        state = self.manager.states[sid]
+        if state.layout is None:
+            raise InvalidOption(f"state {sid!r} has no layout to price on virtual files")
+        cached = self._virtual.get(sid)
+        if cached is None:
+            cached = VirtualState(state.layout, self.sample)
+            self._virtual[sid] = cached
+        return cached
+
+    def prices(self, predicates: Sequence[Predicate], real: RealCosts) -> dict[str, np.ndarray]:
+        """``c(s, q)`` for every state of the decider and every predicate."""
+        out = {}
+        for sid in self.decider.states:
+            if sid == self.applied:
+                out[sid] = np.asarray(real(predicates), dtype=np.float64)
+            else:
+                out[sid] = self.virtual(sid).costs(predicates)
+        return out
+
+    def _price_item(
+        self, item: ManagedState | Candidate, predicates: Sequence[Predicate], real: RealCosts
+    ) -> np.ndarray:
+        if isinstance(item, ManagedState):
+            if item.id == self.applied:
+                return np.asarray(real(predicates), dtype=np.float64)
+            return self.virtual(item.id).costs(predicates)
+        return VirtualState(item.layout, self.sample).costs(predicates)
+
+    # ------------------------------------------------------------------ the loop
+
+    def observe(self, sql: str, predicate: Predicate, real: RealCosts) -> Step:
+        """Serve one query; refresh the state space when due. The step of the decider."""
+        costs = {sid: float(v[0]) for sid, v in self.prices([predicate], real).items()}
+        step = self.decider.observe(costs)
+        self.query_cost += step.cost
+        if step.switched:
+            self._pending_reason = step.reason
+        if self.manager.observe(sql, predicate):
+            self.refresh(real)
+        return step
+
+    def refresh(self, real: RealCosts) -> Admission:
+        """A candidate round now (the manager calls it every ``interval`` queries)."""
+        protected = {self.applied, self.decider.current}
+        if self.pending is not None:
+            protected.add(self.pending.target)  # the table may be in it when the rewrite ends
+        built: dict[int, VirtualState] = {}
+
+        def price(item: ManagedState | Candidate, predicates: Sequence[Predicate]) -> np.ndarray:
+            if isinstance(item, Candidate):
+                state = built.get(id(item.layout))
+                if state is None:
+                    state = VirtualState(item.layout, self.sample)
+                    built[id(item.layout)] = state
+                return state.costs(predicates)
+            return self._price_item(item, predicates, real)
+
+        admission = self.manager.refresh(self.fit, price, protected=protected)
+        for sid in admission.added:
+            layout = self.manager.states[sid].layout
+            assert layout is not None
+            if id(layout) in built:
+                self._virtual[sid] = built[id(layout)]
+            self._add_to_decider(sid, admission.vectors[sid])
+        for sid in admission.removed:
+            self._virtual.pop(sid, None)
+            step = self.decider.remove_state(sid)
+            if step.switched:
+                self._pending_reason = step.reason
+        return admission
+
+    def _add_to_decider(self, sid: str, recent: np.ndarray) -> None:
+        if isinstance(self.decider, Reorganizer):
+            self.decider.add_state(sid)
+        else:
+            self.decider.add_state(sid, recent.tolist())
+
+    # ------------------------------------------------------------------ switches
+
+    @property
+    def target(self) -> str:
+        """The state the decider wants the table in."""
+        return self.decider.current
+
+    def wants_switch(self) -> bool:
+        return self.decider.current != self.applied
+
+    def layout_of(self, sid: str) -> Layout | None:
+        return self.manager.states[sid].layout
+
+    def label_of(self, sid: str) -> str:
+        state = self.manager.states.get(sid)
+        return state.label if state is not None else sid
+
+    def begin(self) -> Switch:
+        """Record the start of a rewrite of the table from ``applied`` to :attr:`target`."""
+        target = self.target
+        record = Switch(
+            query=self.manager.queries,
+            source=self.applied,
+            target=target,
+            reason=self._pending_reason or "switch",
+            source_label=self.label_of(self.applied),
+            target_label=self.label_of(target),
+            phase=int(getattr(self.decider, "phase", 0)),
+        )
+        self.history.append(record)
+        return record
+
+    def find(self, record_id: str) -> Switch | None:
+        """The history record with ``record_id`` (None if unknown)."""
+        return next((s for s in self.history if s.id == record_id), None)
+
+    @property
+    def pending(self) -> Switch | None:
+        """The rewrite started and not finished, if any."""
+        return next((s for s in reversed(self.history) if s.status == "pending"), None)
+
+    def committed(self, record: Switch, **metrics: Any) -> None:
+        """The rewrite of ``record`` committed: the table is in its target now."""
+        self._finish(record, "done", **metrics)
+        previous, self.applied = self.applied, record.target
+        state = self.manager.states.get(previous)
+        if previous != record.target and state is not None and state.layout is None:
+            # the table as it was cannot be rebuilt: it leaves the state space
+            if previous in self.decider.states:
+                step = self.decider.remove_state(previous)
+                if step.switched:
+                    self._pending_reason = step.reason
+            self.manager.remove(previous)
+
+    def failed(self, record: Switch, error: str, **metrics: Any) -> None:
+        """The rewrite failed: the table is still in ``applied``; so is the decider now."""
+        self._finish(record, "failed", error=error, **metrics)
+        self.decider.revert(self.applied)
+
+    def _finish(self, record: Switch, status: str, **metrics: Any) -> None:
+        record.status = status
+        record.finished = time.time()
+        for key, value in metrics.items():
+            setattr(record, key, value)
+
+    # ------------------------------------------------------------------ reports
+
+    def status(self) -> dict[str, Any]:
+        """Current layout, states with counters and costs, phase, alpha, costs so far."""
+        decider = self.decider
+        counters = decider.counters if isinstance(decider, Reorganizer) else {}
+        active = set(decider.active) if isinstance(decider, Reorganizer) else set()
+        totals = decider.totals
+        states = []
+        for sid in decider.states:
+            managed = self.manager.states.get(sid)
+            states.append(
+                {
+                    "id": sid,
+                    "label": managed.label if managed else sid,
+                    "family": managed.layout.family if managed and managed.layout else None,
+                    "blocks": managed.layout.n_blocks if managed and managed.layout else None,
+                    "added_at": managed.added_at if managed else 0,
+                    "counter": counters.get(sid),
+                    "active": sid in active,
+                    "would_have_cost": totals.get(sid, 0.0),
+                    "current": sid == decider.current,
+                    "applied": sid == self.applied,
+                }
+            )
+        done = [s for s in self.history if s.status == "done"]
+        return {
+            "policy": self.config.policy,
+            "alpha": self.config.alpha,
+            "gamma": self.config.gamma,
+            "epsilon": self.config.epsilon,
+            "window": self.config.window,
+            "interval": self.config.interval,
+            "max_states": self.config.max_states,
+            "queries": self.manager.queries,
+            "phase": getattr(decider, "phase", None),
+            "applied": self.applied,
+            "applied_label": self.label_of(self.applied),
+            "current": decider.current,
+            "rewrite_pending": self.pending is not None,
+            "states": states,
+            "query_cost": self.query_cost,
+            "switches": len(done),
+            "reorganization_cost": self.config.alpha * len(done),
+            "failed_rewrites": sum(s.status == "failed" for s in self.history),
+            "rewrite_seconds": sum(s.seconds or 0.0 for s in self.history),
+            "last_error": self.last_error,
+        }
+
+    # ------------------------------------------------------------------ persistence
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "config": self.config.to_dict(),
+            "manager": self.manager.to_dict(),
+            "decider": self.decider.to_dict(),
+            "applied": self.applied,
+            "history": [s.to_dict() for s in self.history],
+            "query_cost": self.query_cost,
+            "last_error": self.last_error,
+            "pending_reason": self._pending_reason,
+        }
+
+    @classmethod
+    def from_dict(
+        cls,
+        data: Mapping[str, Any],
+        sample: pa.Table,
+        fit: Fitter,
+        bind: Callable[[str], Predicate | None],
+    ) -> OnlineEngine:
+        """Inverse of :meth:`to_dict`; ``bind`` parses the window's SQL again."""
+        try:
+            out = cls(OnlineConfig.from_dict(data["config"]), sample, fit)
+            out.manager = LayoutManager.from_dict(data["manager"], bind)
+            out.decider = decider_from_dict(data["decider"])
+            out.applied = str(data["applied"])
+            out.history = [Switch.from_dict(s) for s in data["history"]]
+            out.query_cost = float(data["query_cost"])
+            out.last_error = str(data.get("last_error", ""))
+            out._pending_reason = str(data.get("pending_reason", ""))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidOption(f"not a saved online state: {exc!r}") from exc
+        return out

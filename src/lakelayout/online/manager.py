@@ -1,0 +1,270 @@
+"""The layout manager (OReO §V): which layouts form the state space.
+
+It keeps a sliding window of the most recent queries (the paper found a
+window better than a reservoir sample, §V-A, §VI-D4). Every ``interval``
+queries it asks a *fit* callback for candidate layouts fitted on the window,
+prices every candidate and every state on the window's queries (a cost
+vector ``c = (c(s, q_1), …, c(s, q_n))``), and admits a candidate only if it
+is far from every state (Algorithm 5)::
+
+    dist(c, c_i) = ||c - c_i||_1 / n        admit  iff  min_i dist(c, c_i) > ε
+
+so the space stays small (the competitive ratio grows with ``log |S_max|``)
+and does not fill with near-duplicates that would only make the reorganizer
+switch back and forth.
+
+At most ``max_states`` states are kept. When an admission goes beyond it,
+the manager prunes the state that is most alike another on the current
+window (smallest distance to its nearest state; §V-B: "remove candidates
+that incur similar query costs to other layouts"), ties going to the state
+that costs more on the window, then to the older one. *Protected* states
+(the one the table is in, the one the reorganizer is in) are never pruned.
+
+The manager is pure: fitting and pricing are callbacks, states are ids.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lakelayout.errors import InvalidOption
+from lakelayout.expr.nodes import Predicate
+from lakelayout.layouts.base import Layout, from_json
+
+#: the initial state: the table as it is when online reorganization starts
+AS_IS = "as-is"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A fitted layout proposed for the state space, with a label for people."""
+
+    label: str
+    layout: Layout
+
+
+@dataclass
+class ManagedState:
+    """A state of the space: its id, label, layout (None for :data:`AS_IS`), admission time."""
+
+    id: str
+    label: str
+    layout: Layout | None
+    added_at: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "label": self.label,
+            "layout": self.layout.to_dict() if self.layout is not None else None,
+            "added_at": self.added_at,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ManagedState:
+        layout = data.get("layout")
+        return cls(
+            id=str(data["id"]),
+            label=str(data["label"]),
+            layout=from_json(json.dumps(layout)) if layout is not None else None,
+            added_at=int(data["added_at"]),
+        )
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What one refresh did: states added (with their window cost vectors), states
+    removed, and candidates turned away (label, reason)."""
+
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    rejected: list[tuple[str, str]] = field(default_factory=list)
+    vectors: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def distance(a: np.ndarray, b: np.ndarray) -> float:
+    """Normalized L1 distance of two cost vectors (Algorithm 5, line 8).
+
+    >>> distance(np.array([0.1, 0.5]), np.array([0.3, 0.5]))
+    0.1
+    """
+    if a.shape != b.shape:
+        raise InvalidOption(f"cost vectors differ in length: {a.shape} vs {b.shape}")
+    if a.size == 0:
+        return 0.0
+    return round(float(np.abs(a - b).sum()) / a.size, 12)
+
+
+Pricer = Callable[[ManagedState | Candidate, Sequence[Predicate]], np.ndarray]
+Fitter = Callable[[Sequence[Predicate]], Sequence[Candidate]]
+
+
+class LayoutManager:
+    """Sliding window, periodic candidates, ε-admission, bounded state space."""
+
+    def __init__(
+        self,
+        *,
+        window: int = 200,
+        interval: int = 50,
+        epsilon: float = 0.08,
+        max_states: int = 8,
+        initial_label: str = "the table as it is",
+    ) -> None:
+        if window < 1:
+            raise InvalidOption(f"window must be >= 1 query, got {window}")
+        if interval < 1:
+            raise InvalidOption(f"interval must be >= 1 query, got {interval}")
+        if not 0 <= epsilon <= 1:
+            raise InvalidOption(f"epsilon must be in [0, 1], got {epsilon}")
+        if max_states < 2:
+            raise InvalidOption(f"max_states must be >= 2, got {max_states}")
+        self.window = int(window)
+        self.interval = int(interval)
+        self.epsilon = float(epsilon)
+        self.max_states = int(max_states)
+        self._recent: deque[tuple[str, Predicate]] = deque(maxlen=self.window)
+        self.queries = 0
+        self._next_id = 1
+        self.states: dict[str, ManagedState] = {AS_IS: ManagedState(AS_IS, initial_label, None, 0)}
+
+    # ------------------------------------------------------------------ window
+
+    def observe(self, sql: str, predicate: Predicate) -> bool:
+        """Add a query to the window; True when a refresh is due (every ``interval``)."""
+        self._recent.append((sql, predicate))
+        self.queries += 1
+        return self.queries % self.interval == 0
+
+    @property
+    def window_sql(self) -> list[str]:
+        return [sql for sql, _ in self._recent]
+
+    @property
+    def window_predicates(self) -> list[Predicate]:
+        return [p for _, p in self._recent]
+
+    # ------------------------------------------------------------------ admission
+
+    def refresh(self, fit: Fitter, price: Pricer, *, protected: Collection[str] = ()) -> Admission:
+        """Fit candidates on the window, admit those more than ε from every state,
+        prune back to ``max_states``."""
+        predicates = self.window_predicates
+        if not predicates:
+            return Admission()
+        candidates = list(fit(predicates))
+        return self.admit(candidates, price, protected=protected)
+
+    def admit(
+        self,
+        candidates: Sequence[Candidate],
+        price: Pricer,
+        *,
+        protected: Collection[str] = (),
+    ) -> Admission:
+        """Algorithm 5 for each candidate in turn (an admitted one counts as a state
+        for the next), then prune beyond ``max_states``."""
+        predicates = self.window_predicates
+        vectors = {sid: price(s, predicates) for sid, s in self.states.items()}
+        added: list[str] = []
+        rejected: list[tuple[str, str]] = []
+        for cand in candidates:
+            vector = price(cand, predicates)
+            nearest, closest = self._nearest(vector, vectors)
+            if nearest is not None and closest <= self.epsilon:
+                why = f"within ε={self.epsilon:g} of {nearest} (distance {closest:.4f})"
+                rejected.append((cand.label, why))
+                continue
+            sid = f"s{self._next_id}"
+            self._next_id += 1
+            self.states[sid] = ManagedState(sid, cand.label, cand.layout, self.queries)
+            vectors[sid] = vector
+            added.append(sid)
+        removed: list[str] = []
+        for sid in self._prune(vectors, set(protected)):
+            state = self.states.pop(sid)
+            if sid in added:
+                added.remove(sid)
+                rejected.append((state.label, "state space full and this one was the most alike"))
+            else:
+                removed.append(sid)
+        return Admission(added, removed, rejected, {sid: vectors[sid] for sid in added})
+
+    def remove(self, sid: str) -> None:
+        """Forget a state (the caller tells the reorganizer)."""
+        if sid not in self.states:
+            raise InvalidOption(f"state {sid!r} is not managed; known: {', '.join(self.states)}")
+        del self.states[sid]
+
+    def _nearest(
+        self, vector: np.ndarray, vectors: Mapping[str, np.ndarray]
+    ) -> tuple[str | None, float]:
+        best: str | None = None
+        value = float("inf")
+        for sid, other in vectors.items():
+            d = distance(vector, other)
+            if d < value:
+                best, value = sid, d
+        return best, value
+
+    def _prune(self, vectors: dict[str, np.ndarray], protected: set[str]) -> list[str]:
+        """States to drop so at most ``max_states`` remain (most alike first)."""
+        out: list[str] = []
+        while len(self.states) - len(out) > self.max_states:
+            alive = [sid for sid in self.states if sid not in out]
+            choices = []
+            for sid in alive:
+                if sid in protected:
+                    continue
+                others = {o: vectors[o] for o in alive if o != sid}
+                _, near = self._nearest(vectors[sid], others)
+                age = self.states[sid].added_at
+                choices.append((near, -float(vectors[sid].sum()), age, sid))
+            if not choices:
+                break
+            out.append(min(choices)[3])
+        return out
+
+    # ------------------------------------------------------------------ persistence
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "window": self.window,
+            "interval": self.interval,
+            "epsilon": self.epsilon,
+            "max_states": self.max_states,
+            "queries": self.queries,
+            "next_id": self._next_id,
+            "recent": self.window_sql,
+            "states": [s.to_dict() for s in self.states.values()],
+        }
+
+    @classmethod
+    def from_dict(
+        cls, data: Mapping[str, Any], bind: Callable[[str], Predicate | None]
+    ) -> LayoutManager:
+        """Inverse of :meth:`to_dict`; ``bind`` parses the window's SQL again (None drops a
+        query that no longer binds, e.g. after a schema change)."""
+        out = cls(
+            window=int(data["window"]),
+            interval=int(data["interval"]),
+            epsilon=float(data["epsilon"]),
+            max_states=int(data["max_states"]),
+        )
+        out.queries = int(data["queries"])
+        out._next_id = int(data["next_id"])
+        for sql in data["recent"]:
+            predicate = bind(sql)
+            if predicate is not None:
+                out._recent.append((sql, predicate))
+        out.states = {}
+        for item in data["states"]:
+            state = ManagedState.from_dict(item)
+            out.states[state.id] = state
+        return out

@@ -1,0 +1,679 @@
+"""``Table.online``: OReO on a live Delta table (the execution side of :mod:`lakelayout.online`).
+
+Once enabled, every ``Table.scan`` with a predicate on the latest version
+feeds the reorganizer (:class:`~lakelayout.online.engine.OnlineEngine`): the
+query is priced on every state (real files for the state the table is in,
+virtual files over a stored sample for the others), the counters move, and
+every ``interval`` queries the layout manager fits candidates on its window.
+When the reorganizer switches, a background thread rewrites the table with
+``optimize.apply(layout, files)`` — only the files not already laid out by
+that layout — while scans keep reading the snapshot they planned on.
+
+Safety:
+
+* the rewrite commits in one Delta transaction that checks the files it
+  removes are still live (``read_version``): appends committed meanwhile are
+  kept as they are (laid out by the next switch); a delete or OPTIMIZE that
+  removed one of its files makes it fail;
+* a failed rewrite changes nothing in the table; the reorganizer is put
+  back in the state the table is in and the history records the error;
+* the state is written atomically after every step, with the rewrite
+  marked ``pending`` (its process id, ``read_version`` and input files)
+  before it starts. A process that died mid-rewrite is detected by the next
+  process that loads the state: the Delta log tells whether the commit
+  happened, and the record becomes ``done`` or ``failed`` accordingly.
+
+Files under ``<table>/_lakelayout/online/``: ``state.json`` (configuration,
+α and how it was measured, reorganizer with its random generator position,
+layout manager with the window's SQL and every state's layout, history, the
+last status) and ``sample.parquet`` (the rows virtual files are built on).
+
+α (the cost of a rewrite in full scans, §III-A, §VI-D1) is given or
+*measured* (:func:`measure_alpha`): a copy of (part of) the table is made in
+a scratch directory (not timed), then, on that copy, the median of three full
+scans (Spark reads every column of every file, ``write.format("noop")``) and
+one rewrite by a Hilbert layout with one file per block
+(``optimize.apply``, as a switch does) are timed: ``α = rewrite / scan``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakelayout.errors import InvalidOption, LakelayoutError
+from lakelayout.expr.nodes import Predicate
+from lakelayout.expr.parse import parse_predicate
+from lakelayout.layouts.base import Layout
+from lakelayout.online.candidates import FAMILIES, check_families, fit_candidates
+from lakelayout.online.costs import table_costs
+from lakelayout.online.engine import OnlineConfig, OnlineEngine, Switch
+from lakelayout.skipping.store import atomic_write_text
+from lakelayout.stats.model import FileStats
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakelayout.api import Table
+    from lakelayout.cluster.optimize import OptimizeHooks
+    from lakelayout.table.delta import Snapshot
+
+DIRECTORY = os.path.join("_lakelayout", "online")
+STATE_FILE = "state.json"
+SAMPLE_FILE = "sample.parquet"
+#: table property: "true" while online reorganization is enabled ("" = off)
+ENABLED_PROPERTY = "lakelayout.online"
+#: optional table property: α to use when the property alone enables it
+ALPHA_PROPERTY = "lakelayout.online.alpha"
+STATE_VERSION = 1
+#: bytes of the table copied to measure α (the whole table when smaller)
+ALPHA_BYTES = 256 * 1024 * 1024
+#: rows of the stored sample
+SAMPLE_ROWS = 20_000
+#: the sample is taken again when the table's row count moved this much since
+RESAMPLE_GROWTH = 0.5
+
+
+# --------------------------------------------------------------------------- α
+
+
+@dataclass(frozen=True)
+class AlphaMeasurement:
+    """α and how it was obtained (``method``: "measured" or "given")."""
+
+    alpha: float
+    method: str
+    scan_seconds: float | None = None
+    rewrite_seconds: float | None = None
+    files: int = 0
+    bytes: int = 0
+    rows: int = 0
+    layout: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AlphaMeasurement:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def measure_alpha(
+    table: Table, *, max_bytes: int = ALPHA_BYTES, scans: int = 3
+) -> AlphaMeasurement:
+    """Rewrite time over full-scan time, both timed on a scratch copy of the table.
+
+    The copy holds the table's files in path order up to ``max_bytes`` (at
+    least one file). Full scan: Spark reads every column of every row
+    (``write.format("noop")``), median of ``scans`` runs after one warm-up
+    run. Rewrite: ``optimize.apply`` of a Hilbert layout (Z-order with one
+    column) on the first two orderable columns, fitted on a sample of the
+    copy, one file per block, committed — the path a switch takes.
+    """
+    from lakelayout.api import Table as _Table
+    from lakelayout.cluster.rewrite import read_files, sample_rows
+    from lakelayout.layouts import HilbertLayout
+    from lakelayout.layouts.zorder import ZOrderLayout
+
+    snap = table.snapshot()
+    if len(snap.files) == 0:
+        raise InvalidOption(
+            f"cannot measure alpha on '{table.uri}': the table has no files; pass alpha=<number>"
+        )
+    columns = _orderable_columns(snap.schema)[:2]
+    if not columns:
+        raise InvalidOption(
+            f"cannot measure alpha on '{table.uri}': no orderable column; pass alpha=<number>"
+        )
+    paths: list[str] = []
+    nbytes = 0
+    for path, size in zip(snap.files.paths, snap.files.sizes, strict=True):
+        if paths and nbytes >= max_bytes:
+            break
+        paths.append(str(path))
+        nbytes += int(size)
+    spark = table.spark
+    with tempfile.TemporaryDirectory(prefix="ll-alpha-") as tmp:
+        df = read_files(spark, table.uri, paths, snap.schema, with_file=False)
+        target = max(1024, nbytes // max(len(paths), 1))
+        scratch = _Table.create(os.path.join(tmp, "copy"), df, spark=spark, target_file_size=target)
+        files = scratch.snapshot().files
+        times = []
+        for _ in range(scans + 1):
+            started = time.perf_counter()
+            scratch.to_df().write.format("noop").mode("overwrite").save()
+            times.append(time.perf_counter() - started)
+        scan = statistics.median(times[1:])
+        sample = sample_rows(scratch.to_df().select(*columns), int(files.total_rows))
+        blocks = max(2, len(files))
+        if len(columns) >= 2:
+            layout: Layout = HilbertLayout.fit(sample, columns=columns, target_blocks=blocks)
+        else:
+            layout = ZOrderLayout.fit(sample, columns=columns, target_blocks=blocks)
+        started = time.perf_counter()
+        scratch.optimize.apply(layout, one_file_per_block=True)
+        rewrite = time.perf_counter() - started
+    return AlphaMeasurement(
+        alpha=rewrite / scan if scan > 0 else float("inf"),
+        method="measured",
+        scan_seconds=scan,
+        rewrite_seconds=rewrite,
+        files=len(files),
+        bytes=int(files.total_bytes),
+        rows=int(files.total_rows),
+        layout=f"{layout.family}({', '.join(columns)}), {layout.n_blocks} blocks",
+    )
+
+
+def _orderable_columns(schema: pa.Schema) -> list[str]:
+    out = []
+    for field in schema:
+        t = field.type
+        if (
+            pa.types.is_integer(t)
+            or pa.types.is_floating(t)
+            or pa.types.is_decimal(t)
+            or pa.types.is_date(t)
+            or pa.types.is_timestamp(t)
+            or pa.types.is_string(t)
+            or pa.types.is_large_string(t)
+        ):
+            out.append(field.name)
+    return out
+
+
+# --------------------------------------------------------------------------- the files
+
+
+class OnlineStore:
+    """``<table>/_lakelayout/online/``: the state document and the sample."""
+
+    def __init__(self, root: str) -> None:
+        self.directory = Path(root) / DIRECTORY
+        self.state = self.directory / STATE_FILE
+        self.sample = self.directory / SAMPLE_FILE
+
+    def read(self) -> dict[str, Any] | None:
+        try:
+            text = self.state.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise InvalidOption(f"the online state {self.state} is not valid JSON: {exc}") from exc
+        if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+            raise InvalidOption(f"the online state {self.state} has an unknown format")
+        return data
+
+    def write(self, data: Mapping[str, Any]) -> tuple[int, int]:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.state, json.dumps(data, sort_keys=True, indent=1))
+        return self.token()
+
+    def token(self) -> tuple[int, int]:
+        """(mtime, size) of the state file: changes when anyone writes it."""
+        try:
+            st = self.state.stat()
+        except FileNotFoundError:
+            return (0, 0)
+        return (st.st_mtime_ns, st.st_size)
+
+    def write_sample(self, sample: pa.Table) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        temp = self.directory / f".{SAMPLE_FILE}.{os.getpid()}.tmp"
+        pq.write_table(sample, temp)
+        os.replace(temp, self.sample)
+
+    def read_sample(self) -> pa.Table:
+        return pq.read_table(self.sample)
+
+
+def laid_out_by(root: str, files: FileStats, layout: Layout) -> np.ndarray:
+    """Per live file: was it written by ``optimize.apply`` with exactly ``layout``?
+
+    From the provenance sidecar: a row counts only where it recorded the file's
+    current size and its layout document equals ``layout`` (any doubt: False,
+    the file is rewritten).
+    """
+    from lakelayout.cluster.provenance import ProvenanceStore
+
+    store = ProvenanceStore(root)
+    rows = store.read([str(p) for p in files.paths])
+    target = layout.to_json()
+    same: dict[str, bool] = {}
+    out = np.zeros(len(files), dtype=bool)
+    for i, (path, size) in enumerate(zip(files.paths, files.sizes, strict=True)):
+        row = rows.get(str(path))
+        if row is None or not row.layout_id or row.block_id is None or row.size != int(size):
+            continue
+        if row.layout_id not in same:
+            try:
+                same[row.layout_id] = store.load_layout(row.layout_id).to_json() == target
+            except LakelayoutError:
+                same[row.layout_id] = False
+        out[i] = same[row.layout_id]
+    return out
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+class _Controller:
+    """The reorganizer of one table in this process: state, lock, rewrite thread."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        self.store = OnlineStore(uri)
+        self.lock = threading.RLock()
+        self.engine: OnlineEngine | None = None
+        self.document: dict[str, Any] = {}
+        self.worker: threading.Thread | None = None
+        self.hooks: OptimizeHooks | None = None
+        self._token: tuple[int, int] = (0, 0)
+        self._blocks = 1
+
+    # ------------------------------------------------------------ state
+
+    def load(self, table: Table, snap: Snapshot) -> OnlineEngine | None:
+        """The engine, (re)loaded from disk when the state file changed; None if absent."""
+        token = self.store.token()
+        if self.engine is not None and token == self._token:
+            return self.engine
+        data = self.store.read()
+        if data is None:
+            self.engine = None
+            return None
+        sample = self.store.read_sample()
+        functions = table.indexes.functions()
+        timezone = str(data.get("timezone") or "UTC")
+
+        def bind(sql: str) -> Predicate | None:
+            try:
+                return parse_predicate(sql, snap.schema, functions=functions, timezone=timezone)
+            except LakelayoutError:
+                return None
+
+        families = list(data.get("families") or FAMILIES)
+        engine = OnlineEngine.from_dict(data["engine"], sample, self._fitter(families), bind)
+        self.engine, self.document, self._token = engine, data, token
+        self._recover(snap)
+        return engine
+
+    def _fitter(self, families: Sequence[str]) -> Any:
+        def fit(predicates: Sequence[Predicate]) -> Any:
+            assert self.engine is not None
+            return fit_candidates(
+                self.engine.sample, predicates, blocks=self._blocks, families=families
+            )
+
+        return fit
+
+    def save(self) -> None:
+        assert self.engine is not None
+        self.document["engine"] = self.engine.to_dict()
+        self.document["status"] = self.engine.status()
+        self.document["updated"] = time.time()
+        self._token = self.store.write(self.document)
+
+    def _recover(self, snap: Snapshot) -> None:
+        """A pending rewrite whose process is gone: did its commit happen?"""
+        assert self.engine is not None
+        record = self.engine.pending
+        if record is None or self._running_here() or _alive_elsewhere(record.owner):
+            return
+        if _committed(self.uri, record, snap, self.engine.layout_of(record.target)):
+            self.engine.committed(record, finished=time.time())
+        else:
+            self.engine.failed(record, "interrupted: the process rewriting the table stopped")
+        self.save()
+
+    def _running_here(self) -> bool:
+        return self.worker is not None and self.worker.is_alive()
+
+    # ------------------------------------------------------------ queries
+
+    def observe(self, table: Table, where: str, predicate: Predicate, snap: Snapshot) -> None:
+        with self.lock:
+            try:
+                engine = self.load(table, snap)
+            except LakelayoutError:
+                return  # an unreadable state: status() reports it; the scan goes on
+            if engine is None:
+                return
+            try:
+                self._blocks = max(1, len(snap.files))
+                self._maybe_resample(table, snap, engine)
+                real = functools.partial(
+                    _real_costs, files=snap.files, root=self.uri, schema=snap.schema
+                )
+                engine.observe(where, predicate, real)
+                engine.last_error = ""
+                self._maybe_rewrite(table.spark, snap)
+            except Exception as exc:  # the reorganizer must never fail the user's scan
+                engine.last_error = f"{type(exc).__name__}: {exc}"
+            self.save()
+
+    def _maybe_resample(self, table: Table, snap: Snapshot, engine: OnlineEngine) -> None:
+        """Take a new sample when the table grew or shrank by half since the last one
+        (only when a candidate round is due: the virtual files are rebuilt)."""
+        due = (engine.manager.queries + 1) % engine.manager.interval == 0
+        rows = int(snap.files.total_rows)
+        base = int(self.document.get("sample_base_rows", 0))
+        if not due or abs(rows - base) <= RESAMPLE_GROWTH * max(base, 1) or rows == 0:
+            return
+        sample = _take_sample(table, snap, int(self.document.get("sample_rows", SAMPLE_ROWS)))
+        self.store.write_sample(sample)
+        engine.replace_sample(sample)
+        self.document["sample_base_rows"] = rows
+
+    def _maybe_rewrite(self, spark: SparkSession, snap: Snapshot) -> None:
+        """Start the rewrite to the reorganizer's state if it differs from the table's."""
+        engine = self.engine
+        assert engine is not None
+        if self._running_here() or engine.pending is not None or not engine.wants_switch():
+            return
+        layout = engine.layout_of(engine.target)
+        if layout is None:  # cannot happen: only the initial state has no layout
+            engine.failed(engine.begin(), "the target state has no layout")
+            return
+        keep = laid_out_by(self.uri, snap.files, layout)
+        record = engine.begin()
+        record.owner = os.getpid()
+        record.read_version = snap.version
+        record.inputs = [str(p) for p, done in zip(snap.files.paths, keep, strict=True) if not done]
+        self.save()
+        self.worker = threading.Thread(
+            target=self._rewrite,
+            args=(record.id, layout, list(record.inputs), spark),
+            name=f"lakelayout-online-{record.id[:8]}",
+            daemon=True,
+        )
+        self.worker.start()
+
+    def _rewrite(
+        self, record_id: str, layout: Layout, paths: list[str], spark: SparkSession
+    ) -> None:
+        from lakelayout.cluster.optimize import Optimizer
+
+        started = time.perf_counter()
+        error = ""
+        metrics = None
+        try:
+            if paths:
+                metrics = Optimizer(self.uri, lambda: spark).apply(
+                    layout, paths, one_file_per_block=True, hooks=self.hooks
+                )
+        except Exception as exc:  # the table is unchanged: the commit did not happen
+            error = f"{type(exc).__name__}: {exc}"
+        seconds = time.perf_counter() - started
+        with self.lock:
+            engine = self.engine
+            record = engine.find(record_id) if engine is not None else None
+            if engine is None or record is None or record.status != "pending":
+                return
+            if error:
+                engine.failed(record, error, seconds=seconds)
+            else:
+                engine.committed(
+                    record,
+                    seconds=seconds,
+                    files_removed=metrics.files_removed if metrics else 0,
+                    files_added=metrics.files_added if metrics else 0,
+                    bytes_written=metrics.bytes_added if metrics else 0,
+                    version=metrics.versions[-1] if metrics and metrics.versions else None,
+                )
+            self.save()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        worker = self.worker
+        if worker is not None:
+            worker.join(timeout)
+            return not worker.is_alive()
+        return True
+
+
+def _real_costs(
+    predicates: Sequence[Predicate], *, files: FileStats, root: str, schema: pa.Schema
+) -> np.ndarray:
+    return table_costs(predicates, files, root=root, schema=schema)
+
+
+def _alive_elsewhere(pid: int) -> bool:
+    """Whether another live process (not this one) owns a rewrite."""
+    if pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _committed(uri: str, record: Switch, snap: Snapshot, layout: Layout | None) -> bool:
+    """Did the rewrite of ``record`` commit? True when files laid out by its layout appeared
+    after ``read_version`` (``optimize.apply`` commits all of them or none)."""
+    from lakelayout.table import delta
+
+    if layout is None or record.read_version is None:
+        return False
+    if not record.inputs:
+        return True  # nothing to rewrite: the table was already in the target layout
+    before = {str(p) for p in delta.snapshot(uri, record.read_version).files.paths}
+    new = np.array([str(p) not in before for p in snap.files.paths], dtype=bool)
+    if not new.any():
+        return False
+    return bool((laid_out_by(uri, snap.files, layout) & new).any())
+
+
+def _take_sample(table: Table, snap: Snapshot, rows: int) -> pa.Table:
+    from lakelayout.cluster.rewrite import sample_rows
+
+    if len(snap.files) == 0:
+        return snap.schema.empty_table()
+    return sample_rows(table.to_df(version=snap.version), int(snap.files.total_rows), rows=rows)
+
+
+_CONTROLLERS: dict[str, _Controller] = {}
+_REGISTRY = threading.Lock()
+
+
+def controller(uri: str) -> _Controller:
+    """The one controller of table ``uri`` in this process."""
+    with _REGISTRY:
+        found = _CONTROLLERS.get(uri)
+        if found is None:
+            found = _CONTROLLERS[uri] = _Controller(uri)
+        return found
+
+
+def after_scan(table: Table, where: str, predicate: Predicate, snap: Snapshot) -> None:
+    """``Table.scan``'s hook: feed the query to the reorganizer when it is enabled."""
+    if snap.configuration.get(ENABLED_PROPERTY, "").lower() != "true":
+        return
+    ctl = controller(table.uri)
+    if not ctl.store.state.exists():
+        try:
+            _enable_from_property(table, snap)
+        except LakelayoutError:
+            return  # e.g. nothing to measure α on yet: try again at the next scan
+    ctl.observe(table, where, predicate, snap)
+
+
+def _enable_from_property(table: Table, snap: Snapshot) -> None:
+    """The property alone turned it on: start with the defaults (α from the property or measured)."""
+    raw = snap.configuration.get(ALPHA_PROPERTY, "").strip()
+    alpha: float | str = "measured"
+    if raw:
+        try:
+            alpha = float(raw)
+        except ValueError:
+            alpha = "measured"
+    Online(table).enable(alpha=alpha, _set_property=False)
+
+
+# --------------------------------------------------------------------------- Table.online
+
+
+class Online:
+    """``t.online``: enable, inspect and disable online reorganization of one table.
+
+    ``enable()`` measures α (unless given), samples the table and writes the
+    initial state: the table as it is is the only state. From then on every
+    ``t.scan(where)`` of the latest version is a query for the reorganizer.
+    """
+
+    def __init__(self, table: Table) -> None:
+        self._table = table
+        self._ctl = controller(table.uri)
+
+    @property
+    def enabled(self) -> bool:
+        config = self._table.snapshot().configuration
+        return config.get(ENABLED_PROPERTY, "").lower() == "true" and self._ctl.store.state.exists()
+
+    def enable(
+        self,
+        *,
+        alpha: float | str = "measured",
+        window: int = 200,
+        interval: int = 50,
+        max_states: int = 8,
+        epsilon: float = 0.08,
+        gamma: float = 0.0,
+        seed: int = 0,
+        policy: str = "oreo",
+        families: Sequence[str] = FAMILIES,
+        sample_rows: int = SAMPLE_ROWS,
+        _set_property: bool = True,
+    ) -> dict[str, Any]:
+        """Start online reorganization; the initial status.
+
+        ``alpha``: a number (rewrite cost in full scans) or ``"measured"``
+        (:func:`measure_alpha`). ``window``/``interval``: the manager's window
+        and how often it fits candidates (queries); ``max_states``,
+        ``epsilon``: the state space's size and admission distance;
+        ``gamma``: predictor exponent (0: uniform draws, the analysed
+        algorithm); ``seed``: the reorganizer's random generator;
+        ``policy``: ``oreo`` (or the baselines ``greedy``, ``regret``);
+        ``families``: candidate layout families; ``sample_rows``: rows of the
+        sample virtual files are built on. Everything is checked before any
+        job runs.
+        """
+        if isinstance(alpha, str):
+            if alpha != "measured":
+                raise InvalidOption(f"alpha must be a number > 0 or 'measured', got {alpha!r}")
+            check_alpha: float = 1.0
+        else:
+            check_alpha = alpha
+        config = OnlineConfig(
+            alpha=check_alpha,
+            policy=policy,
+            window=window,
+            interval=interval,
+            epsilon=epsilon,
+            max_states=max_states,
+            gamma=gamma,
+            seed=seed,
+        )
+        chosen = check_families(list(families))
+        if isinstance(sample_rows, bool) or not isinstance(sample_rows, int) or sample_rows < 100:
+            raise InvalidOption(f"sample_rows must be an integer >= 100, got {sample_rows!r}")
+        with self._ctl.lock:
+            if self._ctl._running_here():
+                raise InvalidOption(
+                    f"a rewrite of '{self._table.uri}' is still running; wait() before enable()"
+                )
+            if self.enabled:
+                raise InvalidOption(
+                    f"online reorganization is already enabled on '{self._table.uri}'; "
+                    "disable() it first to start over"
+                )
+            table = self._table
+            snap = table.snapshot()
+            if isinstance(alpha, str):
+                measured = measure_alpha(table)
+            else:
+                measured = AlphaMeasurement(alpha=float(alpha), method="given")
+            config = OnlineConfig(**{**config.to_dict(), "alpha": measured.alpha})
+            sample = _take_sample(table, snap, sample_rows)
+            self._ctl.store.write_sample(sample)
+            engine = OnlineEngine(config, sample, self._ctl._fitter(chosen))
+            self._ctl.engine = engine
+            self._ctl.document = {
+                "version": STATE_VERSION,
+                "table": table.uri,
+                "enabled_at": time.time(),
+                "enabled_version": snap.version,
+                "alpha_measurement": measured.to_dict(),
+                "families": chosen,
+                "sample_rows": sample_rows,
+                "sample_base_rows": int(snap.files.total_rows),
+                "timezone": table.spark.conf.get("spark.sql.session.timeZone") or "UTC",
+            }
+            self._ctl.save()
+            if _set_property:
+                from lakelayout.table import delta
+
+                delta.set_properties(table.uri, {ENABLED_PROPERTY: "true"})
+            return self.status()
+
+    def disable(self) -> None:
+        """Stop feeding scans to the reorganizer (a running rewrite finishes; the state
+        stays on disk for ``status()``/``history()`` until the next ``enable()``)."""
+        from lakelayout.table import delta
+
+        delta.set_properties(self._table.uri, {ENABLED_PROPERTY: ""})
+
+    def status(self) -> dict[str, Any]:
+        """Layout the table is in, candidate states with counters and what each would have
+        cost, phase, α and how it was measured, query and reorganization costs so far."""
+        data = self._document()
+        status = dict(data.get("status") or {})
+        status["enabled"] = self.enabled
+        status["alpha_measurement"] = data.get("alpha_measurement")
+        status["families"] = data.get("families")
+        status["table"] = self._table.uri
+        return status
+
+    def history(self) -> list[dict[str, Any]]:
+        """Every switch: query number, from, to, why, status, seconds, files, error."""
+        data = self._document()
+        return list((data.get("engine") or {}).get("history") or [])
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for a background rewrite of this process; True when none is running."""
+        return self._ctl.wait(timeout)
+
+    def set_hooks(self, hooks: OptimizeHooks | None) -> None:
+        """Callbacks around the rewrites' commits (progress, tests): see ``OptimizeHooks``."""
+        self._ctl.hooks = hooks
+
+    def _document(self) -> dict[str, Any]:
+        """The state as stored, after settling a rewrite interrupted in another process."""
+        with self._ctl.lock:
+            if self._ctl.store.state.exists():
+                self._ctl.load(self._table, self._table.snapshot())
+            data = self._ctl.store.read()
+        if data is None:
+            raise InvalidOption(
+                f"online reorganization was never enabled on '{self._table.uri}'; "
+                "call t.online.enable() first"
+            )
+        return data

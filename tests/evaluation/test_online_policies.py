@@ -1,0 +1,77 @@
+"""The replay's online policies (oreo, greedy, regret) and oracles (static, offline-optimal)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakelayout.errors import InvalidOption
+from lakelayout.evaluation import workloads as wl
+from lakelayout.evaluation.datasets import taxi_dataset
+from lakelayout.evaluation.online_report import online_rows
+from lakelayout.evaluation.policies import OnlineSettings, make_policies
+from lakelayout.evaluation.replay import ReplayConfig, replay
+
+NAMES = ["oreo", "greedy", "regret", "static", "offline-optimal"]
+
+
+def test_online_settings_and_names_are_checked_before_anything_runs() -> None:
+    with pytest.raises(InvalidOption, match="unknown policy 'oreoo' Did you mean 'oreo'"):
+        make_policies(["oreoo"])
+    with pytest.raises(InvalidOption, match="alpha must be a number > 0 or 'measured'"):
+        OnlineSettings(alpha="auto")
+    with pytest.raises(InvalidOption, match="epsilon must be >= 0 and <= 1"):
+        OnlineSettings(epsilon=2.0)
+    with pytest.raises(InvalidOption, match="unknown layout family 'zorder'"):
+        OnlineSettings(families=("zorder",))
+    policies = make_policies(NAMES, OnlineSettings(alpha=5.0))
+    assert [p.name for p in policies] == NAMES
+    assert [p.knows for p in policies] == ["online"] * 3 + ["oracle"] * 2
+
+
+@pytest.mark.spark
+def test_a_drifting_replay_under_the_online_policies_and_oracles(
+    spark: Any, tmp_path: Path
+) -> None:
+    ds = taxi_dataset(spark, 8_000, tmp_path, batches=1, seed=4)
+    queries = wl.generate(
+        wl.TAXI_TEMPLATES, 60, seed=3, shape="drift", segment_length=20,
+        names=["distance", "window", "duration"],
+    )  # fmt: skip
+    assert len(wl.switches(queries)) == 2
+    settings = OnlineSettings(alpha=4.0, window=20, interval=10, families=("qdtree",))
+    config = ReplayConfig(mode="logical", rows_per_file=1_000, sample_rows=3_000, full_scans=1)
+    results = replay(
+        make_policies(NAMES, settings), ds, queries, tmp_path / "r", config, spark=spark
+    )
+    runs = {r["policy"]: r for r in results["runs"]}
+    for name, run in runs.items():
+        assert run["totals"]["final_rows"] == 8_000, name  # no row lost or duplicated
+        assert len(run["queries"]) == 60
+    rows = {r["policy"]: r for r in online_rows(results)}
+    assert {n: rows[n]["knows"] for n in NAMES} == {
+        "oreo": "online",
+        "greedy": "online",
+        "regret": "online",
+        "static": "oracle",
+        "offline-optimal": "oracle",
+    }
+    for name in ("oreo", "greedy", "regret"):
+        assert runs[name]["description"].startswith("[online]")
+        assert "α=4.0 (given)" in runs[name]["description"]
+        kinds = [r["kind"] for r in runs[name]["rewrites"]]
+        assert all(k.startswith("switch to ") for k in kinds)
+        assert rows[name]["switches"] == len(kinds)
+    # the online policies follow the drift: at least one switch each to a fitted layout
+    assert rows["oreo"]["switches"] >= 1 and rows["greedy"]["switches"] >= 1
+    static = runs["static"]
+    assert static["description"].startswith("[oracle] best single layout")
+    assert [r["kind"].split()[0] for r in static["rewrites"]] == ["apply"]  # laid out once
+    optimal = runs["offline-optimal"]
+    assert optimal["description"].startswith("[oracle] exact DP over")
+    planned = int(optimal["description"].split(" planned switches")[0].rsplit(", ", 1)[1])
+    assert rows["offline-optimal"]["switches"] == planned
+    assert rows["static"]["static_over_this"] == pytest.approx(1.0)
+    assert rows["offline-optimal"]["this_over_optimal"] == pytest.approx(1.0)

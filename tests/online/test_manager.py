@@ -1,0 +1,215 @@
+"""The layout manager: window, ε-admission, pruning; and the engine on a drifting workload (pure)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lakelayout.errors import InvalidOption
+from lakelayout.expr.nodes import Predicate
+from lakelayout.expr.parse import parse_predicate
+from lakelayout.layouts import QdTreeLayout, ZOrderLayout
+from lakelayout.layouts.base import Layout
+from lakelayout.online.candidates import fit_candidates, most_queried
+from lakelayout.online.costs import fraction_read
+from lakelayout.online.engine import OnlineConfig, OnlineEngine
+from lakelayout.online.manager import AS_IS, Candidate, LayoutManager, ManagedState, distance
+from lakelayout.stats.blocks import block_stats
+
+ROWS = 8_000
+BLOCKS = 16
+
+
+@pytest.fixture(scope="module")
+def sample() -> pa.Table:
+    rng = np.random.default_rng(0)
+    return pa.table(
+        {
+            "x": rng.uniform(0, 1000, ROWS),
+            "y": rng.integers(0, 1000, ROWS),
+            "tag": pa.array([f"t{i % 7}" for i in range(ROWS)]),
+        }
+    )
+
+
+def on_x(rng: np.random.Generator) -> str:
+    low = float(rng.uniform(0, 950))
+    return f"x BETWEEN {low:.1f} AND {low + 30:.1f}"
+
+
+def on_y(rng: np.random.Generator) -> str:
+    low = int(rng.integers(0, 950))
+    return f"y >= {low} AND y < {low + 30}"
+
+
+class Arrival:
+    """The table as it is: the sample's rows in arrival order, cut into equal files."""
+
+    def __init__(self, sample: pa.Table) -> None:
+        blocks = np.arange(sample.num_rows) * BLOCKS // sample.num_rows
+        self.files = block_stats(sample, blocks)
+        self.schema = sample.schema
+
+    def __call__(self, predicates: Sequence[Predicate]) -> np.ndarray:
+        return np.array([fraction_read(p, self.files, schema=self.schema) for p in predicates])
+
+
+def drive(engine: OnlineEngine, sample: pa.Table, sqls: list[str]) -> None:
+    """Feed queries; a switch commits at once (as if the rewrite took no time)."""
+    arrival = Arrival(sample)
+
+    def real(predicates: Sequence[Predicate]) -> np.ndarray:
+        if engine.applied == AS_IS:
+            return arrival(predicates)
+        return engine.virtual(engine.applied).costs(predicates)
+
+    for sql in sqls:
+        engine.observe(sql, parse_predicate(sql, sample.schema), real)
+        if engine.wants_switch():
+            engine.committed(engine.begin())
+
+
+def fitter(sample: pa.Table, families: Sequence[str]):  # type: ignore[no-untyped-def]
+    return lambda preds: fit_candidates(sample, preds, blocks=BLOCKS, families=families)
+
+
+def test_a_drifting_workload_gets_a_new_state_after_the_template_switch(sample: pa.Table) -> None:
+    rng = np.random.default_rng(1)
+    first = [on_x(rng) for _ in range(150)]
+    second = [on_y(rng) for _ in range(200)]
+    config = OnlineConfig(alpha=4.0, window=60, interval=30, epsilon=0.08, max_states=6, seed=0)
+    engine = OnlineEngine(config, sample, fitter(sample, ["qdtree", "hilbert"]))
+    drive(engine, sample, first)
+    before = dict(engine.manager.states)
+    assert any(s.layout is not None for s in before.values())  # the x template got layouts
+    drive(engine, sample, second)
+    after = {sid: s for sid, s in engine.manager.states.items() if sid not in before}
+    assert after, "no state admitted after the template switch"
+    probe = [parse_predicate(on_y(rng), sample.schema) for _ in range(40)]
+
+    def mean_cost(sid: str) -> float:
+        return float(engine.virtual(sid).costs(probe).mean())
+
+    old = [
+        sid for sid, s in before.items() if s.layout is not None and sid in engine.manager.states
+    ]
+    best_new = min(mean_cost(sid) for sid in after)
+    assert all(best_new < 0.5 * mean_cost(sid) for sid in old)
+    # the reorganizer followed the drift: the table ends in a state fitted on y queries
+    assert engine.applied in after
+    assert engine.status()["switches"] >= 2
+    assert AS_IS not in engine.manager.states  # left once a rewrite away from it committed
+
+
+def test_a_near_duplicate_candidate_is_rejected_by_epsilon(sample: pa.Table) -> None:
+    rng = np.random.default_rng(2)
+    window = [parse_predicate(on_x(rng), sample.schema) for _ in range(40)]
+    manager = LayoutManager(window=40, interval=40, epsilon=0.05, max_states=8)
+    for p in window:
+        manager.observe(p.sql(), p)
+    arrival = Arrival(sample)
+    built: dict[int, np.ndarray] = {}
+
+    def price(item: ManagedState | Candidate, preds: Sequence[Predicate]) -> np.ndarray:
+        if item.layout is None:
+            return arrival(preds)
+        from lakelayout.online.costs import VirtualState
+
+        key = id(item.layout)
+        if key not in built:
+            built[key] = VirtualState(item.layout, sample).costs(preds)
+        return built[key]
+
+    qd = QdTreeLayout.fit(sample, window, target_blocks=BLOCKS)
+    first = manager.admit([Candidate("qdtree", qd)], price)
+    assert len(first.added) == 1
+    # the same layout fitted again, and one with a block more: both within ε of the first
+    again = QdTreeLayout.fit(sample, window, target_blocks=BLOCKS)
+    finer = QdTreeLayout.fit(sample, window, target_blocks=BLOCKS + 1)
+    assert (
+        distance(price(Candidate("a", again), window), price(Candidate("b", finer), window)) < 0.05
+    )
+    second = manager.admit([Candidate("again", again), Candidate("finer", finer)], price)
+    assert second.added == []
+    assert [label for label, _ in second.rejected] == ["again", "finer"]
+    assert all("within ε=0.05 of s1" in why for _, why in second.rejected)
+    # a layout on a column the window never filters prices it like the table as it is
+    on_y = ZOrderLayout.fit(sample, columns=["y"], target_blocks=BLOCKS)
+    third = manager.admit([Candidate("zorder(y)", on_y)], price)
+    assert third.added == [] and "within ε=0.05 of as-is" in third.rejected[0][1]
+    # a coarser layout on x prices the window differently: admitted
+    coarse = ZOrderLayout.fit(sample, columns=["x"], target_blocks=4)
+    fourth = manager.admit([Candidate("zorder(x)", coarse)], price)
+    assert len(fourth.added) == 1 and fourth.vectors[fourth.added[0]].shape == (40,)
+
+
+def test_the_most_alike_unprotected_state_is_pruned_beyond_max_states() -> None:
+    manager = LayoutManager(window=4, interval=4, epsilon=0.01, max_states=3)
+    vectors = {
+        AS_IS: np.array([1.0, 1.0, 1.0, 1.0]),
+        "a": np.array([0.1, 0.1, 0.9, 0.9]),
+        "b": np.array([0.15, 0.1, 0.9, 0.9]),  # close to a
+        "c": np.array([0.9, 0.9, 0.1, 0.1]),
+    }
+    dummy = ZOrderLayout.fit(pa.table({"v": np.arange(100.0)}), columns=["v"], target_blocks=2)
+    p = parse_predicate("v > 1", pa.schema([("v", pa.float64())]))
+    for _ in range(4):
+        manager.observe("v > 1", p)
+
+    def price(item: ManagedState | Candidate, preds: Sequence[Predicate]) -> np.ndarray:
+        return vectors[item.label]
+
+    manager.states[AS_IS].label = AS_IS
+    added = manager.admit([Candidate("a", dummy), Candidate("b", dummy)], price)
+    assert added.added == ["s1", "s2"] and added.removed == []
+    # a fourth state: the most alike of a/b goes; b costs more on the window, so b
+    out = manager.admit([Candidate("c", dummy)], price, protected={AS_IS})
+    assert out.added == ["s3"] and out.removed == ["s2"]
+    assert list(manager.states) == [AS_IS, "s1", "s3"]
+    # protected states stay even when they are the most alike
+    manager.states["s1"].label = "a"
+    vectors["d"] = np.array([0.1, 0.1, 0.9, 0.95])  # passes ε, but is the most alike
+    out = manager.admit([Candidate("d", dummy)], price, protected={AS_IS, "s1"})
+    assert out.added == [] and out.removed == []
+    assert out.rejected == [("d", "state space full and this one was the most alike")]
+
+
+def test_the_manager_state_round_trips_through_json(sample: pa.Table) -> None:
+    manager = LayoutManager(window=3, interval=2, epsilon=0.1, max_states=4)
+    for sql in ("x > 10", "y < 5", "x < 3", "y = 7"):
+        manager.observe(sql, parse_predicate(sql, sample.schema))
+    layout: Layout = ZOrderLayout.fit(sample, columns=["x"], target_blocks=4)
+    manager.states["s1"] = ManagedState("s1", "zorder(x)", layout, 2)
+    saved = json.loads(json.dumps(manager.to_dict()))
+    back = LayoutManager.from_dict(saved, lambda sql: parse_predicate(sql, sample.schema))
+    assert back.window_sql == ["y < 5", "x < 3", "y = 7"]
+    assert back.queries == 4 and list(back.states) == [AS_IS, "s1"]
+    restored = back.states["s1"].layout
+    assert restored is not None
+    assert np.array_equal(restored.assign(sample), layout.assign(sample))
+
+
+def test_candidates_use_the_most_queried_columns(sample: pa.Table) -> None:
+    preds = [
+        parse_predicate(s, sample.schema) for s in ("x > 1", "x < 5 AND y > 2", "y = 3", "x = 1")
+    ]
+    assert most_queried(preds, sample.schema, 3) == ["x", "y"]
+    got = fit_candidates(sample, preds, blocks=8, families=["hilbert", "qdtree"])
+    assert [c.label for c in got] == ["hilbert(x, y)", "qdtree"]
+    with pytest.raises(InvalidOption, match="unknown layout family 'hilbrt'"):
+        fit_candidates(sample, preds, blocks=8, families=["hilbrt"])
+
+
+def test_bad_manager_settings_are_refused() -> None:
+    with pytest.raises(InvalidOption, match="epsilon must be in"):
+        LayoutManager(epsilon=1.5)
+    with pytest.raises(InvalidOption, match="max_states must be >= 2"):
+        LayoutManager(max_states=1)
+    with pytest.raises(InvalidOption, match="unknown online policy 'oreoo'"):
+        OnlineConfig(alpha=2.0, policy="oreoo")
+    with pytest.raises(InvalidOption, match="alpha must be > 0"):
+        OnlineConfig(alpha=0.0)

@@ -1,0 +1,239 @@
+"""``Table.online`` on real local Delta tables: switches, appends, failures, restarts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from lakelayout import online_table
+from lakelayout.api import Table
+from lakelayout.cluster import OptimizeHooks
+from lakelayout.errors import InvalidOption
+
+from .cluster.helpers import gen, live_paths, same_rows
+
+pytestmark = pytest.mark.spark
+
+ROWS = 16_000
+SETTINGS: dict[str, Any] = {
+    "alpha": 2.0,
+    "window": 20,
+    "interval": 10,
+    "max_states": 4,
+    "families": ["qdtree"],
+    "sample_rows": 2_000,
+    "seed": 0,
+}
+
+
+def make_table(spark: Any, path: Path) -> Table:
+    return Table.create(str(path), gen(spark, ROWS, seed=3, parts=8), spark=spark)
+
+
+def queries(n: int, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [f"a >= {lo} AND a < {lo + 25}" for lo in rng.integers(0, 975, n)]
+
+
+def scan_until_switch(t: Table, sqls: list[str]) -> int:
+    """Scan until a rewrite starts (or the queries run out); how many scans ran."""
+    for k, sql in enumerate(sqls, 1):
+        t.scan(sql)
+        if t.online.history():
+            return k
+    return len(sqls)
+
+
+def test_a_switch_while_appends_run_loses_and_duplicates_no_row(spark: Any, tmp_path: Path) -> None:
+    t = make_table(spark, tmp_path / "t")
+    t.online.enable(**SETTINGS)
+    assert t.online.status()["applied"] == "as-is"
+    appended: list[Any] = []
+
+    def append_before_commit(_: int) -> None:  # commits between the rewrite's read and commit
+        df = gen(spark, 300, seed=11, parts=1, start=100_000)
+        Table(t.uri, spark=spark).append(df)
+        appended.append(df)
+
+    t.online.set_hooks(OptimizeHooks(before_commit=append_before_commit))
+    ran = scan_until_switch(t, queries(60))
+    assert ran < 60, "no switch was decided"
+    # more appends and scans while the rewrite may still be running
+    extra = [gen(spark, 200, seed=20 + k, parts=1, start=200_000 + 1000 * k) for k in range(3)]
+    writer = threading.Thread(target=lambda: [Table(t.uri, spark=spark).append(d) for d in extra])
+    writer.start()
+    for sql in queries(5, seed=1):
+        t.scan(sql)
+    writer.join()
+    assert t.online.wait(300)
+    history = t.online.history()
+    assert history[0]["status"] == "done", history[0]
+    assert history[0]["source"] == "as-is" and history[0]["target_label"] == "qdtree"
+    expected = gen(spark, ROWS, seed=3, parts=8)
+    for df in appended + extra:
+        expected = expected.unionByName(df)
+    assert appended, "the hook did not run: the rewrite never reached its commit"
+    actual = t.to_df()
+    assert same_rows(actual, expected)
+    assert actual.select("id").distinct().count() == actual.count()
+    status = t.online.status()
+    assert status["applied"] == history[0]["target"] and status["switches"] == 1
+    assert "as-is" not in {s["id"] for s in status["states"]}  # cannot be rebuilt: removed
+
+
+def test_a_failed_rewrite_leaves_table_and_reorganizer_consistent(
+    spark: Any, tmp_path: Path
+) -> None:
+    t = make_table(spark, tmp_path / "t")
+    t.online.enable(**SETTINGS)
+
+    def boom(_: int) -> None:
+        raise RuntimeError("disk full (simulated)")
+
+    t.online.set_hooks(OptimizeHooks(before_commit=boom))
+    before_files, before_version = live_paths(t), None
+    sqls = queries(80)
+    ran = scan_until_switch(t, sqls)
+    before_version = t.version
+    assert t.online.wait(300)
+    failed = t.online.history()[0]
+    assert failed["status"] == "failed" and "disk full (simulated)" in failed["error"]
+    assert live_paths(t) == before_files and t.version == before_version
+    assert t.to_df().count() == ROWS
+    status = t.online.status()
+    assert status["applied"] == "as-is" and status["current"] == "as-is"
+    assert status["switches"] == 0 and status["failed_rewrites"] == 1
+    # the next scans draw again; without the failure the switch commits
+    t.online.set_hooks(None)
+    for sql in sqls[ran:]:
+        t.scan(sql)
+        if any(h["status"] == "done" for h in t.online.history()):
+            break
+        t.online.wait(300)
+    assert t.online.wait(300)
+    assert any(h["status"] == "done" for h in t.online.history())
+    assert t.to_df().count() == ROWS
+    assert t.to_df().select("id").distinct().count() == ROWS
+
+
+KILLER = textwrap.dedent(
+    """
+    import os, sys
+    from lakelayout.api import Table
+    from lakelayout.cluster import OptimizeHooks
+    from lakelayout.table.session import spark_session
+
+    spark = spark_session("local[1]", **{"spark.ui.enabled": "false"})
+    t = Table(sys.argv[1], spark=spark)
+    t.online.set_hooks(OptimizeHooks(before_commit=lambda i: os._exit(9)))
+    for sql in sys.argv[2:]:
+        t.scan(sql)
+    t.online.wait(300)
+    os._exit(1)  # no rewrite reached its commit
+    """
+)
+
+
+def test_a_process_killed_mid_rewrite_leaves_a_usable_table_and_state(
+    spark: Any, tmp_path: Path
+) -> None:
+    t = make_table(spark, tmp_path / "t")
+    t.online.enable(**SETTINGS)
+    version, files = t.version, live_paths(t)
+    sqls = queries(40)
+    done = subprocess.run(
+        [sys.executable, "-c", KILLER, t.uri, *sqls],
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 9, done.stderr[-2000:]
+    stored = json.loads((Path(t.uri) / online_table.DIRECTORY / "state.json").read_text())
+    assert stored["engine"]["history"][-1]["status"] == "pending"  # what the dead process left
+    # a new Table object settles the interrupted rewrite from the Delta log
+    again = Table(t.uri, spark=spark)
+    assert again.version == version and live_paths(again) == files
+    assert again.to_df().count() == ROWS
+    history = again.online.history()
+    assert history[-1]["status"] == "failed" and "interrupted" in history[-1]["error"]
+    status = again.online.status()
+    assert status["applied"] == "as-is" and status["current"] == "as-is"
+    # and it goes on: the same stream, continued here, gets its switch
+    for sql in queries(80, seed=5):
+        again.scan(sql)
+        again.online.wait(300)
+        if again.online.status()["switches"]:
+            break
+    assert again.online.status()["switches"] == 1
+    assert again.to_df().select("id").distinct().count() == ROWS
+
+
+def test_status_and_history_survive_a_restart(spark: Any, tmp_path: Path) -> None:
+    t = make_table(spark, tmp_path / "t")
+    t.online.enable(**SETTINGS)
+    scan_until_switch(t, queries(60))
+    assert t.online.wait(300)
+    status, history = t.online.status(), t.online.history()
+    # a new process: the CLI reads the stored state (no JVM needed)
+    cli = [sys.executable, "-m", "lakelayout.cli", "online"]
+    shown = subprocess.run([*cli, "status", t.uri], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert f"queries {status['queries']}" in shown.stdout
+    assert "qdtree" in shown.stdout and "switches 1" in shown.stdout
+    listed = subprocess.run([*cli, "history", t.uri], capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and "done" in listed.stdout and "as-is" in listed.stdout
+    # a fresh controller (as in a new process) continues where the last one stopped
+    online_table._CONTROLLERS.clear()
+    again = Table(t.uri, spark=spark)
+    assert again.online.status()["queries"] == status["queries"]
+    assert again.online.history() == history
+    again.scan(queries(1, seed=9)[0])
+    assert again.online.status()["queries"] == status["queries"] + 1
+    stored = json.loads((Path(t.uri) / online_table.DIRECTORY / "state.json").read_text())
+    assert stored["engine"]["decider"]["rng"]["bit_generator"] == "PCG64"
+
+
+def test_scans_feed_nothing_until_enabled_and_bad_options_write_nothing(
+    spark: Any, tmp_path: Path
+) -> None:
+    t = make_table(spark, tmp_path / "t")
+    t.scan("a < 10")
+    state = Path(t.uri) / online_table.DIRECTORY
+    assert not state.exists()
+    with pytest.raises(InvalidOption, match="never enabled"):
+        t.online.status()
+    with pytest.raises(InvalidOption, match="alpha must be a number > 0 or 'measured'"):
+        t.online.enable(alpha="guess")
+    with pytest.raises(InvalidOption, match="unknown layout family 'qdtre'"):
+        t.online.enable(alpha=2.0, families=["qdtre"])
+    with pytest.raises(InvalidOption, match="max_states must be >= 2"):
+        t.online.enable(alpha=2.0, max_states=1)
+    assert not state.exists() and not t.online.enabled
+    t.online.enable(**SETTINGS)
+    with pytest.raises(InvalidOption, match="already enabled"):
+        t.online.enable(**SETTINGS)
+    t.scan("a < 10")
+    assert t.online.status()["queries"] == 1
+    t.online.disable()
+    t.scan("a < 20")
+    assert t.online.status()["queries"] == 1 and not t.online.status()["enabled"]
+
+
+def test_alpha_is_measured_on_a_scratch_copy(spark: Any, tmp_path: Path) -> None:
+    t = make_table(spark, tmp_path / "t")
+    files = live_paths(t)
+    m = online_table.measure_alpha(t)
+    assert m.method == "measured" and m.alpha > 0
+    assert m.scan_seconds and m.rewrite_seconds and m.alpha == m.rewrite_seconds / m.scan_seconds
+    assert m.rows == ROWS and m.files >= 1
+    assert live_paths(t) == files  # the table itself is not touched
