@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from lakelayout.cluster.detail import TableDetail
     from lakelayout.cluster.metrics import OptimizeMetrics
     from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
+    from lakelayout.cluster.vacuum import VacuumMetrics
     from lakelayout.indexing import Indexes
     from lakelayout.skipping.indexes.base import Udf
     from lakelayout.table.conflicts import RetryPolicy
@@ -398,6 +399,22 @@ class Table:
         from lakelayout.table.conflicts import DEFAULT_RETRY
 
         return delete(self.uri, self.spark, where, hooks=hooks, retry=retry or DEFAULT_RETRY)
+
+    def vacuum(
+        self, *, retain_hours: int | None = None, dry_run: bool = False, force: bool = False
+    ) -> VacuumMetrics:
+        """VACUUM: delete files no version inside the retention needs; what was deleted.
+
+        Data files no longer referenced (removed by a commit older than the
+        retention, or never committed and older than it: orphans of crashed
+        writes) and lakelayout's dead sidecar files. ``retain_hours`` defaults
+        to the table's ``delta.deletedFileRetentionDuration`` (Delta: 7 days);
+        a shorter one is refused unless ``force=True``. ``dry_run`` deletes
+        nothing and lists what a real run would delete. No Spark job.
+        """
+        from lakelayout.cluster.vacuum import vacuum
+
+        return vacuum(self.uri, retain_hours=retain_hours, dry_run=dry_run, force=force)
 
     # ------------------------------------------------------------ skipping indexes
     # (lakelayout.indexing holds the logic)
