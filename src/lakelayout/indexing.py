@@ -59,6 +59,7 @@ from lakelayout.skipping.indexes.base import Index, TermIndex, Udf
 from lakelayout.skipping.minmax import might_match
 from lakelayout.skipping.store import MetadataStore, metadata_rows
 from lakelayout.table import delta
+from lakelayout.table.session import default_parallelism
 from lakelayout.table.stats import FileStats
 from lakelayout.table.writer import (
     INDEX_METADATA,
@@ -321,7 +322,7 @@ class Indexes:
         spark = self._spark()
         jobs = [(path, tuple(needed)) for path, needed in todo.items()]
         task = _RefreshTask(self.uri, tuple(jobs), tuple(indexes), _column_map(indexes, schema))
-        slices = max(1, min(len(jobs), spark.sparkContext.defaultParallelism * 2))
+        slices = max(1, min(len(jobs), default_parallelism(spark) * 2))
         rows = spark.range(0, len(jobs), 1, slices).mapInArrow(task, _REFRESH_DDL).collect()
         return {row["path"]: decode_metadata(row["meta"]) for row in rows}
 
