@@ -128,3 +128,17 @@ def test_summaries_of_commits_written_by_other_engines() -> None:
     assert not properties.data_change and not properties.removed
     blind = summarize(6, [{"add": {"path": "z"}}])  # dataChange missing: assume it changed data
     assert blind.data_change and blind.operation == "unknown"
+
+
+def test_unreadable_commit_files_make_the_winners_unknown(tmp_path: Path) -> None:
+    from lakelayout.table.conflicts import winners
+
+    log = tmp_path / "_delta_log"
+    log.mkdir()
+    (log / f"{1:020d}.json").write_text(
+        json.dumps({"remove": {"path": "a", "dataChange": False}}) + "\n"
+    )
+    found, unchanged = winners(str(tmp_path), 0, 1, ["a"])
+    assert [c.version for c in found] == [1] and unchanged
+    found, unchanged = winners(str(tmp_path), 0, 2, ["a"])  # version 2's file is gone
+    assert [c.version for c in found] == [1] and not unchanged

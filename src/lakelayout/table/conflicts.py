@@ -117,10 +117,17 @@ def winners(
 
     Those that removed a ``planned`` file, or every commit in between when
     none did. The flag says whether the operation's rows are unchanged: no
-    winner removed a planned file with ``dataChange=true``.
+    winner removed a planned file with ``dataChange=true``. A commit file
+    that cannot be read (cleaned up by log retention) makes the winners
+    unknown, and unknown winners are never called harmless.
     """
     mine = set(planned)
-    commits = [read_commit(location, v) for v in range(read_version + 1, current + 1)]
+    commits = []
+    for version in range(read_version + 1, current + 1):
+        try:
+            commits.append(read_commit(location, version))
+        except (OSError, ValueError):  # cleaned up or unreadable: the winners are unknown
+            return tuple(c for c in commits if c.removed & mine), False
     hit = tuple(c for c in commits if c.removed & mine)
     if not hit:
         return tuple(commits), True
