@@ -25,7 +25,11 @@ def flow(master: str, path: str) -> dict[str, Any]:
     from lakelayout.skipping.indexes import ValueList
     from lakelayout.table.session import default_parallelism, is_connect, spark_session
 
-    spark = spark_session(master, **({} if master.startswith("sc://") else _small()))
+    remote = master.startswith("sc://")
+    # a cluster session carries Delta's connector (make jars); executors get it via spark.jars
+    spark = spark_session(master, **({} if remote else {"delta": True, **_small()}))
+    if not remote:  # keep Spark's warnings (e.g. "Initial job has not accepted any resources")
+        spark.sparkContext.setLogLevel("WARN")
 
     def rows(start: int, n: int) -> Any:
         return spark.range(start, start + n, 1, 4).select(
@@ -53,6 +57,8 @@ def flow(master: str, path: str) -> dict[str, Any]:
     out["indexed_count"] = indexed.df.count()
     out["indexed_skipped"] = indexed.report.skipped_by.get("valuelist(b)", 0)
     out["version"] = t.version
+    if not remote:  # Delta's own connector, shipped to the executors, reads the table
+        out["delta_connector_rows"] = spark.read.format("delta").load(path).count()
     spark.stop()
     return out
 

@@ -123,9 +123,13 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def _run_flow(master: str, tmp_path: Path) -> tuple[dict[str, Any], str]:
     table, out, log = tmp_path / "t", tmp_path / "out.json", tmp_path / "driver.log"
-    driver = processes.python(FLOW, master, str(table), str(out), log=log)
+    driver = processes.python(
+        FLOW, master, str(table), str(out), log=log, env={"SPARK_LOCAL_IP": "127.0.0.1"}
+    )
     try:
-        processes.wait_for(lambda: driver.poll() is not None, what="driver", log=log)
+        # a deadline against hangs, not a timing assertion: the flow runs ~30 s on a quiet
+        # machine, far longer on one shared by many JVMs
+        processes.wait_for(lambda: driver.poll() is not None, what="driver", log=log, timeout=1200)
     finally:
         processes.stop(driver)
     assert driver.returncode == 0, processes.tail(log, 60)
@@ -157,6 +161,8 @@ def test_standalone_cluster(standalone: tuple[str, Path], tmp_path: Path) -> Non
     _check(result, table)
     apps = [name for name in os.listdir(work) if re.fullmatch(r"app-\d+-\d+", name)]
     assert len(apps) == 1  # the jobs ran in an executor the worker launched
+    # Delta's connector jars (spark.jars) reached the executor: it reads the table too
+    assert result["delta_connector_rows"] == sum(1 for i in IDS if _a(i) != 3)
 
 
 def test_spark_connect(connect_server: str, tmp_path: Path) -> None:
