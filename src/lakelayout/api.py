@@ -9,6 +9,7 @@ session given, or on :func:`spark_session` created on first use.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -18,7 +19,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from lakelayout.errors import InvalidOption, PredicateError, closest
+from lakelayout.errors import (
+    InvalidOption,
+    LakelayoutError,
+    PredicateError,
+    closest,
+)
 from lakelayout.expr.nodes import BoolConst, Predicate
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.skipping.report import Measured, ScanReport
@@ -33,10 +39,13 @@ if TYPE_CHECKING:
     from lakelayout.cluster.detail import TableDetail
     from lakelayout.cluster.metrics import OptimizeMetrics
     from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
+    from lakelayout.cluster.vacuum import VacuumMetrics
     from lakelayout.indexing import Indexes
     from lakelayout.online_table import Online
     from lakelayout.skipping.indexes.base import Udf
+    from lakelayout.table.conflicts import RetryPolicy
     from lakelayout.table.delta import Snapshot
+    from lakelayout.table.files import WrittenFile
 
 #: table property holding the target size of written files, in bytes
 TARGET_FILE_SIZE = "lakelayout.targetFileSize"
@@ -52,6 +61,8 @@ class WriteMetrics:
     rows_added: int
     bytes_added: int
     seconds: float
+    #: times the commit was retried after losing a race (the files are written once)
+    retries: int = 0
 
 
 @dataclass(frozen=True)
@@ -237,7 +248,7 @@ class Table:
         files = write_files(
             df, self.uri, schema=snap.schema, target_file_size=size, collectors=indexes
         )
-        version = delta.commit(self.uri, adds=files, operation="WRITE") if files else snap.version
+        version, retries = self._commit_append(files, snap) if files else (snap.version, 0)
         self.indexes.record_written(files, indexes)
         return WriteMetrics(
             version=version,
@@ -245,7 +256,30 @@ class Table:
             rows_added=sum(f.num_records for f in files),
             bytes_added=sum(f.size for f in files),
             seconds=time.perf_counter() - started,
+            retries=retries,
         )
+
+    def _commit_append(self, files: Sequence[WrittenFile], snap: Snapshot) -> tuple[int, int]:
+        """Commit appended files; (version, retries).
+
+        An append plans on no existing row, only on the schema: when its commit
+        loses a race it re-checks the schema against the latest version and
+        commits the same files again (bounded, with backoff; see
+        :mod:`lakelayout.table.conflicts`). If it finally fails, the files it
+        wrote are deleted and the table is unchanged.
+        """
+        from lakelayout.table.conflicts import run_with_retries
+
+        def attempt(n: int) -> int:
+            if n > 0:
+                check_append_schema(delta.snapshot(self.uri).schema, snap.schema)
+            return delta.commit(self.uri, adds=files, operation="WRITE")
+
+        try:
+            return run_with_retries(self.uri, "append", attempt)
+        except LakelayoutError:
+            _remove_written(self.uri, [f.path for f in files])
+            raise
 
     # ------------------------------------------------------------ reading
 
@@ -350,11 +384,39 @@ class Table:
 
         return detail(self.uri)
 
-    def delete(self, where: str, *, hooks: OptimizeHooks | None = None) -> OptimizeMetrics:
-        """Delete rows where ``where`` (Spark SQL) is TRUE; only affected files are rewritten."""
-        from lakelayout.cluster.delete import delete
+    def delete(
+        self,
+        where: str,
+        *,
+        hooks: OptimizeHooks | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> OptimizeMetrics:
+        """Delete rows where ``where`` (Spark SQL) is TRUE; only affected files are rewritten.
 
-        return delete(self.uri, self.spark, where, hooks=hooks)
+        A DELETE that loses a race to a rewrite that changed no data (OPTIMIZE)
+        re-plans and retries (``retry``: attempts and backoff); ``retries`` in
+        the metrics counts how often. See :mod:`lakelayout.table.conflicts`.
+        """
+        from lakelayout.cluster.delete import delete
+        from lakelayout.table.conflicts import DEFAULT_RETRY
+
+        return delete(self.uri, self.spark, where, hooks=hooks, retry=retry or DEFAULT_RETRY)
+
+    def vacuum(
+        self, *, retain_hours: int | None = None, dry_run: bool = False, force: bool = False
+    ) -> VacuumMetrics:
+        """VACUUM: delete files no version inside the retention needs; what was deleted.
+
+        Data files no longer referenced (removed by a commit older than the
+        retention, or never committed and older than it: orphans of crashed
+        writes) and lakelayout's dead sidecar files. ``retain_hours`` defaults
+        to the table's ``delta.deletedFileRetentionDuration`` (Delta: 7 days);
+        a shorter one is refused unless ``force=True``. ``dry_run`` deletes
+        nothing and lists what a real run would delete. No Spark job.
+        """
+        from lakelayout.cluster.vacuum import vacuum
+
+        return vacuum(self.uri, retain_hours=retain_hours, dry_run=dry_run, force=force)
 
     # ------------------------------------------------------------ skipping indexes
     # (lakelayout.indexing holds the logic)
@@ -477,6 +539,15 @@ def _resolve_columns(columns: Sequence[str] | None, schema: pa.Schema) -> list[s
 def _select_in_table_order(df: DataFrame, schema: pa.Schema) -> DataFrame:
     by_lower = {c.lower(): c for c in df.columns}
     return df.select(*[df[by_lower[name.lower()]].alias(name) for name in schema.names])
+
+
+def _remove_written(root: str, paths: Sequence[str]) -> None:
+    """Delete data files a failed write left (local tables; VACUUM collects the rest)."""
+    if "://" in root:
+        return
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(root, path))
 
 
 def _session_of(df: DataFrame | None) -> SparkSession | None:

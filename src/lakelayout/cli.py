@@ -1,4 +1,4 @@
-"""The ``lakelayout`` command line: scan, describe, optimize, bench, demo."""
+"""The ``lakelayout`` command line: scan, describe, optimize, vacuum, bench, demo."""
 
 from __future__ import annotations
 
@@ -253,6 +253,49 @@ def online_history(path: Annotated[str, typer.Argument(help="table location")]) 
     console.print(grid)
     if not rows:
         console.print("no switch yet")
+
+
+@app.command()
+def vacuum(
+    path: Annotated[str, typer.Argument(help="table location")],
+    retain_hours: Annotated[
+        int | None,
+        typer.Option(
+            "--retain-hours",
+            help="keep files needed by versions of the last N hours "
+            "(default: the table's delta.deletedFileRetentionDuration, Delta's 7 days)",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="list what would be deleted; delete nothing")
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="allow a retention shorter than the table's")
+    ] = False,
+    show: Annotated[int, typer.Option(help="list at most this many files")] = 20,
+) -> None:
+    """VACUUM a table: delete unreferenced data files and dead sidecars past the retention."""
+    from lakelayout.api import Table
+
+    try:
+        metrics = Table(path).vacuum(retain_hours=retain_hours, dry_run=dry_run, force=force)
+    except LakelayoutError as exc:
+        _fail(exc)
+        return
+    verb = "would delete" if metrics.dry_run else "deleted"
+    grid = RichTable(
+        title=f"VACUUM {metrics.uri} (version {metrics.version}, retention "
+        f"{metrics.retention_hours:g} hours): {verb}"
+    )
+    for name in ("kind", "files", "bytes"):
+        grid.add_column(name, justify="left" if name == "kind" else "right")
+    for kind, files, nbytes in metrics.as_rows():
+        grid.add_row(kind, files, _fmt_bytes(int(nbytes)))
+    console.print(grid)
+    for item in sorted(metrics.files, key=lambda f: f.path)[: max(show, 0)]:
+        console.print(f"  {item.kind:<12} {item.path}", highlight=False)
+    if metrics.files_deleted > max(show, 0):
+        console.print(f"  ... and {metrics.files_deleted - max(show, 0)} more", highlight=False)
 
 
 bench_app = typer.Typer(

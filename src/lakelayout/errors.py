@@ -8,7 +8,7 @@ expression, option, path) and what is supported instead.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 
 class LakelayoutError(Exception):
@@ -32,7 +32,21 @@ class SchemaMismatch(LakelayoutError):
 
 
 class CommitConflict(LakelayoutError):
-    """Another writer changed the table between read and commit."""
+    """Another writer changed the table between read and commit; nothing was committed.
+
+    ``winners`` are the commits the operation lost to (``CommitSummary`` of
+    :mod:`lakelayout.table.conflicts`: version, operation, whether it changed
+    data), oldest first. ``rows_unchanged`` is True when none of them changed
+    data the operation planned on (they only rewrote files, ``dataChange=false``,
+    or only appended), so re-planning on the latest version and retrying is safe.
+    """
+
+    def __init__(
+        self, message: str, *, winners: Sequence[object] = (), rows_unchanged: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.winners = tuple(winners)
+        self.rows_unchanged = rows_unchanged
 
 
 class LayoutError(LakelayoutError):

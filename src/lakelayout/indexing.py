@@ -62,6 +62,7 @@ from lakelayout.stats.model import FileStats
 from lakelayout.table import delta
 from lakelayout.table.files import WrittenFile
 from lakelayout.table.location import resolve_location
+from lakelayout.table.session import default_parallelism
 from lakelayout.table.writer import INDEX_METADATA, collect_file_metadata, decode_metadata
 
 if TYPE_CHECKING:
@@ -317,7 +318,7 @@ class Indexes:
         spark = self._spark()
         jobs = [(path, tuple(needed)) for path, needed in todo.items()]
         task = _RefreshTask(self.uri, tuple(jobs), tuple(indexes), _column_map(indexes, schema))
-        slices = max(1, min(len(jobs), spark.sparkContext.defaultParallelism * 2))
+        slices = max(1, min(len(jobs), default_parallelism(spark) * 2))
         rows = spark.range(0, len(jobs), 1, slices).mapInArrow(task, _REFRESH_DDL).collect()
         return {row["path"]: decode_metadata(row["meta"]) for row in rows}
 

@@ -9,7 +9,7 @@ import pytest
 
 from lakelayout.api import Table
 from lakelayout.cluster.provenance import ProvenanceStore
-from lakelayout.errors import CommitConflict, InvalidOption
+from lakelayout.errors import InvalidOption
 from lakelayout.layouts import LinearLayout
 
 from .helpers import TARGET, gen, live_paths, same_rows
@@ -63,7 +63,7 @@ def test_zorder_is_refused_on_a_clustered_table(spark: Any, tmp_path: Path) -> N
 
 
 def test_conflicting_commit_leaves_table_unchanged(spark: Any, tmp_path: Path) -> None:
-    """Two writers: a DELETE removes a file the compaction is rewriting."""
+    """Two writers: a DELETE removes a file the compaction is rewriting; OPTIMIZE yields."""
     t = Table.create(str(tmp_path / "x"), gen(spark, 4000, 3, parts=6), target_file_size=TARGET)
     other = Table(t.uri, spark=spark)
     seen: dict[str, Any] = {}
@@ -75,8 +75,9 @@ def test_conflicting_commit_leaves_table_unchanged(spark: Any, tmp_path: Path) -
 
     from lakelayout.cluster import OptimizeHooks
 
-    with pytest.raises(CommitConflict, match="nothing was committed"):
-        t.optimize.compact(hooks=OptimizeHooks(before_commit=concurrent_delete))
+    m = t.optimize.compact(hooks=OptimizeHooks(before_commit=concurrent_delete))
+    assert m.yielded and m.commits == 0 and m.files_added == 0
+    assert m.yield_reason == f"lost to version {seen['version']} (DELETE, changed data)"
     assert t.version == seen["version"] and live_paths(t) == seen["files"]
     assert t.to_df().count() == 3990
     written = {p.name for p in Path(t.uri).glob("ll-compact*.parquet")}

@@ -128,6 +128,25 @@ def test_commit_adds_and_removes_in_one_version(table: Path) -> None:
     assert newest[delta.COMMIT_INFO_KEY]["operation"] == "OPTIMIZE"
 
 
+def test_conflict_with_a_rewrite_says_rows_are_unchanged(table: Path) -> None:
+    """An OPTIMIZE (dataChange=false) and an append beat a DELETE planned at version 0."""
+    delta.commit(table, adds=[_file(table, "c.parquet", [20])], operation="WRITE")
+    delta.commit(
+        table,
+        adds=[_file(table, "ab.parquet", list(range(20)))],
+        removes=["a.parquet", "b.parquet"],
+        data_change=False,
+        read_version=1,
+        operation="OPTIMIZE",
+    )
+    with pytest.raises(
+        CommitConflict, match=r"winner: version 2 \(OPTIMIZE, no data change\)"
+    ) as c:
+        delta.commit(table, adds=[], removes=["b.parquet"], read_version=0, operation="DELETE")
+    assert [w.version for w in c.value.winners] == [2]  # the append did not touch b.parquet
+    assert c.value.rows_unchanged
+
+
 def test_concurrent_remove_is_a_conflict_and_changes_nothing(table: Path) -> None:
     """Writers A and B both planned at version 0 to rewrite a.parquet; B loses."""
     delta.commit(
@@ -137,13 +156,19 @@ def test_concurrent_remove_is_a_conflict_and_changes_nothing(table: Path) -> Non
         read_version=0,
     )
     before = DeltaTable(str(table)).version()
-    with pytest.raises(CommitConflict, match=r"since version 0 .*removed 1 file.*'a\.parquet'"):
+    with pytest.raises(
+        CommitConflict, match=r"since version 0 .*removed 1 file.*'a\.parquet'.*winner: version 1"
+    ) as caught:
         delta.commit(
             table,
             adds=[_file(table, "a3.parquet", list(range(10)))],
             removes=["a.parquet"],
             read_version=0,
         )
+    (winner,) = caught.value.winners
+    assert (winner.version, winner.operation, winner.data_change) == (1, "WRITE", True)
+    assert winner.removed == {"a.parquet"} and winner.added == {"a2.parquet"}
+    assert not caught.value.rows_unchanged  # the winner changed data: no retry
     assert DeltaTable(str(table)).version() == before
     assert _live(table) == {"a2.parquet", "b.parquet"}
     assert _ids(table) == list(range(20))

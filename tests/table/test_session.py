@@ -135,3 +135,31 @@ def test_the_shared_session_reads_a_lakelayout_table_through_delta(
     Table.create(str(tmp_path / "t"), df)
     back = spark.read.format("delta").load(str(tmp_path / "t"))  # type: ignore[attr-defined]
     assert sorted(r["id"] for r in back.collect()) == list(range(10))
+
+
+def test_no_code_path_needs_the_jvm_gateway() -> None:
+    """A Spark Connect session has no ``sparkContext``, ``_jvm`` or RDDs: outside the
+    session factory (where every use is behind ``is_connect``) no module may touch them."""
+    import re
+
+    import lakelayout
+
+    root = Path(lakelayout.__file__).parent
+    pattern = re.compile(r"sparkContext|_jvm\b|_jsc\b|_jsparkSession|\.rdd\b|SparkContext")
+    offenders = [
+        f"{path.relative_to(root)}:{number}: {line.strip()}"
+        for path in sorted(root.rglob("*.py"))
+        if path.name != "session.py" or path.parent.name != "table"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert offenders == []
+
+
+def test_connect_sessions_are_recognized_without_a_server() -> None:
+    from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+    from lakelayout.table.session import is_connect
+
+    assert is_connect(RemoteSession.__new__(RemoteSession))
+    assert not is_connect(object())

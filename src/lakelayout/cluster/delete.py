@@ -16,11 +16,22 @@
 
 Everything is one commit (``data_change=True``) with the snapshot's version
 as ``read_version``.
+
+Concurrency: when the commit loses a race to commits that changed no data
+(an OPTIMIZE or clustering rewrite removed a file this DELETE rewrites), the
+rows to delete are the same, only in other files: the DELETE re-plans on the
+latest version and commits again (:func:`lakelayout.table.conflicts.run_with_retries`,
+bounded, with backoff; the metrics count the ``retries``). From its first lost
+race on it leaves a waiting marker, so maintenance yields to it. A winner
+that changed data (another DELETE of the same files) is not retried; the
+:class:`~lakelayout.errors.CommitConflict` names the winning version and
+operation, as it does when the attempts run out.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -37,22 +48,46 @@ from lakelayout.cluster.provenance import FileProvenance
 from lakelayout.cluster.rewrite import FILE_COLUMN, Router, read_files, relative_path, write_routed
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.skipping.minmax import all_rows_match, might_match
+from lakelayout.table import delta
+from lakelayout.table.conflicts import DEFAULT_RETRY, RetryPolicy, run_with_retries
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
 def delete(
-    uri: str, spark: SparkSession, where: str, *, hooks: OptimizeHooks | None = None
+    uri: str,
+    spark: SparkSession,
+    where: str,
+    *,
+    hooks: OptimizeHooks | None = None,
+    retry: RetryPolicy = DEFAULT_RETRY,
 ) -> OptimizeMetrics:
-    """Delete the rows of the table at ``uri`` where ``where`` (Spark SQL) is TRUE."""
+    """Delete the rows of the table at ``uri`` where ``where`` (Spark SQL) is TRUE.
+
+    Retries (re-planning each time) while the races it loses are to rewrites
+    that changed no data; see the module doc.
+    """
+    started = time.perf_counter()
+    timezone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
+    parse_predicate(where, delta.snapshot(uri).schema, timezone=timezone)  # errors before any job
+    metrics, retries = run_with_retries(
+        uri,
+        "DELETE",
+        lambda _: _delete_once(uri, spark, where, hooks or _NO_HOOKS, timezone),
+        policy=retry,
+    )
+    return _finish(replace(metrics, retries=retries), started)
+
+
+def _delete_once(
+    uri: str, spark: SparkSession, where: str, hooks: OptimizeHooks, timezone: str
+) -> OptimizeMetrics:
+    """One attempt: plan on the latest version, rewrite, commit (CommitConflict on a race)."""
     from pyspark.sql import functions as F
 
-    started = time.perf_counter()
-    hooks = hooks or _NO_HOOKS
     ctx = load_context(uri, spark)
-    timezone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
-    predicate = parse_predicate(where, ctx.schema, timezone=timezone)  # errors before any job
+    predicate = parse_predicate(where, ctx.schema, timezone=timezone)
     files = ctx.snap.files
     maybe = might_match(predicate, files)
     whole = maybe & all_rows_match(predicate, files)
@@ -65,7 +100,7 @@ def delete(
         touched = sorted({relative_path(r[FILE_COLUMN], uri) for r in counts if r["count"] > 0})
     base = OptimizeMetrics("delete", files_considered=len(files))
     if not dropped and not touched:
-        return _finish(base, started)
+        return base
     written = []
     prov: list[FileProvenance] = []
     if touched:
@@ -99,10 +134,8 @@ def delete(
         data_change=True,
     )
     metrics = base.plus(_metrics_for("delete", ctx, removed, written))
-    return _finish(metrics.plus(OptimizeMetrics("delete", versions=(version,))), started)
+    return metrics.plus(OptimizeMetrics("delete", versions=(version,)))
 
 
 def _finish(m: OptimizeMetrics, started: float) -> OptimizeMetrics:
-    from dataclasses import replace
-
     return replace(m, seconds=time.perf_counter() - started)

@@ -13,6 +13,13 @@ class OptimizeMetrics:
     ``apply`` or ``delete``; ``cubes_touched`` counts the ZCubes written
     (liquid) or the blocks written (apply); ``files_considered`` the live
     files the planner looked at.
+
+    Concurrency (:mod:`lakelayout.table.conflicts`): ``retries`` counts the
+    times a user operation (DELETE) re-planned after losing a race to a
+    rewrite; ``yielded`` says a maintenance operation gave up (part of) its
+    work rather than make a user operation fail, and ``yield_reason`` why
+    (the winning commit, or the user operation it waited for). Commits made
+    before yielding (earlier cubes) stay in ``versions``.
     """
 
     operation: str
@@ -28,6 +35,9 @@ class OptimizeMetrics:
     seconds: float = 0.0
     clustering_columns: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    retries: int = 0
+    yielded: bool = False
+    yield_reason: str = ""
 
     @property
     def commits(self) -> int:
@@ -62,5 +72,7 @@ class OptimizeMetrics:
             ("bytes added", str(self.bytes_added)),
             ("cubes touched", str(self.cubes_touched)),
             ("commits", str(self.commits)),
+            ("retries", str(self.retries)),
+            ("yielded", self.yield_reason if self.yielded else "no"),
             ("seconds", f"{self.seconds:.2f}"),
         ]

@@ -8,12 +8,18 @@ on one snapshot (pure, :mod:`lakelayout.cluster.plan`), rewrites in Spark
 
 * a concurrent *append* between read and commit does not conflict; its files
   are simply not touched (the rewrite only removes files it read);
-* a concurrent commit that removed a file being rewritten makes the commit
-  fail with :class:`~lakelayout.errors.CommitConflict`; the table is
-  unchanged by this operation and the files it wrote are deleted.
+* a concurrent commit that removed a file being rewritten makes this
+  rewrite lose: it *yields* (gives up quietly, the files it wrote are deleted,
+  the table is unchanged by it) and its metrics say ``yielded`` and why
+  (the winning commit). Maintenance never fails a user's operation, and never
+  fails because of one;
+* a user operation that already lost a race to a rewrite leaves a waiting
+  marker (:mod:`lakelayout.table.conflicts`); a rewrite that finds one before
+  it starts or before it commits yields too, so the user operation's retry
+  wins.
 
-Liquid clustering commits once per cube, so a failure after ``k`` cubes keeps
-those ``k`` (the remaining candidates stay as they were).
+Liquid clustering commits once per cube, so yielding (or a crash) after
+``k`` cubes keeps those ``k`` (the remaining candidates stay as they were).
 """
 
 from __future__ import annotations
@@ -52,6 +58,8 @@ from lakelayout.layouts.hilbert import HilbertLayout
 from lakelayout.layouts.linear import LinearLayout
 from lakelayout.layouts.zorder import CurveLayout, ZOrderLayout
 from lakelayout.table import delta
+from lakelayout.table.conflicts import describe as describe_winners
+from lakelayout.table.conflicts import waiting_operations
 
 #: the file size a rewrite rolls at with ``one_file_per_block``: never reached
 UNBOUNDED_FILE_SIZE = 1 << 62
@@ -79,6 +87,28 @@ class OptimizeHooks:
 
 
 _NO_HOOKS = OptimizeHooks()
+
+
+class Yielded(Exception):
+    """A maintenance rewrite gave up so as not to fail a user operation (internal)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def waiting_reason(uri: str) -> str | None:
+    """Why maintenance must yield now (a user operation is waiting), or None."""
+    waiting = waiting_operations(uri)
+    if not waiting:
+        return None
+    return f"a user operation is waiting to commit: {waiting[0]}"
+
+
+def _yielded(m: OptimizeMetrics, reason: str) -> OptimizeMetrics:
+    from dataclasses import replace
+
+    return replace(m, yielded=True, yield_reason=reason)
 
 
 @dataclass
@@ -330,11 +360,17 @@ def commit_rewrite(
     """Record provenance, then commit adds + removes in ONE transaction; the version.
 
     On :class:`CommitConflict` the files just written are deleted (nothing
-    references them) and the error is re-raised.
+    references them); a data-changing operation (DELETE) gets the error, a
+    rewrite (``data_change=False``) raises :class:`Yielded` naming the winner
+    instead, as it does when a user operation is waiting to commit.
     """
     ctx.store.record(provenance, removed=())
     if hooks.before_commit is not None:
         hooks.before_commit(index)
+    reason = None if data_change else waiting_reason(ctx.uri)
+    if reason is not None:
+        _delete_files(ctx.uri, [w.file.path for w in written])
+        raise Yielded(reason)
     try:
         version = delta.commit(
             ctx.uri,
@@ -344,9 +380,11 @@ def commit_rewrite(
             read_version=ctx.snap.version,
             operation=operation,
         )
-    except CommitConflict:
+    except CommitConflict as exc:
         _delete_files(ctx.uri, [w.file.path for w in written])
-        raise
+        if data_change:
+            raise
+        raise Yielded(f"lost to {describe_winners(exc.winners)}") from exc
     ctx.store.record((), removed=removed)
     if hooks.after_commit is not None:
         hooks.after_commit(index, version)
@@ -371,6 +409,9 @@ def _compact(ctx: _Context, hooks: OptimizeHooks) -> OptimizeMetrics:
     base = OptimizeMetrics("compaction", files_considered=len(ctx.files))
     if not bins:
         return _done(base, started, hooks)
+    reason = waiting_reason(ctx.uri)
+    if reason is not None:
+        return _done(_yielded(base, reason), started, hooks)
     file_blocks = {p: i for i, b in enumerate(bins) for p in b}
     paths = list(file_blocks)
     df = file_source(ctx, paths)
@@ -384,15 +425,18 @@ def _compact(ctx: _Context, hooks: OptimizeHooks) -> OptimizeMetrics:
         target_file_size=ctx.target_file_size,
         prefix="compact",
     )
-    version = commit_rewrite(
-        ctx,
-        removed=paths,
-        written=written,
-        provenance=(),
-        operation="OPTIMIZE",
-        hooks=hooks,
-        index=0,
-    )
+    try:
+        version = commit_rewrite(
+            ctx,
+            removed=paths,
+            written=written,
+            provenance=(),
+            operation="OPTIMIZE",
+            hooks=hooks,
+            index=0,
+        )
+    except Yielded as y:
+        return _done(_yielded(base, y.reason), started, hooks)
     metrics = base.plus(_metrics_for("compaction", ctx, paths, written))
     return _done(_with_versions(metrics, (version,)), started, hooks)
 
@@ -425,6 +469,9 @@ def _curve_all(
     base = OptimizeMetrics(family, files_considered=len(paths), clustering_columns=tuple(dims))
     if not paths:
         return _done(base, started, hooks)
+    reason = waiting_reason(ctx.uri)
+    if reason is not None:
+        return _done(_yielded(base, reason), started, hooks)
     layout, df = fit_curve(ctx, paths, dims, family, nearest=roll_size == UNBOUNDED_FILE_SIZE)
     written = _write_layout(ctx, layout, df, paths, base, hooks, family, roll_size)
     return _done(written, started, hooks)
@@ -473,15 +520,18 @@ def _write_layout(
         )
         for w in written
     ]
-    version = commit_rewrite(
-        ctx,
-        removed=paths,
-        written=written,
-        provenance=prov,
-        operation="OPTIMIZE",
-        hooks=hooks,
-        index=0,
-    )
+    try:
+        version = commit_rewrite(
+            ctx,
+            removed=paths,
+            written=written,
+            provenance=prov,
+            operation="OPTIMIZE",
+            hooks=hooks,
+            index=0,
+        )
+    except Yielded as y:
+        return _yielded(base, y.reason)
     metrics = base.plus(_metrics_for(operation, ctx, paths, written))
     blocks = len({w.block for w in written})
     return _with_versions(
@@ -496,6 +546,9 @@ def _apply(
     base = OptimizeMetrics("apply", files_considered=len(ctx.files))
     if not paths:
         return _done(base, started, hooks)
+    reason = waiting_reason(ctx.uri)
+    if reason is not None:
+        return _done(_yielded(base, reason), started, hooks)
     df = file_source(ctx, paths)
     written = _write_layout(ctx, layout, df, paths, base, hooks, "apply", roll_size)
     return _done(written, started, hooks)
@@ -531,6 +584,9 @@ def _liquid(
     )
     family = "hilbert"
     for index, paths in enumerate(plan.bins):
+        reason = waiting_reason(ctx.uri)
+        if reason is not None:
+            return _done(_yielded(total, reason), started, hooks)
         layout, df = fit_curve(
             ctx, paths, columns, family, nearest=roll_size == UNBOUNDED_FILE_SIZE
         )
@@ -556,15 +612,18 @@ def _liquid(
             )
             for w in written
         ]
-        version = commit_rewrite(
-            ctx,
-            removed=paths,
-            written=written,
-            provenance=prov,
-            operation="OPTIMIZE",
-            hooks=hooks,
-            index=index,
-        )
+        try:
+            version = commit_rewrite(
+                ctx,
+                removed=paths,
+                written=written,
+                provenance=prov,
+                operation="OPTIMIZE",
+                hooks=hooks,
+                index=index,
+            )
+        except Yielded as y:
+            return _done(_yielded(total, y.reason), started, hooks)
         cube = _metrics_for("liquid", ctx, paths, written)
         total = total.plus(cube.plus(OptimizeMetrics("liquid", cubes_touched=1)))
         total = _with_versions(total, (version,))

@@ -24,7 +24,10 @@ never got committed are harmless: no snapshot lists them, and the next write
 drops them.
 
 Writes are atomic: a complete new Parquet file, then ``CURRENT`` replaced with
-``os.replace``; a crash leaves the previous state readable. Two concurrent
+``os.replace``; a crash leaves the previous state readable. Provenance files
+``CURRENT`` does not name, and layout documents no live file's row refers
+to, are garbage (:meth:`ProvenanceStore.garbage`, deleted by VACUUM once
+older than the retention). Two concurrent
 OPTIMIZE runs may race on the pointer; the loser's rows are lost, which only
 makes its files look "never clustered" (they are clustered again later): no
 row is ever at risk.
@@ -46,7 +49,7 @@ import pyarrow.parquet as pq
 
 from lakelayout.errors import LakelayoutError
 from lakelayout.layouts.base import Layout, from_json
-from lakelayout.skipping.store import atomic_write_text
+from lakelayout.skipping.store import SidecarFile, atomic_write_text, superseded_files
 
 DIRECTORY = os.path.join("_lakelayout", "clustering")
 
@@ -155,6 +158,32 @@ class ProvenanceStore:
             if stale.name not in {target.name, previous.name if previous else ""}:
                 with contextlib.suppress(OSError):
                     stale.unlink()
+
+    def garbage(self, live_paths: Iterable[str]) -> list[SidecarFile]:
+        """Provenance files ``CURRENT`` does not name, and layouts no live file uses.
+
+        A layout document is live while the provenance row of some file in
+        ``live_paths`` (the latest snapshot's files) names it: rows of removed
+        files are dropped when they are removed, so older versions never
+        consult a layout. A layout just saved by a rewrite that has not
+        committed yet is referenced by no live file; only its age (VACUUM's
+        retention) protects it.
+        """
+        out = superseded_files(self.directory, "provenance-*.parquet", self.pointer, "provenance")
+        if not self.layouts.is_dir():
+            return out
+        try:
+            rows = self.read_table()
+        except (OSError, pa.ArrowException):  # unreadable: no layout is known to be unused
+            return out
+        live = pc.is_in(rows.column("path"), value_set=pa.array(list(live_paths), pa.string()))
+        used = {str(v) for v in rows.filter(live).column("layout_id").to_pylist() if v}
+        for path in sorted(self.layouts.glob("*.json")):
+            if path.stem in used:
+                continue
+            with contextlib.suppress(OSError):
+                out.append(SidecarFile(path, "layout", path.stat().st_mtime))
+        return out
 
     def save_layout(self, layout: Layout) -> str:
         """Store a layout's JSON; its id (written once, never replaced)."""

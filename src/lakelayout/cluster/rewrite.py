@@ -437,7 +437,6 @@ def _row_order(router: Router, sort_columns: Sequence[Any]) -> list[Any]:
 
 
 def _parallelism(spark: SparkSession) -> int:
-    try:
-        return max(1, int(spark.sparkContext.defaultParallelism))
-    except Exception:  # Spark Connect has no sparkContext
-        return 2
+    from lakelayout.table.session import default_parallelism  # classic and Spark Connect
+
+    return default_parallelism(spark)

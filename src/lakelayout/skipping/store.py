@@ -19,6 +19,12 @@ then ``CURRENT`` is replaced (written to a temporary name, then
 older store files are deleted only after a successful swap. Reads open only
 the columns asked for, so pruning 100,000 files with one index reads one
 metadata column.
+
+Garbage: a store file that ``CURRENT`` does not name, and a temporary file an
+interrupted :func:`atomic_write_text` left (``.<name>.<hex>.tmp``), are no
+longer read by anyone; :meth:`MetadataStore.garbage` and :func:`temp_files`
+list them for VACUUM (:mod:`lakelayout.cluster.vacuum`), which deletes them
+once they are older than the table's retention.
 """
 
 from __future__ import annotations
@@ -46,6 +52,21 @@ KEY_SCHEMA = pa.schema(
     [("path", pa.string()), ("size", pa.int64()), ("modification_time", pa.int64())]
 )
 SIDECAR = "_lakelayout"
+
+
+@dataclass(frozen=True)
+class SidecarFile:
+    """A file under ``<table>/_lakelayout/`` that no reader needs any more.
+
+    ``dead_since`` (epoch seconds) is the latest moment it can have stopped
+    being live: for a store file ``CURRENT`` no longer names, the later of its
+    own and the pointer's modification time (it was superseded at the latest
+    when the pointer was last written); otherwise its modification time.
+    """
+
+    path: Path
+    kind: str
+    dead_since: float
 
 
 @dataclass(frozen=True)
@@ -159,6 +180,10 @@ class MetadataStore:
         table = self.read_all()
         if name in table.column_names and name not in KEY_COLUMNS:
             self.write(table.drop_columns([name]))
+
+    def garbage(self) -> list[SidecarFile]:
+        """Store files ``CURRENT`` does not name (superseded, or from a crashed write)."""
+        return superseded_files(self.directory, "store-*.parquet", self.pointer, "index-store")
 
     def _collect_garbage(self, keep: set[str]) -> None:
         for path in self.directory.glob("store-*.parquet"):
@@ -276,6 +301,44 @@ def _check_rows(rows: pa.Table) -> pa.Table:
         if rows.schema.field(i).type != dtype:
             rows = rows.set_column(i, name, rows.column(name).cast(dtype))
     return rows
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def superseded_files(directory: Path, pattern: str, pointer: Path, kind: str) -> list[SidecarFile]:
+    """Files matching ``pattern`` in ``directory`` that the ``pointer`` file does not name.
+
+    Each is dead since the later of its own and the pointer's modification
+    time. An unreadable pointer lists nothing (nothing is known to be dead).
+    """
+    try:
+        current = pointer.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        current = ""
+    except OSError:
+        return []
+    pointer_time = _mtime(pointer) or 0.0
+    out = []
+    for path in sorted(directory.glob(pattern)):
+        own = _mtime(path)
+        if path.name != current and own is not None:
+            out.append(SidecarFile(path, kind, max(own, pointer_time)))
+    return out
+
+
+def temp_files(table_root: str | os.PathLike[str]) -> list[SidecarFile]:
+    """Temporary files :func:`atomic_write_text` left under ``<table>/_lakelayout/``."""
+    out = []
+    for path in sorted((Path(table_root) / SIDECAR).rglob(".*.tmp")):
+        own = _mtime(path)
+        if own is not None and path.is_file():
+            out.append(SidecarFile(path, "temp", own))
+    return out
 
 
 def atomic_write_text(target: Path, text: str) -> None:

@@ -13,7 +13,9 @@ committing and raises :class:`~lakelayout.errors.CommitConflict` when a
 concurrent commit already removed one of them; commits that only appended in
 between do not conflict (their files are simply not touched). A race in the
 short window after that check is caught by delta-rs's own conflict checker
-and reported the same way.
+and reported the same way. The error names the winning commits (version,
+operation, whether they changed data; :mod:`lakelayout.table.conflicts`),
+which is what decides whether the operation may re-plan and retry.
 
 Table properties: delta-rs 1.6 refuses property names it does not know when
 a table is created, but ``alter.set_table_properties(raise_if_not_exists=
@@ -54,6 +56,9 @@ from lakelayout.errors import (
 )
 from lakelayout.stats.delta_stats import from_add_actions
 from lakelayout.stats.model import FileStats
+from lakelayout.table.conflicts import CommitSummary
+from lakelayout.table.conflicts import describe as describe_winners
+from lakelayout.table.conflicts import winners as conflict_winners
 from lakelayout.table.files import WrittenFile
 from lakelayout.table.location import is_local, normalize_uri, prepare_location
 
@@ -271,9 +276,16 @@ def _check_removes_live(
             f"cannot remove {gone[:5]}: not live files of '{location}' at version {current}"
         )
     since = "" if read_version is None else f" since version {read_version}"
+    found: tuple[CommitSummary, ...] = ()
+    unchanged = False
+    if read_version is not None:
+        found, unchanged = conflict_winners(location, read_version, current, removes)
     raise CommitConflict(
         f"a concurrent commit to '{location}'{since} (now at version {current}) removed "
-        f"{len(gone)} file(s) this commit removes, e.g. '{gone[0]}'; nothing was committed"
+        f"{len(gone)} file(s) this commit removes, e.g. '{gone[0]}'; winner: "
+        f"{describe_winners(found)}; nothing was committed",
+        winners=found,
+        rows_unchanged=unchanged,
     )
 
 
@@ -322,9 +334,13 @@ def commit(
             commit_properties=CommitProperties(custom_metadata=info),
         )
     except CommitFailedError as exc:
+        newest = DeltaTable(location).version()
+        found, unchanged = conflict_winners(location, table.version(), newest, removes)
         raise CommitConflict(
-            f"commit to '{location}' conflicts with a concurrent commit: {exc}; "
-            "nothing was committed"
+            f"commit to '{location}' conflicts with a concurrent commit: {exc}; winner: "
+            f"{describe_winners(found)}; nothing was committed",
+            winners=found,
+            rows_unchanged=unchanged,
         ) from exc
     version = _version_of_commit(location, commit_id, table.version())
     if configuration_updates:

@@ -22,6 +22,17 @@ the settings lakelayout relies on:
 Java is checked *before* the JVM is launched, so a missing or old Java gives an
 :class:`~lakelayout.errors.EnvironmentProblem` that says how to fix it instead
 of a py4j stack trace.
+
+Where users run Spark: a ``master`` of ``spark://host:port`` (a standalone
+cluster; Delta's jars, when installed, go to the executors through
+``spark.jars``) or any other cluster manager works unchanged. A master of
+``sc://host:port`` (or ``$SPARK_REMOTE`` set and no master given) returns a
+Spark Connect session: only runtime SQL settings are sent (the server owns
+its JVM, jars and Python), and no lakelayout code path touches
+``sparkContext`` or the JVM gateway (:func:`is_connect`,
+:func:`default_parallelism`). The server's Python workers must be able to
+import lakelayout (start it with ``PYSPARK_PYTHON`` pointing at an
+environment that has it).
 """
 
 from __future__ import annotations
@@ -117,6 +128,46 @@ def check_java() -> int:
             f"Spark needs Java >= {MIN_JAVA_MAJOR}, but '{java}' is Java {major}. {_INSTALL_HINT}"
         )
     return major
+
+
+#: URL prefix of Spark Connect endpoints
+CONNECT_SCHEME = "sc://"
+#: settings sent to a Spark Connect server (runtime SQL settings only)
+_CONNECT_SETTINGS = ("spark.sql.session.timeZone", "spark.sql.execution.arrow.pyspark.enabled")
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no ``sparkContext``, no JVM gateway)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+_PARALLELISM: dict[int, tuple[Any, int]] = {}
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """How many tasks a job should have by default, on classic and Connect sessions alike.
+
+    Classic: ``sparkContext.defaultParallelism``. Connect has no
+    ``sparkContext``: ``spark.default.parallelism`` when the server sets it,
+    else the partitions Spark gives a plain ``range`` (which is sized by the
+    same default), measured once per session with one small job.
+    """
+    if not is_connect(spark):
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    cached = _PARALLELISM.get(id(spark))
+    if cached is not None and cached[0] is spark:
+        return cached[1]
+    configured = spark.conf.get("spark.default.parallelism", None)
+    if configured:
+        value = max(1, int(configured))
+    else:
+        from pyspark.sql import functions as F
+
+        ids = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p"))
+        row = ids.agg(F.max("p").alias("p")).first()
+        value = max(1, int(row["p"]) + 1) if row is not None and row["p"] is not None else 1
+    _PARALLELISM[id(spark)] = (spark, value)
+    return value
 
 
 def _is_local(master: str) -> bool:
@@ -235,7 +286,9 @@ def spark_session(
 ) -> SparkSession:
     """A SparkSession with lakelayout's settings (created, or the active one reused).
 
-    ``master`` defaults to ``$LAKELAYOUT_SPARK_MASTER`` or ``local[*]``. Extra Spark
+    ``master`` defaults to ``$LAKELAYOUT_SPARK_MASTER`` or ``local[*]``; with
+    ``$SPARK_REMOTE`` set and no master given, or a master ``sc://host:port``,
+    the session is a Spark Connect client (see the module doc). Extra Spark
     settings are keyword arguments; keys with dots go through ``**{...}``::
 
         spark_session("local[2]", **{"spark.ui.enabled": "false"})
@@ -249,7 +302,10 @@ def spark_session(
     running, ``getOrCreate`` returns it and static settings (master, UI, jars) keep
     the values it was started with.
     """
-    chosen = master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+    remote = os.environ.get("SPARK_REMOTE") if master is None else None
+    chosen = master or os.environ.get(MASTER_ENV) or remote or DEFAULT_MASTER
+    if chosen.startswith(CONNECT_SCHEME):
+        return _connect_session(chosen, app_name, conf)
     check_java()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -267,5 +323,28 @@ def spark_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    if not is_connect(session):  # getOrCreate may hand back an active Connect session
+        session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def _connect_session(url: str, app_name: str, conf: dict[str, Any]) -> SparkSession:
+    """A Spark Connect session to ``url`` with lakelayout's runtime SQL settings."""
+    from pyspark.sql import SparkSession
+
+    try:
+        import pyspark.sql.connect.session  # noqa: F401  (grpc & co. are installed)
+    except ImportError as exc:
+        raise EnvironmentProblem(
+            f"Spark Connect ({url}) needs the Spark Connect client: "
+            f"pip install 'lakelayout[connect]' (pyspark[connect]): {exc}"
+        ) from exc
+    settings = {k: v for k, v in default_conf(url).items() if k in _CONNECT_SETTINGS}
+    settings.update({key: _conf_value(value) for key, value in conf.items()})
+    # pyspark's own builder (not the connect module's) also switches pyspark.sql.functions
+    # to Connect for this process, which lakelayout's F.expr / F.col calls rely on
+    builder = SparkSession.builder.remote(url)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session: Any = builder.getOrCreate()  # the server names the application: app_name unused
+    return session  # type: ignore[no-any-return]

@@ -1,0 +1,344 @@
+"""VACUUM: delete the files no version inside the retention needs, and lakelayout's own garbage.
+
+Data files (everything outside ``_delta_log/`` and ``_lakelayout/``, partition
+folders ``part=value/`` included) are found by delta-rs's own vacuum
+(:meth:`deltalake.DeltaTable.vacuum`) in its ``full`` mode, which lists the
+table's storage: a file is deleted when the latest version does not reference
+it and either
+
+* a commit removed it (a *removed* file) and that removal is older than the
+  retention, so no version committed inside the retention window still
+  references it (a version newer than the removal cannot, an older one is
+  outside the window); or
+* no commit references it (an *orphan*: a write that crashed or lost a race
+  before its commit, e.g. ``ll-…parquet`` files of a killed process, or a
+  file whose removal is older than the last checkpoint) and it was last
+  modified before the retention began, so a write still in flight keeps its
+  files.
+
+delta-rs's default (non-``full``) vacuum only considers files the log says
+were removed, so it never finds the orphans a crashed write leaves; lakelayout
+runs the ``full`` listing and also runs the default one to tell the two kinds
+apart in the report. Both are delta-rs dry runs: lakelayout deletes the files
+that exist itself (delta-rs lists a removed file again after it was deleted,
+and its real run would write two commits counting those files again), so
+VACUUM writes no commit and never races a writer for a version.
+
+Sidecar garbage under ``<table>/_lakelayout/`` (local tables) is collected
+by rules its owners state: store files the ``CURRENT`` pointer no longer
+names (:meth:`MetadataStore.garbage` and :meth:`ProvenanceStore.garbage`),
+layout documents no live file's provenance refers to, temporary files an
+interrupted atomic write left, and expired "waiting" markers of user
+operations (:mod:`lakelayout.table.conflicts`). Each is deleted only once it
+has been dead for longer than the retention. Live sidecars (the pointers,
+the files they name, ``indexes.json``, layouts that live files use) and any
+file lakelayout does not recognize are never touched.
+
+The retention is ``retain_hours`` or, when not given, the table's
+``delta.deletedFileRetentionDuration`` (Delta's default: 7 days). As Delta
+does, a retention shorter than the table's is refused unless ``force=True``:
+readers of an older version and writers that have not committed yet may still
+need those files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError
+
+from lakelayout.cluster.provenance import ProvenanceStore
+from lakelayout.errors import InvalidOption
+from lakelayout.skipping.store import MetadataStore, SidecarFile, temp_files
+from lakelayout.table import delta
+from lakelayout.table.conflicts import expired_markers
+from lakelayout.table.writer import resolve_location
+
+#: the Delta table property holding how long removed files are kept
+RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
+#: Delta's default for :data:`RETENTION_PROPERTY`
+DEFAULT_RETENTION = timedelta(days=7)
+#: kinds of files VACUUM deletes, in report order
+KINDS = ("removed", "orphan", "index-store", "provenance", "layout", "temp", "waiting")
+
+_UNITS = {
+    "nanosecond": timedelta(microseconds=0.001),
+    "microsecond": timedelta(microseconds=1),
+    "millisecond": timedelta(milliseconds=1),
+    "second": timedelta(seconds=1),
+    "minute": timedelta(minutes=1),
+    "hour": timedelta(hours=1),
+    "day": timedelta(days=1),
+    "week": timedelta(weeks=1),
+}
+_PART = re.compile(r"(\d+)\s*([a-z]+?)s?\b")
+
+
+@dataclass(frozen=True)
+class VacuumedFile:
+    """One file VACUUM deleted (or, in a dry run, would delete)."""
+
+    #: path relative to the table root
+    path: str
+    #: one of :data:`KINDS`
+    kind: str
+    #: bytes (0 when the file could not be examined before deletion)
+    size: int
+
+
+@dataclass(frozen=True)
+class VacuumMetrics:
+    """What one VACUUM deleted (``dry_run``: would delete), by kind."""
+
+    uri: str
+    version: int
+    dry_run: bool
+    retention_hours: float
+    files: tuple[VacuumedFile, ...]
+    seconds: float = 0.0
+
+    @property
+    def files_deleted(self) -> int:
+        return len(self.files)
+
+    @property
+    def bytes_deleted(self) -> int:
+        return sum(f.size for f in self.files)
+
+    @property
+    def paths(self) -> list[str]:
+        """Table-relative paths, sorted."""
+        return sorted(f.path for f in self.files)
+
+    def by_kind(self) -> dict[str, tuple[int, int]]:
+        """kind -> (files, bytes), for the kinds present, in :data:`KINDS` order."""
+        out: dict[str, tuple[int, int]] = {}
+        for kind in KINDS:
+            mine = [f.size for f in self.files if f.kind == kind]
+            if mine:
+                out[kind] = (len(mine), sum(mine))
+        return out
+
+    def as_rows(self) -> list[tuple[str, str, str]]:
+        """(kind, files, bytes) rows for printing, ending with the total."""
+        rows = [(kind, str(n), str(b)) for kind, (n, b) in self.by_kind().items()]
+        rows.append(("total", str(self.files_deleted), str(self.bytes_deleted)))
+        return rows
+
+
+# --------------------------------------------------------------------------- retention
+
+
+def parse_interval(text: str) -> timedelta:
+    """A Delta interval property value (``interval 7 days``, ``168 hours``) as a timedelta.
+
+    >>> parse_interval("interval 7 days")
+    datetime.timedelta(days=7)
+    >>> parse_interval("interval 1 day 12 hours")
+    datetime.timedelta(days=1, seconds=43200)
+    >>> parse_interval("30 seconds")
+    datetime.timedelta(seconds=30)
+    """
+    body = str(text).strip().lower()
+    body = body[len("interval") :].strip() if body.startswith("interval") else body
+    total = timedelta(0)
+    consumed = 0
+    for match in _PART.finditer(body):
+        if body[consumed : match.start()].strip():
+            break
+        unit = _UNITS.get(match.group(2))
+        if unit is None:
+            break
+        total += unit * int(match.group(1))
+        consumed = match.end()
+    if consumed == 0 or body[consumed:].strip():
+        raise InvalidOption(
+            f"cannot read the interval {text!r} (expected e.g. 'interval 7 days'; units "
+            f"{', '.join(_UNITS)}; months and years are not allowed for a retention)"
+        )
+    return total
+
+
+def table_retention(configuration: Mapping[str, str]) -> timedelta:
+    """The table's retention: :data:`RETENTION_PROPERTY`, else :data:`DEFAULT_RETENTION`."""
+    raw = configuration.get(RETENTION_PROPERTY)
+    if raw is None or not str(raw).strip():
+        return DEFAULT_RETENTION
+    try:
+        return parse_interval(raw)
+    except InvalidOption as exc:
+        raise InvalidOption(f"table property {RETENTION_PROPERTY}: {exc}") from None
+
+
+def _span(value: timedelta) -> str:
+    """``168 hours`` / ``30 seconds``."""
+    seconds = value.total_seconds()
+    return f"{seconds / 3600:g} hours" if seconds >= 3600 else f"{seconds:g} seconds"
+
+
+def _check_retention(
+    retain_hours: int | None,
+    configuration: Mapping[str, str],
+    force: bool,
+    location: str,
+) -> timedelta:
+    """The retention to apply; InvalidOption if shorter than the table's without ``force``."""
+    configured = table_retention(configuration)
+    if retain_hours is None:
+        return configured
+    if isinstance(retain_hours, bool) or not isinstance(retain_hours, int) or retain_hours < 0:
+        raise InvalidOption(
+            f"retain_hours must be a whole number of hours >= 0, got {retain_hours!r}"
+        )
+    asked = timedelta(hours=retain_hours)
+    if asked < configured and not force:
+        raw = configuration.get(RETENTION_PROPERTY, "").strip()
+        source = f"{RETENTION_PROPERTY} = '{raw}'" if raw else "Delta's default"
+        raise InvalidOption(
+            f"retain_hours={retain_hours} is shorter than the retention of '{location}' "
+            f"({_span(configured)}, {source}): files that readers of older versions or "
+            "writes not yet committed still need could be deleted. Pass force=True "
+            "(CLI: --force) to vacuum anyway"
+        )
+    return asked
+
+
+# --------------------------------------------------------------------------- VACUUM
+
+
+def vacuum(
+    uri: str,
+    *,
+    retain_hours: int | None = None,
+    dry_run: bool = False,
+    force: bool = False,
+) -> VacuumMetrics:
+    """VACUUM the table at ``uri``; what was (``dry_run``: would be) deleted.
+
+    A dry run lists exactly the files a real run at the same moment deletes
+    and deletes nothing.
+    """
+    started = time.time()
+    location = delta.normalize_uri(uri)
+    table = delta.open_table(location)
+    retention = _check_retention(
+        retain_hours, dict(table.metadata().configuration), force, location
+    )
+    version = table.version()
+    data = _data_files(table, location, retain_hours, dry_run=dry_run, force=force)
+    sidecars = _sidecar_garbage(table, location, started - retention.total_seconds())
+    if not dry_run:
+        sidecars = [f for f in sidecars if _unlink(os.path.join(location, f.path))]
+    return VacuumMetrics(
+        uri=location,
+        version=version,
+        dry_run=dry_run,
+        retention_hours=retention.total_seconds() / 3600,
+        files=tuple(data + sidecars),
+        seconds=time.time() - started,
+    )
+
+
+def _data_files(
+    table: DeltaTable,
+    location: str,
+    retain_hours: int | None,
+    *,
+    dry_run: bool,
+    force: bool,
+) -> list[VacuumedFile]:
+    """Unreferenced data files past the retention (listed by delta-rs), deleted unless ``dry_run``.
+
+    delta-rs lists a removed file as long as its tombstone is in the log, even
+    after an earlier VACUUM deleted it, so only files that exist are kept (and
+    deleted here, not by delta-rs's non-dry run, which would also write two
+    commits counting those files again).
+    """
+
+    def listing(full: bool) -> set[str]:
+        found = table.vacuum(
+            retention_hours=retain_hours,
+            dry_run=True,
+            enforce_retention_duration=not force,
+            full=full,
+        )
+        return {_relative(location, p) for p in found}
+
+    try:
+        listed = listing(full=True)
+        removed = listing(full=False)
+    except DeltaError as exc:
+        raise InvalidOption(f"delta-rs refused to vacuum '{location}': {exc}") from exc
+    filesystem, root = resolve_location(location)
+    sizes = _sizes(filesystem, root, sorted(listed))
+    out = []
+    for path, size in sorted(sizes.items()):
+        if not dry_run:
+            try:
+                filesystem.delete_file(f"{root}/{path}")
+            except FileNotFoundError:  # another VACUUM got there first
+                continue
+        out.append(VacuumedFile(path, "removed" if path in removed else "orphan", size))
+    return out
+
+
+def _relative(location: str, path: str) -> str:
+    """A path delta-rs listed, relative to the table root (it may give absolute ones)."""
+    text = urllib.parse.unquote(path[len("file://") :]) if path.startswith("file://") else path
+    root = location.rstrip("/") + "/"
+    return text[len(root) :] if text.startswith(root) else text
+
+
+def _sizes(filesystem: pafs.FileSystem, root: str, paths: list[str]) -> dict[str, int]:
+    """Bytes of each table-relative path that exists as a file."""
+    if not paths:
+        return {}
+    infos = filesystem.get_file_info([f"{root}/{p}" for p in paths])
+    return {
+        p: int(info.size or 0)
+        for p, info in zip(paths, infos, strict=True)
+        if info.type == pafs.FileType.File
+    }
+
+
+def _sidecar_garbage(table: DeltaTable, location: str, threshold: float) -> list[VacuumedFile]:
+    """lakelayout's dead sidecar files under ``_lakelayout/`` dead since before ``threshold``."""
+    if not os.path.isdir(os.path.join(location, "_lakelayout")):
+        return []
+    actions = pa.table(table.get_add_actions(flatten=False))
+    live = [str(p) for p in actions.column("path").to_pylist()]
+    candidates: list[SidecarFile] = [
+        *MetadataStore(location).garbage(),
+        *ProvenanceStore(location).garbage(live),
+        *temp_files(location),
+        *(SidecarFile(path, "waiting", since) for path, since in expired_markers(location)),
+    ]
+    out = []
+    seen: set[str] = set()
+    for item in candidates:
+        relative = os.path.relpath(item.path, location)
+        if item.dead_since >= threshold or relative in seen:
+            continue
+        seen.add(relative)
+        with contextlib.suppress(OSError):
+            out.append(VacuumedFile(relative, item.kind, item.path.stat().st_size))
+    return sorted(out, key=lambda f: (KINDS.index(f.kind), f.path))
+
+
+def _unlink(path: str) -> bool:
+    """Delete ``path``; False when it was already gone (another VACUUM got there first)."""
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        return False
+    return True

@@ -1,0 +1,260 @@
+"""VACUUM on real Delta tables: retention, dry runs, orphans of a killed write, live sidecars."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from lakelayout.api import Table
+from lakelayout.cluster.provenance import ProvenanceStore
+from lakelayout.cluster.vacuum import RETENTION_PROPERTY, parse_interval, table_retention
+from lakelayout.errors import InvalidOption
+from lakelayout.layouts import QdTreeLayout
+from lakelayout.skipping.indexes import ValueList
+from lakelayout.skipping.store import MetadataStore
+from lakelayout.table import delta
+from lakelayout.table.writer import write_files
+
+from .. import processes
+from .helpers import TARGET, gen, live_paths
+
+EIGHT_DAYS = 8 * 24 * 3600
+
+
+def _files(root: str) -> set[str]:
+    """Every file of a table folder, table-relative."""
+    out = set()
+    for folder, _, names in os.walk(root):
+        for name in names:
+            out.add(os.path.relpath(os.path.join(folder, name), root))
+    return out
+
+
+def _backdate(root: str, paths: set[str], seconds: float) -> None:
+    """Make files look written ``seconds`` ago (as a crash that long ago leaves them)."""
+    then = time.time() - seconds
+    for path in paths:
+        os.utime(os.path.join(root, path), (then, then))
+
+
+def _ids(t: Table, version: int | None = None) -> list[int]:
+    return sorted(r["id"] for r in t.to_df(version=version).select("id").collect())
+
+
+# --------------------------------------------------------------------------- no Spark
+
+
+def test_intervals_and_table_retention() -> None:
+    assert parse_interval("interval 2 weeks") == timedelta(days=14)
+    assert parse_interval("INTERVAL 90 minutes") == timedelta(minutes=90)
+    assert parse_interval("interval 1 hour 30 seconds") == timedelta(hours=1, seconds=30)
+    assert table_retention({}) == timedelta(days=7)
+    assert table_retention({RETENTION_PROPERTY: "interval 36 hours"}) == timedelta(hours=36)
+    for bad in ("7", "interval 2 months", "interval days", "interval 1 day banana"):
+        with pytest.raises(InvalidOption, match="cannot read the interval"):
+            parse_interval(bad)
+    with pytest.raises(InvalidOption, match=RETENTION_PROPERTY):
+        table_retention({RETENTION_PROPERTY: "soon"})
+
+
+def test_retention_shorter_than_the_tables_is_refused_unless_forced(tmp_path: Path) -> None:
+    root = str(tmp_path / "t")
+    config = {RETENTION_PROPERTY: "interval 2 hours"}
+    delta.create_table(root, pa.schema([("a", pa.int64())]), [], configuration=config)
+    t = Table(root)
+    with pytest.raises(InvalidOption, match=r"retain_hours=1 is shorter .*2 hours.*force=True"):
+        t.vacuum(retain_hours=1)
+    for bad in (-1, 1.5, True, "2"):
+        with pytest.raises(InvalidOption, match="whole number of hours"):
+            t.vacuum(retain_hours=bad)  # type: ignore[arg-type]
+    assert t.vacuum(retain_hours=2).files == ()
+    assert t.vacuum(retain_hours=1, force=True, dry_run=True).retention_hours == 1
+    assert t.vacuum().retention_hours == 2  # the table's own
+
+
+def test_orphans_in_partition_folders_go_live_files_stay(tmp_path: Path) -> None:
+    """A table partitioned by another Delta writer: orphans are found in ``part=value/``."""
+    root = str(tmp_path / "p")
+    data = pa.table({"id": [1, 2, 3, 4], "part": ["a", "a", "b", "b"]})
+    write_deltalake(root, data, partition_by=["part"])
+    live = {str(p) for p in DeltaTable(root).file_uris()}
+    assert all("part=" in p for p in live)
+    old = {"part=a/ll-part-00000-crashed.parquet", "part=b/ll-part-00001-crashed.parquet"}
+    fresh = {"part=a/ll-part-00002-inflight.parquet"}
+    for path in old | fresh:
+        pq.write_table(data, os.path.join(root, path))
+    _backdate(root, old, EIGHT_DAYS)
+
+    dry = Table(root).vacuum(dry_run=True)
+    assert set(dry.paths) == old and {f.kind for f in dry.files} == {"orphan"}
+    assert old <= _files(root)  # a dry run deletes nothing
+    sizes = sum(os.path.getsize(os.path.join(root, p)) for p in old)
+    done = Table(root).vacuum()
+    assert done.paths == dry.paths and done.bytes_deleted == sizes
+    assert done.by_kind() == {"orphan": (2, sizes)}
+    remaining = _files(root)
+    assert not (old & remaining) and fresh <= remaining
+    assert DeltaTable(root).to_pyarrow_table().num_rows == 4
+
+
+# --------------------------------------------------------------------------- Spark
+
+
+@pytest.mark.spark
+def test_retention_dry_run_and_time_travel(spark: Any, tmp_path: Path) -> None:
+    t = Table.create(str(tmp_path / "t"), gen(spark, 3000, 1, parts=4), target_file_size=TARGET)
+    t.append(gen(spark, 1000, 2, parts=2, start=3000))
+    v1 = t.version
+    old_files = live_paths(t)
+    t.optimize.zorder(["a", "b"])  # removes every file of version v1 (dataChange=false)
+    # a crashed append 8 days ago, and an append still writing now: files, no commit
+    crashed = {f.path for f in write_files(gen(spark, 200, 3, parts=2), t.uri, schema=t.schema,
+                                           target_file_size=TARGET)}  # fmt: skip
+    _backdate(t.uri, crashed, EIGHT_DAYS)
+    inflight = {f.path for f in write_files(gen(spark, 200, 4, parts=1), t.uri, schema=t.schema,
+                                            target_file_size=TARGET)}  # fmt: skip
+    before = _files(t.uri)
+
+    dry = t.vacuum(dry_run=True)  # Delta's default retention: 7 days
+    assert set(dry.paths) == crashed and dry.by_kind()["orphan"][0] == len(crashed)
+    assert _files(t.uri) == before
+    done = t.vacuum()
+    assert done.paths == dry.paths and done.bytes_deleted == dry.bytes_deleted > 0
+    after = _files(t.uri)
+    assert not (crashed & after)
+    assert old_files | inflight <= after  # removed 0 s ago / written 0 s ago: inside retention
+    assert _ids(t, v1) == list(range(4000))  # time travel inside the retention still reads
+    assert _ids(t) == list(range(4000))
+
+    with pytest.raises(InvalidOption, match="shorter than the retention"):
+        t.vacuum(retain_hours=0)
+    forced = t.vacuum(retain_hours=0, force=True, dry_run=True)
+    assert {f.path for f in forced.files if not f.path.startswith("_")} == old_files | inflight
+    assert set(forced.by_kind()) == {"removed", "orphan", "provenance"}  # the superseded one
+    assert {f.path for f in forced.files if f.kind == "removed"} == old_files
+    assert {f.path for f in forced.files if f.kind == "orphan"} == inflight
+    t.vacuum(retain_hours=0, force=True)
+    assert not ((old_files | inflight) & _files(t.uri))
+    assert _ids(t) == list(range(4000))
+    assert t.vacuum(retain_hours=0, force=True).files == ()  # deleted files are not listed again
+
+
+@pytest.mark.spark
+def test_sidecars_live_after_vacuum_still_work(spark: Any, tmp_path: Path) -> None:
+    """Indexes and a logical layout prune exactly as before; only dead sidecars go."""
+    from pyspark.sql import functions as F
+
+    df = gen(spark, 6000, 7, parts=6).withColumn("k", (F.col("id") % 10).cast("int"))
+    t = Table.create(str(tmp_path / "s"), df, target_file_size=TARGET)
+    t.indexes.add(ValueList("k"))
+    t.indexes.refresh()
+    workload = ["k IN (1, 5)", "a < 250", "b >= 500"]
+    sample = t.to_df().select("a", "b", "k").toArrow()
+    t.optimize.apply(QdTreeLayout.fit(sample, workload, target_blocks=4))  # superseded below
+    t.optimize.apply(QdTreeLayout.fit(sample, workload, target_blocks=8))
+    t.indexes.refresh()  # the store is written again: the old store file is dead
+    store, prov = MetadataStore(t.uri), ProvenanceStore(t.uri)
+    # an atomic write interrupted between its temporary file and the rename
+    (store.directory / ".CURRENT.0123abcd.tmp").write_text("store-x.parquet")
+    dead_layouts = {p for p in prov.layouts.glob("*.json")} - {
+        prov.layouts / f"{p.layout_id}.json" for p in prov.read(live_paths(t)).values()
+    }
+    assert len(dead_layouts) == 1
+    queries = ["k = 3", "k IN (1, 5) AND a < 250", "b >= 500", "a < 100 OR k = 7"]
+    reports = {q: t.scan(q).report for q in queries}
+    counts = {q: t.scan(q).df.count() for q in queries}
+    assert any(r.skipped_by.get("layout(qdtree)", 0) for r in reports.values())
+    assert any(r.skipped_by.get("valuelist(k)", 0) for r in reports.values())
+
+    done = t.vacuum(retain_hours=0, force=True)
+    kinds = done.by_kind()
+    assert {"index-store", "layout", "temp"} <= set(kinds)
+    assert kinds["layout"][0] == 1 and not any(p.exists() for p in dead_layouts)
+    for q in queries:
+        again = t.scan(q)
+        assert again.report.files_kept == reports[q].files_kept
+        assert again.report.skipped_by == reports[q].skipped_by
+        assert again.df.count() == counts[q]
+    assert store.current_file() is not None and store.current_file().exists()  # type: ignore[union-attr]
+    assert len(list(store.directory.glob("store-*.parquet"))) == 1
+    assert len(list(prov.directory.glob("provenance-*.parquet"))) == 1
+    assert store.declarations.exists()
+    assert t.vacuum(retain_hours=0, force=True).files == ()  # nothing left to collect
+
+
+@pytest.mark.spark
+def test_orphans_of_a_killed_write_go_after_the_retention(spark: Any, tmp_path: Path) -> None:
+    """A real process is killed between writing its files and committing them."""
+    t = Table.create(
+        str(tmp_path / "k"),
+        gen(spark, 3000, 9, parts=4),
+        target_file_size=TARGET,
+        properties={RETENTION_PROPERTY: "interval 1 seconds"},
+    )
+    live = live_paths(t)
+    before = _files(t.uri)
+    ready = tmp_path / "ready"
+    child = processes.python(
+        Path(__file__).with_name("crash_zorder.py"), t.uri, str(ready), log=tmp_path / "child.log"
+    )
+    try:
+        processes.wait_for(
+            ready.exists, what="z-order child", proc=child, log=tmp_path / "child.log"
+        )
+    finally:
+        processes.kill(child)
+    left = _files(t.uri) - before
+    orphans = {p for p in left if p.startswith("ll-zorder")}
+    layouts = {
+        p for p in left if p.startswith(os.path.join("_lakelayout", "clustering", "layouts"))
+    }
+    assert orphans and len(layouts) == 1 and live_paths(t) == live
+
+    kept = t.vacuum(retain_hours=1)  # longer than the table's 1 s: allowed; all inside it
+    assert kept.files == () and orphans <= _files(t.uri)
+    newest = max(os.path.getmtime(os.path.join(t.uri, p)) for p in orphans | layouts)
+    time.sleep(max(0.0, newest + 1.2 - time.time()))  # let the table's 1 s retention pass
+    dry = t.vacuum(dry_run=True)
+    assert {f.path for f in dry.files if f.kind == "orphan"} == orphans
+    assert {f.path for f in dry.files if f.kind == "layout"} == layouts
+    assert orphans <= _files(t.uri)
+    done = t.vacuum()
+    assert done.paths == dry.paths
+    assert done.bytes_deleted == dry.bytes_deleted
+    assert not ((orphans | layouts) & _files(t.uri))
+    assert live_paths(t) == live and _ids(t) == list(range(3000))
+
+
+def test_cli_vacuum_dry_run_refusal_and_run(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from lakelayout.cli import app
+
+    root = str(tmp_path / "c")
+    delta.create_table(root, pa.schema([("a", pa.int64())]), [])
+    pq.write_table(pa.table({"a": [1]}), os.path.join(root, "ll-part-crashed.parquet"))
+    _backdate(root, {"ll-part-crashed.parquet"}, EIGHT_DAYS)
+    runner = CliRunner()
+
+    dry = runner.invoke(app, ["vacuum", root, "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert "would delete" in dry.output and "orphan       ll-part-crashed.parquet" in dry.output
+    assert os.path.exists(os.path.join(root, "ll-part-crashed.parquet"))
+
+    refused = runner.invoke(app, ["vacuum", root, "--retain-hours", "1"])
+    assert refused.exit_code == 2
+    assert "shorter than the retention" in refused.output and "Traceback" not in refused.output
+
+    done = runner.invoke(app, ["vacuum", root])
+    assert done.exit_code == 0, done.output
+    assert "deleted" in done.output and not os.path.exists(
+        os.path.join(root, "ll-part-crashed.parquet")
+    )

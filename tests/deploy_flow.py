@@ -1,0 +1,74 @@
+"""Child process of the deployment tests: lakelayout's verbs on one Spark session, results as JSON.
+
+``python deploy_flow.py MASTER TABLE OUT``, where MASTER is a cluster URL
+(``spark://127.0.0.1:7077``) or a Spark Connect URL (``sc://127.0.0.1:15002``).
+Runs create / append / scan / optimize / delete / index refresh / indexed
+scan and writes what each returned to OUT; the test checks it against values
+it computes itself and against the table read by another Delta reader.
+
+A separate process because a Python process holds one classic SparkContext
+(the test suite's local one), and a Spark Connect client changes how
+pyspark's functions dispatch for the whole process.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def flow(master: str, path: str) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    from lakelayout.api import Table
+    from lakelayout.skipping.indexes import ValueList
+    from lakelayout.table.session import default_parallelism, is_connect, spark_session
+
+    remote = master.startswith("sc://")
+    # a cluster session carries Delta's connector (make jars); executors get it via spark.jars
+    spark = spark_session(master, **({} if remote else {"delta": True, **_small()}))
+    if not remote:  # keep Spark's warnings (e.g. "Initial job has not accepted any resources")
+        spark.sparkContext.setLogLevel("WARN")
+
+    def rows(start: int, n: int) -> Any:
+        return spark.range(start, start + n, 1, 4).select(
+            "id",
+            (F.col("id") % 97).cast("int").alias("a"),
+            (F.col("id") * 7 % 1000).cast("int").alias("b"),
+        )
+
+    out: dict[str, Any] = {"connect": is_connect(spark), "parallelism": default_parallelism(spark)}
+    t = Table.create(path, rows(0, 2000), spark=spark, target_file_size=8 * 1024)
+    out["create_version"] = t.version
+    out["append_rows"] = t.append(rows(2000, 1000)).rows_added
+    scan = t.scan("a < 10", measure=True)
+    out["scan_count"] = scan.df.count()
+    out["scan_matching"] = scan.report.measured.rows_matching if scan.report.measured else None
+    m = t.optimize.zorder(["a", "b"])
+    out["optimize"] = {"rows_added": m.rows_added, "commits": m.commits, "yielded": m.yielded}
+    d = t.delete("a = 3")
+    out["deleted"] = d.rows_removed - d.rows_added
+    t.indexes.add(ValueList("b"))
+    refreshed = t.indexes.refresh()
+    out["indexed_files"] = refreshed.files_indexed
+    out["files"] = len(t.snapshot().files)
+    indexed = t.scan("b = 7")
+    out["indexed_count"] = indexed.df.count()
+    out["indexed_skipped"] = indexed.report.skipped_by.get("valuelist(b)", 0)
+    out["version"] = t.version
+    if not remote:  # Delta's own connector, shipped to the executors, reads the table
+        out["delta_connector_rows"] = spark.read.format("delta").load(path).count()
+    spark.stop()
+    return out
+
+
+def _small() -> dict[str, str]:
+    """Fit two executors' worth of work into the test's one small worker."""
+    return {"spark.executor.memory": "512m", "spark.cores.max": "2", "spark.ui.enabled": "false"}
+
+
+if __name__ == "__main__":
+    result = flow(sys.argv[1], sys.argv[2])
+    with open(sys.argv[3], "w", encoding="utf-8") as handle:
+        json.dump(result, handle)

@@ -1,0 +1,112 @@
+"""Child processes for tests: start in their own process group, wait for them, always stop them.
+
+Every process a test starts goes through :func:`start` (a new session, so the
+process and everything it spawns -- a JVM, Spark's Python workers -- share one
+process group) and is ended by :func:`stop` or :func:`kill` on that group,
+by its id, in a ``finally`` or a fixture's teardown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+#: the readiness waits of a loaded 2-core machine (not a timing assertion)
+STARTUP_SECONDS = 300.0
+
+
+def start(
+    args: Sequence[str], *, log: Path, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``args`` in a new process group, output to ``log``."""
+    merged = {**os.environ, **(env or {})}
+    merged.setdefault("PYSPARK_PYTHON", sys.executable)
+    merged.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    merged.pop("PYTEST_CURRENT_TEST", None)
+    handle = open(log, "wb")  # noqa: SIM115 -- owned by the child, closed with it
+    try:
+        return subprocess.Popen(
+            list(args),
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=merged,
+            start_new_session=True,
+        )
+    finally:
+        handle.close()
+
+
+def python(
+    script: Path, *args: str, log: Path, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``script`` with this interpreter (see :func:`start`)."""
+    return start([sys.executable, str(script), *args], log=log, env=env)
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process group of ``proc`` (a crash: nothing gets to clean up)."""
+    _signal_group(proc, signal.SIGKILL)
+    proc.wait()
+
+
+def stop(proc: subprocess.Popen[bytes], *, grace: float = 20.0) -> None:
+    """SIGTERM the process group of ``proc``; SIGKILL it if it is still there after ``grace``."""
+    _signal_group(proc, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace)
+    kill(proc)  # the group may outlive its leader (a JVM's children)
+
+
+def tail(log: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def wait_for(
+    ready: Callable[[], bool],
+    *,
+    what: str,
+    proc: subprocess.Popen[bytes] | None = None,
+    log: Path | None = None,
+    timeout: float = STARTUP_SECONDS,
+) -> None:
+    """Poll ``ready`` until True; fail with the child's log if it dies or never gets there."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(
+                f"{what}: the process exited with {proc.returncode}\n" + (tail(log) if log else "")
+            )
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"{what}: not ready after {timeout:.0f} s\n" + (tail(log) if log else "")
+            )
+        time.sleep(0.2)
+
+
+def free_port() -> int:
+    """A TCP port on localhost nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
