@@ -106,17 +106,27 @@ class MatchCounter:
     """Matching rows per (live file, query), counted on the driver and cached per file.
 
     Files never change once written, so a file's counts stay valid while it
-    is live; only the columns the queries read are loaded.
+    is live; only the columns the queries read are loaded. Every policy of a
+    replay keeps its counter for the whole stream (they run in lockstep), so
+    the cache holds at most ``max_bytes`` of Arrow data: beyond it, the files
+    cached longest ago are dropped (and read again if needed).
     """
 
     def __init__(
-        self, root: str, columns: Sequence[str], udfs: Mapping[str, Udf] | None = None
+        self,
+        root: str,
+        columns: Sequence[str],
+        udfs: Mapping[str, Udf] | None = None,
+        *,
+        max_bytes: int | None = None,
     ) -> None:
         self.root = root
         self.columns = list(columns)
         #: Python UDFs the predicates may call: their values become extra columns
         self.udfs = {k.lower(): v for k, v in (udfs or {}).items()}
+        self.max_bytes = max_bytes
         self._data: dict[str, pa.Table] = {}
+        self._bytes = 0
 
     def counts(self, paths: Sequence[str], predicate: Predicate) -> np.ndarray:
         """Matching rows in each of ``paths``."""
@@ -132,24 +142,44 @@ class MatchCounter:
                 out[j] = int(np.count_nonzero(evaluate(predicate, data)))
         return out
 
+    @property
+    def cached_bytes(self) -> int:
+        """Arrow bytes held in the cache."""
+        return self._bytes
+
     def _with_udf_columns(self, path: str, calls: Mapping[str, tuple[str, Func]]) -> pa.Table:
         """The file's columns plus one column per UDF call (computed once per file)."""
         data = self._load(path)
         for name, call in calls.values():
             if name not in data.column_names:
                 data = data.append_column(name, compute_term(call, data, self.udfs))
-        self._data[path] = data
+        self._keep(path, data)
         return data
 
     def forget_except(self, live: set[str]) -> None:
         for path in [p for p in self._data if p not in live]:
-            del self._data[path]
+            self._bytes -= self._data.pop(path).nbytes
 
     def _load(self, path: str) -> pa.Table:
-        if path not in self._data:
-            data = pq.read_table(os.path.join(self.root, path), columns=self.columns)
-            self._data[path] = _plain_strings(data)
-        return self._data[path]
+        if path in self._data:
+            return self._data[path]
+        data = _plain_strings(pq.read_table(os.path.join(self.root, path), columns=self.columns))
+        self._keep(path, data)
+        return data
+
+    def _keep(self, path: str, data: pa.Table) -> None:
+        """Cache ``data`` for ``path``, dropping the oldest other files beyond ``max_bytes``."""
+        if path in self._data:
+            self._bytes -= self._data[path].nbytes
+        self._data[path] = data
+        self._bytes += data.nbytes
+        if self.max_bytes is None:
+            return
+        for old in list(self._data):
+            if self._bytes <= self.max_bytes:
+                break
+            if old != path:
+                self._bytes -= self._data.pop(old).nbytes
 
 
 def udf_calls(predicate: Predicate, udfs: Mapping[str, Udf]) -> dict[str, tuple[str, Func]]:
