@@ -36,11 +36,13 @@ def run_bench(
     seed: int = 0,
     sample_rows: int = 50_000,
     indexes: bool = True,
+    retime: bool = True,
     progress: Callable[[str], None] = print,
 ) -> tuple[dict[str, Any], Path]:
     """Replay ``dataset_name`` (one of :data:`DATASETS`); the results and the HTML report path.
 
-    ``indexes=False`` replays without the dataset's skipping indexes (min/max only).
+    ``indexes=False`` replays without the dataset's skipping indexes (min/max only);
+    ``retime=False`` skips timing every query a second time after the stream (spark mode).
     """
     from lakelayout.table.session import spark_session
 
@@ -61,7 +63,12 @@ def run_bench(
     out_dir.mkdir(parents=True, exist_ok=True)
     workloads.save(wl, out_dir / "workload.jsonl")
     config = ReplayConfig(
-        mode=mode, rows_per_file=rows_per_file, sample_rows=sample_rows, seed=seed, indexes=indexes
+        mode=mode,
+        rows_per_file=rows_per_file,
+        sample_rows=sample_rows,
+        seed=seed,
+        indexes=indexes,
+        retime=retime,
     )
     results = replay(chosen, ds, wl, work_dir / f"replay-{ds.name}", config, spark=spark,
                      progress=progress)  # fmt: skip
