@@ -51,6 +51,13 @@ def test_logical_and_spark_modes_agree(spark, tmp_path: Path) -> None:  # type: 
         assert totals["rewrite_seconds"] == pytest.approx(
             sum(r["seconds"] for r in real["rewrites"])
         )
+    # re-timed at the versions they ran on: `none` never removes a file, so its indexed
+    # table keeps the same files at every old version and every query is re-timed
+    real_runs = {r["policy"]: r for r in out["spark"]["runs"]}
+    assert out["spark"]["retime"]["done"] and not out["logical"]["retime"]["done"]
+    assert all(q["seconds_retimed"] is not None for q in real_runs["none"]["queries"])
+    assert real_runs["none"]["totals"]["queries_retimed"] == len(queries)
+    assert all(q["seconds_retimed"] is None for q in out["logical"]["runs"][0]["queries"])
     runs = {r["policy"]: r for r in out["logical"]["runs"]}
     assert runs["none"]["rewrites"] == []
     assert [r["kind"] for r in runs["zorder-halfway"]["rewrites"]] == ["zorder"]

@@ -1,17 +1,26 @@
-"""Per-event records of a replay and their totals (the results JSON schema, version 1).
+"""Per-event records of a replay and their totals (the results JSON schema, version 2).
 
 Every event of the stream leaves one record: :class:`InsertRecord`,
-:class:`QueryRecord` or :class:`RewriteRecord`. A :class:`PolicyRun` holds a
-policy's records; its :meth:`PolicyRun.totals` are *sums of those records*
-(nothing is counted twice or elsewhere), plus the skipping indicators of
-Ta-Shma et al. §IV-A over the queries (σ, λ, μ, ψ and their geometric means,
-through :mod:`lakelayout.skipping.report`).
+:class:`QueryRecord` or :class:`RewriteRecord`; a policy's own bookkeeping
+(an advisor's analysis, an online reorganizer's decisions) leaves
+:class:`OverheadRecord` entries. A :class:`PolicyRun` holds a policy's
+records; its :meth:`PolicyRun.totals` are *sums of those records* (nothing is
+counted twice or elsewhere), plus the skipping indicators of Ta-Shma et al.
+§IV-A over the queries (σ, λ, μ, ψ and their geometric means, through
+:mod:`lakelayout.skipping.report`).
 
 Costs are in seconds. In ``spark`` mode a query costs its measured time; in
 ``logical`` mode it costs ``bytes_kept × full_scan_seconds / bytes_total``
 (the fraction of a full scan it reads, priced by the full-scan time measured
 on this machine). A rewrite costs its measured time in both modes;
-``alpha = rewrite seconds / full_scan_seconds`` is OReO's α.
+``alpha = rewrite seconds / full_scan_seconds`` is OReO's α. A policy's total
+cost is queries + rewrites + its recorded overhead.
+
+Policies run in lockstep (docs/evaluation.md): every timed record carries the
+``slot`` its policy had in that event's rotated order (0 = ran first). In
+spark mode every query is timed a second time after the stream, in the
+reverse order, at the table version it first ran on (``seconds_retimed``);
+the two sums side by side show how much a query total owes to when it ran.
 
 Layouts are compared at equal file counts: a run reports its live files at
 the end against the files inserted (the ``none`` policy's count) and the
@@ -27,7 +36,7 @@ from typing import Any
 
 from lakelayout.skipping.report import geometric_mean
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: a run's final live file count may differ from the files inserted by this fraction
 FILE_COUNT_TOLERANCE = 0.05
 
@@ -55,6 +64,11 @@ class QueryRecord:
     #: rows Spark returned (spark mode; must equal rows_matching)
     rows_returned: int | None
     cost_seconds: float
+    #: the policy's place in this event's order (0 = first); None in schema 1 documents
+    slot: int | None = None
+    #: the same scan timed again after the stream, in the reverse order, at ``version``
+    #: (spark mode); None when not re-timed or when it did not keep the same files
+    seconds_retimed: float | None = None
 
     @property
     def sigma(self) -> float | None:
@@ -88,6 +102,19 @@ class RewriteRecord:
     bytes_written: int
     rows_written: int
     alpha: float
+    #: the policy's place in this event's order (0 = first); None in schema 1 documents
+    slot: int | None = None
+
+
+@dataclass(frozen=True)
+class OverheadRecord:
+    """Seconds a policy spent deciding (``Context.record_overhead``): an advisor's
+    analysis, an online reorganizer's bookkeeping. Part of the policy's total cost."""
+
+    position: int
+    kind: str
+    seconds: float
+    slot: int | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +127,7 @@ class InsertRecord:
     files: int
     bytes: int
     seconds: float
+    slot: int | None = None
 
 
 @dataclass
@@ -111,6 +139,7 @@ class PolicyRun:
     queries: list[QueryRecord] = field(default_factory=list)
     rewrites: list[RewriteRecord] = field(default_factory=list)
     inserts: list[InsertRecord] = field(default_factory=list)
+    overheads: list[OverheadRecord] = field(default_factory=list)
     fit_seconds: float = 0.0
     final_files: int = 0
     final_bytes: int = 0
@@ -135,12 +164,15 @@ class PolicyRun:
 
     def totals(self) -> dict[str, Any]:
         """Sums over the records and the indicators' geometric means."""
-        q, r = self.queries, self.rewrites
+        q, r, o = self.queries, self.rewrites, self.overheads
         inserted = sum(i.bytes for i in self.inserts)
         written = sum(w.bytes_written for w in r)
         measured = [x for x in q if x.rows_matching > 0]
         g_sigma = geometric_mean(x.sigma for x in measured)
         g_psi = geometric_mean(x.psi for x in measured)
+        query_cost = sum(x.cost_seconds for x in q)
+        rewrite_seconds = sum(w.seconds for w in r)
+        overhead_seconds = sum(x.seconds for x in o)
         return {
             "queries": len(q),
             "rewrites": len(r),
@@ -149,10 +181,14 @@ class PolicyRun:
             "rows_kept": sum(x.rows_kept for x in q),
             "rows_matching": sum(x.rows_matching for x in q),
             "query_seconds": sum(x.seconds or 0.0 for x in q),
-            "query_cost_seconds": sum(x.cost_seconds for x in q),
-            "rewrite_seconds": sum(w.seconds for w in r),
+            "query_cost_seconds": query_cost,
+            "rewrite_seconds": rewrite_seconds,
             "rewrite_bytes_written": written,
-            "total_cost_seconds": sum(x.cost_seconds for x in q) + sum(w.seconds for w in r),
+            "overhead_seconds": overhead_seconds,
+            "overheads": len(o),
+            "total_cost_seconds": query_cost + rewrite_seconds + overhead_seconds,
+            **self.retimed(),
+            "mean_slot": self.mean_slot(),
             "insert_bytes": inserted,
             "write_amplification": (inserted + written) / inserted if inserted else None,
             "g_sigma": g_sigma,
@@ -168,6 +204,36 @@ class PolicyRun:
             "rows_per_file_mean": self.final_rows / self.final_files if self.final_files else None,
             "rows_per_file_max": self.final_max_rows,
             "fit_seconds": self.fit_seconds,
+        }
+
+    def mean_slot(self) -> float | None:
+        """Mean place of this policy in the order of its timed events (0 = always first);
+        with ``n`` policies rotated evenly it is about ``(n - 1) / 2`` for every policy."""
+        slots = [x.slot for x in self.queries if x.slot is not None]
+        slots += [x.slot for x in self.rewrites if x.slot is not None]
+        slots += [x.slot for x in self.overheads if x.slot is not None]
+        return sum(slots) / len(slots) if slots else None
+
+    def retimed(self) -> dict[str, Any]:
+        """The stream's query seconds against the same scans re-timed after the stream.
+
+        Only queries re-timed with the same files count (``queries_retimed`` of
+        them): ``query_seconds_compared`` is their time in the stream,
+        ``query_seconds_retimed`` their second time, ``retime_ratio`` the second
+        over the first (1.0: the order and the moment did not matter).
+        """
+        pairs = [
+            (x.seconds, x.seconds_retimed)
+            for x in self.queries
+            if x.seconds is not None and x.seconds_retimed is not None
+        ]
+        first = sum(a for a, _ in pairs)
+        second = sum(b for _, b in pairs)
+        return {
+            "queries_retimed": len(pairs),
+            "query_seconds_compared": first if pairs else None,
+            "query_seconds_retimed": second if pairs else None,
+            "retime_ratio": second / first if pairs and first > 0 else None,
         }
 
     def per_template(self) -> dict[str, dict[str, float | int | None]]:
@@ -192,6 +258,7 @@ class PolicyRun:
             "queries": [asdict(x) for x in self.queries],
             "rewrites": [asdict(x) for x in self.rewrites],
             "inserts": [asdict(x) for x in self.inserts],
+            "overheads": [asdict(x) for x in self.overheads],
         }
 
     @classmethod
@@ -200,6 +267,7 @@ class PolicyRun:
         run.queries = [QueryRecord(**x) for x in data["queries"]]
         run.rewrites = [RewriteRecord(**x) for x in data["rewrites"]]
         run.inserts = [InsertRecord(**x) for x in data["inserts"]]
+        run.overheads = [OverheadRecord(**x) for x in data.get("overheads", [])]
         totals = data.get("totals", {})
         run.final_files = int(totals.get("final_files", 0))
         run.final_bytes = int(totals.get("final_bytes", 0))
@@ -233,6 +301,8 @@ def cumulative_cost(run: PolicyRun, events: int) -> list[float]:
         step[q.position] += q.cost_seconds
     for w in run.rewrites:
         step[w.position] += w.seconds
+    for o in run.overheads:
+        step[o.position] += o.seconds
     out, total = [], 0.0
     for s in step:
         total += s

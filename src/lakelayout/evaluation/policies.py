@@ -8,7 +8,11 @@ A policy sees the stream through three hooks, called by the replay in order:
 
 Every rewrite goes through ``ctx.rewrite(kind, action)``, which times it and
 records files and bytes written, so policies never account for themselves.
-The advisor and the online reorganizer plug in through the same interface.
+The time a policy spends deciding (an advisor's analysis, an online
+reorganizer's bookkeeping) it reports with ``ctx.record_overhead(kind,
+seconds)``: it counts in the policy's total cost (queries + rewrites +
+overhead). The advisor and the online reorganizer plug in through the same
+interface.
 
 Equal file counts (B1 compares layouts "with equal file counts"): every
 policy ends the stream with about as many live files as were inserted (the
@@ -83,6 +87,11 @@ class Context(Protocol):
     def predicates(self, queries: Sequence[Query]) -> list[Predicate]: ...
 
     def rewrite(self, kind: str, action: Callable[[], OptimizeMetrics]) -> None: ...
+
+    def record_overhead(self, kind: str, seconds: float) -> None:
+        """Count ``seconds`` of the policy's own work (``kind``: e.g. ``"advisor"``) in its
+        total cost, at the current stream position."""
+        ...
 
 
 class Policy:

@@ -5,6 +5,20 @@ cut into as many consecutive chunks as there are insert batches. Every policy
 gets its own table built from the same batches, in the same process, on the
 same data (thesis ch. 6, OReO §VI).
 
+All policies share one JVM, so the order they run in must not decide what
+they cost (the first one used to pay the JIT warm-up: twice its query time).
+Hence:
+
+* an untimed warm-up first runs a write, a rewrite and the workload's
+  queries on an arrival-order table (:mod:`lakelayout.evaluation.warmup`);
+* the policies advance in lockstep: each keeps its own table and context,
+  and every stream position runs for all of them before the next, in an
+  order rotated per event (:func:`rotated_orders`, independent of the order
+  the policies were given), so machine noise and JVM state fall on all alike;
+* in spark mode every query is timed again after the stream, in the reverse
+  order, at the table version it ran on (:func:`retime_queries`): both sums
+  are reported, so a figure that depends on when it was measured shows it.
+
 Two modes share everything but the queries:
 
 * ``logical``: a query costs what the metadata says it must read. The files
@@ -30,10 +44,10 @@ registered Python function and evaluated as a stand-in column.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import platform
 import shutil
-import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +65,7 @@ from lakelayout.evaluation.metrics import (
     FILE_COUNT_TOLERANCE,
     SCHEMA_VERSION,
     InsertRecord,
+    OverheadRecord,
     PolicyRun,
     QueryRecord,
     RewriteRecord,
@@ -71,6 +86,18 @@ if TYPE_CHECKING:
 MODES = ("logical", "spark")
 #: target file size while inserting: large, so a range partition is one file
 INSERT_TARGET = 1 << 30
+#: Arrow bytes all policies' match counters may cache together (split evenly)
+COUNTER_CACHE_BYTES = 4 << 30
+#: how the results document describes the policy order (``order.scheme``)
+ORDER_SCHEME = (
+    "lockstep: each event runs for every policy before the next; per cycle of n events a "
+    "seeded permutation of the sorted policy names, rotated by one place per event"
+)
+#: how the results document describes the re-timing pass (``retime.order``)
+RETIME_ORDER = (
+    "after the stream, every query again at the table version it first ran on, "
+    "policies in the reverse of that event's order"
+)
 
 
 @dataclass(frozen=True)
@@ -83,6 +110,12 @@ class ReplayConfig:
     full_scans: int = 3
     #: declare the dataset's skipping indexes on every table (False: min/max only)
     indexes: bool = True
+    #: run the untimed warm-up (a write, a rewrite, the workload's queries) first
+    warmup: bool = True
+    #: spark mode: time every query a second time after the stream, in the reverse order
+    retime: bool = True
+    #: spark mode: scans keeping zero files timed for the per-query fixed overhead (median)
+    zero_file_scans: int = 5
 
 
 @dataclass(frozen=True)
@@ -106,17 +139,27 @@ class MatchCounter:
     """Matching rows per (live file, query), counted on the driver and cached per file.
 
     Files never change once written, so a file's counts stay valid while it
-    is live; only the columns the queries read are loaded.
+    is live; only the columns the queries read are loaded. Every policy of a
+    replay keeps its counter for the whole stream (they run in lockstep), so
+    the cache holds at most ``max_bytes`` of Arrow data: beyond it, the files
+    cached longest ago are dropped (and read again if needed).
     """
 
     def __init__(
-        self, root: str, columns: Sequence[str], udfs: Mapping[str, Udf] | None = None
+        self,
+        root: str,
+        columns: Sequence[str],
+        udfs: Mapping[str, Udf] | None = None,
+        *,
+        max_bytes: int | None = None,
     ) -> None:
         self.root = root
         self.columns = list(columns)
         #: Python UDFs the predicates may call: their values become extra columns
         self.udfs = {k.lower(): v for k, v in (udfs or {}).items()}
+        self.max_bytes = max_bytes
         self._data: dict[str, pa.Table] = {}
+        self._bytes = 0
 
     def counts(self, paths: Sequence[str], predicate: Predicate) -> np.ndarray:
         """Matching rows in each of ``paths``."""
@@ -132,24 +175,44 @@ class MatchCounter:
                 out[j] = int(np.count_nonzero(evaluate(predicate, data)))
         return out
 
+    @property
+    def cached_bytes(self) -> int:
+        """Arrow bytes held in the cache."""
+        return self._bytes
+
     def _with_udf_columns(self, path: str, calls: Mapping[str, tuple[str, Func]]) -> pa.Table:
         """The file's columns plus one column per UDF call (computed once per file)."""
         data = self._load(path)
         for name, call in calls.values():
             if name not in data.column_names:
                 data = data.append_column(name, compute_term(call, data, self.udfs))
-        self._data[path] = data
+        self._keep(path, data)
         return data
 
     def forget_except(self, live: set[str]) -> None:
         for path in [p for p in self._data if p not in live]:
-            del self._data[path]
+            self._bytes -= self._data.pop(path).nbytes
 
     def _load(self, path: str) -> pa.Table:
-        if path not in self._data:
-            data = pq.read_table(os.path.join(self.root, path), columns=self.columns)
-            self._data[path] = _plain_strings(data)
-        return self._data[path]
+        if path in self._data:
+            return self._data[path]
+        data = _plain_strings(pq.read_table(os.path.join(self.root, path), columns=self.columns))
+        self._keep(path, data)
+        return data
+
+    def _keep(self, path: str, data: pa.Table) -> None:
+        """Cache ``data`` for ``path``, dropping the oldest other files beyond ``max_bytes``."""
+        if path in self._data:
+            self._bytes -= self._data[path].nbytes
+        self._data[path] = data
+        self._bytes += data.nbytes
+        if self.max_bytes is None:
+            return
+        for old in list(self._data):
+            if self._bytes <= self.max_bytes:
+                break
+            if old != path:
+                self._bytes -= self._data.pop(old).nbytes
 
 
 def udf_calls(predicate: Predicate, udfs: Mapping[str, Udf]) -> dict[str, tuple[str, Func]]:
@@ -194,6 +257,16 @@ def _plain_strings(data: pa.Table) -> pa.Table:
 
 
 @dataclass
+class ReplayCache:
+    """What every policy's context shares: the data sample, its schema, parsed predicates
+    (computed once per replay, whichever policy asks first)."""
+
+    sample: pa.Table | None = None
+    schema: pa.Schema | None = None
+    parsed: dict[int, Predicate] = field(default_factory=dict)
+
+
+@dataclass
 class ReplayContext:
     """The :class:`~lakelayout.evaluation.policies.Context` a policy sees."""
 
@@ -204,14 +277,15 @@ class ReplayContext:
     blocks_per_batch: int
     full_scan_seconds: float
     position: int = 0
+    #: the policy's place in the current event's order (0 = first)
+    slot: int = 0
     seen: list[Query] = field(default_factory=list)
     rewrites: list[RewriteRecord] = field(default_factory=list)
+    overheads: list[OverheadRecord] = field(default_factory=list)
     #: files added by the inserts so far (what equal-file-count policies aim at)
     files_inserted: int = 0
+    cache: ReplayCache = field(default_factory=ReplayCache)
     _table: Table | None = None
-    _sample: pa.Table | None = None
-    _schema: pa.Schema | None = None
-    _parsed: dict[int, Predicate] = field(default_factory=dict)
 
     @property
     def table(self) -> Table:
@@ -227,23 +301,24 @@ class ReplayContext:
         return self.dataset.time_column
 
     def sample(self) -> pa.Table:
-        if self._sample is None:
-            self._sample = self.dataset.sample(
+        if self.cache.sample is None:
+            self.cache.sample = self.dataset.sample(
                 self.spark, self.config.sample_rows, seed=self.config.seed
             )
-        return self._sample
+        return self.cache.sample
 
     def schema(self) -> pa.Schema:
-        if self._schema is None:
-            self._schema = self.sample().schema
-        return self._schema
+        if self.cache.schema is None:
+            self.cache.schema = self.sample().schema
+        return self.cache.schema
 
     def predicates(self, queries: Sequence[Query]) -> list[Predicate]:
+        parsed = self.cache.parsed
         out = []
         for q in queries:
-            if q.i not in self._parsed:
-                self._parsed[q.i] = parse_predicate(q.sql, self.schema(), timezone=_tz(self.spark))
-            out.append(self._parsed[q.i])
+            if q.i not in parsed:
+                parsed[q.i] = parse_predicate(q.sql, self.schema(), timezone=_tz(self.spark))
+            out.append(parsed[q.i])
         return out
 
     @property
@@ -272,7 +347,22 @@ class ReplayContext:
                 bytes_written=m.bytes_added,
                 rows_written=m.rows_added,
                 alpha=seconds / self.full_scan_seconds if self.full_scan_seconds else 0.0,
+                slot=self.slot,
             )
+        )
+
+    def record_overhead(self, kind: str, seconds: float) -> None:
+        """Count ``seconds`` the policy spent on ``kind`` of its own work (an advisor's
+        analysis, an online reorganizer's decisions) in its total cost, at this event."""
+        if not kind or not isinstance(kind, str):
+            raise InvalidOption(f"record_overhead needs a non-empty kind, got {kind!r}")
+        value = float(seconds)
+        if not math.isfinite(value) or value < 0:
+            raise InvalidOption(
+                f"record_overhead({kind!r}) needs finite seconds >= 0, got {seconds!r}"
+            )
+        self.overheads.append(
+            OverheadRecord(position=self.position, kind=kind, seconds=value, slot=self.slot)
         )
 
 
@@ -280,46 +370,91 @@ def _tz(spark: SparkSession) -> str:
     return spark.conf.get("spark.sql.session.timeZone") or "UTC"
 
 
-# --------------------------------------------------------------------------- one policy
+# --------------------------------------------------------------------------- policy order
 
 
-def replay_policy(
-    policy: Policy,
-    ctx: ReplayContext,
-    table_dir: Path,
-    *,
-    progress: Callable[[str], None] = lambda _: None,
-) -> PolicyRun:
-    """Run the whole stream under ``policy`` on a fresh table at ``table_dir``."""
-    if ctx.config.mode not in MODES:
-        raise InvalidOption(f"unknown replay mode {ctx.config.mode!r}; use one of {MODES}")
-    if table_dir.exists():
-        shutil.rmtree(table_dir)
-    run = PolicyRun(policy=policy.name, description=policy.description)
-    policy.prepare(ctx)
-    run.fit_seconds = float(getattr(policy, "fit_seconds", 0.0))
-    columns = sorted({c for p in ctx.predicates(ctx.workload) for c in p.columns()})
+def rotated_orders(names: Sequence[str], events: int, seed: int) -> list[list[str]]:
+    """The order in which the policies run each event; the order ``names`` are given in
+    plays no part (they are sorted first).
+
+    Events are taken in cycles of ``n = len(names)``. Each cycle draws a seeded
+    permutation of the names, and event ``j`` of the cycle runs it rotated by
+    ``j``: within a full cycle every policy holds every place exactly once, and
+    who runs after whom changes from cycle to cycle.
+
+    >>> orders = rotated_orders(["c", "a", "b"], 6, seed=1)
+    >>> orders == rotated_orders(["a", "b", "c"], 6, seed=1)
+    True
+    >>> [sorted(o[place] for o in orders[:3]) for place in range(3)]
+    [['a', 'b', 'c'], ['a', 'b', 'c'], ['a', 'b', 'c']]
+    """
+    ordered = sorted(names)
+    n = len(ordered)
+    if n == 0:
+        return [[] for _ in range(events)]
+    rng = np.random.default_rng(seed)
+    out: list[list[str]] = []
+    cycle: list[str] = []
+    for position in range(events):
+        j = position % n
+        if j == 0:
+            cycle = [ordered[int(k)] for k in rng.permutation(n)]
+        out.append(cycle[j:] + cycle[:j])
+    return out
+
+
+# --------------------------------------------------------------------------- one policy's lane
+
+
+@dataclass
+class Lane:
+    """One policy in a lockstep replay: its context (table, position, records) and run."""
+
+    policy: Policy
+    ctx: ReplayContext
+    table_dir: Path
+    run: PolicyRun
     counter: MatchCounter | None = None
-    events = stream(ctx.dataset.batches, ctx.workload)
-    for position, event in enumerate(events):
-        ctx.position = position
+
+    def prepare(self) -> None:
+        """Fresh table directory; the policy's ``prepare`` (fitting static layouts)."""
+        if self.table_dir.exists():
+            shutil.rmtree(self.table_dir)
+        self.ctx.position, self.ctx.slot = 0, 0
+        self.policy.prepare(self.ctx)
+        self.run.fit_seconds = float(getattr(self.policy, "fit_seconds", 0.0))
+
+    def step(
+        self, event: Event, position: int, slot: int, columns: Sequence[str], cache_bytes: int
+    ) -> None:
+        """Run one event of the stream under this policy."""
+        ctx = self.ctx
+        ctx.position, ctx.slot = position, slot
         if event.kind == "insert":
-            run.inserts.append(_insert(policy, ctx, table_dir, event.batch))
-            counter = counter or MatchCounter(ctx.table.uri, columns, ctx.dataset.udfs)
-            progress(f"{policy.name}: batch {event.batch} inserted")
-        else:
-            assert event.query is not None and counter is not None
-            policy.may_reorganize(ctx)
-            run.queries.append(_query(ctx, counter, event.query, position))
-            ctx.seen.append(event.query)
-            policy.on_query(ctx, event.query)
-    run.rewrites = list(ctx.rewrites)
-    run.description = policy.description
-    final = ctx.table.snapshot().files
-    run.final_files, run.final_bytes = len(final), int(final.total_bytes)
-    run.final_rows = int(final.total_rows)
-    run.final_max_rows = int(np.max(np.asarray(final.num_records))) if len(final) else 0
-    return run
+            self.run.inserts.append(_insert(self.policy, ctx, self.table_dir, event.batch))
+            if self.counter is None:
+                self.counter = MatchCounter(
+                    ctx.table.uri, columns, ctx.dataset.udfs, max_bytes=cache_bytes
+                )
+            return
+        assert event.query is not None and self.counter is not None
+        self.policy.may_reorganize(ctx)
+        self.run.queries.append(_query(ctx, self.counter, event.query, position))
+        ctx.seen.append(event.query)
+        self.policy.on_query(ctx, event.query)
+
+    def finish(self) -> PolicyRun:
+        """The run with the context's rewrites and overheads and the final table's files."""
+        run, ctx = self.run, self.ctx
+        run.rewrites = list(ctx.rewrites)
+        run.overheads = list(ctx.overheads)
+        run.description = self.policy.description
+        final = ctx.table.snapshot().files
+        run.final_files, run.final_bytes = len(final), int(final.total_bytes)
+        run.final_rows = int(final.total_rows)
+        run.final_max_rows = int(np.max(np.asarray(final.num_records))) if len(final) else 0
+        self.counter = None  # frees the cached file data
+        return run
 
 
 def _insert(policy: Policy, ctx: ReplayContext, table_dir: Path, batch: int) -> InsertRecord:
@@ -338,7 +473,7 @@ def _insert(policy: Policy, ctx: ReplayContext, table_dir: Path, batch: int) -> 
             cluster_by=policy.cluster_by(ctx),
         )
         ctx._table = table
-        prepare_table(ctx, table)
+        prepare_table(table, ctx.dataset, indexes=ctx.indexed)
         before: set[str] = set()
         files = table.snapshot().files
         # rewrites aim at the inserted file size, so every policy keeps about as many files
@@ -359,18 +494,20 @@ def _insert(policy: Policy, ctx: ReplayContext, table_dir: Path, batch: int) -> 
         files=len(new),
         bytes=int(np.asarray(snap.sizes)[idx].sum()),
         seconds=seconds,
+        slot=ctx.slot,
     )
     ctx.files_inserted += len(new)
     policy.on_insert(ctx, new)
     return record
 
 
-def prepare_table(ctx: ReplayContext, table: Table) -> None:
-    """Register the dataset's UDFs on a new table; declare and build its indexes."""
-    if ctx.dataset.udfs:
-        table.indexes.register_udfs(ctx.dataset.udfs, return_types=ctx.dataset.udf_types)
-    if ctx.indexed:
-        table.indexes.add(*ctx.dataset.indexes)
+def prepare_table(table: Table, dataset: Dataset, *, indexes: bool) -> None:
+    """Register the dataset's UDFs on a new table; declare and build its indexes
+    (when ``indexes`` and the dataset declares some)."""
+    if dataset.udfs:
+        table.indexes.register_udfs(dataset.udfs, return_types=dataset.udf_types)
+    if indexes and dataset.indexes:
+        table.indexes.add(*dataset.indexes)
         table.indexes.refresh()
 
 
@@ -389,14 +526,9 @@ def _query(ctx: ReplayContext, counter: MatchCounter, q: Query, position: int) -
     seconds: float | None = None
     returned: int | None = None
     if ctx.config.mode == "spark":
-        started = time.perf_counter()
-        result = table.scan(q.sql)
-        returned = int(result.df.count())
-        seconds = time.perf_counter() - started
-        if result.report.files_kept != len(paths):
-            raise AssertionError(
-                f"spark scan kept {result.report.files_kept} files, metadata said {len(paths)}"
-            )
+        seconds, returned, files = timed_scan(table, q.sql)
+        if files != len(paths):
+            raise AssertionError(f"spark scan kept {files} files, metadata said {len(paths)}")
     bytes_total = int(snap.files.total_bytes)
     bytes_kept = int(kept.total_bytes)
     logical = bytes_kept * ctx.full_scan_seconds / bytes_total if bytes_total else 0.0
@@ -418,26 +550,20 @@ def _query(ctx: ReplayContext, counter: MatchCounter, q: Query, position: int) -
         seconds=seconds,
         rows_returned=returned,
         cost_seconds=seconds if seconds is not None else logical,
+        slot=ctx.slot,
     )
 
 
+def timed_scan(table: Table, sql: str, *, version: int | None = None) -> tuple[float, int, int]:
+    """``Table.scan(sql).df.count()``: (seconds, rows returned, files kept) — what a
+    query costs in spark mode, from the snapshot read to the last row counted."""
+    started = time.perf_counter()
+    result = table.scan(sql, version=version)
+    rows = int(result.df.count())
+    return time.perf_counter() - started, rows, result.report.files_kept
+
+
 # --------------------------------------------------------------------------- all policies
-
-
-def measure_full_scan(
-    spark: SparkSession, dataset: Dataset, queries: Sequence[Query], n: int
-) -> float:
-    """Median seconds of ``n`` workload queries run over every row with no skipping."""
-    from pyspark.sql import functions as F
-
-    df = dataset.frame(spark)
-    picks = [queries[int(i)] for i in np.linspace(0, len(queries) - 1, max(1, n)).astype(int)]
-    times = []
-    for q in picks:
-        started = time.perf_counter()
-        df.where(F.expr(q.sql)).count()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
 
 
 def replay(
@@ -450,28 +576,82 @@ def replay(
     spark: SparkSession,
     progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
-    """Replay the stream under every policy; the results document (see docs/evaluation.md)."""
+    """Replay the stream under every policy in lockstep; the results document
+    (see docs/evaluation.md).
+
+    Before the stream, an untimed warm-up runs the paths the replay times
+    (:func:`~lakelayout.evaluation.warmup.warm_up`), then the per-query fixed
+    overhead (spark mode) and the full-scan time are measured. Every policy
+    has its own table and context; at each stream position the event runs
+    for every policy, in the order :func:`rotated_orders` gives that position.
+    In spark mode every query is then timed again in the reverse order
+    (:func:`retime_queries`).
+    """
+    from lakelayout.evaluation.warmup import measure_full_scan, measure_zero_file_scan, warm_up
+
     if config.mode not in MODES:
         raise InvalidOption(f"unknown replay mode {config.mode!r}; use one of {MODES}")
     if not workload:
         raise InvalidOption("the workload has no queries")
+    if not policies:
+        raise InvalidOption("no policies to replay")
+    names = [p.name for p in policies]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise InvalidOption(f"policies must have distinct names; repeated: {', '.join(repeated)}")
     started = time.perf_counter()
     dataset.register_functions(spark)  # workload SQL may call the dataset's UDFs
-    full_scan = measure_full_scan(spark, dataset, workload, config.full_scans) if workload else 0.0
+    warm = None
+    zero = None
+    if config.warmup:
+        warm, warm_table = warm_up(spark, dataset, workload, config, work_dir / "warmup")
+        progress(
+            f"warm-up (untimed): {warm['queries']} queries, a write and a rewrite "
+            f"in {warm['seconds']:.1f} s"
+        )
+        if config.mode == "spark":
+            zero = measure_zero_file_scan(warm_table, dataset, config.zero_file_scans)
+    full_scan = measure_full_scan(spark, dataset, workload, config.full_scans)
+    if zero is not None:
+        progress(f"per-query fixed overhead (a scan keeping zero files): {zero['seconds']:.3f} s")
     progress(f"full scan (no skipping): {full_scan:.2f} s")
     blocks = max(1, int(np.ceil(dataset.rows / dataset.batches / config.rows_per_file)))
-    sample: pa.Table | None = None
-    runs = []
-    for policy in policies:
-        ctx = ReplayContext(spark, dataset, workload, config, blocks, full_scan, _sample=sample)
+    cache = ReplayCache()
+    lanes = {
+        p.name: Lane(
+            policy=p,
+            ctx=ReplayContext(spark, dataset, workload, config, blocks, full_scan, cache=cache),
+            table_dir=work_dir / "tables" / p.name,
+            run=PolicyRun(policy=p.name, description=p.description),
+        )
+        for p in policies
+    }
+    events = stream(dataset.batches, workload)
+    orders = rotated_orders(names, len(events), config.seed)
+    for name in orders[0]:
+        lanes[name].prepare()
+    parsed = lanes[names[0]].ctx.predicates(workload)  # parsed once, in the shared cache
+    columns = sorted({c for p in parsed for c in p.columns()})
+    cache_bytes = COUNTER_CACHE_BYTES // max(len(lanes), 1)
+    stream_started = time.perf_counter()
+    for position, event in enumerate(events):
+        for slot, name in enumerate(orders[position]):
+            lanes[name].step(event, position, slot, columns, cache_bytes)
+        if event.kind == "insert":
+            progress(
+                f"batch {event.batch} inserted under {len(lanes)} policies "
+                f"({time.perf_counter() - stream_started:.0f} s into the stream)"
+            )
+    runs = [lanes[name].finish() for name in names]
+    progress(f"stream: {len(events)} events × {len(lanes)} policies in "
+             f"{time.perf_counter() - stream_started:.1f} s")  # fmt: skip
+    retimed = config.mode == "spark" and config.retime
+    if retimed:
         t0 = time.perf_counter()
-        run = replay_policy(policy, ctx, work_dir / "tables" / policy.name, progress=progress)
-        sample = ctx._sample
-        runs.append(run)
-        progress(f"{policy.name}: done in {time.perf_counter() - t0:.1f} s")
+        n = retime_queries(list(lanes.values()), events, orders)
+        progress(f"re-timed {n} queries in the reverse order in {time.perf_counter() - t0:.1f} s")
     for warning in file_count_warnings(runs, FILE_COUNT_TOLERANCE):
         progress(warning)
-    events = stream(dataset.batches, workload)
     return {
         "schema_version": SCHEMA_VERSION,
         "mode": config.mode,
@@ -490,6 +670,15 @@ def replay(
         },
         "machine": machine(),
         "full_scan_seconds": full_scan,
+        "warmup": warm,
+        "zero_file_scan": zero,
+        "order": {
+            "scheme": ORDER_SCHEME,
+            "seed": config.seed,
+            "policies": sorted(names),
+            "events": orders,
+        },
+        "retime": {"done": retimed, "order": RETIME_ORDER if retimed else None},
         "events": len(events),
         "switches": switch_positions(events),
         "inserts_at": [p for p, e in enumerate(events) if e.kind == "insert"],
@@ -499,8 +688,47 @@ def replay(
             "outside": [r.policy for r in runs if not r.file_count_ok(FILE_COUNT_TOLERANCE)],
         },
         "seconds": time.perf_counter() - started,
-        "note": "timings are from one run on this machine",
+        "note": "policies in lockstep, order rotated per event; timings from one run",
     }
+
+
+def retime_queries(
+    lanes: Sequence[Lane], events: Sequence[Event], orders: Sequence[Sequence[str]]
+) -> int:
+    """Time every policy's queries a second time, after the stream, in the reverse of
+    each event's order, at the table version each query first ran on; the number re-timed.
+
+    A re-timed scan that keeps other files than the first (an index's metadata
+    for files a rewrite removed is gone, so an old version keeps more) is not
+    the same work: its ``seconds_retimed`` stays None.
+    """
+    by_name = {lane.policy.name: lane for lane in lanes}
+    at = {
+        name: {q.position: k for k, q in enumerate(lane.run.queries)}
+        for name, lane in by_name.items()
+    }
+    done = 0
+    for position, event in enumerate(events):
+        if event.query is None:
+            continue
+        for name in reversed(orders[position]):
+            lane = by_name[name]
+            k = at[name][position]
+            record = lane.run.queries[k]
+            seconds, rows, files = timed_scan(
+                lane.ctx.table, event.query.sql, version=record.version
+            )
+            if rows != record.rows_returned:
+                raise AssertionError(
+                    f"{name}: query {record.i} returned {rows} rows re-timed at version "
+                    f"{record.version}, {record.rows_returned} in the stream"
+                )
+            same = files == record.files_kept
+            lane.run.queries[k] = dataclasses.replace(
+                record, seconds_retimed=seconds if same else None
+            )
+            done += same
+    return done
 
 
 def switch_positions(events: Sequence[Event]) -> list[int]:

@@ -2,9 +2,14 @@
 
 The HTML has three inline SVG plots drawn here (no plotting dependency):
 cumulative cost per policy over the stream with template switches and
-inserts marked, bars of total query vs rewrite cost, and per template the
-scanning factor G(ψ) against the selectivity G(σ) (log–log; the diagonal
-ψ = σ is a perfect layout).
+inserts marked, bars of total query, rewrite and overhead cost, and per
+template the scanning factor G(ψ) against the selectivity G(σ) (log–log; the
+diagonal ψ = σ is a perfect layout).
+
+Timings that depend on when they were taken are shown as such: next to each
+policy's query seconds stand the same queries re-timed after the stream in
+the reverse order and the spread between the two, and :func:`ranking_note`
+says whether the query-time ranking is the same in both.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ COLORS = (
 
 #: the rewrite part of the stacked bars (query cost uses COLORS[0])
 REWRITE_COLOR = "#ff7f0e"
+#: the policy-overhead part of the stacked bars
+OVERHEAD_COLOR = "#7f7f7f"
 
 
 def save_json(results: dict[str, Any], path: Path) -> Path:
@@ -53,7 +60,7 @@ def _f(value: float | None, spec: str = ".3g") -> str:
 
 COLUMNS = (
     "policy", "files", "rows/file (max)", "G(σ)", "G(ψ)", "G(ψ)/G(σ)", "bytes scanned", "vs none",
-    "query s", "rewrite s", "total s", "write amp.",
+    "query s", "re-timed s", "spread", "rewrite s", "overhead s", "total s", "write amp.",
 )  # fmt: skip
 
 
@@ -65,6 +72,21 @@ def _files(totals: dict[str, Any]) -> str:
     return f"{totals['final_files']} ({ratio - 1:+.0%})"
 
 
+def _retimed(totals: dict[str, Any]) -> tuple[str, str]:
+    """(re-timed query seconds, spread vs the stream) of one policy, "-" when not re-timed.
+
+    When some queries could not be re-timed with the same files, the count
+    re-timed is shown and both figures cover only those queries.
+    """
+    again = totals.get("query_seconds_retimed")
+    if again is None:
+        return "-", "-"
+    n, total = totals.get("queries_retimed", 0), totals["queries"]
+    text = f"{again:.1f}" if n == total else f"{again:.1f} ({n} of {total} q)"
+    ratio = totals.get("retime_ratio")
+    return text, _f(None if ratio is None else ratio - 1, "+.0%")
+
+
 def summary_rows(results: dict[str, Any]) -> list[list[str]]:
     """One row per policy (the terminal table and the HTML table)."""
     runs = results["runs"]
@@ -72,6 +94,7 @@ def summary_rows(results: dict[str, Any]) -> list[list[str]]:
     rows = []
     for r in runs:
         t = r["totals"]
+        retimed, spread = _retimed(t)
         rows.append(
             [
                 r["policy"],
@@ -83,7 +106,10 @@ def summary_rows(results: dict[str, Any]) -> list[list[str]]:
                 f"{t['bytes_kept'] / 2**20:,.0f} MiB",
                 _f(t["bytes_kept"] / base if base else None, ".2f"),
                 f"{t['query_cost_seconds']:.1f}",
+                retimed,
+                spread,
                 f"{t['rewrite_seconds']:.1f}",
+                f"{t.get('overhead_seconds', 0.0):.1f}",
                 f"{t['total_cost_seconds']:.1f}",
                 _f(t["write_amplification"], ".2f"),
             ]
@@ -107,7 +133,10 @@ def rich_table(results: dict[str, Any], columns: Sequence[str] = COLUMNS) -> Ric
     if unknown:
         raise InvalidOption(f"unknown report column(s) {unknown}; known: {', '.join(COLUMNS)}")
     keep = [i for i, name in enumerate(COLUMNS) if name in columns]
-    table = RichTable(title=title, caption=file_count_note(results) or None)
+    notes = [file_count_note(results)] if any(c in SKIPPING_COLUMNS[1:] for c in columns) else []
+    if any(c in COST_COLUMNS[1:] for c in columns):
+        notes.append(ranking_note(results))
+    table = RichTable(title=title, caption=" ".join(n for n in notes if n) or None)
     for i in keep:
         name = COLUMNS[i]
         table.add_column(name, justify="left" if name == "policy" else "right", no_wrap=True)
@@ -131,13 +160,85 @@ def file_count_note(results: dict[str, Any]) -> str:
     )
 
 
+def ranking_note(results: dict[str, Any]) -> str:
+    """Whether the policies rank the same by query seconds in the stream and re-timed.
+
+    Both rankings sum the same queries: those every policy re-timed with the
+    same files (all of them unless an index lost the metadata of files a
+    rewrite removed). "" when the run was not re-timed.
+    """
+    runs = results["runs"]
+    if not runs:
+        return ""
+    common = set.intersection(
+        *(
+            {q["position"] for q in r["queries"] if q.get("seconds_retimed") is not None}
+            for r in runs
+        )
+    )
+    if not common:
+        return ""
+
+    def rank(key: str) -> list[str]:
+        sums = {
+            r["policy"]: sum(q[key] for q in r["queries"] if q["position"] in common) for r in runs
+        }
+        return sorted(sums, key=lambda name: (sums[name], name))
+
+    first, again = rank("seconds"), rank("seconds_retimed")
+    total = min(len(r["queries"]) for r in runs)
+    over = "" if len(common) == total else f" (over the {len(common)} queries re-timed by all)"
+    if first == again:
+        return (
+            f"Query-time ranking{over}: the same in the stream and re-timed in the reverse order."
+        )
+    return (
+        f"Query-time ranking{over} depends on when it was measured: "
+        f"stream {' < '.join(first)}; re-timed {' < '.join(again)}."
+    )
+
+
+def order_note(results: dict[str, Any]) -> str:
+    """How the replay kept the policy order from deciding: warm-up, rotation, re-timing."""
+    parts = []
+    warm = results.get("warmup")
+    if warm:
+        parts.append(
+            f"untimed warm-up first ({warm['queries']} queries, a write and a rewrite, "
+            f"{warm['seconds']:.0f} s)"
+        )
+    order = results.get("order")
+    if order:
+        slots = [r["totals"].get("mean_slot") for r in results["runs"]]
+        known = [s for s in slots if s is not None]
+        spread = f"; mean place {min(known):.2f}–{max(known):.2f}" if known else ""
+        parts.append(
+            f"policies in lockstep, order rotated per event (seed {order['seed']}{spread}, "
+            f"0 = first of {len(order['policies'])})"
+        )
+    if (results.get("retime") or {}).get("done"):
+        parts.append("re-timed s: every query again after the stream, in the reverse order")
+    zero = results.get("zero_file_scan")
+    if zero:
+        queries = results["config"]["queries"]
+        parts.append(
+            f"per-query fixed overhead {zero['seconds']:.3f} s (median scan keeping zero files: "
+            f"{zero['predicate']}), × {queries} queries = {zero['seconds'] * queries:.1f} s "
+            "of every policy's query s"
+        )
+    return "; ".join(parts)
+
+
 def footnote(results: dict[str, Any]) -> str:
     m = results["machine"]
+    order = order_note(results)
     return (
         f"machine: nproc={m['nproc']}, {m['memory_gib']} GiB, {m['platform']}; "
         f"seed {results['config']['seed']}; full scan {results['full_scan_seconds']:.2f} s; "
         f"{'query s = measured Spark time' if results['mode'] == 'spark' else 'query s = bytes read × full-scan s / table bytes'}; "
-        f"timings from one run."
+        f"total s = query + rewrite + overhead s; "
+        + (f"{order}; " if order else "")
+        + "timings from one run."
     )
 
 
@@ -200,33 +301,45 @@ def cumulative_svg(results: dict[str, Any]) -> str:
 
 
 def bars_svg(results: dict[str, Any]) -> str:
-    """Stacked bars: query cost and rewrite time per policy."""
+    """Stacked bars: query cost, rewrite time and policy overhead per policy."""
     runs = results["runs"]
     totals = [(r["policy"], r["totals"]) for r in runs]
-    top = max((t["query_cost_seconds"] + t["rewrite_seconds"] for _, t in totals), default=1.0)
+    top = max(
+        (
+            t["query_cost_seconds"] + t["rewrite_seconds"] + t.get("overhead_seconds", 0.0)
+            for _, t in totals
+        ),
+        default=1.0,
+    )
     top = top or 1.0
     w, row, left = 760, 22, 120
-    h = 30 + row * len(totals) + 20
+    h = 30 + row * len(totals) + 35
     pw = w - left - 120
     body = []
     for k, (name, t) in enumerate(totals):
         yy = 10 + row * k
+        overhead = t.get("overhead_seconds", 0.0)
         q = pw * t["query_cost_seconds"] / top
         rw = pw * t["rewrite_seconds"] / top
+        ov = pw * overhead / top
         body.append(f'<text x="5" y="{yy + 14}">{html.escape(name)}</text>')
         body.append(f'<rect x="{left}" y="{yy}" width="{q:.1f}" height="16" fill="{COLORS[0]}"/>')
         body.append(
             f'<rect x="{left + q:.1f}" y="{yy}" width="{rw:.1f}" height="16" fill="{REWRITE_COLOR}"/>'
         )
         body.append(
-            f'<text x="{left + q + rw + 5:.1f}" y="{yy + 13}">'
-            f"{t['query_cost_seconds']:.1f} + {t['rewrite_seconds']:.1f} s</text>"
+            f'<rect x="{left + q + rw:.1f}" y="{yy}" width="{ov:.1f}" height="16" '
+            f'fill="{OVERHEAD_COLOR}"/>'
+        )
+        body.append(
+            f'<text x="{left + q + rw + ov + 5:.1f}" y="{yy + 13}">'
+            f"{t['query_cost_seconds']:.1f} + {t['rewrite_seconds']:.1f} + {overhead:.1f} s</text>"
         )
     body += _legend(
-        ["query cost", "rewrite time"],
+        ["query cost", "rewrite time", "policy overhead"],
         left,
         15 + row * len(totals),
-        colors=(COLORS[0], REWRITE_COLOR),
+        colors=(COLORS[0], REWRITE_COLOR, OVERHEAD_COLOR),
     )
     return _svg(w, h + 20, body)
 
@@ -295,13 +408,16 @@ per file, {d["blocks_per_batch"]} files per batch), {results["config"]["queries"
 <p>{html.escape(footnote(results))}</p>
 <p>{html.escape(file_count_note(results))}</p>
 <table><tr>{head}</tr>{body}</table>
+<p>{html.escape(ranking_note(results))}</p>
 <ul>{described}</ul>
 <h2>Cumulative cost over the stream</h2>{cumulative_svg(results)}
-<h2>Query cost vs rewrite time</h2>{bars_svg(results)}
+<h2>Query cost, rewrite time and policy overhead</h2>{bars_svg(results)}
 <h2>Scanning factor vs selectivity per template</h2>{scatter_svg(results)}
 <p>σ: fraction of rows matching; ψ: fraction of rows read; G: geometric mean over queries
 with σ &gt; 0 (Ta-Shma et al. §IV-A). Write amplification = (bytes inserted + bytes rewritten)
-/ bytes inserted.</p>
+/ bytes inserted. Total s = query + rewrite + overhead s (overhead: the time a policy reports
+spending on its own decisions). Re-timed s: the same queries timed again after the stream, in
+the reverse order, at the table versions they first ran on; spread = re-timed / stream − 1.</p>
 </body></html>
 """
 

@@ -38,12 +38,14 @@ def run_bench(
     sample_rows: int = 50_000,
     indexes: bool = True,
     online: OnlineSettings | None = None,
+    retime: bool = True,
     progress: Callable[[str], None] = print,
 ) -> tuple[dict[str, Any], Path]:
     """Replay ``dataset_name`` (one of :data:`DATASETS`); the results and the HTML report path.
 
     ``indexes=False`` replays without the dataset's skipping indexes (min/max only);
     ``online`` sets α, window, interval, ε, states and γ of the online policies and oracles.
+    ``retime=False`` skips timing every query a second time after the stream (spark mode).
     """
     from lakelayout.table.session import spark_session
 
@@ -64,7 +66,12 @@ def run_bench(
     out_dir.mkdir(parents=True, exist_ok=True)
     workloads.save(wl, out_dir / "workload.jsonl")
     config = ReplayConfig(
-        mode=mode, rows_per_file=rows_per_file, sample_rows=sample_rows, seed=seed, indexes=indexes
+        mode=mode,
+        rows_per_file=rows_per_file,
+        sample_rows=sample_rows,
+        seed=seed,
+        indexes=indexes,
+        retime=retime,
     )
     results = replay(chosen, ds, wl, work_dir / f"replay-{ds.name}", config, spark=spark,
                      progress=progress)  # fmt: skip
