@@ -9,6 +9,7 @@ session given, or on :func:`spark_session` created on first use.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import urllib.parse
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from lakelayout.indexing import Indexes
     from lakelayout.skipping.indexes.base import Udf
     from lakelayout.table.delta import Snapshot
+
+logger = logging.getLogger(__name__)
 
 #: table property holding the target size of written files, in bytes
 TARGET_FILE_SIZE = "lakelayout.targetFileSize"
@@ -263,6 +266,7 @@ class Table:
         ``measure=True`` a Spark job also counts the matching rows per file
         and the report carries σ, λ, μ and ψ.
         """
+        scan_started = time.perf_counter()
         snap = self.snapshot(version)
         select = _resolve_columns(columns, snap.schema)
         predicate = self._bind(where, snap.schema)
@@ -298,7 +302,9 @@ class Table:
             bytes_skipped_by=pruned.bytes_skipped_by,
             unused_indexes=pruned.unused,
         )
-        return ScanResult(df=df, report=report, predicate=predicate)
+        result = ScanResult(df=df, report=report, predicate=predicate)
+        self._after_scan(snap, result, select, time.perf_counter() - scan_started)
+        return result
 
     def to_df(self, *, version: int | None = None) -> DataFrame:
         """Every row of the table (at ``version``) as a Spark DataFrame."""
@@ -366,6 +372,22 @@ class Table:
         return self._indexes
 
     # ------------------------------------------------------------ internals
+
+    def _after_scan(
+        self, snap: Snapshot, result: ScanResult, columns: Sequence[str] | None, seconds: float
+    ) -> None:
+        """Queue the scan's record in the table's query log (never raises: a log
+        that cannot be written must not fail the query)."""
+        try:
+            from lakelayout.advisor import querylog
+
+            session = self.spark.conf.get(querylog.SESSION_CONF, None)
+            querylog.log_scan(
+                self.uri, snap.configuration, result.report, result.predicate, columns, seconds,
+                session_value=session,
+            )  # fmt: skip
+        except Exception as exc:
+            logger.warning("query log of %s: scan not recorded: %s", self.uri, exc)
 
     def _bind(self, where: str | None, schema: pa.Schema) -> Predicate:
         if where is None:
