@@ -30,9 +30,10 @@ from lakelayout.table.stats import FileStats
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakelayout.advisor.advisor import Advisor, AutoOptimizer
     from lakelayout.cluster.detail import TableDetail
     from lakelayout.cluster.metrics import OptimizeMetrics
-    from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
+    from lakelayout.cluster.optimize import OptimizeHooks
     from lakelayout.indexing import Indexes
     from lakelayout.skipping.indexes.base import Udf
     from lakelayout.table.delta import Snapshot
@@ -110,6 +111,7 @@ class Table:
         self._spark = spark
         self._udfs = dict(udfs or {})
         self._indexes: Indexes | None = None
+        self._advisor: Advisor | None = None
 
     # ------------------------------------------------------------ creation
 
@@ -126,6 +128,7 @@ class Table:
         name: str | None = None,
         description: str | None = None,
         cluster_by: Sequence[str] | None = None,
+        auto_optimize: bool = False,
     ) -> Table:
         """Create a Delta table at ``uri`` from a DataFrame, or empty from a schema.
 
@@ -134,6 +137,8 @@ class Table:
         a liquid-clustered table: they are validated before anything is written
         and stored as ``lakelayout.clusteringColumns``; ``optimize.run()`` then
         clusters incrementally (see :mod:`lakelayout.cluster`).
+        ``auto_optimize=True`` sets ``lakelayout.autoOptimize=true``: every append
+        then asks the advisor whether a rewrite pays (:mod:`lakelayout.advisor`).
         """
         from lakelayout.table.writer import arrow_schema_of, write_files
 
@@ -146,6 +151,8 @@ class Table:
         table_schema = schema if schema is not None else arrow_schema_of(df)  # type: ignore[arg-type]
         if cluster_by is not None:
             config.update(_clustering_config(cluster_by, table_schema))
+        if auto_optimize:
+            config["lakelayout.autoOptimize"] = "true"
         files = []
         if df is not None:
             delta.ensure_absent(root)
@@ -240,13 +247,15 @@ class Table:
         )
         version = delta.commit(self.uri, adds=files, operation="WRITE") if files else snap.version
         self.indexes.record_written(files, indexes)
-        return WriteMetrics(
+        metrics = WriteMetrics(
             version=version,
             files_added=len(files),
             rows_added=sum(f.num_records for f in files),
             bytes_added=sum(f.size for f in files),
             seconds=time.perf_counter() - started,
         )
+        self._after_append(metrics)
+        return metrics
 
     # ------------------------------------------------------------ reading
 
@@ -315,11 +324,21 @@ class Table:
     # (lakelayout.cluster holds the logic; these are the Table-level verbs)
 
     @property
-    def optimize(self) -> Optimizer:
-        """The OPTIMIZE namespace: ``run()``, ``compact()``, ``zorder()``, ``hilbert()``, ``apply()``."""
-        from lakelayout.cluster.optimize import Optimizer
+    def optimize(self) -> AutoOptimizer:
+        """The OPTIMIZE namespace: ``run()``, ``compact()``, ``zorder()``, ``hilbert()``,
+        ``apply()``, and ``auto()`` (only when the advisor finds that it pays)."""
+        from lakelayout.advisor.advisor import AutoOptimizer
 
-        return Optimizer(self.uri, lambda: self.spark)
+        return AutoOptimizer(self)
+
+    @property
+    def advisor(self) -> Advisor:
+        """The workload advisor: ``features()``, ``recommend()``, ``auto()``, ``decisions()``."""
+        if self._advisor is None:
+            from lakelayout.advisor.advisor import Advisor
+
+            self._advisor = Advisor(self)
+        return self._advisor
 
     @property
     def clustering_columns(self) -> list[str] | None:
@@ -388,6 +407,16 @@ class Table:
             )  # fmt: skip
         except Exception as exc:
             logger.warning("query log of %s: scan not recorded: %s", self.uri, exc)
+
+    def _after_append(self, metrics: WriteMetrics) -> None:
+        """Ask the advisor after a committed append (``lakelayout.autoOptimize``); it
+        never raises, so the append stands whatever the advisor does."""
+        try:
+            from lakelayout.advisor.advisor import after_append
+
+            after_append(self, metrics.files_added)
+        except Exception as exc:
+            logger.warning("advisor on %s after an append: %s", self.uri, exc)
 
     def _bind(self, where: str | None, schema: pa.Schema) -> Predicate:
         if where is None:
