@@ -4,8 +4,9 @@ For one candidate layout and the files it would rewrite (``B`` bytes):
 
     saved bytes per query = B × mean over the recent queries q of
                             (scanned_now(q) - scanned_after(q))       (fractions, §5.2)
-    expected queries E    = query rate of the log window × horizon
-                            (or a given number of queries)
+    expected queries E    = query rate of the log window × horizon (a window
+                            shorter than an hour counts as an hour), or a given
+                            number of queries
     saving  (seconds)     = E × saved bytes per query × query cost per byte
     cost    (seconds)     = the cost model's rewrite of B bytes into the same number
                             of files, plus indexing the other files for new statistics
@@ -45,6 +46,9 @@ class BenefitConfig:
     margin: float = 1.5
     #: fewest logged queries before anything is decided
     min_queries: int = 5
+    #: a window shorter than this is stretched to it when computing the rate (a burst
+    #: of queries in a few seconds says little about the next week)
+    min_span_seconds: float = 3600.0
 
     def __post_init__(self) -> None:
         if self.horizon_seconds <= 0 or self.margin < 1.0 or self.min_queries < 1:
@@ -76,9 +80,9 @@ def expected_queries(timestamps: Sequence[dt.datetime], config: BenefitConfig) -
     span = (max(timestamps) - min(timestamps)).total_seconds() if n >= 2 else 0.0
     if config.horizon_queries is not None:
         return Rate(n, span, float(config.horizon_queries), "given horizon in queries")
-    if n < 2 or span <= 0:
+    if n < 2:
         return Rate(n, span, float(n), "too few timestamps for a rate: the window's queries again")
-    rate = (n - 1) / span
+    rate = (n - 1) / max(span, config.min_span_seconds)
     expected = rate * config.horizon_seconds
     hours = config.horizon_seconds / 3600
     return Rate(n, span, expected, f"{rate * 3600:.3g} queries/hour over a {hours:.3g} h horizon")
@@ -210,7 +214,7 @@ def decide(estimates: Sequence[Estimate]) -> tuple[Estimate | None, Estimate | N
     )
     payback = best.payback_queries
     if best.pays:
-        tail = f" (pays back after {payback:,.0f} queries)" if payback is not None else ""
+        tail = f" (pays back after {math.ceil(payback):,} queries)" if payback is not None else ""
         return best, best, f"rewrite: {words}; saving > cost × {best.margin:g}{tail}"
     need = "never" if payback is None else f"after {math.ceil(payback * best.margin):,} queries"
     return None, best, f"no rewrite: {words}; saving ≤ cost × {best.margin:g} (it would pay {need})"

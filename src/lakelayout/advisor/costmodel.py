@@ -186,6 +186,18 @@ class QueryObservation:
         return [1.0, float(self.bytes_read)]
 
 
+@dataclass(frozen=True)
+class StatisticsObservation:
+    """One measured build of ``n_features`` index features over ``nbytes`` of files."""
+
+    seconds: float
+    nbytes: int
+    n_features: int
+
+    def row(self) -> list[float]:
+        return [1.0, float(self.nbytes) * self.n_features]
+
+
 def _nnls(rows: Sequence[list[float]], seconds: Sequence[float]) -> tuple[np.ndarray, float]:
     """Non-negative least squares with columns scaled to unit norm; (coefficients, R²)."""
     a = np.asarray(rows, dtype=np.float64)
@@ -203,10 +215,15 @@ def _nnls(rows: Sequence[list[float]], seconds: Sequence[float]) -> tuple[np.nda
 def fit(
     rewrites: Sequence[RewriteObservation],
     queries: Sequence[QueryObservation],
+    statistics: Sequence[StatisticsObservation] = (),
     *,
     source: str = "calibrated",
 ) -> CostModel:
-    """Fit both models to measurements (needs enough distinct sizes to separate the terms)."""
+    """Fit the models to measurements (needs enough distinct sizes to separate the terms).
+
+    The cost per additional feature comes from ``statistics`` (index builds)
+    when given, else from the rewrites' ``n_additional`` column.
+    """
     if len(rewrites) < 6 or len(queries) < 3:
         raise InvalidOption(
             f"calibration needs at least 6 rewrites and 3 queries, got {len(rewrites)} "
@@ -214,15 +231,21 @@ def fit(
         )
     rw, rw_r2 = _nnls([r.row() for r in rewrites], [r.seconds for r in rewrites])
     q, q_r2 = _nnls([x.row() for x in queries], [x.seconds for x in queries])
+    quality = {"rewrite_r2": round(rw_r2, 4), "query_r2": round(q_r2, 4)}
+    additional = float(rw[5])
+    if len(statistics) >= 2:
+        st, st_r2 = _nnls([x.row() for x in statistics], [x.seconds for x in statistics])
+        additional = float(st[1])
+        quality["statistics_r2"] = round(st_r2, 4)
     return CostModel(
         rewrite_fixed_seconds=float(rw[0]),
         rewrite_per_file_seconds=float(rw[1]),
         rewrite_seconds_per_byte=float(rw[2]),
         curve_seconds_per_byte=float(rw[3]),
         sop_seconds_per_byte=float(rw[4]),
-        additional_seconds_per_byte=float(rw[5]),
+        additional_seconds_per_byte=additional,
         query_fixed_seconds=float(q[0]),
         query_seconds_per_byte=float(q[1]),
         source=source,
-        quality={"rewrite_r2": round(rw_r2, 4), "query_r2": round(q_r2, 4)},
+        quality=quality,
     )
