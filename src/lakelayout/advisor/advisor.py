@@ -143,41 +143,76 @@ class Advisor:
         )
 
     def recommend(self) -> Recommendation:
-        """The best layout for the recent workload, its estimated cost, saving and payback."""
+        """The best layout for the recent workload, its estimated cost, saving and payback.
+
+        The never-clustered files are sampled only when the cost model's upper
+        bound leaves a chance that a rewrite pays.
+        """
+        inputs = self.inputs()
+        files, schema = inputs.candidate_files, inputs.schema
         return recommend(
-            self.inputs(),
+            inputs,
             model=self.cost_model(),
             analyzer=self.analyzer,
             benefit=self.benefit,
             families=self.families,
+            sampler=lambda: self._sample(files, schema),
         )
 
     def inputs(self) -> Inputs:
-        """Everything :func:`recommend` needs, gathered from the log and the table."""
+        """Everything :func:`recommend` needs but the sample, from the log and the table."""
         from lakelayout.cluster import config as cluster_config
 
         snap = self.table.snapshot()
         predicates, stamps, unparsed = self._window(snap.schema)
         files = _unclustered(self.table.uri, snap.files)
-        if len(files) and len(predicates) >= self.benefit.min_queries:
-            sample, sample_files = self._sample(files, snap.schema)
-        else:
-            sample, sample_files = snap.schema.empty_table(), np.zeros(0, np.int64)
         indexes, _ = self.table.indexes.usable(snap.schema)
         return Inputs(
             predicates=predicates,
             timestamps=stamps,
-            sample=sample,
-            sample_files=sample_files,
             candidate_files=files,
             other_bytes=int(snap.files.total_bytes) - int(files.total_bytes),
             target_file_size=cluster_config.target_file_size(snap.configuration),
             schema=snap.schema,
             indexes=indexes,
-            udfs=dict(self.table.indexes.udfs),
+            udfs=self.table.indexes.udfs,
             timezone=self._timezone(),
             unparsed=unparsed,
         )
+
+    def record_query(self, where: str | None, *, source: str = "plan") -> bool:
+        """Log a query that did not go through ``Table.scan`` (planned elsewhere, or
+        replayed): it is parsed and pruned like a scan, nothing is read."""
+        from lakelayout.advisor.querylog import log_scan
+        from lakelayout.expr.nodes import BoolConst
+        from lakelayout.skipping.report import ScanReport
+
+        started = time.perf_counter()
+        snap = self.table.snapshot()
+        if where is None:
+            pred: Predicate = BoolConst(True)
+        else:
+            functions = self.table.indexes.functions()
+            from lakelayout.expr.parse import parse_predicate
+
+            pred = parse_predicate(where, snap.schema, functions=functions,
+                                   timezone=self._timezone())  # fmt: skip
+        pruned = self.table.indexes.prune(pred, snap.files, snap.schema)
+        kept = snap.files.take(np.asarray(pruned.keep, dtype=bool))
+        report = ScanReport(
+            predicate=where or "",
+            version=snap.version,
+            files_total=len(snap.files),
+            files_kept=len(kept),
+            bytes_total=int(snap.files.total_bytes),
+            bytes_kept=int(kept.total_bytes),
+            rows_total=int(snap.files.total_rows),
+            rows_kept=int(kept.total_rows),
+            pruning_seconds=time.perf_counter() - started,
+        )
+        seconds = time.perf_counter() - started
+        return log_scan(self.table.uri, snap.configuration, report, pred, None, seconds,
+                        source=source)  # fmt: skip
 
     # ------------------------------------------------------------ acting
 
@@ -193,15 +228,24 @@ class Advisor:
         rec = self.recommend()
         result = AutoResult(rec, applied=False)
         if rec.rewrite and apply:
-            try:
-                result.metrics = self.apply(rec)
-                result.applied = True
-            except Exception as exc:  # the table stays as it was; say so, do not raise
-                result.error = f"{type(exc).__name__}: {exc}"
-                logger.warning("advisor on %s: rewrite failed: %s", self.table.uri, exc)
+            self.try_apply(result)
         result.seconds = time.perf_counter() - started
-        result.decision_id = self._record(result, trigger, version, apply)
+        result.decision_id = self.record(result, trigger=trigger, version=version, apply=apply)
         return result
+
+    def try_apply(self, result: AutoResult) -> OptimizeMetrics:
+        """Apply ``result.recommendation``; a failure is noted in ``result``, not raised.
+
+        Returns the rewrite's metrics (empty ones when it failed).
+        """
+        try:
+            result.metrics = self.apply(result.recommendation)
+            result.applied = True
+            return result.metrics
+        except Exception as exc:  # the table stays as it was; say so, do not raise
+            result.error = f"{type(exc).__name__}: {exc}"
+            logger.warning("advisor on %s: rewrite failed: %s", self.table.uri, exc)
+            return OptimizeMetrics("auto (failed)")
 
     def apply(self, rec: Recommendation) -> OptimizeMetrics:
         """Rewrite the never-clustered files with the recommended layout; then declare
@@ -288,7 +332,8 @@ class Advisor:
             ),
         )
 
-    def _record(self, result: AutoResult, trigger: str, version: int, apply: bool) -> str:
+    def record(self, result: AutoResult, *, trigger: str, version: int, apply: bool = True) -> str:
+        """Write the decision of ``result`` to the decision log; its id (never raises)."""
         rec = result.recommendation
         chosen = rec.chosen
         if result.applied:

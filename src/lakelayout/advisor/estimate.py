@@ -213,13 +213,41 @@ def _sop_fit(workload: list[Predicate], blocks: int) -> _Fit:
 def _qdtree_fit(workload: list[Predicate], blocks: int) -> _Fit:
     from lakelayout.layouts import QdTreeLayout
 
-    return lambda s: QdTreeLayout.fit(s, workload, target_blocks=blocks)
+    return _near(lambda s, t: QdTreeLayout.fit(s, workload, target_blocks=t), blocks)
 
 
 def _pando_fit(workload: list[Predicate], blocks: int) -> _Fit:
     from lakelayout.layouts import PandoLayout
 
-    return lambda s: PandoLayout.fit(s, workload, target_blocks=blocks, k=2, max_leaves=24)
+    return _near(
+        lambda s, t: PandoLayout.fit(s, workload, target_blocks=t, k=2, max_leaves=24), blocks
+    )
+
+
+#: fits tried to bring a tree layout's block count near the wanted one
+TREE_FITS = 3
+
+
+def _near(fit: Callable[[pa.Table, int], Layout], wanted: int) -> _Fit:
+    """Tree layouts stop short of ``target_blocks`` (leaves have a minimum size): refit
+    with a scaled target, up to :data:`TREE_FITS` times, so a rewrite keeps about as
+    many files as it replaces; the fit closest to ``wanted`` wins."""
+
+    def run(sample: pa.Table) -> Layout:
+        best: Layout | None = None
+        target = wanted
+        for _ in range(TREE_FITS):
+            layout = fit(sample, target)
+            if best is None or abs(layout.n_blocks - wanted) < abs(best.n_blocks - wanted):
+                best = layout
+            if abs(layout.n_blocks - wanted) <= 0.05 * wanted:
+                break
+            scaled = round(target * wanted / max(1, layout.n_blocks))
+            target = min(4 * wanted, max(1, scaled if scaled != target else target + 1))
+        assert best is not None
+        return best
+
+    return run
 
 
 def _calls_any(pred: Predicate, analysis: Analysis) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,10 +30,12 @@ from lakelayout.advisor.estimate import (
     FAMILIES,
     Candidate,
     additional_indexes,
+    bytes_read,
     candidates,
     virtual_files,
 )
 from lakelayout.advisor.filters import leaf_filters
+from lakelayout.errors import InvalidOption
 from lakelayout.expr.nodes import Predicate
 from lakelayout.layouts.base import Layout
 from lakelayout.skipping.indexes.base import Index
@@ -46,20 +48,24 @@ class Inputs:
 
     predicates: list[Predicate]
     timestamps: list[dt.datetime]
-    sample: pa.Table
-    #: per sample row, the position in ``candidate_files`` of the file it came from
-    sample_files: np.ndarray
     #: the files a rewrite would replace (real statistics)
     candidate_files: FileStats
     #: bytes of the live files that are not candidates
     other_bytes: int
     target_file_size: int
     schema: pa.Schema
+    #: a sample of the candidate files (None: ask the ``sampler`` given to :func:`recommend`)
+    sample: pa.Table | None = None
+    #: per sample row, the position in ``candidate_files`` of the file it came from
+    sample_files: np.ndarray | None = None
     indexes: list[Index] = field(default_factory=list)
     udfs: Mapping[str, Any] = field(default_factory=dict)
     timezone: str = "UTC"
     #: logged queries that could not be parsed against the current schema
     unparsed: int = 0
+
+
+Sampler = Callable[[], tuple[pa.Table, np.ndarray]]
 
 
 @dataclass
@@ -122,8 +128,17 @@ def recommend(
     analyzer: AnalyzerConfig | None = None,
     benefit: BenefitConfig | None = None,
     families: Sequence[str] = FAMILIES,
+    sampler: Sampler | None = None,
 ) -> Recommendation:
-    """Analyze, fit candidates, price them, decide (see the module docstring)."""
+    """Analyze, fit candidates, price them, decide (see the module docstring).
+
+    Before anything is sampled or fitted, an upper bound is checked: even a
+    layout that made every recent query read nothing of the never-clustered
+    files would save at most ``E × (bytes they read now) × cost per byte``;
+    when that does not beat the cheapest rewrite with the margin, the answer
+    is no and no sample is taken (``sampler`` is only called past that point,
+    when ``inputs.sample`` is None).
+    """
     started = time.perf_counter()
     cfg = benefit or BenefitConfig()
     files = inputs.candidate_files
@@ -133,11 +148,11 @@ def recommend(
         "candidate_files": len(files),
         "candidate_bytes": int(files.total_bytes),
         "other_bytes": int(inputs.other_bytes),
-        "sample_rows": inputs.sample.num_rows,
         "target_file_size": inputs.target_file_size,
         "cost_model": model.source,
     }
-    rec = _recommend(inputs, model, analyzer or AnalyzerConfig(), cfg, families)
+    rec = _recommend(inputs, model, analyzer or AnalyzerConfig(), cfg, families, sampler)
+    summary["sample_rows"] = 0 if inputs.sample is None else inputs.sample.num_rows
     rec.inputs = summary
     rec.seconds = time.perf_counter() - started
     return rec
@@ -149,48 +164,69 @@ def _recommend(
     analyzer_cfg: AnalyzerConfig,
     cfg: BenefitConfig,
     families: Sequence[str],
+    sampler: Sampler | None,
 ) -> Recommendation:
     n = len(inputs.predicates)
     if n < cfg.min_queries:
         return Recommendation(
             f"no rewrite: only {n} queries logged, the advisor waits for {cfg.min_queries}"
         )
-    analysis = analyze(
-        inputs.predicates,
-        inputs.sample,
-        config=analyzer_cfg,
-        udfs=inputs.udfs,
-        timezone=inputs.timezone,
-    )
     rate = expected_queries_of(inputs.timestamps, cfg)
-    rec = Recommendation("", analysis=analysis, rate=rate)
+    rec = Recommendation("", rate=rate)
+
+    def without_sample() -> Recommendation:
+        rec.analysis = analyze(
+            inputs.predicates, None, config=analyzer_cfg, udfs=inputs.udfs, timezone=inputs.timezone
+        )
+        return rec
+
     if not any(leaf_filters(p) for p in inputs.predicates):
         rec.reason = f"no rewrite: none of the {n} recent queries filters; no layout helps them"
-        return rec
+        return without_sample()
     files = inputs.candidate_files
     nbytes = int(files.total_bytes)
     blocks = max(1, round(nbytes / max(1, inputs.target_file_size)))
     if len(files) == 0:
         rec.reason = "no rewrite: every live file is already clustered"
-        return rec
+        return without_sample()
     if blocks < 2:
         rec.reason = (
             f"no rewrite: the {len(files)} never-clustered file(s) ({nbytes / 2**20:,.2f} MiB) fit "
             "in one file of the target size; there is nothing to cluster yet"
         )
-        return rec
-    if inputs.sample.num_rows == 0:
+        return without_sample()
+    read_now = float(np.mean([bytes_read(p, files) for p in inputs.predicates]))
+    ceiling = rate.expected_queries * read_now * model.query_seconds_per_byte
+    cheapest = model.rewrite_seconds(nbytes, blocks, n_curve=1)
+    if ceiling <= cheapest * cfg.margin:
+        rec.reason = (
+            f"no rewrite: even a layout that made the recent queries read nothing of the "
+            f"{nbytes / 2**20:,.2f} MiB of never-clustered data would save at most "
+            f"{ceiling:.3g} s ({rate.expected_queries:,.0f} expected queries × "
+            f"{read_now / 2**20:,.2f} MiB read now each), not more than the cheapest rewrite "
+            f"({cheapest:.3g} s) × {cfg.margin:g}"
+        )
+        return without_sample()
+    if inputs.sample is None:
+        if sampler is None:
+            raise InvalidOption("recommend() needs inputs.sample or a sampler")
+        inputs.sample, inputs.sample_files = sampler()
+    sample = inputs.sample
+    sample_files = np.zeros(0, np.int64) if inputs.sample_files is None else inputs.sample_files
+    rec.analysis = analyze(
+        inputs.predicates, sample, config=analyzer_cfg, udfs=inputs.udfs, timezone=inputs.timezone
+    )
+    analysis = rec.analysis
+    if sample.num_rows == 0:
         rec.reason = "no rewrite: the sample of the never-clustered files is empty"
         return rec
     rec.new_indexes = additional_indexes(analysis, inputs.indexes, inputs.schema)
     n_additional = sum(_features_in(i) for i in rec.new_indexes)
-    now = virtual_files(inputs.sample, inputs.sample_files, inputs.indexes).fractions(
-        inputs.predicates
-    )
+    now = virtual_files(sample, sample_files, inputs.indexes).fractions(inputs.predicates)
     rec.candidates = candidates(
         analysis,
         inputs.predicates,
-        inputs.sample,
+        sample,
         blocks,
         indexes=[*inputs.indexes, *rec.new_indexes],
         families=families,
@@ -222,11 +258,12 @@ def _recommend(
         layout = next(c.layout for c in rec.candidates if c.describe() == chosen.layout)
         assert layout is not None
         rec.layout = layout
-        blocks_after = np.asarray(layout.assign(inputs.sample), dtype=np.int64)
-        plain_now = virtual_files(inputs.sample, inputs.sample_files).fractions(inputs.predicates)
-        plain_after = virtual_files(inputs.sample, blocks_after).fractions(inputs.predicates)
+        blocks_after = np.asarray(layout.assign(sample), dtype=np.int64)
+        plain_now = virtual_files(sample, sample_files).fractions(inputs.predicates)
+        plain_after = virtual_files(sample, blocks_after).fractions(inputs.predicates)
         saved = float(np.mean(plain_now - plain_after)) * nbytes
         rec.chosen = dataclasses.replace(chosen, minmax_saved_bytes_per_query=saved)
+        rec.best = rec.chosen if best is chosen else best
     return rec
 
 
