@@ -179,6 +179,7 @@ class _Writer:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._queues: dict[str, _Queue] = {}
+        self._added: dict[str, int] = {}
         self._io = threading.Lock()  # one flush at a time (thread, explicit, exit)
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -190,6 +191,7 @@ class _Writer:
             if not queue.rows:
                 queue.since = time.monotonic()
             queue.rows.append(row)
+            self._added[table_uri] = self._added.get(table_uri, 0) + 1
             queue.retention_days, queue.max_records = limits
             if len(queue.rows) > MAX_PENDING:
                 dropped = len(queue.rows) - MAX_PENDING
@@ -198,6 +200,10 @@ class _Writer:
             self._start()
             if len(queue.rows) >= FLUSH_RECORDS:
                 self._wake.notify()
+
+    def added(self, table_uri: str) -> int:
+        with self._lock:
+            return self._added.get(table_uri, 0)
 
     def pending(self, table_uri: str) -> int:
         with self._lock:
@@ -284,6 +290,12 @@ def _append(path: str, rows: Sequence[dict[str, Any]]) -> None:
 
     data = pa.Table.from_pylist(list(rows), schema=SCHEMA)
     write_deltalake(path, data, mode="append", name="lakelayout query log")
+
+
+def records_added(table_uri: str) -> int:
+    """Records queued for ``table_uri`` by this process so far (monotonic): lets a caller
+    tell whether a scan it ran was logged."""
+    return _WRITER.added(table_uri)
 
 
 def flush_all() -> int:
