@@ -331,7 +331,9 @@ bench_app = typer.Typer(
 app.add_typer(bench_app, name="bench")
 
 _POLICY_HELP = (
-    "comma-separated: none,sorted,zorder-halfway,liquid,qdtree,pando,sop-z,hilbert,deltars-zorder"
+    "comma-separated: none,sorted,zorder-halfway,liquid,qdtree,pando,sop-z,hilbert,"
+    "deltars-zorder,auto (qdtree, pando, sop-z and hilbert are oracles: fitted on the whole "
+    "workload)"
 )
 
 
@@ -480,7 +482,7 @@ def demo(
     work_dir: Annotated[Path, typer.Option(help="where data and tables go")] = Path("demo-data"),
     queries: Annotated[int, typer.Option(help="queries in the replayed stream")] = 39,
 ) -> None:
-    """TPC-H replay in spark mode: six policies side by side, HTML report written next to it."""
+    """TPC-H replay in spark mode: seven policies (auto: the advisor) side by side, HTML report."""
     from lakelayout.demo import run_demo
 
     try:

@@ -99,3 +99,23 @@ def test_logging_is_off_per_table_and_per_session(spark: Any, tmp_path: Path) ->
     assert ql.QueryLog(other.uri).read().num_rows == 0
     other.scan("id < 6")
     assert ql.QueryLog(other.uri).read().num_rows == 1
+
+
+def test_select_through_lakelayout_sql_is_logged(spark: Any, tmp_path: Path) -> None:
+    import lakelayout
+    from lakelayout.errors import InvalidOption
+
+    t = _make(spark, tmp_path / "t")
+    wh = str(tmp_path / "wh")
+    df = lakelayout.sql(spark, f"SELECT id, s FROM delta.`{t.uri}` WHERE id >= 390", warehouse=wh)
+    assert df.columns == ["id", "s"] and sorted(r["id"] for r in df.collect()) == list(
+        range(390, 400)
+    )
+    assert lakelayout.sql(spark, f"select * from delta.`{t.uri}`", warehouse=wh).count() == 400
+    with pytest.raises(InvalidOption, match="SELECT takes \\* or column names, got"):
+        lakelayout.sql(spark, f"SELECT id + 1 FROM delta.`{t.uri}`", warehouse=wh)
+    log = ql.QueryLog(t.uri).read().to_pylist()
+    assert [(r["predicate"], r["columns"]) for r in log] == [
+        ("id >= 390L", ["id", "s"]),
+        ("TRUE", None),
+    ]
