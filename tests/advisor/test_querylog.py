@@ -29,6 +29,8 @@ def test_records_are_buffered_until_flushed_and_read_back_in_order(tmp_path: Pat
         log.record(ql.QueryRecord(table_version=0, predicate=f"a > {i}", features=("a",)))
     assert log.pending() == 3
     assert not log.exists()  # nothing written on the record's path
+    unflushed = log.read(flush=False)  # queued records are read from memory
+    assert unflushed.num_rows == 3 and not log.exists()
     assert log.flush() == 3 and log.pending() == 0
     data = log.read()
     assert data.column("predicate").to_pylist() == ["a > 0", "a > 1", "a > 2"]

@@ -62,8 +62,8 @@ def test_auto_learns_from_its_own_log_only(spark: Any, tmp_path: Path) -> None:
     delta.set_properties(table.uri, {"lakelayout.targetFileSize": str(average)})
     ctx = _Blind(table)
     policy = AutoPolicy(model=CHEAP, recheck=5)
-    policy.on_insert(ctx, [])  # nothing logged yet: nothing to learn from
-    assert "only 0 queries logged" in policy.decisions[0]
+    policy.on_insert(ctx, [])  # nothing logged yet: nothing to learn from, nothing asked
+    assert policy.decisions == [] and ctx.overheads == []
     for q in queries:  # logical mode: the policy logs what it is told ran
         policy.may_reorganize(ctx)
         policy.on_query(ctx, q)
@@ -97,5 +97,6 @@ def test_auto_in_a_replay_is_labelled_and_counts_its_time(
     run = results["runs"][1]
     assert run["policy"] == "auto" and run["rewrites"] == []  # a tiny table: never pays
     assert "defaults cost model" in run["description"] and "rewrites: none" in run["description"]
-    assert auto.overhead_seconds > 0 and len(auto.decisions) >= 2
+    assert auto.overhead_seconds > 0  # main's replay context has no record_overhead yet
+    assert auto.decisions and all("no rewrite: " in d for d in auto.decisions)
     assert policy_label("auto") == "auto" and policy_label("pando") == "pando (oracle)"

@@ -396,7 +396,7 @@ class Advisor:
     def _window(self, schema: pa.Schema) -> tuple[list[Predicate], list[dt.datetime], int]:
         """Parsed predicates and times of the newest logged queries; how many did not parse."""
         since = dt.datetime.now(dt.UTC) - dt.timedelta(days=self.window_days)
-        data = self.log.read(since=since, last=self.window)
+        data = self.log.read(since=since, last=self.window, flush=False)
         functions = self.table.indexes.functions()
         timezone = self._timezone()
         cache: dict[str, Predicate | None] = {}

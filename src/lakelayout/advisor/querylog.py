@@ -205,6 +205,12 @@ class _Writer:
         with self._lock:
             return self._added.get(table_uri, 0)
 
+    def queued(self, table_uri: str) -> list[dict[str, Any]]:
+        """A copy of the records of ``table_uri`` not written yet."""
+        with self._lock:
+            queue = self._queues.get(table_uri)
+            return list(queue.rows) if queue else []
+
     def pending(self, table_uri: str) -> int:
         with self._lock:
             queue = self._queues.get(table_uri)
@@ -343,17 +349,22 @@ class QueryLog:
     ) -> pa.Table:
         """Records (oldest first) newer than ``since`` and/or the ``last`` newest ones.
 
-        Queued records of this process are flushed first unless ``flush=False``.
-        An absent log reads as an empty table of :data:`SCHEMA`.
+        Queued records of this process are flushed first; with ``flush=False``
+        they are read from memory instead (no write). An absent log reads as an
+        empty table of :data:`SCHEMA`.
         """
         if flush:
             self.flush()
-        if not self.exists():
-            return SCHEMA.empty_table()
-        from deltalake import DeltaTable
+        parts = []
+        if self.exists():
+            from deltalake import DeltaTable
 
-        data = DeltaTable(self.path).to_pyarrow_table()
-        data = data.select(SCHEMA.names).cast(SCHEMA)
+            parts.append(DeltaTable(self.path).to_pyarrow_table().select(SCHEMA.names).cast(SCHEMA))
+        if not flush:
+            queued = _WRITER.queued(self.table_uri)
+            if queued:
+                parts.append(pa.Table.from_pylist(queued, schema=SCHEMA))
+        data = pa.concat_tables(parts) if parts else SCHEMA.empty_table()
         if since is not None:
             data = data.filter(pc.greater_equal(data["ts"], pa.scalar(_utc(since), SCHEMA[0].type)))
         order = pc.sort_indices(

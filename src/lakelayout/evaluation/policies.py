@@ -447,22 +447,32 @@ class AutoPolicy(Policy):
     Every query the replay runs is in the table's query log (``Table.scan``
     logs it in spark mode; in logical mode, where the replay prunes without
     scanning, the policy logs it itself with ``advisor.record_query``). After
-    every insert, and again when the log has grown by half since the last
-    decision (at least ``recheck`` queries), the advisor decides with the
+    every insert, and again when the log has doubled since the last decision
+    (at least ``recheck`` queries), the advisor decides with the
     calibrated cost model (``lakelayout calibrate``; documented defaults
     otherwise) whether rewriting the never-clustered files pays, expecting
     as many future queries as it has seen (it does not know the stream's
     length). Rewrites go through ``ctx.rewrite``; the advisor's own time
     (logging in logical mode, analysis, sampling, fitting, recording) goes to
     ``ctx.record_overhead`` when the context has it, else it is summed in
-    :attr:`overhead_seconds` for the replay to add to the run's total.
+    :attr:`overhead_seconds` for the replay to add to the run's total. Until
+    ``min_queries`` queries are logged there is nothing to learn from, and the
+    advisor is not asked.
     """
 
     name = "auto"
     description = "advisor: learns from its own query log, rewrites when the cost model says so"
 
-    def __init__(self, *, model: CostModel | None = None, recheck: int = 10, window: int = 120):
+    def __init__(
+        self,
+        *,
+        model: CostModel | None = None,
+        recheck: int = 10,
+        window: int = 120,
+        min_queries: int = 5,
+    ) -> None:
         self.model = model
+        self.min_queries = min_queries
         self.recheck = recheck
         self.window = window
         #: advisor seconds not handed to ``ctx.record_overhead`` (the replay adds them)
@@ -483,7 +493,7 @@ class AutoPolicy(Policy):
 
         self._added_before = records_added(ctx.table.uri)
         since = self._logged - self._at_decision
-        if since >= max(self.recheck, self._at_decision // 2):
+        if since >= max(self.recheck, self._at_decision):
             self._decide(ctx, "queries")
 
     def on_query(self, ctx: Context, query: Query) -> None:
@@ -500,12 +510,16 @@ class AutoPolicy(Policy):
         from lakelayout.advisor.benefit import BenefitConfig
         from lakelayout.advisor.costmodel import CostModel
 
+        if self._logged < self.min_queries:
+            return
         started = time.perf_counter()
         advisor = ctx.table.advisor
         if advisor.model is None:
             advisor.model = self.model or CostModel.load()
         advisor.window = self.window
-        advisor.benefit = BenefitConfig(horizon_queries=float(self._logged), min_queries=5)
+        advisor.benefit = BenefitConfig(
+            horizon_queries=float(self._logged), min_queries=self.min_queries
+        )
         version = ctx.table.version
         rec = advisor.recommend()
         self._at_decision = self._logged
