@@ -258,13 +258,31 @@ class Advisor:
         metrics = self.table.optimize.apply(
             rec.layout, paths, hooks=self.hooks, one_file_per_block=True
         )
-        declared = {i.name for i in self.table.indexes.list()}
-        new = [i for i in rec.new_indexes if i.name not in declared]
-        if new:
-            self.table.indexes.add(*new)
-        if new or declared:
-            self.table.indexes.refresh()
+        self._add_statistics(rec)
         return metrics
+
+    def _add_statistics(self, rec: Recommendation) -> None:
+        """Declare and build the additional statistics after the rewrite committed.
+
+        Statistics only help skipping: if declaring or building them fails, the
+        new declarations are dropped again (a failing index would fail every
+        later refresh) and the rewrite stands.
+        """
+        declared = {d.name for d in self.table.indexes.describe()}
+        new = [i for i in rec.new_indexes if i.name not in declared]
+        added: list[str] = []
+        try:
+            if new:
+                added = self.table.indexes.add(*new)
+            if new or declared:
+                self.table.indexes.refresh()
+        except Exception as exc:
+            logger.warning("advisor on %s: statistics not built: %s", self.table.uri, exc)
+            for name in added:
+                try:
+                    self.table.indexes.drop(name)
+                except LakelayoutError as drop_exc:
+                    logger.warning("advisor on %s: %s", self.table.uri, drop_exc)
 
     # ------------------------------------------------------------ the decision log
 

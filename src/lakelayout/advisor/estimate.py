@@ -177,7 +177,7 @@ def candidates(
             cand.layout = fit(sample)
             blocks = np.asarray(cand.layout.assign(sample), dtype=np.int64)
             cand.fractions = virtual_files(sample, blocks, indexes).fractions(predicates)
-        except (LakelayoutError, ValueError, TypeError, pa.ArrowException) as exc:
+        except Exception as exc:  # one family that cannot be fitted must not sink the others
             cand.layout, cand.error = None, f"{type(exc).__name__}: {exc}"
         cand.fit_seconds = time.perf_counter() - started
         out.append(cand)

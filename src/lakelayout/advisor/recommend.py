@@ -220,7 +220,9 @@ def _recommend(
     if sample.num_rows == 0:
         rec.reason = "no rewrite: the sample of the never-clustered files is empty"
         return rec
-    rec.new_indexes = additional_indexes(analysis, inputs.indexes, inputs.schema)
+    proposed = additional_indexes(analysis, inputs.indexes, inputs.schema)
+    # only statistics that can be computed on the sample are proposed
+    rec.new_indexes = list(virtual_files(sample, sample_files, proposed).indexes)
     n_additional = sum(_features_in(i) for i in rec.new_indexes)
     now = virtual_files(sample, sample_files, inputs.indexes).fractions(inputs.predicates)
     rec.candidates = candidates(

@@ -509,6 +509,7 @@ class AutoPolicy(Policy):
         from lakelayout.advisor.advisor import AutoResult
         from lakelayout.advisor.benefit import BenefitConfig
         from lakelayout.advisor.costmodel import CostModel
+        from lakelayout.advisor.recommend import Recommendation
 
         if self._logged < self.min_queries:
             return
@@ -521,8 +522,11 @@ class AutoPolicy(Policy):
             horizon_queries=float(self._logged), min_queries=self.min_queries
         )
         version = ctx.table.version
-        rec = advisor.recommend()
         self._at_decision = self._logged
+        try:
+            rec = advisor.recommend()
+        except Exception as exc:  # a failing decision must not end the replay: no rewrite
+            rec = Recommendation(f"no rewrite: the advisor failed: {type(exc).__name__}: {exc}")
         result = AutoResult(rec, applied=False)
         spent = time.perf_counter() - started
         if rec.rewrite and rec.chosen is not None:
