@@ -73,6 +73,8 @@ class AutoResult:
     metrics: OptimizeMetrics | None = None
     error: str | None = None
     seconds: float = 0.0
+    #: the measured cost of acting: the rewrite and building its statistics
+    apply_seconds: float = 0.0
     decision_id: str = ""
 
     @property
@@ -86,7 +88,7 @@ class AutoResult:
             m = self.metrics
             out.append(
                 f"rewrote {m.files_removed} files ({m.bytes_removed / 2**20:,.2f} MiB) into "
-                f"{m.files_added} in {self.seconds:.2f} s"
+                f"{m.files_added} in {self.apply_seconds:.2f} s"
             )
         return out
 
@@ -238,6 +240,7 @@ class Advisor:
 
         Returns the rewrite's metrics (empty ones when it failed).
         """
+        started = time.perf_counter()
         try:
             result.metrics = self.apply(result.recommendation)
             result.applied = True
@@ -246,6 +249,8 @@ class Advisor:
             result.error = f"{type(exc).__name__}: {exc}"
             logger.warning("advisor on %s: rewrite failed: %s", self.table.uri, exc)
             return OptimizeMetrics("auto (failed)")
+        finally:
+            result.apply_seconds = time.perf_counter() - started
 
     def apply(self, rec: Recommendation) -> OptimizeMetrics:
         """Rewrite the never-clustered files with the recommended layout; then declare
@@ -353,7 +358,6 @@ class Advisor:
     def record(self, result: AutoResult, *, trigger: str, version: int, apply: bool = True) -> str:
         """Write the decision of ``result`` to the decision log; its id (never raises)."""
         rec = result.recommendation
-        chosen = rec.chosen
         if result.applied:
             outcome = "applied"
         elif result.error is not None:
@@ -363,7 +367,9 @@ class Advisor:
         else:
             outcome = "skipped"
         detail = rec.to_dict()
-        detail["minmax_saved_bytes_per_query"] = self._minmax_saving(rec)
+        detail["minmax_saved_bytes_per_query"] = (
+            None if rec.chosen is None else rec.chosen.minmax_saved_bytes_per_query
+        )
         row = DecisionRow(
             kind="decision",
             trigger=trigger,
@@ -378,9 +384,7 @@ class Advisor:
             estimated_saved_bytes_per_query=(
                 None if rec.best is None else rec.best.saved_bytes_per_query
             ),
-            actual_seconds=(
-                result.metrics.seconds if result.metrics is not None and result.applied else None
-            ),
+            actual_seconds=result.apply_seconds if result.applied else None,
             version_after=(
                 max(result.metrics.versions)
                 if result.metrics is not None and result.metrics.versions
@@ -389,22 +393,11 @@ class Advisor:
             advisor_seconds=rec.seconds,
             detail=detail,
         )
-        if chosen is None:
-            row.estimated_saved_bytes_per_query = (
-                None if rec.best is None else rec.best.saved_bytes_per_query
-            )
         try:
             self.decision_log.append(row)
         except Exception as exc:  # recording must not turn a decision into a failure
             logger.warning("advisor on %s: decision not recorded: %s", self.table.uri, exc)
         return row.id
-
-    def _minmax_saving(self, rec: Recommendation) -> float | None:
-        """The chosen layout's saved bytes per query with min/max only (what a later
-        measurement can compare with)."""
-        if rec.chosen is None or rec.analysis is None:
-            return None
-        return rec.chosen.minmax_saved_bytes_per_query
 
     # ------------------------------------------------------------ gathering
 
