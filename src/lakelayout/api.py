@@ -10,6 +10,7 @@ session given, or on :func:`spark_session` created on first use.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -36,9 +37,10 @@ from lakelayout.table.schema import check_append_schema
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakelayout.advisor.advisor import Advisor, AutoOptimizer
     from lakelayout.cluster.detail import TableDetail
     from lakelayout.cluster.metrics import OptimizeMetrics
-    from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
+    from lakelayout.cluster.optimize import OptimizeHooks
     from lakelayout.cluster.vacuum import VacuumMetrics
     from lakelayout.indexing import Indexes
     from lakelayout.online_table import Online
@@ -46,6 +48,8 @@ if TYPE_CHECKING:
     from lakelayout.table.conflicts import RetryPolicy
     from lakelayout.table.delta import Snapshot
     from lakelayout.table.files import WrittenFile
+
+logger = logging.getLogger(__name__)
 
 #: table property holding the target size of written files, in bytes
 TARGET_FILE_SIZE = "lakelayout.targetFileSize"
@@ -120,6 +124,7 @@ class Table:
         self._spark = spark
         self._udfs = dict(udfs or {})
         self._indexes: Indexes | None = None
+        self._advisor: Advisor | None = None
 
     # ------------------------------------------------------------ creation
 
@@ -136,6 +141,7 @@ class Table:
         name: str | None = None,
         description: str | None = None,
         cluster_by: Sequence[str] | None = None,
+        auto_optimize: bool = False,
     ) -> Table:
         """Create a Delta table at ``uri`` from a DataFrame, or empty from a schema.
 
@@ -144,6 +150,8 @@ class Table:
         a liquid-clustered table: they are validated before anything is written
         and stored as ``lakelayout.clusteringColumns``; ``optimize.run()`` then
         clusters incrementally (see :mod:`lakelayout.cluster`).
+        ``auto_optimize=True`` sets ``lakelayout.autoOptimize=true``: every append
+        then asks the advisor whether a rewrite pays (:mod:`lakelayout.advisor`).
         """
         from lakelayout.table.writer import arrow_schema_of, write_files
 
@@ -156,6 +164,8 @@ class Table:
         table_schema = schema if schema is not None else arrow_schema_of(df)  # type: ignore[arg-type]
         if cluster_by is not None:
             config.update(_clustering_config(cluster_by, table_schema))
+        if auto_optimize:
+            config["lakelayout.autoOptimize"] = "true"
         files = []
         if df is not None:
             delta.ensure_absent(root)
@@ -250,7 +260,7 @@ class Table:
         )
         version, retries = self._commit_append(files, snap) if files else (snap.version, 0)
         self.indexes.record_written(files, indexes)
-        return WriteMetrics(
+        metrics = WriteMetrics(
             version=version,
             files_added=len(files),
             rows_added=sum(f.num_records for f in files),
@@ -258,6 +268,8 @@ class Table:
             seconds=time.perf_counter() - started,
             retries=retries,
         )
+        self._after_append(metrics)
+        return metrics
 
     def _commit_append(self, files: Sequence[WrittenFile], snap: Snapshot) -> tuple[int, int]:
         """Commit appended files; (version, retries).
@@ -299,6 +311,7 @@ class Table:
         ``measure=True`` a Spark job also counts the matching rows per file
         and the report carries σ, λ, μ and ψ.
         """
+        scan_started = time.perf_counter()
         snap = self.snapshot(version)
         select = _resolve_columns(columns, snap.schema)
         predicate = self._bind(where, snap.schema)
@@ -334,8 +347,9 @@ class Table:
             bytes_skipped_by=pruned.bytes_skipped_by,
             unused_indexes=pruned.unused,
         )
-        self._after_scan(where, predicate, snap, version)
-        return ScanResult(df=df, report=report, predicate=predicate)
+        result = ScanResult(df=df, report=report, predicate=predicate)
+        self._after_scan(snap, result, select, time.perf_counter() - scan_started, where, version)
+        return result
 
     def to_df(self, *, version: int | None = None) -> DataFrame:
         """Every row of the table (at ``version``) as a Spark DataFrame."""
@@ -346,11 +360,21 @@ class Table:
     # (lakelayout.cluster holds the logic; these are the Table-level verbs)
 
     @property
-    def optimize(self) -> Optimizer:
-        """The OPTIMIZE namespace: ``run()``, ``compact()``, ``zorder()``, ``hilbert()``, ``apply()``."""
-        from lakelayout.cluster.optimize import Optimizer
+    def optimize(self) -> AutoOptimizer:
+        """The OPTIMIZE namespace: ``run()``, ``compact()``, ``zorder()``, ``hilbert()``,
+        ``apply()``, and ``auto()`` (only when the advisor finds that it pays)."""
+        from lakelayout.advisor.advisor import AutoOptimizer
 
-        return Optimizer(self.uri, lambda: self.spark)
+        return AutoOptimizer(self)
+
+    @property
+    def advisor(self) -> Advisor:
+        """The workload advisor: ``features()``, ``recommend()``, ``auto()``, ``decisions()``."""
+        if self._advisor is None:
+            from lakelayout.advisor.advisor import Advisor
+
+            self._advisor = Advisor(self)
+        return self._advisor
 
     @property
     def clustering_columns(self) -> list[str] | None:
@@ -440,17 +464,52 @@ class Table:
 
         return Online(self)
 
+    # ------------------------------------------------------------ internals
+
     def _after_scan(
-        self, where: str | None, predicate: Predicate, snap: Snapshot, version: int | None
+        self,
+        snap: Snapshot,
+        result: ScanResult,
+        columns: Sequence[str] | None,
+        seconds: float,
+        where: str | None,
+        version: int | None,
     ) -> None:
-        """A scan of the latest version with a predicate is a query for the online
-        reorganizer (a no-op unless ``online`` is enabled)."""
+        """What follows every scan: its record in the query log, and (for a scan of
+        the latest version with a predicate) the online reorganizer's update.
+
+        The query log never raises: a log that cannot be written must not fail
+        the query. The reorganizer is a no-op unless ``online`` is enabled.
+        """
+        self._log_scan(snap, result, columns, seconds)
         if where is not None and version is None:
             from lakelayout.online_table import after_scan
 
-            after_scan(self, where, predicate, snap)
+            after_scan(self, where, result.predicate, snap)
 
-    # ------------------------------------------------------------ internals
+    def _log_scan(
+        self, snap: Snapshot, result: ScanResult, columns: Sequence[str] | None, seconds: float
+    ) -> None:
+        try:
+            from lakelayout.advisor import querylog
+
+            session = self.spark.conf.get(querylog.SESSION_CONF, None)
+            querylog.log_scan(
+                self.uri, snap.configuration, result.report, result.predicate, columns, seconds,
+                session_value=session,
+            )  # fmt: skip
+        except Exception as exc:
+            logger.warning("query log of %s: scan not recorded: %s", self.uri, exc)
+
+    def _after_append(self, metrics: WriteMetrics) -> None:
+        """Ask the advisor after a committed append (``lakelayout.autoOptimize``); it
+        never raises, so the append stands whatever the advisor does."""
+        try:
+            from lakelayout.advisor.advisor import after_append
+
+            after_append(self, metrics.files_added)
+        except Exception as exc:
+            logger.warning("advisor on %s after an append: %s", self.uri, exc)
 
     def _bind(self, where: str | None, schema: pa.Schema) -> Predicate:
         if where is None:

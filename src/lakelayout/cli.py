@@ -1,4 +1,5 @@
-"""The ``lakelayout`` command line: scan, describe, optimize, vacuum, bench, demo."""
+"""The ``lakelayout`` command line: scan, describe, optimize, vacuum, the advisor (log,
+advise, calibrate, decisions), online reorganization, bench, demo."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
 
-from lakelayout.errors import LakelayoutError
+from lakelayout.errors import InvalidOption, LakelayoutError
 
 app = typer.Typer(
     add_completion=False,
@@ -298,14 +299,183 @@ def vacuum(
         console.print(f"  ... and {metrics.files_deleted - max(show, 0)} more", highlight=False)
 
 
+# --------------------------------------------------------------------------- the advisor
+
+
+def _advisor_table(path: str, model: Path | None) -> object:
+    """The table at ``path`` with its advisor using ``model`` (a calibrated JSON file)."""
+    from lakelayout.advisor.costmodel import CostModel
+    from lakelayout.api import Table
+
+    table = Table(path)
+    if model is not None:
+        table.advisor.model = CostModel.load(model)
+    return table
+
+
+@app.command("log")
+def log_(
+    path: Annotated[str, typer.Argument(help="table location")],
+    last: Annotated[int, typer.Option(help="how many of the newest queries")] = 20,
+) -> None:
+    """Recent queries of a table's query log: predicate, columns, files/bytes kept, time."""
+    from lakelayout.advisor.querylog import QueryLog
+    from lakelayout.api import Table
+
+    try:
+        table = Table(path)
+        if last < 1:
+            raise InvalidOption(f"--last must be >= 1, got {last}")
+        data = QueryLog(table.uri).read(last=last)
+    except LakelayoutError as exc:
+        _fail(exc)
+        return
+    grid = RichTable(title=f"query log of {table.uri}: the {data.num_rows} newest queries")
+    for name in ("time (UTC)", "version", "predicate", "columns", "files", "bytes", "ms"):
+        grid.add_column(name, justify="right" if name in ("version", "files", "ms") else "left")
+    for r in data.to_pylist():
+        grid.add_row(
+            r["ts"].strftime("%Y-%m-%d %H:%M:%S"),
+            str(r["table_version"]),
+            r["predicate"],
+            "*" if r["columns"] is None else ", ".join(r["columns"]),
+            f"{r['files_kept']}/{r['files_total']}",
+            f"{_fmt_bytes(r['bytes_kept'])} of {_fmt_bytes(r['bytes_total'])}",
+            f"{r['scan_seconds'] * 1000:.0f}",
+        )
+    console.print(grid)
+
+
+@app.command()
+def advise(
+    path: Annotated[str, typer.Argument(help="table location")],
+    apply: Annotated[bool, typer.Option("--apply", help="rewrite now if it pays")] = False,
+    model: Annotated[
+        Path | None, typer.Option(help="cost model JSON (default: the calibrated one)")
+    ] = None,
+) -> None:
+    """Features of the recent workload, candidate layouts, cost against benefit, the decision."""
+    from lakelayout.api import Table
+
+    try:
+        table = _advisor_table(path, model)
+        assert isinstance(table, Table)
+        result = table.advisor.auto(trigger="cli", apply=apply)
+    except LakelayoutError as exc:
+        _fail(exc)
+        return
+    rec = result.recommendation
+    if rec.analysis is not None:
+        console.print("[bold]features[/]", highlight=False)
+        for line in rec.analysis.lines():
+            console.print(f"  {line}", highlight=False)
+    console.print(f"[bold]cost model[/]: {table.advisor.cost_model().source}", highlight=False)
+    console.print("[bold]decision[/]", highlight=False)
+    for line in result.lines():
+        console.print(f"  {line}", highlight=False)
+    if rec.rewrite and not apply:
+        console.print("  (run with --apply to rewrite)", highlight=False)
+    if result.error is not None:
+        raise typer.Exit(code=1)
+
+
+@app.command()
+def calibrate(
+    out: Annotated[
+        Path | None, typer.Option(help="where to save (default: the user's config directory)")
+    ] = None,
+    quick: Annotated[bool, typer.Option(help="smaller tables: faster, less precise")] = False,
+) -> None:
+    """Measure this cluster's rewrite and query costs; save the cost model (reused later)."""
+    from lakelayout.advisor.calibrate import DEFAULT_SIZES, QUICK_SIZES
+    from lakelayout.advisor.calibrate import calibrate as run
+    from lakelayout.table.session import spark_session
+
+    try:
+        model = run(
+            spark_session(),
+            sizes=QUICK_SIZES if quick else DEFAULT_SIZES,
+            progress=lambda m: console.print(m, highlight=False),
+        )
+        target = model.save(out)
+    except LakelayoutError as exc:
+        _fail(exc)
+        return
+    grid = RichTable(title=f"cost model ({model.source})")
+    grid.add_column("coefficient")
+    grid.add_column("value", justify="right")
+    for name, value in model.to_dict().items():
+        if isinstance(value, float):
+            grid.add_row(name, f"{value:.4g}")
+    console.print(grid)
+    console.print(f"fit: {model.quality}; saved to {target}", highlight=False)
+
+
+@app.command()
+def decisions(
+    path: Annotated[str, typer.Argument(help="table location")],
+    measure: Annotated[
+        bool, typer.Option(help="first measure applied decisions against later queries")
+    ] = True,
+) -> None:
+    """Every automatic decision with its inputs, estimates and outcome (and what it saved)."""
+    from lakelayout.api import Table
+
+    try:
+        table = Table(path)
+        if measure:
+            table.advisor.measure()
+        rows = table.advisor.decisions()
+    except LakelayoutError as exc:
+        _fail(exc)
+        return
+    console.print(f"[bold]decisions on {table.uri}[/]: {len(rows)}", highlight=False)
+    for i, r in enumerate(rows, 1):
+        when = r["ts"].strftime("%Y-%m-%d %H:%M:%S")
+        if r["kind"] == "measurement":
+            console.print(
+                f"#{i} {when} measured ({r['family']}): {r['measured_queries']} following queries, "
+                f"saved/query actual {_bytes_or_dash(r['actual_saved_bytes_per_query'])}, "
+                f"estimated {_bytes_or_dash(r['estimated_saved_bytes_per_query'])}; rewrite "
+                f"actual {_num(r['actual_seconds'])} s, estimated "
+                f"{_num(r['estimated_cost_seconds'])} s",
+                highlight=False,
+            )
+            continue
+        console.print(
+            f"#{i} {when} {r['trigger']}: {r['outcome']} (best layout: {r['family'] or '-'}, "
+            f"version {r['table_version']})",
+            highlight=False,
+        )
+        console.print(
+            f"    estimated cost {_num(r['estimated_cost_seconds'])} s, saving "
+            f"{_num(r['estimated_saving_seconds'])} s over {_num(r['expected_queries'])} queries "
+            f"({_bytes_or_dash(r['estimated_saved_bytes_per_query'])} less each); actual "
+            f"rewrite {_num(r['actual_seconds'])} s; advisor {_num(r['advisor_seconds'])} s",
+            highlight=False,
+        )
+        console.print(f"    {r['reason']}", highlight=False)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def _bytes_or_dash(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return ("-" if value < 0 else "") + _fmt_bytes(abs(int(value)))
+
+
 bench_app = typer.Typer(
     no_args_is_help=True, help="Replay inserts and queries under layout policies (issue 6)."
 )
 app.add_typer(bench_app, name="bench")
 
 _POLICY_HELP = (
-    "comma-separated: none,sorted,zorder-halfway,liquid,qdtree,pando,sop-z,hilbert,deltars-zorder; "
-    "online: oreo,greedy,regret; oracles: static,offline-optimal"
+    "comma-separated: none,sorted,zorder-halfway,liquid,qdtree,pando,sop-z,hilbert,"
+    "deltars-zorder,auto (qdtree, pando, sop-z and hilbert are oracles: fitted on the whole "
+    "workload); online: oreo,greedy,regret; oracles: static,offline-optimal"
 )
 
 
@@ -530,7 +700,7 @@ def demo(
     work_dir: Annotated[Path, typer.Option(help="where data and tables go")] = Path("demo-data"),
     queries: Annotated[int, typer.Option(help="queries in the replayed stream")] = 39,
 ) -> None:
-    """TPC-H replay in spark mode: six policies side by side, HTML report written next to it."""
+    """TPC-H replay in spark mode: seven policies (auto: the advisor) side by side, HTML report."""
     from lakelayout.demo import run_demo
 
     try:

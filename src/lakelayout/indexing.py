@@ -167,6 +167,11 @@ class Indexes:
             self._udf_types[name.lower()] = _arrow_type(dtype)
         self._registered = {key for key in self._registered if key[1] not in self._udfs}
 
+    @property
+    def udfs(self) -> dict[str, Udf]:
+        """The registered Python UDFs, by lower-case name."""
+        return dict(self._udfs)
+
     def functions(self) -> dict[str, pa.DataType]:
         """Extra functions predicates may call: ``st_within_box`` and every known UDF."""
         out = dict(WITHIN_BOX_FUNCTIONS)

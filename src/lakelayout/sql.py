@@ -12,7 +12,11 @@ statement                                                              returns
 NONE``
 ``OPTIMIZE t [FULL]`` / ``OPTIMIZE t ZORDER BY (a, b)``                 :class:`OptimizeMetrics`
 ``DESCRIBE DETAIL t``                                                  :class:`TableDetail`
+``SELECT * | c1, c2 FROM t [WHERE predicate]``                         a Spark DataFrame
 =====================================================================  ==========================
+
+``SELECT`` goes through :meth:`Table.scan <lakelayout.api.Table.scan>`: files are
+pruned with every index and the query is recorded in the table's query log.
 
 A table is named by an identifier registered in the catalog, or by path as
 ``delta.`/path```. The catalog is one JSON file, ``<warehouse>/_lakelayout_catalog.json``
@@ -63,6 +67,9 @@ _OPTIMIZE = re.compile(
     re.I | re.S,
 )
 _DESCRIBE = re.compile(rf"^(?:DESCRIBE|DESC)\s+DETAIL\s+{_NAME}$", re.I | re.S)
+_SELECT = re.compile(
+    rf"^SELECT\s+(?P<columns>.+?)\s+FROM\s+{_NAME}(?:\s+WHERE\s+(?P<where>.+))?$", re.I | re.S
+)
 
 
 class Catalog:
@@ -124,7 +131,8 @@ def sql(
     raise InvalidOption(
         f"unsupported statement {first!r}...; lakelayout.sql runs CREATE TABLE ... USING delta "
         "[CLUSTER BY (...)] [LOCATION '...'], CREATE TABLE ... LIKE ..., ALTER TABLE ... "
-        "CLUSTER BY (...)|NONE, OPTIMIZE t [FULL] [ZORDER BY (...)], DESCRIBE DETAIL t"
+        "CLUSTER BY (...)|NONE, OPTIMIZE t [FULL] [ZORDER BY (...)], DESCRIBE DETAIL t, "
+        "SELECT * | columns FROM t [WHERE ...]"
     )
 
 
@@ -243,12 +251,31 @@ def _describe(spark: SparkSession, catalog: Catalog, m: re.Match[str]) -> Any:
     return Table(catalog.location(m.group("name")), spark=spark).detail()
 
 
+def _select(spark: SparkSession, catalog: Catalog, m: re.Match[str]) -> Any:
+    from lakelayout.api import Table
+
+    table = Table(catalog.location(m.group("name")), spark=spark)
+    text = m.group("columns").strip()
+    columns = None if text == "*" else split_expressions(text)
+    if columns is not None:
+        plain = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+        odd = [c for c in columns if not plain.match(c)]
+        if odd:
+            raise InvalidOption(
+                f"SELECT takes * or column names, got {', '.join(odd)}; compute expressions "
+                "on the returned DataFrame"
+            )
+    where = m.group("where")
+    return table.scan(where.strip() if where else None, columns).df
+
+
 _HANDLERS = (
     (_CREATE_LIKE, _create_like),
     (_CREATE, _create),
     (_ALTER, _alter),
     (_OPTIMIZE, _optimize),
     (_DESCRIBE, _describe),
+    (_SELECT, _select),
 )
 
 

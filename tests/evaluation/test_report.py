@@ -82,7 +82,7 @@ def test_report_contains_every_policy(tmp_path: Path) -> None:
     json_path, html_path = write_report(results, tmp_path)
     page = html_path.read_text()
     assert page.count("<svg") == 3
-    for name in ("none", "sorted", "qdtree"):
+    for name in ("none", "sorted", "qdtree (oracle)"):  # fitted on the future: labelled
         assert f"<td>{name}</td>" in page
     assert "nproc=2" in page and "one run" in page
     assert load_json(tmp_path) == json.loads(json_path.read_text())

@@ -62,7 +62,7 @@ from lakelayout.errors import InvalidOption
 from lakelayout.skipping.store import MetadataStore, SidecarFile, temp_files
 from lakelayout.table import delta
 from lakelayout.table.conflicts import expired_markers
-from lakelayout.table.writer import resolve_location
+from lakelayout.table.location import resolve_location
 
 #: the Delta table property holding how long removed files are kept
 RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"

@@ -52,6 +52,9 @@ from lakelayout.online.engine import OnlineConfig, OnlineEngine
 from lakelayout.online.manager import Candidate
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from lakelayout.advisor.costmodel import CostModel
     from lakelayout.api import Table
     from lakelayout.expr.nodes import Expr, Predicate
 
@@ -749,6 +752,133 @@ ONLINE_POLICIES: dict[str, Callable[[OnlineSettings], Policy]] = {
 }
 
 
+class AutoPolicy(Policy):
+    """The advisor (issue 12, thesis ch. 5): starts knowing nothing and learns only from
+    its own table's query log.
+
+    Every query the replay runs is in the table's query log (``Table.scan``
+    logs it in spark mode; in logical mode, where the replay prunes without
+    scanning, the policy logs it itself with ``advisor.record_query``). After
+    every insert, and again when the log has doubled since the last decision
+    (at least ``recheck`` queries), the advisor decides with the
+    calibrated cost model (``lakelayout calibrate``; documented defaults
+    otherwise) whether rewriting the never-clustered files pays, expecting
+    as many future queries as it has seen (it does not know the stream's
+    length). Rewrites go through ``ctx.rewrite``; the advisor's own time
+    (logging in logical mode, analysis, sampling, fitting, recording) goes to
+    ``ctx.record_overhead`` when the context has it, else it is summed in
+    :attr:`overhead_seconds` for the replay to add to the run's total. Until
+    ``min_queries`` queries are logged there is nothing to learn from, and the
+    advisor is not asked.
+    """
+
+    name = "auto"
+    description = "advisor: learns from its own query log, rewrites when the cost model says so"
+
+    def __init__(
+        self,
+        *,
+        model: CostModel | None = None,
+        recheck: int = 10,
+        window: int = 120,
+        min_queries: int = 5,
+    ) -> None:
+        self.model = model
+        self.min_queries = min_queries
+        self.recheck = recheck
+        self.window = window
+        #: advisor seconds not handed to ``ctx.record_overhead`` (the replay adds them)
+        self.overhead_seconds = 0.0
+        #: every advisor second, handed over or not: (stream position, what, seconds)
+        self.overhead_events: list[tuple[int, str, float]] = []
+        self.decisions: list[str] = []
+        self._logged = 0
+        self._at_decision = 0
+        self._added_before = 0
+        self._rewrites: list[str] = []
+
+    def on_insert(self, ctx: Context, new_files: Sequence[str]) -> None:
+        self._decide(ctx, "insert")
+
+    def may_reorganize(self, ctx: Context) -> None:
+        from lakelayout.advisor.querylog import records_added
+
+        self._added_before = records_added(ctx.table.uri)
+        since = self._logged - self._at_decision
+        if since >= max(self.recheck, self._at_decision):
+            self._decide(ctx, "queries")
+
+    def on_query(self, ctx: Context, query: Query) -> None:
+        from lakelayout.advisor.querylog import records_added
+
+        started = time.perf_counter()
+        if records_added(ctx.table.uri) == self._added_before:  # the replay did not scan
+            ctx.table.advisor.record_query(query.sql, source="replay")
+            self._overhead(ctx, "advisor log", time.perf_counter() - started)
+        self._logged += 1
+
+    def _decide(self, ctx: Context, trigger: str) -> None:
+        from lakelayout.advisor.advisor import AutoResult
+        from lakelayout.advisor.benefit import BenefitConfig
+        from lakelayout.advisor.costmodel import CostModel
+        from lakelayout.advisor.recommend import Recommendation
+
+        if self._logged < self.min_queries:
+            return
+        started = time.perf_counter()
+        advisor = ctx.table.advisor
+        if advisor.model is None:
+            advisor.model = self.model or CostModel.load()
+        advisor.window = self.window
+        advisor.benefit = BenefitConfig(
+            horizon_queries=float(self._logged), min_queries=self.min_queries
+        )
+        version = ctx.table.version
+        self._at_decision = self._logged
+        try:
+            rec = advisor.recommend()
+        except Exception as exc:  # a failing decision must not end the replay: no rewrite
+            rec = Recommendation(f"no rewrite: the advisor failed: {type(exc).__name__}: {exc}")
+        result = AutoResult(rec, applied=False)
+        spent = time.perf_counter() - started
+        if rec.rewrite and rec.chosen is not None:
+            ctx.rewrite(f"auto {rec.chosen.family}", lambda: advisor.try_apply(result))
+            if result.applied:
+                self._rewrites.append(f"{rec.chosen.family} after {self._logged} queries")
+        recorded = time.perf_counter()
+        advisor.record(result, trigger=f"replay {trigger}", version=version)
+        self._overhead(ctx, "advisor decision", spent + time.perf_counter() - recorded)
+        self.decisions.append(f"after {self._logged} queries ({trigger}): {result.reason}")
+        done = ", ".join(self._rewrites) or "none"
+        self.description = (
+            f"advisor ({advisor.cost_model().source} cost model): {len(self.decisions)} "
+            f"decisions, rewrites: {done}"
+        )
+
+    def _overhead(self, ctx: Context, kind: str, seconds: float) -> None:
+        record = getattr(ctx, "record_overhead", None)
+        position = int(getattr(ctx, "position", -1))
+        self.overhead_events.append((position, kind, seconds))
+        if callable(record):
+            record(kind, seconds)
+        else:
+            self.overhead_seconds += seconds
+
+
+#: policies fitted on the whole workload, future queries included: they know what the
+#: stream will ask, which no real table does (labelled as such in tables and reports)
+ORACLES = frozenset({"qdtree", "pando", "sop-z", "hilbert"})
+
+
+def policy_label(name: str) -> str:
+    """The policy's name as printed: oracles are marked.
+
+    >>> policy_label("qdtree"), policy_label("auto")
+    ('qdtree (oracle)', 'auto')
+    """
+    return f"{name} (oracle)" if name in ORACLES else name
+
+
 POLICIES: dict[str, Callable[[], Policy]] = {
     "none": Policy,
     "sorted": SortedPolicy,
@@ -761,6 +891,7 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     ),
     "sop-z": lambda: LayoutPolicy("sop-z", _fit_sopz, "SOP+Z (2 most queried columns)"),
     "hilbert": lambda: LayoutPolicy("hilbert", _fit_hilbert, "Hilbert (3 most queried columns)"),
+    "auto": AutoPolicy,
 }
 
 

@@ -25,6 +25,7 @@ from rich.table import Table as RichTable
 
 from lakelayout.errors import InvalidOption
 from lakelayout.evaluation.metrics import PolicyRun, cumulative_cost
+from lakelayout.evaluation.policies import policy_label
 
 COLORS = (
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
@@ -97,7 +98,7 @@ def summary_rows(results: dict[str, Any]) -> list[list[str]]:
         retimed, spread = _retimed(t)
         rows.append(
             [
-                r["policy"],
+                policy_label(r["policy"]),
                 _files(t),
                 f"{_f(t.get('rows_per_file_mean'), ',.0f')} ({_f(t.get('rows_per_file_max'), ',')})",
                 _f(t["g_sigma"]),
@@ -296,14 +297,14 @@ def cumulative_svg(results: dict[str, Any]) -> str:
         body.append(f'<text x="5" y="{y(top * frac) + 4:.1f}">{top * frac:.0f} s</text>')
     body.append(f'<text x="{left}" y="{h - 8}">stream position → (dashed: template switch, '
                 "dotted: insert batch)</text>")  # fmt: skip
-    body += _legend([r.policy for r in runs], left + pw + 12, 20)
+    body += _legend([policy_label(r.policy) for r in runs], left + pw + 12, 20)
     return _svg(w, h, body)
 
 
 def bars_svg(results: dict[str, Any]) -> str:
     """Stacked bars: query cost, rewrite time and policy overhead per policy."""
     runs = results["runs"]
-    totals = [(r["policy"], r["totals"]) for r in runs]
+    totals = [(policy_label(r["policy"]), r["totals"]) for r in runs]
     top = max(
         (
             t["query_cost_seconds"] + t["rewrite_seconds"] + t.get("overhead_seconds", 0.0)
@@ -380,7 +381,7 @@ def scatter_svg(results: dict[str, Any]) -> str:
         )
     body.append(f'<text x="{left}" y="{h - 5}">G(σ) selectivity per template → '
                 "(y: G(ψ) fraction of rows read; dashed: ψ = σ)</text>")  # fmt: skip
-    body += _legend([r.policy for r in runs], left + pw + 12, 20)
+    body += _legend([policy_label(r.policy) for r in runs], left + pw + 12, 20)
     return _svg(w, h, body)
 
 
@@ -393,7 +394,7 @@ def html_report(results: dict[str, Any]) -> str:
         for row in summary_rows(results)
     )
     described = "".join(
-        f"<li><b>{html.escape(r['policy'])}</b>: {html.escape(r['description'])}</li>"
+        f"<li><b>{html.escape(policy_label(r['policy']))}</b>: {html.escape(r['description'])}</li>"
         for r in results["runs"]
     )
     return f"""<!doctype html>

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lakelayout.errors import CommitConflict
-from lakelayout.table.writer import resolve_location
+from lakelayout.table.location import resolve_location
 
 T = TypeVar("T")
 

@@ -1,0 +1,542 @@
+"""``table.advisor`` and ``table.optimize.auto()``: the advisor on a real table.
+
+This is the execution side of the thesis's flow (Fig. 3.1): read a window of
+the query log, sample the never-clustered files in Spark (only files not
+sampled before: files never change, so their sample rows are cached), hand
+everything to :func:`lakelayout.advisor.recommend.recommend`, and when the
+rewrite pays, apply the layout to exactly those files
+(``optimize.apply``, one file per block), declare the additional statistics
+(indexes) and build them. Every decision goes to the decision log
+(:mod:`.decisions`), with the measured cost of the rewrite.
+
+After an append commits, :func:`after_append` asks the advisor when the
+table has ``lakelayout.autoOptimize=true`` and enough never-clustered bytes
+arrived (``lakelayout.autoOptimize.minBytes``, default twice the target file
+size). A failing decision or rewrite is logged and recorded; it never fails
+or undoes the append.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from lakelayout.advisor.analyzer import Analysis, AnalyzerConfig, analyze
+from lakelayout.advisor.benefit import BenefitConfig
+from lakelayout.advisor.costmodel import CostModel
+from lakelayout.advisor.decisions import DecisionLog, DecisionRow
+from lakelayout.advisor.estimate import FAMILIES, bytes_read
+from lakelayout.advisor.querylog import QueryLog
+from lakelayout.advisor.recommend import Inputs, Recommendation, recommend
+from lakelayout.cluster.metrics import OptimizeMetrics
+from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
+from lakelayout.errors import InvalidOption, LakelayoutError
+from lakelayout.expr.nodes import Predicate
+from lakelayout.stats.model import FileStats
+
+if TYPE_CHECKING:
+    from lakelayout.api import Table
+
+logger = logging.getLogger(__name__)
+
+#: table property: ask the advisor after every append ("true")
+AUTO_OPTIMIZE = "lakelayout.autoOptimize"
+#: table property: never-clustered bytes needed before an append asks the advisor
+AUTO_MIN_BYTES = "lakelayout.autoOptimize.minBytes"
+#: the queries of the log the advisor looks at (the newest ones) ...
+DEFAULT_WINDOW = 500
+#: ... within this many days
+DEFAULT_WINDOW_DAYS = 30.0
+#: sample rows of the never-clustered files
+DEFAULT_SAMPLE_ROWS = 20_000
+#: following queries a measurement of an applied decision looks at
+MEASURE_QUERIES = 200
+
+#: (table root, file path) -> (sampled fraction, sample rows of that file)
+_SAMPLES: dict[tuple[str, str], tuple[float, pa.Table]] = {}
+_MAX_CACHED_FILES = 20_000
+
+
+@dataclass
+class AutoResult:
+    """What ``optimize.auto()`` decided and did."""
+
+    recommendation: Recommendation
+    applied: bool
+    metrics: OptimizeMetrics | None = None
+    error: str | None = None
+    seconds: float = 0.0
+    #: the measured cost of acting: the rewrite and building its statistics
+    apply_seconds: float = 0.0
+    decision_id: str = ""
+
+    @property
+    def reason(self) -> str:
+        return self.recommendation.reason if self.error is None else f"failed: {self.error}"
+
+    def lines(self) -> list[str]:
+        head = "applied" if self.applied else ("failed" if self.error else "not applied")
+        out = [f"{head}: {self.reason}"] if self.error else [*self.recommendation.lines()]
+        if self.metrics is not None:
+            m = self.metrics
+            out.append(
+                f"rewrote {m.files_removed} files ({m.bytes_removed / 2**20:,.2f} MiB) into "
+                f"{m.files_added} in {self.apply_seconds:.2f} s"
+            )
+        return out
+
+
+@dataclass
+class Advisor:
+    """The advisor of one table: ``features()``, ``recommend()``, ``auto()``, ``decisions()``.
+
+    Options are attributes, so they can be tuned on ``table.advisor`` before
+    an append triggers it: ``model`` (the cost model; default: the calibrated
+    one, else the documented defaults), ``analyzer`` and ``benefit``
+    (thresholds), ``window`` / ``window_days`` (queries looked at),
+    ``sample_rows``, ``families`` (candidate layouts), ``hooks`` (around the
+    rewrite's commit, for tests and progress).
+    """
+
+    table: Table
+    model: CostModel | None = None
+    analyzer: AnalyzerConfig = field(default_factory=AnalyzerConfig)
+    benefit: BenefitConfig = field(default_factory=BenefitConfig)
+    window: int = DEFAULT_WINDOW
+    window_days: float = DEFAULT_WINDOW_DAYS
+    sample_rows: int = DEFAULT_SAMPLE_ROWS
+    families: Sequence[str] = FAMILIES
+    hooks: OptimizeHooks | None = None
+
+    @property
+    def log(self) -> QueryLog:
+        return QueryLog(self.table.uri)
+
+    @property
+    def decision_log(self) -> DecisionLog:
+        return DecisionLog(self.table.uri)
+
+    def cost_model(self) -> CostModel:
+        if self.model is None:
+            self.model = CostModel.load()
+        return self.model
+
+    # ------------------------------------------------------------ the questions
+
+    def features(self) -> Analysis:
+        """Clustering features of the recent workload, ranked, with reasons (no rewrite)."""
+        snap = self.table.snapshot()
+        predicates, _, _ = self._window(snap.schema)
+        files = _unclustered(self.table.uri, snap.files)
+        sample, _ = self._sample(files, snap.schema) if len(files) else (None, None)
+        return analyze(
+            predicates,
+            sample,
+            config=self.analyzer,
+            udfs=self.table.indexes.udfs,
+            timezone=self._timezone(),
+        )
+
+    def recommend(self) -> Recommendation:
+        """The best layout for the recent workload, its estimated cost, saving and payback.
+
+        The never-clustered files are sampled only when the cost model's upper
+        bound leaves a chance that a rewrite pays.
+        """
+        inputs = self.inputs()
+        files, schema = inputs.candidate_files, inputs.schema
+        return recommend(
+            inputs,
+            model=self.cost_model(),
+            analyzer=self.analyzer,
+            benefit=self.benefit,
+            families=self.families,
+            sampler=lambda: self._sample(files, schema),
+        )
+
+    def inputs(self) -> Inputs:
+        """Everything :func:`recommend` needs but the sample, from the log and the table."""
+        from lakelayout.cluster import config as cluster_config
+
+        snap = self.table.snapshot()
+        predicates, stamps, unparsed = self._window(snap.schema)
+        files = _unclustered(self.table.uri, snap.files)
+        indexes, _ = self.table.indexes.usable(snap.schema)
+        return Inputs(
+            predicates=predicates,
+            timestamps=stamps,
+            candidate_files=files,
+            other_bytes=int(snap.files.total_bytes) - int(files.total_bytes),
+            target_file_size=cluster_config.target_file_size(snap.configuration),
+            schema=snap.schema,
+            indexes=indexes,
+            udfs=self.table.indexes.udfs,
+            timezone=self._timezone(),
+            unparsed=unparsed,
+        )
+
+    def record_query(self, where: str | None, *, source: str = "plan") -> bool:
+        """Log a query that did not go through ``Table.scan`` (planned elsewhere, or
+        replayed): it is parsed and pruned like a scan, nothing is read."""
+        from lakelayout.advisor.querylog import log_scan
+        from lakelayout.expr.nodes import BoolConst
+        from lakelayout.skipping.report import ScanReport
+
+        started = time.perf_counter()
+        snap = self.table.snapshot()
+        if where is None:
+            pred: Predicate = BoolConst(True)
+        else:
+            functions = self.table.indexes.functions()
+            from lakelayout.expr.parse import parse_predicate
+
+            pred = parse_predicate(where, snap.schema, functions=functions,
+                                   timezone=self._timezone())  # fmt: skip
+        pruned = self.table.indexes.prune(pred, snap.files, snap.schema)
+        kept = snap.files.take(np.asarray(pruned.keep, dtype=bool))
+        report = ScanReport(
+            predicate=where or "",
+            version=snap.version,
+            files_total=len(snap.files),
+            files_kept=len(kept),
+            bytes_total=int(snap.files.total_bytes),
+            bytes_kept=int(kept.total_bytes),
+            rows_total=int(snap.files.total_rows),
+            rows_kept=int(kept.total_rows),
+            pruning_seconds=time.perf_counter() - started,
+        )
+        seconds = time.perf_counter() - started
+        return log_scan(self.table.uri, snap.configuration, report, pred, None, seconds,
+                        source=source)  # fmt: skip
+
+    # ------------------------------------------------------------ acting
+
+    def auto(self, *, trigger: str = "manual", apply: bool = True) -> AutoResult:
+        """Decide, rewrite when it pays (``apply``), record the decision; never half-done.
+
+        The rewrite is one commit that replaces only the never-clustered files;
+        if it fails the table is as it was (and the error is in the result and
+        the decision log, not raised).
+        """
+        started = time.perf_counter()
+        version = self.table.version
+        rec = self.recommend()
+        result = AutoResult(rec, applied=False)
+        if rec.rewrite and apply:
+            self.try_apply(result)
+        result.seconds = time.perf_counter() - started
+        result.decision_id = self.record(result, trigger=trigger, version=version, apply=apply)
+        return result
+
+    def try_apply(self, result: AutoResult) -> OptimizeMetrics:
+        """Apply ``result.recommendation``; a failure is noted in ``result``, not raised.
+
+        Returns the rewrite's metrics (empty ones when it failed).
+        """
+        started = time.perf_counter()
+        try:
+            result.metrics = self.apply(result.recommendation)
+            result.applied = True
+            return result.metrics
+        except Exception as exc:  # the table stays as it was; say so, do not raise
+            result.error = f"{type(exc).__name__}: {exc}"
+            logger.warning("advisor on %s: rewrite failed: %s", self.table.uri, exc)
+            return OptimizeMetrics("auto (failed)")
+        finally:
+            result.apply_seconds = time.perf_counter() - started
+
+    def apply(self, rec: Recommendation) -> OptimizeMetrics:
+        """Rewrite the never-clustered files with the recommended layout; then declare
+        and build its additional statistics."""
+        if rec.layout is None or rec.chosen is None:
+            raise InvalidOption(f"nothing to apply: {rec.reason}")
+        snap = self.table.snapshot()
+        files = _unclustered(self.table.uri, snap.files)
+        paths = [str(p) for p in files.paths]
+        metrics = self.table.optimize.apply(
+            rec.layout, paths, hooks=self.hooks, one_file_per_block=True
+        )
+        self._add_statistics(rec)
+        return metrics
+
+    def _add_statistics(self, rec: Recommendation) -> None:
+        """Declare and build the additional statistics after the rewrite committed.
+
+        Statistics only help skipping: if declaring or building them fails, the
+        new declarations are dropped again (a failing index would fail every
+        later refresh) and the rewrite stands.
+        """
+        declared = {d.name for d in self.table.indexes.describe()}
+        new = [i for i in rec.new_indexes if i.name not in declared]
+        added: list[str] = []
+        try:
+            if new:
+                added = self.table.indexes.add(*new)
+            if new or declared:
+                self.table.indexes.refresh()
+        except Exception as exc:
+            logger.warning("advisor on %s: statistics not built: %s", self.table.uri, exc)
+            for name in added:
+                try:
+                    self.table.indexes.drop(name)
+                except LakelayoutError as drop_exc:
+                    logger.warning("advisor on %s: %s", self.table.uri, drop_exc)
+
+    # ------------------------------------------------------------ the decision log
+
+    def decisions(self) -> list[dict[str, Any]]:
+        """Every recorded decision and measurement, oldest first."""
+        return self.decision_log.rows()
+
+    def measure(self) -> list[DecisionRow]:
+        """Measure applied decisions not measured yet against the queries that followed
+        them; the measurement rows written (see :mod:`.decisions`)."""
+        rows = self.decisions()
+        measured = {r["decision_id"] for r in rows if r["kind"] == "measurement"}
+        out = []
+        log = self.log.read()
+        for row in rows:
+            if row["kind"] != "decision" or row["outcome"] != "applied":
+                continue
+            if row["id"] in measured or row["version_after"] is None:
+                continue
+            m = self._measure_one(row, log)
+            if m is not None:
+                out.append(m)
+        if out:
+            self.decision_log.append(*out)
+        return out
+
+    def _measure_one(self, row: dict[str, Any], log: pa.Table) -> DecisionRow | None:
+        from lakelayout.table import delta
+
+        after_version = int(row["version_after"])
+        before = delta.snapshot(self.table.uri, after_version - 1)
+        after = delta.snapshot(self.table.uri, after_version)
+        old_paths = {str(p) for p in before.files.paths} - {str(p) for p in after.files.paths}
+        new_paths = {str(p) for p in after.files.paths} - {str(p) for p in before.files.paths}
+        old = before.files.take(np.array([str(p) in old_paths for p in before.files.paths]))
+        new = after.files.take(np.array([str(p) in new_paths for p in after.files.paths]))
+        times = log.column("ts").to_pylist()
+        later = [i for i, ts in enumerate(times) if ts > row["ts"]][:MEASURE_QUERIES]
+        if not later:
+            return None
+        saved = []
+        functions = self.table.indexes.functions()
+        for i in later:
+            pred = _parse(str(log["predicate"][i]), after.schema, functions, self._timezone())
+            if pred is None:
+                continue
+            saved.append(bytes_read(pred, old) - bytes_read(pred, new))
+        if not saved:
+            return None
+        chosen = (row["detail"] or {}).get("chosen") or {}
+        return DecisionRow(
+            kind="measurement",
+            decision_id=row["id"],
+            trigger=row["trigger"],
+            table_version=after_version,
+            family=row["family"],
+            measured_queries=len(saved),
+            actual_saved_bytes_per_query=float(np.mean(saved)),
+            estimated_saved_bytes_per_query=row["detail"].get("minmax_saved_bytes_per_query"),
+            estimated_cost_seconds=chosen.get("cost_seconds"),
+            actual_seconds=row["actual_seconds"],
+            reason=(
+                f"{len(saved)} following queries read {np.mean(saved) / 2**20:,.3f} MiB less "
+                "from the rewritten data (min/max pruning on both sides)"
+            ),
+        )
+
+    def record(self, result: AutoResult, *, trigger: str, version: int, apply: bool = True) -> str:
+        """Write the decision of ``result`` to the decision log; its id (never raises)."""
+        rec = result.recommendation
+        if result.applied:
+            outcome = "applied"
+        elif result.error is not None:
+            outcome = f"failed: {result.error}"
+        elif rec.rewrite and not apply:
+            outcome = "recommended (not applied)"
+        else:
+            outcome = "skipped"
+        detail = rec.to_dict()
+        detail["minmax_saved_bytes_per_query"] = (
+            None if rec.chosen is None else rec.chosen.minmax_saved_bytes_per_query
+        )
+        row = DecisionRow(
+            kind="decision",
+            trigger=trigger,
+            table_version=version,
+            rewrite=rec.rewrite,
+            family=None if rec.best is None else rec.best.family,
+            reason=rec.reason,
+            outcome=outcome,
+            estimated_cost_seconds=None if rec.best is None else rec.best.cost_seconds,
+            estimated_saving_seconds=None if rec.best is None else rec.best.saving_seconds,
+            expected_queries=None if rec.rate is None else rec.rate.expected_queries,
+            estimated_saved_bytes_per_query=(
+                None if rec.best is None else rec.best.saved_bytes_per_query
+            ),
+            actual_seconds=result.apply_seconds if result.applied else None,
+            version_after=(
+                max(result.metrics.versions)
+                if result.metrics is not None and result.metrics.versions
+                else None
+            ),
+            advisor_seconds=rec.seconds,
+            detail=detail,
+        )
+        try:
+            self.decision_log.append(row)
+        except Exception as exc:  # recording must not turn a decision into a failure
+            logger.warning("advisor on %s: decision not recorded: %s", self.table.uri, exc)
+        return row.id
+
+    # ------------------------------------------------------------ gathering
+
+    def _timezone(self) -> str:
+        return self.table.spark.conf.get("spark.sql.session.timeZone") or "UTC"
+
+    def _window(self, schema: pa.Schema) -> tuple[list[Predicate], list[dt.datetime], int]:
+        """Parsed predicates and times of the newest logged queries; how many did not parse."""
+        since = dt.datetime.now(dt.UTC) - dt.timedelta(days=self.window_days)
+        data = self.log.read(since=since, last=self.window, flush=False)
+        functions = self.table.indexes.functions()
+        timezone = self._timezone()
+        cache: dict[str, Predicate | None] = {}
+        predicates: list[Predicate] = []
+        stamps: list[dt.datetime] = []
+        unparsed = 0
+        for text, ts in zip(
+            data.column("predicate").to_pylist(), data.column("ts").to_pylist(), strict=True
+        ):
+            if text not in cache:
+                cache[text] = _parse(text, schema, functions, timezone)
+            pred = cache[text]
+            if pred is None:
+                unparsed += 1
+                continue
+            predicates.append(pred)
+            stamps.append(ts)
+        return predicates, stamps, unparsed
+
+    def _sample(self, files: FileStats, schema: pa.Schema) -> tuple[pa.Table, np.ndarray]:
+        """About ``sample_rows`` rows of ``files`` and, per row, the file it came from.
+
+        Files sampled before at a higher fraction are subsampled from the cache;
+        the others are read by one Spark job.
+        """
+        rows = max(1, int(files.total_rows))
+        fraction = min(1.0, self.sample_rows / rows)
+        paths = [str(p) for p in files.paths]
+        todo = []
+        for p in paths:
+            cached = _SAMPLES.get((self.table.uri, p))
+            if cached is None or cached[0] < fraction * 0.999:
+                todo.append(p)
+        if todo:
+            self._sample_files(todo, schema, fraction)
+        parts, ids = [], []
+        for position, p in enumerate(paths):
+            have, data = _SAMPLES[(self.table.uri, p)]
+            keep = data.num_rows if have <= fraction else round(data.num_rows * fraction / have)
+            part = data.slice(0, keep)
+            parts.append(part)
+            ids.append(np.full(part.num_rows, position, dtype=np.int64))
+        sample = pa.concat_tables(parts) if parts else schema.empty_table()
+        return sample, np.concatenate(ids) if ids else np.zeros(0, np.int64)
+
+    def _sample_files(self, paths: Sequence[str], schema: pa.Schema, fraction: float) -> None:
+        from lakelayout.cluster.rewrite import FILE_COLUMN, read_files, relative_path
+
+        df = read_files(self.table.spark, self.table.uri, list(paths), schema, with_file=True)
+        if fraction < 1.0:
+            df = df.sample(withReplacement=False, fraction=fraction, seed=17)
+        data = df.toArrow()
+        files = [relative_path(f, self.table.uri) for f in data.column(FILE_COLUMN).to_pylist()]
+        data = _to_schema(data.drop_columns([FILE_COLUMN]), schema)
+        # shuffled once, so a prefix of a file's rows is a smaller random sample of it
+        shuffle = np.random.default_rng(17).permutation(data.num_rows)
+        data = data.take(pa.array(shuffle))
+        files_arr = np.asarray(files, dtype=object)[shuffle]
+        if len(_SAMPLES) > _MAX_CACHED_FILES:
+            _SAMPLES.clear()
+        for p in paths:
+            rows = np.flatnonzero(files_arr == p)
+            _SAMPLES[(self.table.uri, p)] = (fraction, data.take(pa.array(rows, pa.int64())))
+
+
+def _to_schema(data: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Spark's Arrow output in the table's own types (string views, time zones...)."""
+    return pa.table([data.column(name).cast(schema.field(name).type) for name in schema.names],
+                    schema=schema)  # fmt: skip
+
+
+def _parse(
+    text: str, schema: pa.Schema, functions: dict[str, pa.DataType], timezone: str
+) -> Predicate | None:
+    from lakelayout.expr.parse import parse_predicate
+
+    try:
+        return parse_predicate(text, schema, functions=functions, timezone=timezone)
+    except LakelayoutError:
+        return None
+
+
+def _unclustered(table_uri: str, files: FileStats) -> FileStats:
+    """The live files no clustering operation wrote (no layout, no cube)."""
+    from lakelayout.cluster.provenance import ProvenanceStore
+
+    paths = [str(p) for p in files.paths]
+    prov = ProvenanceStore(table_uri).read(paths)
+    keep = np.array(
+        [
+            (p := prov.get(path)) is None or (p.cube_id is None and p.layout_id is None)
+            for path in paths
+        ],
+        dtype=bool,
+    )
+    return files.take(keep) if len(paths) else files
+
+
+# --------------------------------------------------------------------------- wiring
+
+
+class AutoOptimizer(Optimizer):
+    """``table.optimize`` with ``auto()``: OPTIMIZE only when the advisor says it pays."""
+
+    def __init__(self, table: Table) -> None:
+        super().__init__(table.uri, lambda: table.spark)
+        self._table = table
+
+    def auto(self, *, apply: bool = True) -> AutoResult:
+        """Optimize now if the benefit exceeds the cost (with margin); else say why not."""
+        return self._table.advisor.auto(trigger="manual", apply=apply)
+
+
+def after_append(table: Table, files_added: int) -> AutoResult | None:
+    """The append trigger: ask the advisor when auto-optimize is on and enough
+    never-clustered bytes arrived. Never raises (the append is committed)."""
+    from lakelayout.cluster import config as cluster_config
+
+    try:
+        snap = table.snapshot()
+        config = snap.configuration
+        if files_added <= 0 or config.get(AUTO_OPTIMIZE, "").strip().lower() != "true":
+            return None
+        target = cluster_config.target_file_size(config)
+        minimum = int(config.get(AUTO_MIN_BYTES) or 2 * target)
+        fresh = _unclustered(table.uri, snap.files)
+        if int(fresh.total_bytes) < minimum:
+            return None
+        return table.advisor.auto(trigger="append")
+    except Exception as exc:
+        logger.warning("advisor on %s after an append: %s", table.uri, exc)
+        return None

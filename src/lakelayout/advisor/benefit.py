@@ -1,0 +1,224 @@
+"""Benefit against cost: does a rewrite pay for itself? (thesis §5, f = improvement - cost)
+
+For one candidate layout and the files it would rewrite (``B`` bytes):
+
+    saved bytes per query = B × mean over the recent queries q of
+                            (scanned_now(q) - scanned_after(q))       (fractions, §5.2)
+    expected queries E    = query rate of the log window × horizon (a window
+                            shorter than an hour counts as an hour), or a given
+                            number of queries
+    saving  (seconds)     = E × saved bytes per query × query cost per byte
+    cost    (seconds)     = the cost model's rewrite of B bytes into the same number
+                            of files, plus indexing the other files for new statistics
+
+The rewrite is worth doing when ``saving > cost × margin``; the margin
+(default 1.5) absorbs estimation error (the thesis measured up to 1.44×,
+table 5.1). The *payback* is the number of queries (and, from the rate, the
+time) after which the saving has covered the cost. Pure arithmetic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lakelayout.advisor.costmodel import CostModel
+from lakelayout.errors import InvalidOption
+
+DEFAULT_HORIZON_SECONDS = 7 * 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class BenefitConfig:
+    """How far ahead a saving counts, and how sure it must be."""
+
+    #: future queries are counted over this many seconds at the log's query rate ...
+    horizon_seconds: float = DEFAULT_HORIZON_SECONDS
+    #: ... unless this many future queries are given
+    horizon_queries: float | None = None
+    #: rewrite only when saving > cost × margin
+    margin: float = 1.5
+    #: fewest logged queries before anything is decided
+    min_queries: int = 5
+    #: a window shorter than this is stretched to it when computing the rate (a burst
+    #: of queries in a few seconds says little about the next week)
+    min_span_seconds: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.horizon_seconds <= 0 or self.margin < 1.0 or self.min_queries < 1:
+            raise InvalidOption(
+                "benefit options need horizon_seconds > 0, margin >= 1 and min_queries >= 1; "
+                f"got {self.horizon_seconds}, {self.margin}, {self.min_queries}"
+            )
+        if self.horizon_queries is not None and self.horizon_queries < 0:
+            raise InvalidOption(f"horizon_queries must be >= 0, got {self.horizon_queries}")
+
+
+@dataclass(frozen=True)
+class Rate:
+    """The recent workload's pace: queries in the window over its time span."""
+
+    queries: int
+    span_seconds: float
+    expected_queries: float
+    basis: str
+
+    @property
+    def per_hour(self) -> float | None:
+        return self.queries / self.span_seconds * 3600 if self.span_seconds > 0 else None
+
+
+def expected_queries(timestamps: Sequence[dt.datetime], config: BenefitConfig) -> Rate:
+    """How many queries the horizon will see, from the window's rate (or as configured)."""
+    n = len(timestamps)
+    span = (max(timestamps) - min(timestamps)).total_seconds() if n >= 2 else 0.0
+    if config.horizon_queries is not None:
+        return Rate(n, span, float(config.horizon_queries), "given horizon in queries")
+    if n < 2:
+        return Rate(n, span, float(n), "too few timestamps for a rate: the window's queries again")
+    rate = (n - 1) / max(span, config.min_span_seconds)
+    expected = rate * config.horizon_seconds
+    hours = config.horizon_seconds / 3600
+    return Rate(n, span, expected, f"{rate * 3600:.3g} queries/hour over a {hours:.3g} h horizon")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Cost and benefit of one candidate layout."""
+
+    family: str
+    layout: str
+    candidate_bytes: int
+    candidate_files: int
+    files_after: int
+    n_curve: int
+    n_sop: int
+    n_additional: int
+    bytes_now_per_query: float
+    bytes_after_per_query: float
+    expected_queries: float
+    saving_seconds: float
+    cost_seconds: float
+    margin: float
+    #: the same saving with min/max statistics only (what a later measurement compares)
+    minmax_saved_bytes_per_query: float | None = None
+
+    @property
+    def saved_bytes_per_query(self) -> float:
+        return self.bytes_now_per_query - self.bytes_after_per_query
+
+    @property
+    def net_seconds(self) -> float:
+        return self.saving_seconds - self.cost_seconds
+
+    @property
+    def pays(self) -> bool:
+        return self.saving_seconds > self.cost_seconds * self.margin
+
+    @property
+    def payback_queries(self) -> float | None:
+        """Queries after which the saving covers the cost (None: never)."""
+        if self.expected_queries <= 0 or self.saving_seconds <= 0:
+            return None
+        return self.cost_seconds / (self.saving_seconds / self.expected_queries)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out.update(
+            saved_bytes_per_query=self.saved_bytes_per_query,
+            net_seconds=self.net_seconds,
+            pays=self.pays,
+            payback_queries=self.payback_queries,
+        )
+        return out
+
+
+def estimate(
+    family: str,
+    layout: str,
+    *,
+    fractions_now: np.ndarray,
+    fractions_after: np.ndarray,
+    candidate_bytes: int,
+    candidate_files: int,
+    files_after: int,
+    other_bytes: int,
+    model: CostModel,
+    expected: float,
+    margin: float,
+    n_curve: int,
+    n_sop: int,
+    n_additional: int,
+) -> Estimate:
+    """The :class:`Estimate` of one candidate (see the module docstring)."""
+    now = float(np.mean(fractions_now)) if len(fractions_now) else 1.0
+    after = float(np.mean(fractions_after)) if len(fractions_after) else 1.0
+    bytes_now = now * candidate_bytes
+    bytes_after = after * candidate_bytes
+    saving = expected * (bytes_now - bytes_after) * model.query_seconds_per_byte
+    cost = model.rewrite_seconds(
+        candidate_bytes,
+        files_after,
+        n_curve=max(1, n_curve),
+        n_sop=n_sop,
+        n_additional=n_additional,
+    )
+    cost += model.additional_seconds_per_byte * n_additional * other_bytes
+    return Estimate(
+        family=family,
+        layout=layout,
+        candidate_bytes=int(candidate_bytes),
+        candidate_files=int(candidate_files),
+        files_after=int(files_after),
+        n_curve=n_curve,
+        n_sop=n_sop,
+        n_additional=n_additional,
+        bytes_now_per_query=bytes_now,
+        bytes_after_per_query=bytes_after,
+        expected_queries=float(expected),
+        saving_seconds=float(saving),
+        cost_seconds=float(cost),
+        margin=margin,
+    )
+
+
+def decide(estimates: Sequence[Estimate]) -> tuple[Estimate | None, Estimate | None, str]:
+    """(the estimate to apply or None, the best one seen, the reason in words).
+
+    The best candidate is the one with the largest net saving; it is applied
+    only when it pays with the margin.
+    """
+    if not estimates:
+        return None, None, "no candidate layout could be fitted"
+    best = max(estimates, key=lambda e: e.net_seconds)
+    if best.saved_bytes_per_query <= 0:
+        return (
+            None,
+            best,
+            (
+                "no rewrite: the recent workload would not read less under any candidate layout "
+                f"(best: {best.layout}); nothing to gain from a rewrite"
+            ),
+        )
+    words = (
+        f"{best.layout} would save {_mib(best.saved_bytes_per_query)} per query "
+        f"(of {_mib(best.bytes_now_per_query)} read now) × {best.expected_queries:,.0f} expected "
+        f"queries = {best.saving_seconds:.3g} s, against a rewrite of "
+        f"{_mib(best.candidate_bytes)} costing {best.cost_seconds:.3g} s"
+    )
+    payback = best.payback_queries
+    if best.pays:
+        tail = f" (pays back after {math.ceil(payback):,} queries)" if payback is not None else ""
+        return best, best, f"rewrite: {words}; saving > cost × {best.margin:g}{tail}"
+    need = "never" if payback is None else f"after {math.ceil(payback * best.margin):,} queries"
+    return None, best, f"no rewrite: {words}; saving ≤ cost × {best.margin:g} (it would pay {need})"
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:,.2f} MiB"

@@ -1,0 +1,167 @@
+"""``lakelayout calibrate``: measure this cluster's cost coefficients (thesis §5.1).
+
+The thesis fits its cost function by clustering tables of a few sizes with
+one parameter varied at a time and fitting lines. Here, for each of a few
+generated table sizes (Spark writes them, like any lakelayout table):
+
+* rewrites: Z-order on 1, 2 and 4 columns and SOP+Z with 4 SOP features,
+  each into a different number of files (so the per-file term separates from
+  the fixed one), timed end to end (``OptimizeMetrics.seconds``);
+* statistics: one and three expression ``MinMax`` indexes built over the
+  table (``indexes.refresh``), timed: the cost per additional feature;
+* queries: ``Table.scan(where).df.count()`` at several selectivities (the
+  rows arrive in ``id`` order, so ``id < x`` reads a known share of the
+  files), best of two runs, timed.
+
+:func:`lakelayout.advisor.costmodel.fit` then fits the coefficients
+(non-negative least squares) and the model is saved as JSON. Every table
+is written under a temporary directory and deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lakelayout.advisor.costmodel import (
+    CostModel,
+    QueryObservation,
+    RewriteObservation,
+    StatisticsObservation,
+    fit,
+)
+from lakelayout.errors import InvalidOption
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakelayout.api import Table
+
+#: rows of the generated tables (a few MB to a few tens of MB)
+DEFAULT_SIZES = (60_000, 180_000, 540_000)
+QUICK_SIZES = (20_000, 60_000, 180_000)
+SOP_FEATURES = ("s LIKE '%7%'", "b < 0.3", "c > 0.8", "d < 0.1")
+
+
+def calibrate(
+    spark: SparkSession,
+    *,
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    work_dir: str | Path | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> CostModel:
+    """Measure rewrites, index builds and queries on tables of ``sizes`` rows; fit."""
+    if len(sizes) < 2 or any(int(n) < 1000 for n in sizes):
+        raise InvalidOption(f"calibration needs at least two sizes of >= 1000 rows, got {sizes}")
+    rewrites: list[RewriteObservation] = []
+    queries: list[QueryObservation] = []
+    statistics: list[StatisticsObservation] = []
+    started = time.perf_counter()
+    root = Path(tempfile.mkdtemp(prefix="ll-calibrate-", dir=work_dir))
+    try:
+        for size in sizes:
+            table = _table(spark, root / f"t{size}", int(size))
+            queries += _queries(table)
+            rewrites += _rewrites(table)
+            statistics += _statistics(table)
+            progress(
+                f"{size:,} rows: {len(rewrites)} rewrites, {len(statistics)} index builds, "
+                f"{len(queries)} queries measured ({time.perf_counter() - started:.0f} s)"
+            )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    rows = ", ".join(f"{n:,}" for n in sizes)
+    return fit(rewrites, queries, statistics, source=f"calibrated on tables of {rows} rows")
+
+
+def _frame(spark: SparkSession, rows: int) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return (
+        spark.range(rows)
+        .withColumn("a", F.rand(1))
+        .withColumn("b", F.rand(2))
+        .withColumn("c", F.rand(3))
+        .withColumn("d", F.rand(4))
+        .withColumn("s", F.concat(F.lit("item-"), (F.col("id") * 7919 % 1000).cast("string")))
+        .repartitionByRange(8, "id")
+        .sortWithinPartitions("id")
+    )
+
+
+def _table(spark: SparkSession, path: Path, rows: int) -> Table:
+    from lakelayout.advisor.querylog import ENABLED_PROPERTY
+    from lakelayout.api import Table
+
+    table = Table.create(
+        str(path), _frame(spark, rows), spark=spark, properties={ENABLED_PROPERTY: "false"}
+    )
+    return table
+
+
+def _aim(table: Table, files: int) -> None:
+    """Set the target file size so a whole-table rewrite writes about ``files`` files."""
+    from lakelayout.cluster.config import TARGET_FILE_SIZE
+    from lakelayout.table import delta
+
+    target = max(1024, int(table.snapshot().files.total_bytes) // max(1, files))
+    delta.set_properties(table.uri, {TARGET_FILE_SIZE: str(target)})
+
+
+def _rewrites(table: Table) -> list[RewriteObservation]:
+    from lakelayout.cluster.rewrite import read_files, sample_rows
+    from lakelayout.layouts import SOPZLayout
+
+    out = []
+    for columns, files in ((["a"], 4), (["a", "b"], 12), (["a", "b", "c", "d"], 6)):
+        _aim(table, files)
+        m = table.optimize.zorder(columns, one_file_per_block=True)
+        out.append(RewriteObservation(m.seconds, m.bytes_removed, m.files_added, len(columns)))
+    _aim(table, 10)
+    started = time.perf_counter()
+    snap = table.snapshot()
+    paths = [str(p) for p in snap.files.paths]
+    df = read_files(table.spark, table.uri, paths, snap.schema, with_file=False)
+    sample = sample_rows(df, int(snap.files.total_rows), rows=20_000)
+    layout = SOPZLayout.fit(sample, list(SOP_FEATURES), columns=["a"], target_blocks=10,
+                            conjunctions=False)  # fmt: skip
+    m = table.optimize.apply(layout, paths, one_file_per_block=True)
+    seconds = time.perf_counter() - started  # fitting on the sample is part of it
+    out.append(RewriteObservation(seconds, m.bytes_removed, m.files_added, 2, len(SOP_FEATURES)))
+    return out
+
+
+def _statistics(table: Table) -> list[StatisticsObservation]:
+    from lakelayout.skipping.indexes import MinMax
+
+    out = []
+    nbytes = int(table.snapshot().files.total_bytes)
+    for exprs in (["a + b"], ["a * 2", "b - c", "c + d"]):
+        table.indexes.add(*[MinMax(e) for e in exprs])
+        m = table.indexes.refresh()
+        out.append(StatisticsObservation(m.seconds, nbytes, len(exprs)))
+        for declared in table.indexes.describe():
+            table.indexes.drop(declared.name)
+    return out
+
+
+def _queries(table: Table) -> list[QueryObservation]:
+    snap = table.snapshot()
+    rows = int(snap.files.total_rows)
+    out = []
+    for share in (None, 0.1, 0.4, 0.75):
+        where = None if share is None else f"id < {int(rows * share)}"
+        best = float("inf")
+        kept = 0
+        for _ in range(2):
+            started = time.perf_counter()
+            result = table.scan(where)
+            result.df.count()
+            best = min(best, time.perf_counter() - started)
+            kept = result.report.bytes_kept
+        out.append(QueryObservation(best, kept))
+    return out

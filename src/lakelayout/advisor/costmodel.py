@@ -1,0 +1,251 @@
+"""The cost model: seconds for a rewrite and for a query on this cluster (thesis §5.1).
+
+Two linear models, with coefficients measured by ``lakelayout calibrate``
+(:mod:`lakelayout.advisor.calibrate`) and saved as JSON:
+
+    rewrite seconds = fixed + per_file × files written
+                      + bytes × (base + curve × n_curve + sop × n_sop + additional × n_additional)
+    query seconds   = query_fixed + query_per_byte × bytes read
+
+``bytes`` are the bytes of the files rewritten; ``n_curve`` the curve
+dimensions, ``n_sop`` the SOP features, ``n_additional`` the features kept in
+file statistics only (the thesis's "Final Cost Function", §5.1.5, plus the
+fixed costs: job start-up, commit, per-file overheads). On small tables the
+fixed terms dominate: a rewrite of a few megabytes still costs seconds, while
+a query saves milliseconds, which is why the advisor leaves small tables
+alone unless they are queried very often.
+
+The coefficients are fitted by non-negative least squares (a negative cost
+per byte would be noise, not a saving). The model file lives at
+``$XDG_CONFIG_HOME/lakelayout/costmodel.json`` (``~/.config/...`` when the
+variable is unset) unless a path is given; with no file, :data:`DEFAULTS`
+apply (documented in docs/advisor.md). Pure: numpy and scipy only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.optimize import nnls
+
+from lakelayout.errors import InvalidOption
+
+FILE_NAME = "costmodel.json"
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Coefficients of the two models (seconds, bytes)."""
+
+    rewrite_fixed_seconds: float
+    rewrite_per_file_seconds: float
+    rewrite_seconds_per_byte: float
+    curve_seconds_per_byte: float
+    sop_seconds_per_byte: float
+    additional_seconds_per_byte: float
+    query_fixed_seconds: float
+    query_seconds_per_byte: float
+    #: where the coefficients come from: "defaults", or the calibration's description
+    source: str = "defaults"
+    #: the calibration's own measure of fit (R² per model), when calibrated
+    quality: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        negative = [
+            f.name
+            for f in dataclasses.fields(self)
+            if f.type == "float" and getattr(self, f.name) < 0
+        ]
+        if negative:
+            raise InvalidOption(f"cost model coefficients must be >= 0: {', '.join(negative)}")
+
+    def rewrite_seconds(
+        self,
+        nbytes: int,
+        files: int,
+        *,
+        n_curve: int = 1,
+        n_sop: int = 0,
+        n_additional: int = 0,
+    ) -> float:
+        """Estimated seconds to rewrite ``nbytes`` into ``files`` files."""
+        per_byte = (
+            self.rewrite_seconds_per_byte
+            + self.curve_seconds_per_byte * n_curve
+            + self.sop_seconds_per_byte * n_sop
+            + self.additional_seconds_per_byte * n_additional
+        )
+        return (
+            self.rewrite_fixed_seconds + self.rewrite_per_file_seconds * files + nbytes * per_byte
+        )
+
+    def query_seconds(self, bytes_read: float) -> float:
+        """Estimated seconds of one query reading ``bytes_read`` bytes."""
+        return self.query_fixed_seconds + self.query_seconds_per_byte * bytes_read
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CostModel:
+        if data.get("format") != FORMAT:
+            raise InvalidOption(
+                f"cost model format {data.get('format')!r} is not supported (expected {FORMAT}); "
+                "run `lakelayout calibrate` again"
+            )
+        names = {f.name for f in dataclasses.fields(cls)}
+        missing = sorted(names - set(data) - {"source", "quality"})
+        if missing:
+            raise InvalidOption(f"cost model file lacks {', '.join(missing)}")
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def save(self, path: str | os.PathLike[str] | None = None) -> Path:
+        """Write the model as JSON (atomically); the path written."""
+        target = Path(path) if path is not None else default_path()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        temp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True), encoding="utf-8")
+        os.replace(temp, target)
+        return target
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str] | None = None) -> CostModel:
+        """The model at ``path`` (or the default path); :data:`DEFAULTS` when no file exists.
+
+        A given ``path`` that does not exist is an error; a missing default
+        file just means "not calibrated yet".
+        """
+        target = Path(path) if path is not None else default_path()
+        if not target.exists():
+            if path is not None:
+                raise InvalidOption(f"no cost model at {target}; run `lakelayout calibrate`")
+            return DEFAULTS
+        try:
+            data = json.loads(target.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InvalidOption(f"cannot read the cost model at {target}: {exc}") from exc
+        return cls.from_dict(data)
+
+
+#: coefficients for a first run, before ``lakelayout calibrate``: the order of
+#: magnitude of a local Spark on a laptop-class machine (docs/advisor.md)
+DEFAULTS = CostModel(
+    rewrite_fixed_seconds=2.0,
+    rewrite_per_file_seconds=0.02,
+    rewrite_seconds_per_byte=4e-8,  # 25 MB/s
+    curve_seconds_per_byte=2e-9,
+    sop_seconds_per_byte=2e-9,
+    additional_seconds_per_byte=1e-9,
+    query_fixed_seconds=0.25,
+    query_seconds_per_byte=5e-9,  # 200 MB/s
+    source="defaults",
+)
+
+
+def default_path() -> Path:
+    """``$XDG_CONFIG_HOME/lakelayout/costmodel.json`` (``~/.config`` when unset)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "lakelayout" / FILE_NAME
+
+
+# --------------------------------------------------------------------------- fitting
+
+
+@dataclass(frozen=True)
+class RewriteObservation:
+    """One measured rewrite."""
+
+    seconds: float
+    nbytes: int
+    files: int
+    n_curve: int
+    n_sop: int = 0
+    n_additional: int = 0
+
+    def row(self) -> list[float]:
+        b = float(self.nbytes)
+        return [1.0, float(self.files), b, b * self.n_curve, b * self.n_sop, b * self.n_additional]
+
+
+@dataclass(frozen=True)
+class QueryObservation:
+    """One measured query."""
+
+    seconds: float
+    bytes_read: int
+
+    def row(self) -> list[float]:
+        return [1.0, float(self.bytes_read)]
+
+
+@dataclass(frozen=True)
+class StatisticsObservation:
+    """One measured build of ``n_features`` index features over ``nbytes`` of files."""
+
+    seconds: float
+    nbytes: int
+    n_features: int
+
+    def row(self) -> list[float]:
+        return [1.0, float(self.nbytes) * self.n_features]
+
+
+def _nnls(rows: Sequence[list[float]], seconds: Sequence[float]) -> tuple[np.ndarray, float]:
+    """Non-negative least squares with columns scaled to unit norm; (coefficients, R²)."""
+    a = np.asarray(rows, dtype=np.float64)
+    y = np.asarray(seconds, dtype=np.float64)
+    scale = np.linalg.norm(a, axis=0)
+    scale[scale == 0] = 1.0
+    coef, _ = nnls(a / scale, y)
+    coef = coef / scale
+    residual = y - a @ coef
+    spread = float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - float((residual**2).sum()) / spread if spread > 0 else 1.0
+    return coef, r2
+
+
+def fit(
+    rewrites: Sequence[RewriteObservation],
+    queries: Sequence[QueryObservation],
+    statistics: Sequence[StatisticsObservation] = (),
+    *,
+    source: str = "calibrated",
+) -> CostModel:
+    """Fit the models to measurements (needs enough distinct sizes to separate the terms).
+
+    The cost per additional feature comes from ``statistics`` (index builds)
+    when given, else from the rewrites' ``n_additional`` column.
+    """
+    if len(rewrites) < 6 or len(queries) < 3:
+        raise InvalidOption(
+            f"calibration needs at least 6 rewrites and 3 queries, got {len(rewrites)} "
+            f"and {len(queries)}"
+        )
+    rw, rw_r2 = _nnls([r.row() for r in rewrites], [r.seconds for r in rewrites])
+    q, q_r2 = _nnls([x.row() for x in queries], [x.seconds for x in queries])
+    quality = {"rewrite_r2": round(rw_r2, 4), "query_r2": round(q_r2, 4)}
+    additional = float(rw[5])
+    if len(statistics) >= 2:
+        st, st_r2 = _nnls([x.row() for x in statistics], [x.seconds for x in statistics])
+        additional = float(st[1])
+        quality["statistics_r2"] = round(st_r2, 4)
+    return CostModel(
+        rewrite_fixed_seconds=float(rw[0]),
+        rewrite_per_file_seconds=float(rw[1]),
+        rewrite_seconds_per_byte=float(rw[2]),
+        curve_seconds_per_byte=float(rw[3]),
+        sop_seconds_per_byte=float(rw[4]),
+        additional_seconds_per_byte=additional,
+        query_fixed_seconds=float(q[0]),
+        query_seconds_per_byte=float(q[1]),
+        source=source,
+        quality=quality,
+    )

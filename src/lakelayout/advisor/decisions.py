@@ -1,0 +1,116 @@
+"""The decision log: every automatic decision, its inputs, estimates and outcome.
+
+A Delta table at ``<table>/_lakelayout/decisions`` (written with deltalake,
+like the query log, but directly: decisions are rare). Two kinds of rows:
+
+* ``decision``: when, why (trigger), the table version, the decision and its
+  reason, the chosen layout's estimated cost and saving, what happened
+  (``applied``, ``skipped``, ``failed: ...``), the measured rewrite seconds and
+  the version it committed, and the whole recommendation as JSON (``detail``);
+* ``measurement``: later, for an applied decision, what the queries that
+  followed really saved: per query, the bytes the rewritten files would have
+  had to be read from before the rewrite minus the bytes read from the files
+  it wrote, both through the same pruning (:func:`.estimate.bytes_read`,
+  min/max statistics: the old files' index metadata is gone once they are
+  replaced), next to the estimate made the same way.
+
+Pure: deltalake and Arrow.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+LOG_DIR = os.path.join("_lakelayout", "decisions")
+
+SCHEMA = pa.schema(
+    [
+        pa.field("ts", pa.timestamp("us", tz="UTC"), nullable=False),
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("decision_id", pa.string()),
+        pa.field("trigger", pa.string()),
+        pa.field("table_version", pa.int64()),
+        pa.field("rewrite", pa.bool_()),
+        pa.field("family", pa.string()),
+        pa.field("reason", pa.string()),
+        pa.field("outcome", pa.string()),
+        pa.field("estimated_cost_seconds", pa.float64()),
+        pa.field("estimated_saving_seconds", pa.float64()),
+        pa.field("expected_queries", pa.float64()),
+        pa.field("estimated_saved_bytes_per_query", pa.float64()),
+        pa.field("actual_seconds", pa.float64()),
+        pa.field("version_after", pa.int64()),
+        pa.field("measured_queries", pa.int64()),
+        pa.field("actual_saved_bytes_per_query", pa.float64()),
+        pa.field("advisor_seconds", pa.float64()),
+        pa.field("detail", pa.string()),
+    ]
+)
+
+
+@dataclass
+class DecisionRow:
+    """One row of the decision log (see :data:`SCHEMA`)."""
+
+    kind: str
+    trigger: str | None = None
+    table_version: int | None = None
+    rewrite: bool | None = None
+    family: str | None = None
+    reason: str | None = None
+    outcome: str | None = None
+    estimated_cost_seconds: float | None = None
+    estimated_saving_seconds: float | None = None
+    expected_queries: float | None = None
+    estimated_saved_bytes_per_query: float | None = None
+    actual_seconds: float | None = None
+    version_after: int | None = None
+    measured_queries: int | None = None
+    actual_saved_bytes_per_query: float | None = None
+    advisor_seconds: float | None = None
+    decision_id: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    ts: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+
+    def row(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in SCHEMA.names}
+        out["detail"] = json.dumps(self.detail, default=str, sort_keys=True)
+        return out
+
+
+class DecisionLog:
+    """The decision log of one table."""
+
+    def __init__(self, table_uri: str) -> None:
+        self.path = os.path.join(table_uri, LOG_DIR)
+
+    def append(self, *rows: DecisionRow) -> None:
+        from deltalake import write_deltalake
+
+        data = pa.Table.from_pylist([r.row() for r in rows], schema=SCHEMA)
+        write_deltalake(self.path, data, mode="append", name="lakelayout decision log")
+
+    def read(self) -> pa.Table:
+        """Every row, oldest first (empty when nothing was decided yet)."""
+        if not os.path.isdir(os.path.join(self.path, "_delta_log")):
+            return SCHEMA.empty_table()
+        from deltalake import DeltaTable
+
+        data = DeltaTable(self.path).to_pyarrow_table().select(SCHEMA.names).cast(SCHEMA)
+        return data.sort_by([("ts", "ascending")])
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every row as a dict, with ``detail`` parsed back from JSON."""
+        out = self.read().to_pylist()
+        for row in out:
+            row["detail"] = json.loads(row["detail"]) if row["detail"] else {}
+        return out

@@ -1,0 +1,298 @@
+"""What a query would read, now and under a candidate layout, estimated on a sample.
+
+The thesis's benefit estimation (§5.2) with virtual files: the sample of the
+files a rewrite would replace is laid out as the candidate layout would lay
+out the table; every block becomes a virtual file with exact statistics of
+its rows (:func:`~lakelayout.stats.blocks.block_stats`), plus the metadata of every skipping
+index the table would carry; each query of the recent workload then "reads"
+the virtual files it cannot rule out. The same sample grouped by the file
+each row came from gives the *current* layout's virtual files, so both sides
+of the comparison are estimated the same way (a sample's block bounds are
+narrower than a real file's; that bias cancels out in the difference).
+
+"Bytes query q reads on files F" is computed in exactly one place,
+:func:`bytes_read`, so the shared scan planner can replace the pruning call
+there (it is ``lakelayout.skipping.engine.prune`` today).
+
+Candidate families (§5.2; at most 4 curve dimensions):
+
+* ``zorder`` / ``hilbert`` on the chosen curve features,
+* ``sop-z`` (SOP partitions as one more curve dimension, thesis §4.1.2) on the
+  chosen SOP features and the first 3 curve features, or ``sop`` alone when
+  there is no curve feature,
+* ``qdtree`` and ``pando`` fitted on the recent workload's predicates.
+
+Features that call a Python UDF cannot be computed by a layout inside Spark
+tasks; they are left out of the layouts (a declared index can still skip on
+them). Pure: no pyspark.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from lakelayout.advisor.analyzer import Analysis
+from lakelayout.errors import LakelayoutError
+from lakelayout.expr.nodes import Predicate
+from lakelayout.layouts.base import Layout
+from lakelayout.skipping import engine
+from lakelayout.skipping.indexes.base import Index
+from lakelayout.stats.blocks import block_stats
+from lakelayout.stats.model import FileStats
+
+FAMILIES = ("zorder", "hilbert", "sop-z", "sop", "qdtree", "pando")
+#: curve dimensions a layout may have (the SOP index counts as one in sop-z)
+MAX_CURVE_DIMS = 4
+
+
+def bytes_read(
+    predicate: Predicate,
+    files: FileStats,
+    *,
+    indexes: Sequence[Index] = (),
+    metadata: Mapping[str, pa.Array] | None = None,
+) -> int:
+    """Bytes of ``files`` a query with ``predicate`` reads (the files pruning keeps).
+
+    The one call into pruning for the whole advisor: min/max statistics plus
+    the given indexes (``metadata`` maps index names to per-file values
+    aligned with ``files``).
+    """
+    pruned = engine.prune(predicate, files, dict(metadata or {}), list(indexes))
+    return int(np.asarray(files.sizes, dtype=np.int64)[np.asarray(pruned.keep, bool)].sum())
+
+
+@dataclass(frozen=True)
+class VirtualFiles:
+    """A sample laid out in blocks: per-block statistics and index metadata."""
+
+    stats: FileStats
+    metadata: dict[str, pa.Array]
+    indexes: tuple[Index, ...]
+
+    def fractions(self, predicates: Sequence[Predicate]) -> np.ndarray:
+        """Per query, the share of the virtual bytes it reads."""
+        total = float(self.stats.total_bytes)
+        out = np.zeros(len(predicates), dtype=np.float64)
+        if total <= 0:
+            return out
+        for i, pred in enumerate(predicates):
+            out[i] = (
+                bytes_read(pred, self.stats, indexes=self.indexes, metadata=self.metadata) / total
+            )
+        return out
+
+
+def virtual_files(
+    sample: pa.Table, block_ids: np.ndarray, indexes: Sequence[Index] = ()
+) -> VirtualFiles:
+    """Virtual files of ``sample`` cut into blocks; each index's metadata per block.
+
+    An index whose collector fails on the sample (e.g. a UDF it cannot call)
+    is left out, so it never makes an estimate skip.
+    """
+    ids = np.asarray(block_ids, dtype=np.int64)
+    stats = block_stats(sample, ids)
+    order = np.argsort(ids, kind="stable")
+    _, starts = np.unique(ids[order], return_index=True)  # blocks in ascending id, as from_blocks
+    bounds = [*starts.tolist(), len(order)]
+    groups = [order[bounds[i] : bounds[i + 1]] for i in range(len(starts))]
+    kept: list[Index] = []
+    metadata: dict[str, pa.Array] = {}
+    for index in indexes:
+        try:
+            values = [index.collect(sample.take(pa.array(rows))) for rows in groups]
+            metadata[index.name] = pa.array(values, type=index.arrow_type)
+        except Exception:
+            continue
+        kept.append(index)
+    return VirtualFiles(stats, metadata, tuple(kept))
+
+
+@dataclass
+class Candidate:
+    """One candidate layout fitted on the sample, with its per-query read fractions."""
+
+    family: str
+    columns: list[str] = field(default_factory=list)
+    sop_features: list[str] = field(default_factory=list)
+    layout: Layout | None = None
+    fractions: np.ndarray | None = None
+    error: str | None = None
+    fit_seconds: float = 0.0
+
+    def describe(self) -> str:
+        parts = []
+        if self.columns:
+            parts.append(", ".join(self.columns))
+        if self.sop_features:
+            parts.append(f"{len(self.sop_features)} SOP features")
+        if self.family in ("qdtree", "pando"):
+            parts.append("cuts from the recent workload")
+        return f"{self.family} ({'; '.join(parts)})" if parts else self.family
+
+
+def candidates(
+    analysis: Analysis,
+    predicates: Sequence[Predicate],
+    sample: pa.Table,
+    target_blocks: int,
+    *,
+    indexes: Sequence[Index] = (),
+    families: Sequence[str] = FAMILIES,
+) -> list[Candidate]:
+    """Every family that fits the chosen features, fitted on ``sample`` and estimated."""
+    curve = [f.key for f in analysis.of("curve", "chosen") if not f.calls_udf]
+    sop = [f for f in analysis.of("sop", "chosen") if not f.calls_udf]
+    sop_workload: list[Predicate] = []
+    for f in sop:
+        assert isinstance(f.node, Predicate)
+        sop_workload += [f.node] * max(1, f.queries)
+    sop_keys = [f.key for f in sop]
+    plain = [p for p in predicates if not _calls_any(p, analysis)]
+    fits: list[tuple[str, list[str], list[str], _Fit]] = []
+    if curve and "zorder" in families:
+        fits.append(("zorder", curve, [], _curve_fit("zorder", curve, target_blocks)))
+    if len(curve) >= 2 and "hilbert" in families:
+        fits.append(("hilbert", curve, [], _curve_fit("hilbert", curve, target_blocks)))
+    if sop and curve and "sop-z" in families:
+        dims = curve[: MAX_CURVE_DIMS - 1]
+        fits.append(("sop-z", dims, sop_keys, _sopz_fit(dims, sop_workload, target_blocks)))
+    if sop and not curve and "sop" in families:
+        fits.append(("sop", [], sop_keys, _sop_fit(sop_workload, target_blocks)))
+    if plain and "qdtree" in families:
+        fits.append(("qdtree", [], [], _qdtree_fit(plain, target_blocks)))
+    if plain and "pando" in families:
+        fits.append(("pando", [], [], _pando_fit(plain, target_blocks)))
+    out = []
+    for family, columns, keys, fit in fits:
+        cand = Candidate(family, list(columns), list(keys))
+        started = time.perf_counter()
+        try:
+            cand.layout = fit(sample)
+            blocks = np.asarray(cand.layout.assign(sample), dtype=np.int64)
+            cand.fractions = virtual_files(sample, blocks, indexes).fractions(predicates)
+        except Exception as exc:  # one family that cannot be fitted must not sink the others
+            cand.layout, cand.error = None, f"{type(exc).__name__}: {exc}"
+        cand.fit_seconds = time.perf_counter() - started
+        out.append(cand)
+    return out
+
+
+_Fit = Callable[[pa.Table], Layout]
+
+
+def _curve_fit(family: str, columns: list[str], blocks: int) -> _Fit:
+    from lakelayout.layouts import HilbertLayout, ZOrderLayout
+
+    cls = HilbertLayout if family == "hilbert" else ZOrderLayout
+    return lambda s: cls.fit(s, columns=columns, target_blocks=blocks)
+
+
+def _sopz_fit(columns: list[str], workload: list[Predicate], blocks: int) -> _Fit:
+    from lakelayout.layouts import SOPZLayout
+
+    return lambda s: SOPZLayout.fit(
+        s, workload, columns=columns, target_blocks=blocks, max_features=64, conjunctions=False
+    )
+
+
+def _sop_fit(workload: list[Predicate], blocks: int) -> _Fit:
+    from lakelayout.layouts import SOPLayout
+
+    return lambda s: SOPLayout.fit(
+        s, workload, target_blocks=blocks, max_features=64, conjunctions=False
+    )
+
+
+def _qdtree_fit(workload: list[Predicate], blocks: int) -> _Fit:
+    from lakelayout.layouts import QdTreeLayout
+
+    return _near(lambda s, t: QdTreeLayout.fit(s, workload, target_blocks=t), blocks)
+
+
+def _pando_fit(workload: list[Predicate], blocks: int) -> _Fit:
+    from lakelayout.layouts import PandoLayout
+
+    return _near(
+        lambda s, t: PandoLayout.fit(s, workload, target_blocks=t, k=2, max_leaves=24), blocks
+    )
+
+
+#: fits tried to bring a tree layout's block count near the wanted one
+TREE_FITS = 3
+
+
+def _near(fit: Callable[[pa.Table, int], Layout], wanted: int) -> _Fit:
+    """Tree layouts stop short of ``target_blocks`` (leaves have a minimum size): refit
+    with a scaled target, up to :data:`TREE_FITS` times, so a rewrite keeps about as
+    many files as it replaces; the fit closest to ``wanted`` wins."""
+
+    def run(sample: pa.Table) -> Layout:
+        best: Layout | None = None
+        target = wanted
+        for _ in range(TREE_FITS):
+            layout = fit(sample, target)
+            if best is None or abs(layout.n_blocks - wanted) < abs(best.n_blocks - wanted):
+                best = layout
+            if abs(layout.n_blocks - wanted) <= 0.05 * wanted:
+                break
+            scaled = round(target * wanted / max(1, layout.n_blocks))
+            target = min(4 * wanted, max(1, scaled if scaled != target else target + 1))
+        assert best is not None
+        return best
+
+    return run
+
+
+def _calls_any(pred: Predicate, analysis: Analysis) -> bool:
+    """Whether ``pred`` holds a feature the analysis found to call a Python UDF."""
+    udf_keys = {f.key for f in analysis.features if f.calls_udf}
+    if not udf_keys:
+        return False
+    return any(node.sql() in udf_keys for node in pred.walk())
+
+
+def additional_indexes(
+    analysis: Analysis, declared: Sequence[Index], schema: pa.Schema
+) -> list[Index]:
+    """Indexes that keep the chosen and additional features in file statistics (thesis
+    §4.1.2, "additional statistics"), beyond what the table already declares.
+
+    A curve feature that is an expression (not a plain column, whose min/max
+    Delta keeps anyway) gets a :class:`MinMax` index; SOP features not yet in a
+    declared :class:`Features` index get one new ``Features`` index (bits per
+    file). Features calling a Python UDF are left out.
+    """
+    from lakelayout.expr.nodes import Column
+    from lakelayout.skipping.indexes import Features, MinMax
+
+    names = {i.name for i in declared}
+    known = {key.strip() for i in declared if isinstance(i, Features) for key in i.key.split(";")}
+    out: list[Index] = []
+    keep = ("chosen", "additional")
+    for f in analysis.features:
+        if f.kind != "curve" or f.status not in keep or f.calls_udf or isinstance(f.node, Column):
+            continue
+        try:
+            index = MinMax(f.key).bind(schema)
+        except LakelayoutError:
+            continue
+        if index.name not in names:
+            names.add(index.name)
+            out.append(index)
+    predicates = [
+        f.key
+        for f in analysis.features
+        if f.kind == "sop" and f.status in keep and not f.calls_udf and f.key not in known
+    ][:64]
+    if predicates:
+        with contextlib.suppress(LakelayoutError):
+            out.append(Features(predicates).bind(schema))
+    return out

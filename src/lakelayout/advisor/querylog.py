@@ -1,0 +1,488 @@
+"""The query log: one record per scan, kept as a Delta table next to the data.
+
+Thesis ch. 3 (the "Query Log" module of Fig. 3.1): every query leaves the
+filters it used, the schema it read and what the scan cost, so that the
+workload analyzer can later choose clustering features from what people
+actually ran. Here the log of a table at ``<table>`` is itself a Delta table
+at ``<table>/_lakelayout/querylog``, written with ``deltalake`` from Arrow
+(no Spark job), so any Delta reader can read it.
+
+Writes never sit on a query's path. :meth:`QueryLog.record` appends the
+record to an in-memory queue and returns; a background thread appends the
+queue to the Delta table every :data:`FLUSH_RECORDS` records or
+:data:`FLUSH_SECONDS` seconds, whichever comes first, and everything left is
+flushed at interpreter exit. A flush that fails logs a warning
+(``logging``) and keeps its records for the next attempt (at most
+:data:`MAX_PENDING` per table; the oldest are dropped beyond that), so a
+failing log never fails a query. Several processes may log to one table:
+each flush is one Delta append, and delta-rs retries an append whose
+version was taken by another writer (appends never conflict).
+
+Every few flushes the writer *maintains* the log: records older than the
+retention (``lakelayout.queryLog.retentionDays``, default 30) or beyond the
+newest ``lakelayout.queryLog.maxRecords`` (default 100,000) are deleted, the
+small files of many appends are compacted, and files no version needs any
+more are vacuumed.
+
+Logging is on by default. It is off for a table whose property
+``lakelayout.queryLog.enabled`` is ``false``, for a Spark session whose conf
+``spark.lakelayout.queryLog.enabled`` is ``false``, and for this process
+after :func:`set_enabled(False) <set_enabled>`.
+
+This module is pure (Arrow and deltalake); it never imports pyspark.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures.thread  # noqa: F401  (see _Writer.close)
+import datetime as dt
+import itertools
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelayout.errors import InvalidOption
+
+logger = logging.getLogger(__name__)
+
+#: where a table's query log lives, relative to the table root
+LOG_DIR = os.path.join("_lakelayout", "querylog")
+#: table property that turns the log off for one table ("false")
+ENABLED_PROPERTY = "lakelayout.queryLog.enabled"
+#: Spark session conf that turns the log off for every table the session scans ("false")
+SESSION_CONF = "spark.lakelayout.queryLog.enabled"
+RETENTION_PROPERTY = "lakelayout.queryLog.retentionDays"
+MAX_RECORDS_PROPERTY = "lakelayout.queryLog.maxRecords"
+DEFAULT_RETENTION_DAYS = 30.0
+DEFAULT_MAX_RECORDS = 100_000
+
+#: a table's queue is flushed when it holds this many records ...
+FLUSH_RECORDS = 200
+#: ... or when its oldest record is this old
+FLUSH_SECONDS = 5.0
+#: records kept per table while flushes fail (the oldest are dropped beyond it)
+MAX_PENDING = 10_000
+#: maintenance (retention, compaction, vacuum) runs every this many flushes of a table
+MAINTAIN_EVERY = 25
+
+SCHEMA = pa.schema(
+    [
+        pa.field("ts", pa.timestamp("us", tz="UTC"), nullable=False),
+        pa.field("session", pa.string(), nullable=False),
+        pa.field("seq", pa.int64(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("table_version", pa.int64(), nullable=False),
+        pa.field("predicate", pa.string(), nullable=False),
+        pa.field("features", pa.list_(pa.string())),
+        pa.field("columns", pa.list_(pa.string())),
+        pa.field("files_total", pa.int64()),
+        pa.field("files_kept", pa.int64()),
+        pa.field("bytes_total", pa.int64()),
+        pa.field("bytes_kept", pa.int64()),
+        pa.field("rows_total", pa.int64()),
+        pa.field("rows_kept", pa.int64()),
+        pa.field("planning_seconds", pa.float64()),
+        pa.field("scan_seconds", pa.float64()),
+    ]
+)
+
+#: this process's id in the ``session`` column (host, pid and a random part)
+SESSION_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+_SEQ = itertools.count()
+_ENABLED: bool = True
+
+
+@dataclass(frozen=True)
+class QueryRecord:
+    """One logged query.
+
+    ``predicate`` is the canonical SQL of the bound predicate (``TRUE`` when the
+    scan had none) and ``features`` its feature keys
+    (:func:`lakelayout.advisor.filters.feature_keys`); ``columns`` the columns
+    read (None: all); files/bytes/rows are the snapshot's totals and what
+    pruning kept. ``planning_seconds`` is the pruning time and
+    ``scan_seconds`` the whole ``Table.scan`` call (Spark runs the returned
+    DataFrame later, outside it).
+    """
+
+    table_version: int
+    predicate: str
+    features: tuple[str, ...] = ()
+    columns: tuple[str, ...] | None = None
+    files_total: int = 0
+    files_kept: int = 0
+    bytes_total: int = 0
+    bytes_kept: int = 0
+    rows_total: int = 0
+    rows_kept: int = 0
+    planning_seconds: float = 0.0
+    scan_seconds: float = 0.0
+    source: str = "scan"
+    ts: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+
+    def row(self) -> dict[str, Any]:
+        """The record as one row of :data:`SCHEMA` (session and sequence number added)."""
+        out = asdict(self)
+        out["features"] = list(self.features)
+        out["columns"] = None if self.columns is None else list(self.columns)
+        out["session"] = SESSION_ID
+        out["seq"] = next(_SEQ)
+        return out
+
+
+def set_enabled(enabled: bool) -> None:
+    """Turn query logging on or off for every table in this process."""
+    global _ENABLED
+    _ENABLED = bool(enabled)
+
+
+def is_enabled(configuration: Mapping[str, str], session_value: str | None = None) -> bool:
+    """Whether a scan of a table with these properties logs (process, session, table)."""
+    if not _ENABLED:
+        return False
+    if session_value is not None and session_value.strip().lower() == "false":
+        return False
+    return configuration.get(ENABLED_PROPERTY, "").strip().lower() != "false"
+
+
+def log_path(table_uri: str) -> str:
+    """The query log's location for the table at ``table_uri``."""
+    return os.path.join(table_uri, LOG_DIR)
+
+
+# --------------------------------------------------------------------------- the writer
+
+
+@dataclass
+class _Queue:
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    since: float = 0.0
+    flushes: int = 0
+    retention_days: float = DEFAULT_RETENTION_DAYS
+    max_records: int = DEFAULT_MAX_RECORDS
+
+
+class _Writer:
+    """The process-wide buffer and its background flushing thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._queues: dict[str, _Queue] = {}
+        self._added: dict[str, int] = {}
+        self._io = threading.Lock()  # one flush at a time (thread, explicit, exit)
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        atexit.register(self.close)
+
+    def add(self, table_uri: str, row: dict[str, Any], limits: tuple[float, int]) -> None:
+        with self._lock:
+            queue = self._queues.setdefault(table_uri, _Queue())
+            if not queue.rows:
+                queue.since = time.monotonic()
+            queue.rows.append(row)
+            self._added[table_uri] = self._added.get(table_uri, 0) + 1
+            queue.retention_days, queue.max_records = limits
+            if len(queue.rows) > MAX_PENDING:
+                dropped = len(queue.rows) - MAX_PENDING
+                del queue.rows[:dropped]
+                logger.warning("query log of %s: %d unflushed records dropped", table_uri, dropped)
+            self._start()
+            if len(queue.rows) >= FLUSH_RECORDS:
+                self._wake.notify()
+
+    def added(self, table_uri: str) -> int:
+        with self._lock:
+            return self._added.get(table_uri, 0)
+
+    def queued(self, table_uri: str) -> list[dict[str, Any]]:
+        """A copy of the records of ``table_uri`` not written yet."""
+        with self._lock:
+            queue = self._queues.get(table_uri)
+            return list(queue.rows) if queue else []
+
+    def pending(self, table_uri: str) -> int:
+        with self._lock:
+            queue = self._queues.get(table_uri)
+            return len(queue.rows) if queue else 0
+
+    def _start(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(
+                target=self._run, name="lakelayout-querylog", daemon=True
+            )
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                self._wake.wait(timeout=FLUSH_SECONDS / 2)
+                if self._closed:
+                    return
+                now = time.monotonic()
+                due = [
+                    uri
+                    for uri, q in self._queues.items()
+                    if q.rows and (len(q.rows) >= FLUSH_RECORDS or now - q.since >= FLUSH_SECONDS)
+                ]
+            for uri in due:
+                self.flush(uri)
+
+    def flush(self, table_uri: str | None = None) -> int:
+        """Write the queued records (of one table, or all); the number written."""
+        written = 0
+        with self._io:
+            with self._lock:
+                uris = list(self._queues) if table_uri is None else [table_uri]
+            for uri in uris:
+                written += self._flush_one(uri)
+        return written
+
+    def _flush_one(self, uri: str) -> int:
+        with self._lock:
+            queue = self._queues.get(uri)
+            if queue is None or not queue.rows:
+                return 0
+            rows, queue.rows = queue.rows, []
+            limits = (queue.retention_days, queue.max_records)
+        if not os.path.isdir(os.path.join(uri, "_delta_log")):
+            logger.info("query log: table %s is gone; %d records dropped", uri, len(rows))
+            return 0
+        try:
+            _append(log_path(uri), rows)
+        except Exception as exc:  # a failing log never fails anything else
+            logger.warning("query log of %s: flush of %d records failed: %s", uri, len(rows), exc)
+            with self._lock:
+                queue.rows[:0] = rows
+                if len(queue.rows) > MAX_PENDING:
+                    del queue.rows[: len(queue.rows) - MAX_PENDING]
+            return 0
+        queue.flushes += 1
+        if queue.flushes % MAINTAIN_EVERY == 0:
+            try:
+                maintain(uri, retention_days=limits[0], max_records=limits[1])
+            except Exception as exc:
+                logger.warning("query log of %s: maintenance failed: %s", uri, exc)
+        return len(rows)
+
+    def close(self) -> None:
+        """Flush everything (at interpreter exit) and stop the thread.
+
+        The writer's dependencies register their own exit hooks when
+        ``concurrent.futures.thread`` is first imported; that is refused once
+        the interpreter is shutting down, so the module imports it up front.
+        """
+        with self._lock:
+            self._closed = True
+            self._wake.notify_all()
+        self.flush()
+
+
+_WRITER = _Writer()
+
+
+def _append(path: str, rows: Sequence[dict[str, Any]]) -> None:
+    from deltalake import write_deltalake
+
+    data = pa.Table.from_pylist(list(rows), schema=SCHEMA)
+    write_deltalake(path, data, mode="append", name="lakelayout query log")
+
+
+def records_added(table_uri: str) -> int:
+    """Records queued for ``table_uri`` by this process so far (monotonic): lets a caller
+    tell whether a scan it ran was logged."""
+    return _WRITER.added(table_uri)
+
+
+def flush_all() -> int:
+    """Flush every table's queued records now (tests, and before reading)."""
+    return _WRITER.flush()
+
+
+# --------------------------------------------------------------------------- per table
+
+
+class QueryLog:
+    """The query log of one table: ``record`` (buffered), ``flush``, ``read``, ``maintain``."""
+
+    def __init__(self, table_uri: str) -> None:
+        self.table_uri = table_uri
+        self.path = log_path(table_uri)
+
+    def record(
+        self,
+        entry: QueryRecord,
+        *,
+        retention_days: float = DEFAULT_RETENTION_DAYS,
+        max_records: int = DEFAULT_MAX_RECORDS,
+    ) -> None:
+        """Queue ``entry``; the background thread writes it. Never raises on I/O."""
+        _WRITER.add(self.table_uri, entry.row(), (retention_days, max_records))
+
+    def pending(self) -> int:
+        """Records of this table queued in this process and not written yet."""
+        return _WRITER.pending(self.table_uri)
+
+    def flush(self) -> int:
+        """Write this table's queued records now; how many were written."""
+        return _WRITER.flush(self.table_uri)
+
+    def exists(self) -> bool:
+        return os.path.isdir(os.path.join(self.path, "_delta_log"))
+
+    def read(
+        self,
+        *,
+        since: dt.datetime | None = None,
+        last: int | None = None,
+        flush: bool = True,
+    ) -> pa.Table:
+        """Records (oldest first) newer than ``since`` and/or the ``last`` newest ones.
+
+        Queued records of this process are flushed first; with ``flush=False``
+        they are read from memory instead (no write). An absent log reads as an
+        empty table of :data:`SCHEMA`.
+        """
+        if flush:
+            self.flush()
+        parts = []
+        if self.exists():
+            from deltalake import DeltaTable
+
+            parts.append(DeltaTable(self.path).to_pyarrow_table().select(SCHEMA.names).cast(SCHEMA))
+        if not flush:
+            queued = _WRITER.queued(self.table_uri)
+            if queued:
+                parts.append(pa.Table.from_pylist(queued, schema=SCHEMA))
+        data = pa.concat_tables(parts) if parts else SCHEMA.empty_table()
+        if since is not None:
+            data = data.filter(pc.greater_equal(data["ts"], pa.scalar(_utc(since), SCHEMA[0].type)))
+        order = pc.sort_indices(
+            data, [("ts", "ascending"), ("session", "ascending"), ("seq", "ascending")]
+        )
+        data = data.take(order)
+        if last is not None:
+            if last < 0:
+                raise InvalidOption(f"last= must be >= 0, got {last}")
+            data = data.slice(max(0, data.num_rows - last))
+        return data
+
+    def maintain(
+        self,
+        *,
+        retention_days: float = DEFAULT_RETENTION_DAYS,
+        max_records: int = DEFAULT_MAX_RECORDS,
+    ) -> MaintenanceResult:
+        """Apply the retention limits, compact the log's files, vacuum unneeded ones."""
+        self.flush()
+        return maintain(self.table_uri, retention_days=retention_days, max_records=max_records)
+
+
+@dataclass(frozen=True)
+class MaintenanceResult:
+    """What one maintenance pass did to a query log."""
+
+    records_deleted: int
+    files_before: int
+    files_after: int
+
+
+def maintain(
+    table_uri: str,
+    *,
+    retention_days: float = DEFAULT_RETENTION_DAYS,
+    max_records: int = DEFAULT_MAX_RECORDS,
+) -> MaintenanceResult:
+    """Delete records beyond the retention limits, compact, vacuum (see module docstring)."""
+    from deltalake import DeltaTable
+
+    if retention_days <= 0 or max_records < 1:
+        raise InvalidOption(
+            f"query log retention needs retentionDays > 0 and maxRecords >= 1, "
+            f"got {retention_days} and {max_records}"
+        )
+    path = log_path(table_uri)
+    if not os.path.isdir(os.path.join(path, "_delta_log")):
+        return MaintenanceResult(0, 0, 0)
+    table = DeltaTable(path)
+    before = len(table.file_uris())
+    cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(days=retention_days)
+    ts = table.to_pyarrow_table(columns=["ts"]).column("ts")
+    if len(ts) > max_records:
+        newest_first = pc.array_sort_indices(ts.combine_chunks(), order="descending")
+        oldest_kept = ts.take(newest_first)[max_records - 1].as_py()
+        cutoff = max(cutoff, oldest_kept)
+    deleted = 0
+    if len(ts) and pc.min(ts).as_py() < cutoff:
+        result = table.delete(f"ts < '{cutoff.isoformat()}'")
+        deleted = int(result.get("num_deleted_rows", 0) or 0)
+    table = DeltaTable(path)
+    table.optimize.compact()
+    table = DeltaTable(path)
+    # files younger than an hour are kept: another process may be about to commit them
+    table.vacuum(retention_hours=1, dry_run=False, enforce_retention_duration=False)
+    return MaintenanceResult(deleted, before, len(DeltaTable(path).file_uris()))
+
+
+def _utc(value: dt.datetime) -> dt.datetime:
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+def properties_limits(configuration: Mapping[str, str]) -> tuple[float, int]:
+    """(retention days, max records) from a table's properties, with the defaults."""
+    try:
+        days = float(configuration.get(RETENTION_PROPERTY) or DEFAULT_RETENTION_DAYS)
+        records = int(configuration.get(MAX_RECORDS_PROPERTY) or DEFAULT_MAX_RECORDS)
+    except ValueError as exc:
+        raise InvalidOption(
+            f"bad query log limit in table properties ({RETENTION_PROPERTY}, "
+            f"{MAX_RECORDS_PROPERTY}): {exc}"
+        ) from exc
+    return days, records
+
+
+def log_scan(
+    table_uri: str,
+    configuration: Mapping[str, str],
+    report: Any,
+    predicate: Any,
+    columns: Sequence[str] | None,
+    seconds: float,
+    *,
+    session_value: str | None = None,
+    source: str = "scan",
+) -> bool:
+    """Queue the record of one scan (a :class:`~lakelayout.skipping.report.ScanReport`
+    and its bound predicate) unless logging is off; whether it was queued."""
+    if not is_enabled(configuration, session_value):
+        return False
+    from lakelayout.advisor.filters import feature_keys
+
+    entry = QueryRecord(
+        table_version=int(report.version),
+        predicate=predicate.sql(),
+        features=tuple(feature_keys(predicate)),
+        columns=None if columns is None else tuple(columns),
+        files_total=int(report.files_total),
+        files_kept=int(report.files_kept),
+        bytes_total=int(report.bytes_total),
+        bytes_kept=int(report.bytes_kept),
+        rows_total=int(report.rows_total),
+        rows_kept=int(report.rows_kept),
+        planning_seconds=float(report.pruning_seconds),
+        scan_seconds=float(seconds),
+        source=source,
+    )
+    days, records = properties_limits(configuration)
+    QueryLog(table_uri).record(entry, retention_days=days, max_records=records)
+    return True

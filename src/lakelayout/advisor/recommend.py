@@ -1,0 +1,276 @@
+"""From a window of the query log and a sample to a decision (thesis Fig. 3.1, insert flow).
+
+:func:`recommend` is the pure core of the advisor: the Spark side
+(:mod:`lakelayout.advisor.advisor`) gathers :class:`Inputs` — the parsed
+predicates of the recent queries and their times, a sample of the files a
+rewrite would replace (never-clustered files) with the file each row came
+from, those files' statistics, the table's declared indexes — and this
+module analyzes the workload (:mod:`.analyzer`), fits every candidate layout
+on the sample (:mod:`.estimate`), prices it (:mod:`.costmodel`,
+:mod:`.benefit`) and says what to do, with the reasons.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lakelayout.advisor.analyzer import Analysis, AnalyzerConfig, analyze
+from lakelayout.advisor.benefit import BenefitConfig, Estimate, Rate, decide, estimate
+from lakelayout.advisor.benefit import expected_queries as expected_queries_of
+from lakelayout.advisor.costmodel import CostModel
+from lakelayout.advisor.estimate import (
+    FAMILIES,
+    Candidate,
+    additional_indexes,
+    bytes_read,
+    candidates,
+    virtual_files,
+)
+from lakelayout.advisor.filters import leaf_filters
+from lakelayout.errors import InvalidOption
+from lakelayout.expr.nodes import Predicate
+from lakelayout.layouts.base import Layout
+from lakelayout.skipping.indexes.base import Index
+from lakelayout.stats.model import FileStats
+
+
+@dataclass
+class Inputs:
+    """What the advisor knows when it decides."""
+
+    predicates: list[Predicate]
+    timestamps: list[dt.datetime]
+    #: the files a rewrite would replace (real statistics)
+    candidate_files: FileStats
+    #: bytes of the live files that are not candidates
+    other_bytes: int
+    target_file_size: int
+    schema: pa.Schema
+    #: a sample of the candidate files (None: ask the ``sampler`` given to :func:`recommend`)
+    sample: pa.Table | None = None
+    #: per sample row, the position in ``candidate_files`` of the file it came from
+    sample_files: np.ndarray | None = None
+    indexes: list[Index] = field(default_factory=list)
+    udfs: Mapping[str, Any] = field(default_factory=dict)
+    timezone: str = "UTC"
+    #: logged queries that could not be parsed against the current schema
+    unparsed: int = 0
+
+
+Sampler = Callable[[], tuple[pa.Table, np.ndarray]]
+
+
+@dataclass
+class Recommendation:
+    """The decision and everything behind it."""
+
+    reason: str
+    analysis: Analysis | None = None
+    rate: Rate | None = None
+    candidates: list[Candidate] = field(default_factory=list)
+    estimates: list[Estimate] = field(default_factory=list)
+    chosen: Estimate | None = None
+    best: Estimate | None = None
+    layout: Layout | None = None
+    new_indexes: list[Index] = field(default_factory=list)
+    inputs: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def rewrite(self) -> bool:
+        return self.chosen is not None and self.layout is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: what the decision log stores."""
+        return {
+            "rewrite": self.rewrite,
+            "reason": self.reason,
+            "inputs": self.inputs,
+            "rate": None if self.rate is None else dataclasses.asdict(self.rate),
+            "features": None if self.analysis is None else self.analysis.to_dict()["features"],
+            "estimates": [e.to_dict() for e in self.estimates],
+            "failed_candidates": {c.family: c.error for c in self.candidates if c.error},
+            "chosen": None if self.chosen is None else self.chosen.to_dict(),
+            "layout": None if self.layout is None else self.layout.to_dict(),
+            "new_indexes": [i.name for i in self.new_indexes],
+            "seconds": self.seconds,
+        }
+
+    def lines(self) -> list[str]:
+        """The decision for people: the reason, then each candidate's numbers."""
+        out = [self.reason]
+        for e in sorted(self.estimates, key=lambda e: -e.net_seconds):
+            payback = e.payback_queries
+            out.append(
+                f"  {e.layout}: reads {e.bytes_after_per_query / 2**20:,.2f} MiB/query "
+                f"(now {e.bytes_now_per_query / 2**20:,.2f}), saving {e.saving_seconds:.3g} s, "
+                f"cost {e.cost_seconds:.3g} s, net {e.net_seconds:+.3g} s, payback "
+                + ("never" if payback is None else f"{payback:,.0f} queries")
+            )
+        for c in self.candidates:
+            if c.error:
+                out.append(f"  {c.family}: not fitted ({c.error})")
+        return out
+
+
+def recommend(
+    inputs: Inputs,
+    *,
+    model: CostModel,
+    analyzer: AnalyzerConfig | None = None,
+    benefit: BenefitConfig | None = None,
+    families: Sequence[str] = FAMILIES,
+    sampler: Sampler | None = None,
+) -> Recommendation:
+    """Analyze, fit candidates, price them, decide (see the module docstring).
+
+    Before anything is sampled or fitted, an upper bound is checked: even a
+    layout that made every recent query read nothing of the never-clustered
+    files would save at most ``E × (bytes they read now) × cost per byte``;
+    when that does not beat the cheapest rewrite with the margin, the answer
+    is no and no sample is taken (``sampler`` is only called past that point,
+    when ``inputs.sample`` is None).
+    """
+    started = time.perf_counter()
+    cfg = benefit or BenefitConfig()
+    files = inputs.candidate_files
+    summary = {
+        "queries": len(inputs.predicates),
+        "unparsed_queries": inputs.unparsed,
+        "candidate_files": len(files),
+        "candidate_bytes": int(files.total_bytes),
+        "other_bytes": int(inputs.other_bytes),
+        "target_file_size": inputs.target_file_size,
+        "cost_model": model.source,
+    }
+    rec = _recommend(inputs, model, analyzer or AnalyzerConfig(), cfg, families, sampler)
+    summary["sample_rows"] = 0 if inputs.sample is None else inputs.sample.num_rows
+    rec.inputs = summary
+    rec.seconds = time.perf_counter() - started
+    return rec
+
+
+def _recommend(
+    inputs: Inputs,
+    model: CostModel,
+    analyzer_cfg: AnalyzerConfig,
+    cfg: BenefitConfig,
+    families: Sequence[str],
+    sampler: Sampler | None,
+) -> Recommendation:
+    n = len(inputs.predicates)
+    if n < cfg.min_queries:
+        return Recommendation(
+            f"no rewrite: only {n} queries logged, the advisor waits for {cfg.min_queries}"
+        )
+    rate = expected_queries_of(inputs.timestamps, cfg)
+    rec = Recommendation("", rate=rate)
+
+    def without_sample() -> Recommendation:
+        rec.analysis = analyze(
+            inputs.predicates, None, config=analyzer_cfg, udfs=inputs.udfs, timezone=inputs.timezone
+        )
+        return rec
+
+    if not any(leaf_filters(p) for p in inputs.predicates):
+        rec.reason = f"no rewrite: none of the {n} recent queries filters; no layout helps them"
+        return without_sample()
+    files = inputs.candidate_files
+    nbytes = int(files.total_bytes)
+    blocks = max(1, round(nbytes / max(1, inputs.target_file_size)))
+    if len(files) == 0:
+        rec.reason = "no rewrite: every live file is already clustered"
+        return without_sample()
+    if blocks < 2:
+        rec.reason = (
+            f"no rewrite: the {len(files)} never-clustered file(s) ({nbytes / 2**20:,.2f} MiB) fit "
+            "in one file of the target size; there is nothing to cluster yet"
+        )
+        return without_sample()
+    read_now = float(np.mean([bytes_read(p, files) for p in inputs.predicates]))
+    ceiling = rate.expected_queries * read_now * model.query_seconds_per_byte
+    cheapest = model.rewrite_seconds(nbytes, blocks, n_curve=1)
+    if ceiling <= cheapest * cfg.margin:
+        rec.reason = (
+            f"no rewrite: even a layout that made the recent queries read nothing of the "
+            f"{nbytes / 2**20:,.2f} MiB of never-clustered data would save at most "
+            f"{ceiling:.3g} s ({rate.expected_queries:,.0f} expected queries × "
+            f"{read_now / 2**20:,.2f} MiB read now each), not more than the cheapest rewrite "
+            f"({cheapest:.3g} s) × {cfg.margin:g}"
+        )
+        return without_sample()
+    if inputs.sample is None:
+        if sampler is None:
+            raise InvalidOption("recommend() needs inputs.sample or a sampler")
+        inputs.sample, inputs.sample_files = sampler()
+    sample = inputs.sample
+    sample_files = np.zeros(0, np.int64) if inputs.sample_files is None else inputs.sample_files
+    rec.analysis = analyze(
+        inputs.predicates, sample, config=analyzer_cfg, udfs=inputs.udfs, timezone=inputs.timezone
+    )
+    analysis = rec.analysis
+    if sample.num_rows == 0:
+        rec.reason = "no rewrite: the sample of the never-clustered files is empty"
+        return rec
+    proposed = additional_indexes(analysis, inputs.indexes, inputs.schema)
+    # only statistics that can be computed on the sample are proposed
+    rec.new_indexes = list(virtual_files(sample, sample_files, proposed).indexes)
+    n_additional = sum(_features_in(i) for i in rec.new_indexes)
+    now = virtual_files(sample, sample_files, inputs.indexes).fractions(inputs.predicates)
+    rec.candidates = candidates(
+        analysis,
+        inputs.predicates,
+        sample,
+        blocks,
+        indexes=[*inputs.indexes, *rec.new_indexes],
+        families=families,
+    )
+    for cand in rec.candidates:
+        if cand.fractions is None or cand.layout is None:
+            continue
+        rec.estimates.append(
+            estimate(
+                cand.family,
+                cand.describe(),
+                fractions_now=now,
+                fractions_after=cand.fractions,
+                candidate_bytes=nbytes,
+                candidate_files=len(files),
+                files_after=cand.layout.n_blocks,
+                other_bytes=inputs.other_bytes,
+                model=model,
+                expected=rate.expected_queries,
+                margin=cfg.margin,
+                n_curve=len(cand.columns) + (1 if cand.family == "sop-z" else 0),
+                n_sop=len(cand.sop_features),
+                n_additional=n_additional,
+            )
+        )
+    chosen, best, reason = decide(rec.estimates)
+    rec.chosen, rec.best, rec.reason = chosen, best, reason
+    if chosen is not None:
+        layout = next(c.layout for c in rec.candidates if c.describe() == chosen.layout)
+        assert layout is not None
+        rec.layout = layout
+        blocks_after = np.asarray(layout.assign(sample), dtype=np.int64)
+        plain_now = virtual_files(sample, sample_files).fractions(inputs.predicates)
+        plain_after = virtual_files(sample, blocks_after).fractions(inputs.predicates)
+        saved = float(np.mean(plain_now - plain_after)) * nbytes
+        rec.chosen = dataclasses.replace(chosen, minmax_saved_bytes_per_query=saved)
+        rec.best = rec.chosen if best is chosen else best
+    return rec
+
+
+def _features_in(index: Index) -> int:
+    """Features an index keeps statistics on (a Features index: one per predicate)."""
+    from lakelayout.skipping.indexes import Features
+
+    return len(index.texts) if isinstance(index, Features) else 1

@@ -1,0 +1,143 @@
+"""The advisor on real tables: features, recommend, optimize.auto(), the append trigger,
+the decision log (real Spark, real Delta tables)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lakelayout.advisor.advisor import AUTO_MIN_BYTES, AUTO_OPTIMIZE
+from lakelayout.advisor.benefit import BenefitConfig
+from lakelayout.advisor.costmodel import DEFAULTS
+from lakelayout.api import Table
+from lakelayout.cluster.optimize import OptimizeHooks
+from lakelayout.table import delta
+
+pytestmark = pytest.mark.spark
+
+#: rewrites cost little and queries a lot: a rewrite pays on these small tables
+CHEAP = dataclasses.replace(
+    DEFAULTS, rewrite_fixed_seconds=0.01, rewrite_per_file_seconds=0.0, query_seconds_per_byte=1e-6
+)
+
+
+def _batch(spark: Any, start: int, n: int, files: int) -> Any:
+    rng = np.random.default_rng(start)
+    rows = pa.table(
+        {
+            "id": pa.array(np.arange(start, start + n), pa.int64()),
+            "ts": pa.array(rng.uniform(0, 1000, n)),
+            "tag": pa.array([f"t{i % 11}" for i in range(start, start + n)]),
+        }
+    )
+    return spark.createDataFrame(rows).repartitionByRange(files, "id").sortWithinPartitions("id")
+
+
+def _filtered_scans(t: Table, n: int, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    for lo in rng.uniform(0, 950, n):
+        t.scan(f"ts BETWEEN {lo:.1f} AND {lo + 30:.1f}", columns=["id"])
+
+
+def _ids(t: Table) -> list[int]:
+    return sorted(r["id"] for r in t.to_df().select("id").collect())
+
+
+def _tuned(t: Table) -> Table:
+    t.advisor.model = CHEAP
+    t.advisor.benefit = BenefitConfig(horizon_queries=1000, min_queries=5)
+    t.advisor.families = ("zorder", "qdtree")
+    return t
+
+
+def _boom(_: int) -> None:
+    raise RuntimeError("injected failure before the rewrite's commit")
+
+
+def test_auto_optimize_on_append_never_loses_rows_and_a_failed_rewrite_changes_nothing(
+    spark: Any, tmp_path: Path
+) -> None:
+    t = _tuned(
+        Table.create(
+            str(tmp_path / "t"), _batch(spark, 0, 6000, 6), auto_optimize=True,
+            target_file_size=20_000,
+        )
+    )  # fmt: skip
+    assert t.properties[AUTO_OPTIMIZE] == "true"
+    delta.set_properties(t.uri, {AUTO_MIN_BYTES: "1"})
+    _filtered_scans(t, 12)
+
+    t.advisor.hooks = OptimizeHooks(before_commit=_boom)
+    m = t.append(_batch(spark, 6000, 3000, 3))  # the decision runs, the rewrite fails
+    files_after_append = sorted(map(str, t.snapshot().files.paths))
+    assert t.version == m.version  # no rewrite commit
+    assert _ids(t) == list(range(9000))
+    failed = t.advisor.decisions()[-1]
+    assert failed["trigger"] == "append" and failed["rewrite"] is True
+    assert failed["outcome"].startswith("failed: RuntimeError: injected failure")
+
+    t.advisor.hooks = None
+    m2 = t.append(_batch(spark, 9000, 3000, 3))  # now the rewrite goes through
+    assert t.version > m2.version
+    assert _ids(t) == list(range(12000))  # nothing lost, nothing duplicated
+    applied = t.advisor.decisions()[-1]
+    assert applied["outcome"] == "applied" and applied["version_after"] == t.version
+    assert applied["actual_seconds"] > 0 and applied["estimated_cost_seconds"] > 0
+    assert not set(files_after_append) & set(map(str, t.snapshot().files.paths))
+
+
+def test_optimize_auto_says_why_not_when_nothing_filters(spark: Any, tmp_path: Path) -> None:
+    t = _tuned(
+        Table.create(str(tmp_path / "t"), _batch(spark, 0, 4000, 4), target_file_size=20_000)
+    )
+    for _ in range(8):
+        t.scan(columns=["id", "tag"])
+    version = t.version
+    result = t.optimize.auto()
+    assert not result.applied and result.metrics is None
+    assert result.reason == "no rewrite: none of the 8 recent queries filters; no layout helps them"
+    assert t.version == version
+    (row,) = t.advisor.decisions()
+    assert row["outcome"] == "skipped" and row["trigger"] == "manual"
+    assert row["detail"]["inputs"]["queries"] == 8
+
+
+def test_features_recommend_auto_and_measurement(spark: Any, tmp_path: Path) -> None:
+    t = _tuned(
+        Table.create(str(tmp_path / "t"), _batch(spark, 0, 8000, 8), target_file_size=20_000)
+    )
+    rng = np.random.default_rng(3)
+    for i in range(16):
+        lo = rng.uniform(0, 950)
+        extra = " AND tag LIKE '%1%'" if i % 2 else ""
+        t.scan(f"ts BETWEEN {lo:.1f} AND {lo + 30:.1f}{extra}")
+    analysis = t.advisor.features()
+    assert analysis.curve == ["ts"] and analysis.sop == ["tag LIKE '%1%'"]
+    assert any("16 of 16 queries" in line for line in analysis.lines())
+
+    rec = t.advisor.recommend()
+    assert rec.rewrite and rec.chosen is not None
+    assert rec.chosen.payback_queries is not None and rec.chosen.cost_seconds > 0
+    assert rec.inputs["candidate_files"] == len(t.snapshot().files)
+
+    before = t.scan("ts BETWEEN 500 AND 530").report.files_kept
+    result = t.optimize.auto()
+    assert result.applied and result.metrics is not None
+    assert result.metrics.rows_added == result.metrics.rows_removed == 8000
+    assert t.scan("ts BETWEEN 500 AND 530").report.files_kept < before
+    assert _ids(t) == list(range(8000))
+    # nothing left to cluster: the next call declines
+    assert "already clustered" in t.optimize.auto().reason
+
+    _filtered_scans(t, 6, seed=9)
+    (measured,) = t.advisor.measure()
+    assert measured.kind == "measurement" and measured.measured_queries == 7  # 6 + the check above
+    assert measured.actual_saved_bytes_per_query is not None
+    assert measured.actual_saved_bytes_per_query > 0
+    assert measured.estimated_saved_bytes_per_query is not None
+    assert t.advisor.measure() == []  # measured once

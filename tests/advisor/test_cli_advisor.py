@@ -1,0 +1,83 @@
+"""``lakelayout log / advise / decisions / calibrate`` on real tables."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from typer.testing import CliRunner
+
+from lakelayout.advisor.calibrate import calibrate
+from lakelayout.advisor.costmodel import DEFAULTS, CostModel
+from lakelayout.api import Table
+from lakelayout.cli import app
+
+pytestmark = pytest.mark.spark
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def logged(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """A table with 12 logged range scans, and a cost model under which a rewrite pays."""
+    root = tmp_path_factory.mktemp("advise")
+    rng = np.random.default_rng(1)
+    data = pa.table({"id": np.arange(6000), "ts": rng.uniform(0, 1000, 6000)})
+    df = spark.createDataFrame(data).repartitionByRange(6, "id")
+    t = Table.create(str(root / "t"), df, target_file_size=15_000)
+    for lo in rng.uniform(0, 950, 12):
+        t.scan(f"ts BETWEEN {lo:.1f} AND {lo + 30:.1f}", columns=["id"])
+    cheap = dataclasses.replace(
+        DEFAULTS, rewrite_fixed_seconds=0.01, query_seconds_per_byte=1e-4, source="cheap (test)"
+    )
+    return t.uri, cheap.save(root / "cheap.json")
+
+
+def test_log_prints_the_newest_queries(logged: tuple[str, Path]) -> None:
+    uri, _ = logged
+    result = runner.invoke(app, ["log", uri, "--last", "3"])
+    assert result.exit_code == 0, result.output
+    assert "the 3 newest queries" in result.output
+    assert result.output.count("ts >= ") == 3 and "/6" in result.output
+
+
+def test_advise_explains_then_applies(logged: tuple[str, Path]) -> None:
+    uri, model = logged
+    version = Table(uri).version
+    dry = runner.invoke(app, ["advise", uri, "--model", str(model)])
+    assert dry.exit_code == 0, dry.output
+    assert "chosen     curve ts: in 12 of 12 queries" in dry.output
+    assert "cost model: cheap (test)" in dry.output
+    assert "rewrite: " in dry.output and "(run with --apply to rewrite)" in dry.output
+    assert Table(uri).version == version
+
+    applied = runner.invoke(app, ["advise", uri, "--model", str(model), "--apply"])
+    assert applied.exit_code == 0, applied.output
+    assert "rewrote 6 files" in applied.output
+    assert Table(uri).version > version
+
+    listed = runner.invoke(app, ["decisions", uri])
+    assert listed.exit_code == 0, listed.output
+    assert "recommended (not" in listed.output and "applied" in listed.output
+
+
+def test_advisor_commands_fail_in_one_line(tmp_path: Path, logged: tuple[str, Path]) -> None:
+    missing = runner.invoke(app, ["log", str(tmp_path / "nothing")])
+    assert missing.exit_code == 2 and "no Delta table" in missing.output
+    assert len(missing.output.strip().splitlines()) == 1
+    bad = runner.invoke(app, ["advise", logged[0], "--model", str(tmp_path / "absent.json")])
+    assert bad.exit_code == 2 and "no cost model at" in bad.output
+    assert len(bad.output.strip().splitlines()) == 1
+
+
+def test_calibrate_measures_saves_and_is_reused(spark: Any, tmp_path: Path) -> None:
+    model = calibrate(spark, sizes=(2000, 6000), work_dir=tmp_path)
+    assert model.source == "calibrated on tables of 2,000, 6,000 rows"
+    assert set(model.quality) == {"rewrite_r2", "query_r2", "statistics_r2"}
+    assert model.rewrite_seconds(10**6, 4) > 0 and model.query_seconds(10**6) > 0
+    path = model.save(tmp_path / "cfg" / "costmodel.json")
+    assert CostModel.load(path) == model
+    assert list(tmp_path.iterdir()) == [tmp_path / "cfg"]  # the generated tables are gone

@@ -1,0 +1,125 @@
+"""The query log without Spark: buffering, flushing, several processes, retention."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from lakelayout.advisor import querylog as ql
+
+
+def _table(tmp_path: Path) -> str:
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"a": [1, 2, 3]}))
+    return path
+
+
+def test_records_are_buffered_until_flushed_and_read_back_in_order(tmp_path: Path) -> None:
+    uri = _table(tmp_path)
+    log = ql.QueryLog(uri)
+    for i in range(3):
+        log.record(ql.QueryRecord(table_version=0, predicate=f"a > {i}", features=("a",)))
+    assert log.pending() == 3
+    assert not log.exists()  # nothing written on the record's path
+    unflushed = log.read(flush=False)  # queued records are read from memory
+    assert unflushed.num_rows == 3 and not log.exists()
+    assert log.flush() == 3 and log.pending() == 0
+    data = log.read()
+    assert data.column("predicate").to_pylist() == ["a > 0", "a > 1", "a > 2"]
+    assert data.column("features").to_pylist() == [["a"]] * 3
+    assert data.schema == ql.SCHEMA
+    # any Delta reader: delta-rs directly
+    assert DeltaTable(log.path).to_pyarrow_table().num_rows == 3
+
+
+def test_a_failing_flush_warns_and_keeps_the_records(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    uri = _table(tmp_path)
+    log = ql.QueryLog(uri)
+    blocker = Path(log.path)
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("not a directory")  # the log cannot be created here
+    log.record(ql.QueryRecord(table_version=0, predicate="a = 1"))
+    with caplog.at_level(logging.WARNING, logger="lakelayout.advisor.querylog"):
+        assert log.flush() == 0
+    assert "flush of 1 records failed" in caplog.text
+    assert log.pending() == 1
+    blocker.unlink()
+    assert log.flush() == 1
+    assert log.read().column("predicate").to_pylist() == ["a = 1"]
+
+
+def test_session_and_table_switches() -> None:
+    assert ql.is_enabled({})
+    assert not ql.is_enabled({ql.ENABLED_PROPERTY: "false"})
+    assert not ql.is_enabled({}, "FALSE")
+    assert ql.is_enabled({ql.ENABLED_PROPERTY: "true"}, "true")
+    ql.set_enabled(False)
+    try:
+        assert not ql.is_enabled({})
+    finally:
+        ql.set_enabled(True)
+
+
+def test_retention_deletes_old_and_excess_records_and_compacts(tmp_path: Path) -> None:
+    uri = _table(tmp_path)
+    log = ql.QueryLog(uri)
+    old = dt.datetime.now(dt.UTC) - dt.timedelta(days=40)
+    for i in range(4):
+        log.record(ql.QueryRecord(table_version=0, predicate=f"old {i}", ts=old))
+        log.flush()
+    for i in range(5):
+        log.record(ql.QueryRecord(table_version=0, predicate=f"new {i}"))
+        log.flush()
+    result = log.maintain(retention_days=30, max_records=3)
+    assert result.records_deleted == 6
+    assert result.files_before == 9 and result.files_after == 1
+    assert log.read().column("predicate").to_pylist() == ["new 2", "new 3", "new 4"]
+    with pytest.raises(ql.InvalidOption, match="retentionDays > 0"):
+        log.maintain(retention_days=0)
+
+
+_WRITER_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from lakelayout.advisor import querylog as ql
+    ql.FLUSH_RECORDS = 7          # many small flushes, interleaved with the other process
+    log = ql.QueryLog(sys.argv[1])
+    for i in range(int(sys.argv[3])):
+        log.record(ql.QueryRecord(table_version=0, predicate=f"{sys.argv[2]} {i}"))
+    # the rest is written by the exit flush
+    """
+)
+
+
+def test_two_processes_logging_to_one_table_lose_no_record(tmp_path: Path) -> None:
+    uri = _table(tmp_path)
+    n = 120
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _WRITER_SCRIPT, uri, name, str(n)])
+        for name in ("left", "right")
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    data = ql.QueryLog(uri).read()
+    assert data.num_rows == 2 * n
+    keys = set(zip(data["session"].to_pylist(), data["seq"].to_pylist(), strict=True))
+    assert len(keys) == 2 * n  # no duplicate either
+    expected = {f"{name} {i}" for name in ("left", "right") for i in range(n)}
+    assert set(data["predicate"].to_pylist()) == expected
+    assert len(set(data["session"].to_pylist())) == 2
+
+
+def test_records_of_a_deleted_table_are_dropped_not_written(tmp_path: Path) -> None:
+    log = ql.QueryLog(str(tmp_path / "gone"))
+    log.record(ql.QueryRecord(table_version=0, predicate="a = 1"))
+    assert log.flush() == 0 and log.pending() == 0
+    assert not (tmp_path / "gone").exists()

@@ -1,0 +1,121 @@
+"""Every Table.scan leaves a query-log record (real Spark, real Delta tables)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakelayout.advisor import querylog as ql
+from lakelayout.api import Table
+from lakelayout.table import delta
+
+pytestmark = pytest.mark.spark
+
+
+def _make(spark: Any, path: Path) -> Table:
+    rows = pa.table(
+        {
+            "id": pa.array(range(400), pa.int64()),
+            "s": pa.array([f"v{i % 7}" for i in range(400)]),
+            "ts": pa.array([dt.datetime(2025, 1 + i // 100, 1) for i in range(400)]),
+        }
+    )
+    df = spark.createDataFrame(rows).repartitionByRange(4, "id").sortWithinPartitions("id")
+    return Table.create(str(path), df)
+
+
+def test_every_scan_is_recorded_with_its_fields(spark: Any, tmp_path: Path) -> None:
+    t = _make(spark, tmp_path / "t")
+    before = dt.datetime.now(dt.UTC)
+    a = t.scan("id >= 300 AND month(ts) = 4 AND s LIKE '%3%'", columns=["id", "s"])
+    assert a.df.count() == len([i for i in range(300, 400) if "3" in f"v{i % 7}"])
+    t.scan()
+    after = dt.datetime.now(dt.UTC)
+    log = ql.QueryLog(t.uri).read()
+    assert log.num_rows == 2
+    first, second = log.to_pylist()
+    assert first["predicate"] == a.predicate.sql()
+    assert first["features"] == ["id", "month(ts)", "s LIKE '%3%'"]
+    assert first["columns"] == ["id", "s"]
+    report = a.report
+    assert (first["files_total"], first["files_kept"]) == (report.files_total, report.files_kept)
+    assert (first["bytes_total"], first["bytes_kept"]) == (report.bytes_total, report.bytes_kept)
+    assert (first["rows_total"], first["rows_kept"]) == (400, report.rows_kept)
+    assert report.files_kept < report.files_total  # the record shows real pruning
+    assert first["table_version"] == t.version
+    assert first["planning_seconds"] == pytest.approx(report.pruning_seconds)
+    assert first["scan_seconds"] >= first["planning_seconds"]
+    assert before <= first["ts"] <= second["ts"] <= after
+    assert first["session"] == ql.SESSION_ID and second["seq"] > first["seq"]
+    assert second["predicate"] == "TRUE" and second["columns"] is None
+    assert second["files_kept"] == second["files_total"]
+
+
+def test_a_failing_log_write_does_not_fail_the_scan(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    t = _make(spark, tmp_path / "t")
+    blocker = Path(ql.log_path(t.uri))
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_text("in the way")
+    res = t.scan("id < 10")
+    assert res.df.count() == 10
+    log = ql.QueryLog(t.uri)
+    with caplog.at_level(logging.WARNING, logger="lakelayout.advisor.querylog"):
+        assert log.flush() == 0
+    assert "failed" in caplog.text
+    assert t.scan("id < 20").df.count() == 20  # still scanning
+    blocker.unlink()
+    assert log.read().column("predicate").to_pylist() == ["id < 10L", "id < 20L"]
+
+
+def test_a_broken_log_property_does_not_fail_the_scan(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    t = _make(spark, tmp_path / "t")
+    delta.set_properties(t.uri, {ql.MAX_RECORDS_PROPERTY: "many"})
+    with caplog.at_level(logging.WARNING, logger="lakelayout.api"):
+        assert t.scan("id < 5").df.count() == 5
+    assert "scan not recorded" in caplog.text and ql.MAX_RECORDS_PROPERTY in caplog.text
+
+
+def test_logging_is_off_per_table_and_per_session(spark: Any, tmp_path: Path) -> None:
+    t = _make(spark, tmp_path / "t")
+    delta.set_properties(t.uri, {ql.ENABLED_PROPERTY: "false"})
+    t.scan("id < 5").df.count()
+    assert ql.QueryLog(t.uri).read().num_rows == 0
+
+    other = _make(spark, tmp_path / "u")
+    spark.conf.set(ql.SESSION_CONF, "false")
+    try:
+        other.scan("id < 5")
+    finally:
+        spark.conf.unset(ql.SESSION_CONF)
+    assert ql.QueryLog(other.uri).read().num_rows == 0
+    other.scan("id < 6")
+    assert ql.QueryLog(other.uri).read().num_rows == 1
+
+
+def test_select_through_lakelayout_sql_is_logged(spark: Any, tmp_path: Path) -> None:
+    import lakelayout
+    from lakelayout.errors import InvalidOption
+
+    t = _make(spark, tmp_path / "t")
+    wh = str(tmp_path / "wh")
+    df = lakelayout.sql(spark, f"SELECT id, s FROM delta.`{t.uri}` WHERE id >= 390", warehouse=wh)
+    assert df.columns == ["id", "s"] and sorted(r["id"] for r in df.collect()) == list(
+        range(390, 400)
+    )
+    assert lakelayout.sql(spark, f"select * from delta.`{t.uri}`", warehouse=wh).count() == 400
+    with pytest.raises(InvalidOption, match="SELECT takes \\* or column names, got"):
+        lakelayout.sql(spark, f"SELECT id + 1 FROM delta.`{t.uri}`", warehouse=wh)
+    log = ql.QueryLog(t.uri).read().to_pylist()
+    assert [(r["predicate"], r["columns"]) for r in log] == [
+        ("id >= 390L", ["id", "s"]),
+        ("TRUE", None),
+    ]
