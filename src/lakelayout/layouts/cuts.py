@@ -37,17 +37,10 @@ Values are compared in Spark's order: NaN is greater than every number, so an
 interval with no upper bound may hold NaN and one with an upper bound cannot.
 Values of different kinds (a date against a timestamp, a string against a
 number) are never compared: the answer is then "may match".
-
-The module also serializes predicate trees to JSON (:func:`expr_to_json`,
-:func:`expr_from_json`) with typed literals (dates as ISO text, decimals as
-strings, Arrow types as IPC bytes), so a fitted layout reloads without the
-parser.
 """
 
 from __future__ import annotations
 
-import base64
-import dataclasses
 import datetime as _dt
 import decimal as _decimal
 import math
@@ -57,20 +50,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakelayout.errors import LayoutError
 from lakelayout.expr.nodes import (
     And,
     BoolConst,
     BoolTerm,
-    Column,
     Compare,
     EndsWith,
-    Expr,
-    Func,
     In,
     IsNull,
     Like,
-    Literal,
     Not,
     Opaque,
     Or,
@@ -509,7 +497,7 @@ def plan_query(query: Predicate) -> QueryPlan:
         op = "and" if isinstance(query, And) else "or"
         return QueryPlan(op, tuple(plan_query(c) for c in query.children_))
     if isinstance(query, BoolConst):
-        return QueryPlan("const", value=query.value)
+        return QueryPlan("const", value=bool(query.value))
     neg = None if isinstance(query, (Not, Opaque)) else query.negate().sql()
     return QueryPlan("atom", atom=query, sql=query.sql(), neg_sql=neg, key=term_key(query))
 
@@ -569,167 +557,6 @@ def cut_keys(cut: Cut) -> frozenset[str]:
     return frozenset(keys)
 
 
-# ---------------------------------------------------------------- JSON codec
-
-
-_NODE_TYPES: dict[str, type[Expr]] = {
-    cls.__name__: cls
-    for cls in (
-        Column,
-        Literal,
-        Func,
-        Compare,
-        TermCompare,
-        In,
-        IsNull,
-        Like,
-        StartsWith,
-        EndsWith,
-        And,
-        Or,
-        Not,
-        BoolConst,
-        BoolTerm,
-        Opaque,
-    )
-}
-
-
-def expr_to_json(node: Expr) -> dict[str, Any]:
-    """A JSON-ready dict for a predicate or term tree (exact, typed).
-
-    >>> d = expr_to_json(Compare("<", Column("d", pa.date32()), Literal(_dt.date(2020, 1, 2))))
-    >>> d["value"]["value"]
-    {'date': '2020-01-02'}
-    >>> expr_from_json(d) == Compare("<", Column("d"), Literal(_dt.date(2020, 1, 2)))
-    True
-    """
-    name = type(node).__name__
-    if _NODE_TYPES.get(name) is not type(node) or not dataclasses.is_dataclass(node):
-        raise LayoutError(f"cannot serialize expression node of type {name}")
-    out: dict[str, Any] = {"node": name}
-    for f in dataclasses.fields(node):
-        raw = getattr(node, f.name)
-        if f.name == "dtype":
-            out[f.name] = _dtype_to_json(raw)
-        elif f.name == "value" and isinstance(node, Literal):
-            out[f.name] = _value_to_json(raw)
-        else:
-            out[f.name] = _field_to_json(raw)
-    return out
-
-
-def expr_from_json(data: dict[str, Any]) -> Any:
-    """Inverse of :func:`expr_to_json`."""
-    try:
-        cls = _NODE_TYPES[data["node"]]
-        kwargs: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            if f.name not in data:
-                continue
-            raw = data[f.name]
-            if f.name == "dtype":
-                kwargs[f.name] = _dtype_from_json(raw)
-            elif f.name == "value" and cls is Literal:
-                kwargs[f.name] = _value_from_json(raw)
-            elif f.name == "reads":
-                kwargs[f.name] = frozenset(raw)
-            else:
-                kwargs[f.name] = _field_from_json(raw)
-        return cls(**kwargs)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise LayoutError(f"bad serialized expression {data!r}: {exc}") from exc
-
-
-def _field_to_json(raw: Any) -> Any:
-    if isinstance(raw, Expr):
-        return expr_to_json(raw)
-    if isinstance(raw, frozenset):
-        return sorted(raw)
-    if isinstance(raw, tuple):
-        return [_field_to_json(x) for x in raw]
-    return raw
-
-
-def _field_from_json(raw: Any) -> Any:
-    if isinstance(raw, dict):
-        return expr_from_json(raw)
-    if isinstance(raw, list):
-        return tuple(_field_from_json(x) for x in raw)
-    return raw
-
-
-def _dtype_to_json(dtype: pa.DataType | None) -> str | None:
-    if dtype is None:
-        return None
-    return base64.b64encode(pa.schema([pa.field("t", dtype)]).serialize().to_pybytes()).decode()
-
-
-def _dtype_from_json(text: str | None) -> pa.DataType | None:
-    if text is None:
-        return None
-    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text))).field("t").type
-
-
-def schema_to_json(schema: pa.Schema) -> str:
-    """An Arrow schema as base64 IPC text."""
-    return base64.b64encode(schema.serialize().to_pybytes()).decode()
-
-
-def schema_from_json(text: str) -> pa.Schema:
-    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
-
-
-def _value_to_json(value: Any) -> Any:
-    """A literal value as JSON: plain for bool/int/str/None, tagged otherwise."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return {"float": repr(value)}
-    if isinstance(value, _decimal.Decimal):
-        return {"decimal": str(value)}
-    if isinstance(value, _dt.datetime):
-        return {"timestamp": value.isoformat()}
-    if isinstance(value, _dt.date):
-        return {"date": value.isoformat()}
-    if isinstance(value, _dt.time):
-        return {"time": value.isoformat()}
-    if isinstance(value, _dt.timedelta):
-        return {"timedelta_us": value // _dt.timedelta(microseconds=1)}
-    if isinstance(value, bytes):
-        return {"bytes": base64.b64encode(value).decode()}
-    if isinstance(value, (list, tuple)):
-        return {"list": [_value_to_json(v) for v in value]}
-    if isinstance(value, dict):
-        return {"map": [[_value_to_json(k), _value_to_json(v)] for k, v in value.items()]}
-    raise LayoutError(f"cannot serialize literal {value!r} of type {type(value).__name__}")
-
-
-def _value_from_json(data: Any) -> Any:
-    if not isinstance(data, dict):
-        return data
-    ((tag, raw),) = data.items()
-    if tag == "float":
-        return float(raw)
-    if tag == "decimal":
-        return _decimal.Decimal(raw)
-    if tag == "timestamp":
-        return _dt.datetime.fromisoformat(raw)
-    if tag == "date":
-        return _dt.date.fromisoformat(raw)
-    if tag == "time":
-        return _dt.time.fromisoformat(raw)
-    if tag == "timedelta_us":
-        return _dt.timedelta(microseconds=raw)
-    if tag == "bytes":
-        return base64.b64decode(raw)
-    if tag == "list":
-        return [_value_from_json(v) for v in raw]
-    if tag == "map":
-        return {_value_from_json(k): _value_from_json(v) for k, v in raw}
-    raise ValueError(f"unknown literal tag {tag!r}")
-
-
 __all__ = [
     "MAX_IN_VALUES",
     "Cut",
@@ -741,13 +568,9 @@ __all__ = [
     "comparable",
     "cut_keys",
     "cut_of",
-    "expr_from_json",
-    "expr_to_json",
     "may_intersect",
     "plan_query",
     "query_keys",
     "region_of",
-    "schema_from_json",
-    "schema_to_json",
     "term_key",
 ]

@@ -24,7 +24,6 @@ keeps a block unless some feature implied by the query has a 0 bit there
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakelayout.errors import LayoutError
+from lakelayout.expr.codec import schema_from_json, schema_to_json
 from lakelayout.expr.evaluate import evaluate
 from lakelayout.expr.nodes import And, BoolConst, Expr, Opaque, Or, Predicate
 from lakelayout.expr.parse import parse_predicate
@@ -254,8 +254,8 @@ class FeatureSet:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": _schema_to_text(self.schema),
-            "functions": _schema_to_text(pa.schema(list(self.functions))),
+            "schema": schema_to_json(self.schema),
+            "functions": schema_to_json(pa.schema(list(self.functions))),
             "features": [
                 {"conjuncts": [c.sql() for c in f.conjuncts], "weight": f.weight}
                 for f in self.features
@@ -265,8 +265,8 @@ class FeatureSet:
     @classmethod
     def from_dict(cls, state: Mapping[str, Any]) -> FeatureSet:
         try:
-            schema = _schema_from_text(state["schema"])
-            funcs = {f.name: f.type for f in _schema_from_text(state["functions"])}
+            schema = schema_from_json(state["schema"])
+            funcs = {f.name: f.type for f in schema_from_json(state["functions"])}
             raw = state["features"]
             feats = tuple(
                 Feature(
@@ -329,11 +329,3 @@ def zero_weight(vectors: np.ndarray, weights: np.ndarray) -> np.ndarray:
     w = np.asarray(weights, dtype=np.float64)
     ones = bit_matrix(vectors, len(w)).astype(np.float64) @ w
     return float(w.sum()) - ones
-
-
-def _schema_to_text(schema: pa.Schema) -> str:
-    return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
-
-
-def _schema_from_text(text: str) -> pa.Schema:
-    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))

@@ -40,8 +40,8 @@ import numpy as np
 import pyarrow as pa
 
 from lakelayout.errors import LayoutError
+from lakelayout.expr.codec import schema_from_json, schema_to_json
 from lakelayout.layouts.base import Layout, WorkloadItem
-from lakelayout.layouts.cuts import schema_from_json, schema_to_json
 from lakelayout.layouts.qdtree import (
     CutTree,
     GrownForest,

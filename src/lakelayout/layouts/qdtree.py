@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakelayout.errors import LakelayoutError, LayoutError, closest
+from lakelayout.expr.codec import expr_from_json, expr_to_json, schema_from_json, schema_to_json
 from lakelayout.expr.nodes import Predicate
 from lakelayout.layouts.base import Layout, WorkloadItem
 from lakelayout.layouts.cuts import (
@@ -45,13 +46,9 @@ from lakelayout.layouts.cuts import (
     Region,
     candidate_cuts,
     cut_keys,
-    expr_from_json,
-    expr_to_json,
     may_intersect,
     plan_query,
     query_keys,
-    schema_from_json,
-    schema_to_json,
 )
 from lakelayout.layouts.virtual import bind_workload
 
