@@ -336,6 +336,44 @@ def parse_timestamp(text: str, timezone: str | None) -> TimestampValue:
         raise TypeMismatch(str(err)) from None
 
 
+# ---------------------------------------------------------------- literal values as Arrow scalars
+
+
+def coerce_literal(value: object, dtype: pa.DataType) -> pa.Scalar | None:
+    """A literal value as an Arrow scalar of ``dtype``, or ``None`` when that would change it.
+
+    ``None`` covers NaN (Spark orders NaN above every number, bounds exclude it),
+    values out of the type's range and lossy conversions (``5.5`` to an integer).
+    Timestamps beyond Python's years (:class:`FarTimestamp`) go through their
+    microseconds.
+
+    >>> coerce_literal(5, pa.int8()), coerce_literal(5.5, pa.int64()), coerce_literal(300, pa.int8())
+    (<pyarrow.Int8Scalar: 5>, None, None)
+    """
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, bool) != pa.types.is_boolean(dtype):
+        return None
+    if isinstance(value, FarTimestamp):
+        if not pa.types.is_timestamp(dtype) or (dtype.tz is not None) != value.utc:
+            return None
+        micros = pa.scalar(value.micros, pa.int64())
+        try:
+            return micros.cast(pa.timestamp("us", tz=dtype.tz)).cast(dtype)
+        except (pa.ArrowException, OverflowError):
+            return None
+    try:
+        scalar = pa.scalar(value, type=dtype)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        try:
+            scalar = pa.scalar(value).cast(dtype)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            return None
+    if isinstance(value, (int, float, decimal.Decimal)) and scalar.as_py() != value:
+        return None
+    return scalar
+
+
 def _mismatch(lit: Literal, dtype: pa.DataType, hint: str = "") -> TypeMismatch:
     message = f"cannot compare {spark_type_name(dtype)} with {lit.sql()}"
     return TypeMismatch(message + (f" ({hint})" if hint else ""))

@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 
 from lakelayout.expr.temporal import FarTimestamp
+from lakelayout.expr.types import spark_type_name
 
 COMPARE_OPS = ("=", "!=", "<", "<=", ">", ">=")
 NEGATED_OP = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
@@ -166,7 +167,8 @@ class Func(Term):
 
     ``name`` is the lower-case Spark function name (``month``, ``lower``,
     ``substring``) or an operator symbol (``+``, ``-``, ``*``, ``/``, ``%``,
-    ``[]`` for map/array element access).
+    ``[]`` for map/array element access); ``cast`` converts its one argument
+    to ``dtype`` (``CAST(e AS STRING)``).
     """
 
     name: str
@@ -186,6 +188,8 @@ class Func(Term):
             return f"({self.args[0].sql()} {self.name} {self.args[1].sql()})"
         if self.name == "[]" and len(self.args) == 2:
             return f"{self.args[0].sql()}[{self.args[1].sql()}]"
+        if self.name == "cast" and len(self.args) == 1:
+            return f"CAST({self.args[0].sql()} AS {spark_type_name(self.dtype)})"
         return f"{self.name}({', '.join(a.sql() for a in self.args)})"
 
 

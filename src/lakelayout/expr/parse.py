@@ -42,6 +42,7 @@ from typing import Any, cast
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
 
 from lakelayout.errors import PredicateError, closest
@@ -333,7 +334,9 @@ class Binder:
         if isinstance(right, Literal) and right.value is None:
             return _fold_literal_compare(IsNull(left))
         equal = self.compare_terms("=", left, right, node)
-        present = tuple(IsNull(t, negated=True) for t in (left, right) if not isinstance(t, Literal))
+        present = tuple(
+            IsNull(t, negated=True) for t in (left, right) if not isinstance(t, Literal)
+        )
         return And((equal, *present)) if present else equal
 
     def _between(self, node: exp.Expression) -> Predicate:
@@ -372,9 +375,18 @@ class Binder:
         return Or((hit, NULL)) if len(listed) < len(literals) else hit
 
     def _is(self, node: exp.Expression) -> Predicate:
-        """``x IS NULL``; ``b IS TRUE`` is ``b = true AND b IS NOT NULL`` (never NULL)."""
-        term = self.term(node.this)
+        """``x IS NULL``; ``b IS TRUE`` is ``b = true AND b IS NOT NULL`` (never NULL).
+
+        ``(a > 0) IS NULL`` -- IS NULL of a comparison or another null-propagating
+        test -- is NULL-ness of its operands: ``a IS NULL``.
+        """
         target = node.expression
+        inner = node.this
+        while isinstance(inner, exp.Paren):
+            inner = inner.this
+        if isinstance(target, exp.Null) and isinstance(inner, _NULL_PROPAGATING):
+            return _nullness(self.predicate(inner))
+        term = self.term(node.this)
         if isinstance(target, exp.Null):
             if isinstance(term, Literal):
                 return BoolConst(term.value is None)
@@ -446,9 +458,12 @@ class Binder:
                 continue
             name = self.column_name(col.name) if not col.table else None
             if name is None:
-                base = self.fields.get(col.table.lower()) if col.table else None
-                if base is not None:
-                    reads.add(base.name)
+                parts = _column_parts(col) or []
+                for part in parts[:-1]:
+                    base = self.fields.get(part.lower())
+                    if base is not None:
+                        reads.add(base.name)
+                        break
                 continue
             reads.add(name)
             col.replace(exp.column(name, quoted=not _plain(name)))
@@ -473,16 +488,46 @@ class Binder:
         lit = literal_of(node, self.timezone)
         if lit is not None:
             return lit
-        if isinstance(node, exp.Column):
-            if node.table:
-                self.opaque(node)
-                raise Unsupported("qualified or nested column reference")
-            name = self.column_name(node.name)
-            return Column(name, self.fields[name.lower()].type)
+        if isinstance(node, exp.Column | exp.Dot) and _column_parts(node) is not None:
+            return self.column(node)
         builder = self._term_builder(node)
         if builder is None:
             raise self._unsupported(node)
         return builder(node)
+
+    def column(self, node: exp.Expression) -> Term:
+        """A column, or a field inside a struct column (``a.b.c``), resolved case-insensitively.
+
+        The first part names a top-level column; the rest enter struct fields,
+        as Spark resolves ``a.b`` on a DataFrame. Parts that do not start at a
+        column (a table qualifier) are not modelled.
+        """
+        parts = _column_parts(node)
+        assert parts is not None
+        if len(parts) == 1:
+            name = self.column_name(parts[0])
+            return Column(name, self.fields[name.lower()].type)
+        top = self.fields.get(parts[0].lower())
+        if top is None:
+            self.opaque(node)
+            raise Unsupported("qualified column reference")
+        dtype: pa.DataType = top.type
+        path: list[str] = []
+        for part in parts[1:]:
+            if not pa.types.is_struct(dtype):
+                raise Unsupported(f"field access on a {spark_type_name(dtype)} value")
+            found = [dtype.field(i) for i in range(dtype.num_fields)]
+            match = [f for f in found if f.name.lower() == part.lower()]
+            if len(match) != 1:
+                known = ", ".join(f.name for f in found)
+                where = ".".join([top.name, *path])
+                raise PredicateError(
+                    f"no field '{part}' in struct column '{where}' in {self.what}; "
+                    f"its fields are: {known}"
+                )
+            path.append(match[0].name)
+            dtype = match[0].type
+        return Column(top.name, dtype, tuple(path))
 
     def _term_builder(self, node: exp.Expression) -> Callable[[exp.Expression], Term] | None:
         kind = type(node)
@@ -501,6 +546,9 @@ class Binder:
             exp.Coalesce: self._coalesce,
             exp.Bracket: self._bracket,
             exp.TimestampTrunc: self._date_trunc,
+            exp.TimeToStr: self._date_format,
+            exp.Cast: self._cast,
+            exp.TryCast: self._cast,
             exp.Anonymous: self._udf,
         }
         return table.get(kind)
@@ -607,6 +655,36 @@ class Binder:
             raise Unsupported("date_trunc() of a non-temporal value")
         dtype = _dtype(arg) if fam == "timestamp" else pa.timestamp("us", tz="UTC")
         return Func("date_trunc", (Literal(unit_name, pa.string()), arg), dtype)
+
+    def _date_format(self, node: exp.Expression) -> Term:
+        """``date_format(d, 'yyyy-MM')`` for DATE / TIMESTAMP and the patterns of :data:`DATE_FORMAT_RE`."""
+        inner = node.this
+        if isinstance(inner, exp.TimeStrToTime | exp.TsOrDsToDate):
+            inner = inner.this
+        arg = self.term(inner)
+        if family(_dtype(arg)) not in ("date", "timestamp"):
+            raise Unsupported("date_format() of a non-temporal value")
+        pattern = _spark_time_format(node)
+        if pattern is None or not DATE_FORMAT_RE.fullmatch(pattern):
+            raise Unsupported(f"date_format() pattern {pattern!r} is not modelled")
+        return Func("date_format", (arg, Literal(pattern, pa.string())), pa.string())
+
+    def _cast(self, node: exp.Expression) -> Term:
+        """``CAST(x AS STRING)`` of integers, decimals, dates, booleans and strings; integer widening."""
+        assert isinstance(node, exp.Cast)
+        arg = self.term(node.this)
+        source = _dtype(arg)
+        to = node.to
+        target = _SPARK_CAST_TYPES.get(to.this)
+        if target is not None and pa.types.is_string(target):
+            if family(source) not in ("int", "decimal", "date", "bool", "string"):
+                raise Unsupported(f"CAST of {spark_type_name(source)} to STRING is not modelled")
+            return Func("cast", (arg,), pa.string())
+        if target is not None and pa.types.is_integer(target) and family(source) == "int":
+            assert source is not None
+            if target.bit_width >= source.bit_width:
+                return Func("cast", (arg,), target)
+        raise Unsupported(f"CAST to {to.sql(dialect='spark')} is not modelled")
 
     def _udf(self, node: exp.Expression) -> Term:
         name = str(node.name).lower()
@@ -761,6 +839,46 @@ def _chain(node: exp.Expression) -> list[exp.Expression]:
     return out
 
 
+#: sqlglot predicates that are NULL exactly when an operand is (after binding)
+_NULL_PROPAGATING = (
+    exp.EQ,
+    exp.NEQ,
+    exp.LT,
+    exp.LTE,
+    exp.GT,
+    exp.GTE,
+    exp.Like,
+    exp.ILike,
+    exp.StartsWith,
+    exp.EndsWith,
+    exp.In,
+    exp.Between,
+)
+
+
+def _nullness(pred: Predicate) -> Predicate:
+    """``pred IS NULL`` for a bound null-propagating test: its operands' NULL-ness.
+
+    A comparison (or IN, LIKE, prefix/suffix test) with non-null literals is
+    NULL exactly when its term is; a comparison of two terms when either is;
+    a constant is never NULL unless it is NULL. Anything else is not modelled.
+    """
+    if isinstance(pred, BoolConst):
+        return BoolConst(pred.value is None)
+    if isinstance(pred, Compare | In | Like | StartsWith | EndsWith | BoolTerm):
+        return IsNull(pred.term)
+    if isinstance(pred, TermCompare):
+        return Or((IsNull(pred.left), IsNull(pred.right)))
+    folded = pred.children_ if isinstance(pred, And | Or) else ()
+    if len(folded) == 2 and folded[1] == NULL and isinstance(folded[0], IsNull):
+        return IsNull(folded[0].term)  # a fold of _exact: NULL exactly where the term is
+    if isinstance(pred, And) and all(isinstance(c, Compare) for c in pred.children_):
+        terms = {c.term.sql(): c.term for c in pred.children_ if isinstance(c, Compare)}
+        if len(terms) == 1:  # BETWEEN: both comparisons are NULL together
+            return IsNull(next(iter(terms.values())))
+    raise Unsupported("IS NULL of a predicate that is not a plain comparison")
+
+
 def _exact(term: Expr, folded: Predicate) -> Predicate:
     """A WHERE-semantics fold of ``term op literal`` spelled exactly in three-valued logic.
 
@@ -836,6 +954,36 @@ def _sort_key(lit: Literal) -> tuple[int, object]:
     if isinstance(value, float) and value != value:
         return (1, 0.0)
     return (0, value)
+
+
+#: date_format() patterns lakelayout evaluates exactly: fixed-width fields, plain separators
+DATE_FORMAT_RE = re.compile(r"(?:yyyy|MM|dd|HH|mm|ss|[-/ :._T])+")
+
+
+def _spark_time_format(node: exp.Expression) -> str | None:
+    """The Spark pattern of a sqlglot time-format node (sqlglot holds it as strftime text)."""
+    text = Spark().generator().format_time(node)
+    if text is None:
+        return None
+    parsed = sqlglot.parse_one(text, read="spark")
+    return parsed.this if isinstance(parsed, exp.Literal) and parsed.is_string else None
+
+
+def _column_parts(node: exp.Expression) -> list[str] | None:
+    """``a.b.c`` as ``["a", "b", "c"]`` (sqlglot spreads it over Column parts and Dots)."""
+    if isinstance(node, exp.Dot):
+        base = _column_parts(node.this)
+        field = node.expression
+        if base is None or not isinstance(field, exp.Identifier):
+            return None
+        return [*base, str(field.this)]
+    if isinstance(node, exp.Column):
+        parts = [node.args.get(k) for k in ("catalog", "db", "table")]
+        names = [str(p.this) for p in parts if p is not None and str(p.this)]
+        if not isinstance(node.this, exp.Identifier):
+            return None
+        return [*names, str(node.this.this)]
+    return None
 
 
 def _dtype(term: Expr) -> pa.DataType | None:

@@ -129,7 +129,9 @@ class FarTimestamp:
         minutes, second = divmod(seconds, 60)
         hour, minute = divmod(minutes, 60)
         sign = "-" if year < 0 else ("+" if year > 9999 else "")
-        text = f"{sign}{abs(year):04d}-{month:02d}-{day:02d}{sep}{hour:02d}:{minute:02d}:{second:02d}"
+        text = (
+            f"{sign}{abs(year):04d}-{month:02d}-{day:02d}{sep}{hour:02d}:{minute:02d}:{second:02d}"
+        )
         if micros:
             text += f".{micros:06d}"
         return text + ("+00:00" if self.utc else "")
