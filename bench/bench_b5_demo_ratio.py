@@ -22,7 +22,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 from lakelayout.api import Table
 from lakelayout.demo import DEMO_PREDICATES, generate_lineitem
 from lakelayout.expr.parse import parse_predicate
-from lakelayout.skipping.minmax import might_match
+from lakelayout.skipping.stats_rules import might_match
 from lakelayout.table.session import spark_session
 
 

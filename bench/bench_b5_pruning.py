@@ -37,7 +37,7 @@ from lakelayout.expr.nodes import (
     Predicate,
     StartsWith,
 )
-from lakelayout.skipping.minmax import all_rows_match, might_match
+from lakelayout.skipping.stats_rules import all_rows_match, might_match
 from lakelayout.stats.delta_stats import from_add_actions
 from lakelayout.stats.model import ColumnStats, FileStats
 

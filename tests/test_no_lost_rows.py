@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakelayout.api import Table
-from lakelayout.skipping.minmax import might_match
+from lakelayout.skipping.stats_rules import might_match
 
 pytestmark = pytest.mark.spark
 

@@ -1,9 +1,9 @@
 """DELETE: remove the rows matching a predicate, rewriting only the files that hold them.
 
-1. Min/max pruning (:func:`~lakelayout.skipping.minmax.might_match`) leaves
+1. Min/max pruning (:func:`~lakelayout.skipping.stats_rules.might_match`) leaves
    the files that may hold a matching row; the others are never read.
 2. Of those, files where *every* row matches
-   (:func:`~lakelayout.skipping.minmax.all_rows_match`) are removed without
+   (:func:`~lakelayout.skipping.stats_rules.all_rows_match`) are removed without
    being read.
 3. One Spark job counts the matching rows of each remaining file; files with
    none are left alone.
@@ -36,7 +36,7 @@ from lakelayout.cluster.optimize import (
 from lakelayout.cluster.provenance import FileProvenance
 from lakelayout.cluster.rewrite import FILE_COLUMN, Router, read_files, relative_path, write_routed
 from lakelayout.expr.parse import parse_predicate
-from lakelayout.skipping.minmax import all_rows_match, might_match
+from lakelayout.skipping.stats_rules import all_rows_match, might_match
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -54,8 +54,8 @@ def delete(
     timezone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
     predicate = parse_predicate(where, ctx.schema, timezone=timezone)  # errors before any job
     files = ctx.snap.files
-    maybe = might_match(predicate, files)
-    whole = maybe & all_rows_match(predicate, files)
+    maybe = might_match(predicate, files, timezone=timezone)
+    whole = maybe & all_rows_match(predicate, files, timezone=timezone)
     dropped = [str(p) for p in files.paths[whole]]
     partial = [str(p) for p in files.paths[maybe & ~whole]]
     touched: list[str] = []
