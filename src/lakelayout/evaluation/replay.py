@@ -380,8 +380,8 @@ def _query(ctx: ReplayContext, counter: MatchCounter, q: Query, position: int) -
     predicate = parse_predicate(
         q.sql, snap.schema, functions=table.indexes.functions(), timezone=_tz(ctx.spark)
     )
-    keep = np.asarray(table.indexes.prune(predicate, snap.files, snap.schema).keep, dtype=bool)
-    kept = snap.files.take(keep)
+    planned = table.plan(predicate, snapshot=snap, timezone=_tz(ctx.spark))
+    kept = planned.kept
     paths = [str(p) for p in kept.paths]
     counter.forget_except({str(p) for p in snap.files.paths})
     matching = counter.counts(paths, predicate)

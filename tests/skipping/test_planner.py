@@ -1,4 +1,4 @@
-"""prune(): min/max and indexes together, attribution, and stale metadata through the store."""
+"""plan(): min/max and indexes together, attribution, and stale metadata through the store."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from lakelayout.errors import InvalidOption
 from lakelayout.expr.parse import parse_predicate
-from lakelayout.skipping.engine import MINMAX, prune
 from lakelayout.skipping.indexes import Prefix, ValueList
+from lakelayout.skipping.planner import MINMAX, plan
 from lakelayout.skipping.store import MetadataStore, metadata_rows
 
 from .index_helpers import file_stats, metadata
@@ -29,7 +29,7 @@ INDEXES = [ValueList("s").bind(SCHEMA), Prefix("s", length=2).bind(SCHEMA)]
 def test_attribution_counts_what_each_index_alone_rules_out() -> None:
     stats = file_stats(FILES, SCHEMA)
     pred = parse_predicate("s = 'banana' AND i <= 4", SCHEMA)
-    result = prune(pred, stats, metadata(INDEXES, FILES), INDEXES)
+    result = plan(pred, stats, metadata=metadata(INDEXES, FILES), indexes=INDEXES)
     assert result.keep.tolist() == [False, False, False, False]
     # min/max: file 0 (s range), file 2 (i > 4) and the empty file; the lists: every file
     assert result.skipped_by == {MINMAX: 3, "valuelist(s)": 4, "prefix(s)": 4}
@@ -40,8 +40,8 @@ def test_attribution_counts_what_each_index_alone_rules_out() -> None:
 def test_never_weaker_than_min_max_alone() -> None:
     stats = file_stats(FILES, SCHEMA)
     pred = parse_predicate("i > 4 OR s LIKE '%ebra'", SCHEMA)
-    with_indexes = prune(pred, stats, metadata(INDEXES, FILES), INDEXES)
-    without = prune(pred, stats, {}, [])
+    with_indexes = plan(pred, stats, metadata=metadata(INDEXES, FILES), indexes=INDEXES)
+    without = plan(pred, stats, metadata={}, indexes=[])
     assert (with_indexes.keep <= without.keep).all()
     assert with_indexes.keep.tolist() == [False, True, True, False]
     assert without.keep.tolist() == [True, True, True, False]
@@ -49,7 +49,7 @@ def test_never_weaker_than_min_max_alone() -> None:
 
 def test_indexes_without_a_column_are_not_used() -> None:
     stats = file_stats(FILES, SCHEMA)
-    result = prune(parse_predicate("s = 'x'", SCHEMA), stats, {}, INDEXES)
+    result = plan(parse_predicate("s = 'x'", SCHEMA), stats, metadata={}, indexes=INDEXES)
     assert set(result.skipped_by) == {MINMAX}
 
 
@@ -57,7 +57,7 @@ def test_misaligned_metadata_is_an_error() -> None:
     stats = file_stats(FILES, SCHEMA)
     short = {INDEXES[0].name: pa.nulls(2, INDEXES[0].arrow_type)}
     with pytest.raises(InvalidOption, match="has 2 entries for 4 files"):
-        prune(parse_predicate("s = 'x'", SCHEMA), stats, short, INDEXES)
+        plan(parse_predicate("s = 'x'", SCHEMA), stats, metadata=short, indexes=INDEXES)
 
 
 def test_stale_and_missing_metadata_never_skip(tmp_path: Path) -> None:
@@ -84,6 +84,8 @@ def test_stale_and_missing_metadata_never_skip(tmp_path: Path) -> None:
     object.__setattr__(snapshot, "sizes", np.array([5000, stats.sizes[1], 77]))
     columns = store.read(snapshot, [i.name for i in INDEXES])
     assert columns["valuelist(s)"].to_pylist() == [None, ["fig"], None]
-    result = prune(parse_predicate("s = 'banana'", SCHEMA), snapshot, columns, INDEXES)
+    result = plan(
+        parse_predicate("s = 'banana'", SCHEMA), snapshot, metadata=columns, indexes=INDEXES
+    )
     assert result.keep.tolist() == [True, False, True]
     assert result.skipped_by["valuelist(s)"] == 1
