@@ -29,7 +29,6 @@ registered Python function and evaluated as a stand-in column.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import platform
 import shutil
@@ -166,24 +165,14 @@ def udf_calls(predicate: Predicate, udfs: Mapping[str, Udf]) -> dict[str, tuple[
 
 
 def replace_terms(node: Expr, by_sql: Mapping[str, Expr]) -> Any:
-    """``node`` with every sub-expression whose canonical SQL is in ``by_sql`` replaced
-    (the expression nodes are frozen dataclasses: rebuilt with ``dataclasses.replace``)."""
-    if not isinstance(node, Predicate) and node.sql() in by_sql:
-        return by_sql[node.sql()]
-    if not dataclasses.is_dataclass(node):
-        return node
-    changes: dict[str, Any] = {}
-    for f in dataclasses.fields(node):
-        value = getattr(node, f.name)
-        if isinstance(value, Expr):
-            new: Any = replace_terms(value, by_sql)
-        elif isinstance(value, tuple) and value and all(isinstance(v, Expr) for v in value):
-            new = tuple(replace_terms(v, by_sql) for v in value)
-        else:
-            continue
-        if new != value:
-            changes[f.name] = new
-    return dataclasses.replace(node, **changes) if changes else node
+    """``node`` with every sub-expression whose canonical SQL is in ``by_sql`` replaced."""
+
+    def swap(part: Expr) -> Expr:
+        if isinstance(part, Predicate):
+            return part
+        return by_sql.get(part.sql(), part)
+
+    return node.transform(swap)
 
 
 def _plain_strings(data: pa.Table) -> pa.Table:

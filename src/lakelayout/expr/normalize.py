@@ -44,6 +44,7 @@ from lakelayout.expr.nodes import (
     StartsWith,
     TermCompare,
 )
+from lakelayout.expr.visitor import PredicateVisitor
 
 COMMUTATIVE = frozenset({"+", "*"})
 Rule = Callable[[Predicate], Predicate]
@@ -236,11 +237,28 @@ def _junction(kind: type[And] | type[Or], kids: Sequence[Predicate], *, empty: b
 
 def _null_rejected_terms(pred: Predicate) -> tuple[Expr, ...]:
     """Terms whose NULL makes ``pred`` NULL (one level: the leaf's own operands)."""
-    if isinstance(pred, Compare | In | Like | StartsWith | EndsWith | BoolTerm):
-        return (pred.term,)
-    if isinstance(pred, TermCompare):
-        return (pred.left, pred.right)
-    return ()
+    return _NullRejected().visit(pred)
+
+
+class _NullRejected(PredicateVisitor[tuple[Expr, ...]]):
+    """The operands a predicate node is NULL on: its term for value tests, none otherwise."""
+
+    def _term(
+        self, node: Compare | In | Like | StartsWith | EndsWith | BoolTerm
+    ) -> tuple[Expr, ...]:
+        return (node.term,)
+
+    visit_compare = visit_in = visit_like = visit_starts_with = _term
+    visit_ends_with = visit_bool_term = _term
+
+    def visit_term_compare(self, node: TermCompare) -> tuple[Expr, ...]:
+        return (node.left, node.right)
+
+    def _none(self, node: Predicate) -> tuple[Expr, ...]:
+        """IS NULL is never NULL; junctions, constants and opaque text are not one test."""
+        return ()
+
+    visit_is_null = visit_and = visit_or = visit_not = visit_bool_const = visit_opaque = _none
 
 
 def canonical_args(name: str, args: tuple[Expr, ...]) -> tuple[Expr, ...]:

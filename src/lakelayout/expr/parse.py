@@ -73,6 +73,7 @@ from lakelayout.expr.nodes import (
 from lakelayout.expr.normalize import canonical_args, normalize
 from lakelayout.expr.temporal import FarTimestamp, NonDeterministic
 from lakelayout.expr.types import arithmetic_type, common_type, family, spark_type_name
+from lakelayout.expr.visitor import PredicateVisitor
 
 Functions = Mapping[str, pa.DataType]
 
@@ -863,20 +864,48 @@ def _nullness(pred: Predicate) -> Predicate:
     NULL exactly when its term is; a comparison of two terms when either is;
     a constant is never NULL unless it is NULL. Anything else is not modelled.
     """
-    if isinstance(pred, BoolConst):
-        return BoolConst(pred.value is None)
-    if isinstance(pred, Compare | In | Like | StartsWith | EndsWith | BoolTerm):
-        return IsNull(pred.term)
-    if isinstance(pred, TermCompare):
-        return Or((IsNull(pred.left), IsNull(pred.right)))
-    folded = pred.children_ if isinstance(pred, And | Or) else ()
-    if len(folded) == 2 and folded[1] == NULL and isinstance(folded[0], IsNull):
-        return IsNull(folded[0].term)  # a fold of _exact: NULL exactly where the term is
-    if isinstance(pred, And) and all(isinstance(c, Compare) for c in pred.children_):
-        terms = {c.term.sql(): c.term for c in pred.children_ if isinstance(c, Compare)}
-        if len(terms) == 1:  # BETWEEN: both comparisons are NULL together
+    return _Nullness().visit(pred)
+
+
+class _Nullness(PredicateVisitor[Predicate]):
+    """:func:`_nullness`, one rule per node type (Unsupported where it is not modelled)."""
+
+    def visit_bool_const(self, node: BoolConst) -> Predicate:
+        return BoolConst(node.value is None)
+
+    def _term(self, node: Compare | In | Like | StartsWith | EndsWith | BoolTerm) -> Predicate:
+        return IsNull(node.term)
+
+    visit_compare = visit_in = visit_like = visit_starts_with = _term
+    visit_ends_with = visit_bool_term = _term
+
+    def visit_term_compare(self, node: TermCompare) -> Predicate:
+        return Or((IsNull(node.left), IsNull(node.right)))
+
+    def visit_is_null(self, node: IsNull) -> Predicate:
+        return BoolConst(False)
+
+    def visit_and(self, node: And) -> Predicate:
+        """BETWEEN (two comparisons of one term) and the folds of :func:`_exact`."""
+        kids = node.children_
+        if len(kids) == 2 and kids[1] == NULL and isinstance(kids[0], IsNull):
+            return IsNull(kids[0].term)
+        terms = {c.term.sql(): c.term for c in kids if isinstance(c, Compare)}
+        if len(terms) == 1 and all(isinstance(c, Compare) for c in kids):
             return IsNull(next(iter(terms.values())))
-    raise Unsupported("IS NULL of a predicate that is not a plain comparison")
+        return self._unsupported(node)
+
+    def visit_or(self, node: Or) -> Predicate:
+        """The fold ``t IS NOT NULL OR NULL`` of :func:`_exact`: NULL exactly where ``t`` is."""
+        kids = node.children_
+        if len(kids) == 2 and kids[1] == NULL and isinstance(kids[0], IsNull):
+            return IsNull(kids[0].term)
+        return self._unsupported(node)
+
+    def _unsupported(self, node: Predicate) -> Predicate:
+        raise Unsupported("IS NULL of a predicate that is not a plain comparison")
+
+    visit_not = visit_opaque = _unsupported
 
 
 def _exact(term: Expr, folded: Predicate) -> Predicate:

@@ -66,6 +66,7 @@ from lakelayout.expr.nodes import (
     StartsWith,
     TermCompare,
 )
+from lakelayout.expr.visitor import PredicateVisitor
 
 MAX_IN_VALUES = 64
 """IN lists longer than this are not used as cuts (they rarely split well)."""
@@ -111,12 +112,12 @@ def candidate_cuts(predicates: Iterable[Predicate]) -> list[Cut]:
 
 
 def atoms_of(pred: Predicate) -> list[Predicate]:
-    """The leaves of ``pred`` under AND / OR, left to right."""
+    """The leaves of ``pred`` under AND / OR, left to right (a NOT is one leaf)."""
     out: list[Predicate] = []
     stack: list[Predicate] = [pred]
     while stack:
         node = stack.pop()
-        if isinstance(node, (And, Or)):
+        if isinstance(node, And | Or):
             stack.extend(reversed(node.children_))
         else:
             out.append(node)
@@ -131,28 +132,45 @@ def cut_of(atom: Predicate) -> Cut | None:
     ``a IS NULL``. The positive form splits non-null values exactly as the atom
     does; only the side NULLs fall on may differ, which the region records.
     """
-    if isinstance(atom, Compare):
-        value = atom.value.value
-        if not _usable_literal(value):
+    return _CutOf().visit(atom)
+
+
+class _CutOf(PredicateVisitor["Cut | None"]):
+    """:func:`cut_of`, one rule per node type."""
+
+    def visit_compare(self, node: Compare) -> Cut | None:
+        """A range cut (``<`` / ``<=`` form) or an IN cut of one value."""
+        if not _usable_literal(node.value.value):
             return None
-        if atom.op in RANGE_OPS:
-            op = _COMPLEMENT_OP.get(atom.op, atom.op)
-            return Cut(Compare(op, atom.term, atom.value), "range")
-        return Cut(In(atom.term, (atom.value,)), "in")
-    if isinstance(atom, In):
-        values = atom.values
+        if node.op in RANGE_OPS:
+            op = _COMPLEMENT_OP.get(node.op, node.op)
+            return Cut(Compare(op, node.term, node.value), "range")
+        return Cut(In(node.term, (node.value,)), "in")
+
+    def visit_in(self, node: In) -> Cut | None:
+        """IN / NOT IN of a short list of usable values: the IN cut."""
+        values = node.values
         if not values or len(values) > MAX_IN_VALUES:
             return None
         if not all(_usable_literal(v.value) for v in values):
             return None
-        return Cut(In(atom.term, values), "in")
-    if isinstance(atom, TermCompare):
-        op = {**_COMPLEMENT_OP, "!=": "="}.get(atom.op, atom.op)
-        return Cut(TermCompare(op, atom.left, atom.right), "advanced")
-    if isinstance(atom, (StartsWith, EndsWith, Like, BoolTerm, IsNull)):
-        positive = atom.negate() if atom.negated else atom
-        return Cut(positive, "advanced")
-    return None
+        return Cut(In(node.term, values), "in")
+
+    def visit_term_compare(self, node: TermCompare) -> Cut | None:
+        op = {**_COMPLEMENT_OP, "!=": "="}.get(node.op, node.op)
+        return Cut(TermCompare(op, node.left, node.right), "advanced")
+
+    def _positive(self, node: StartsWith | EndsWith | Like | BoolTerm | IsNull) -> Cut | None:
+        """An advanced cut on the positive form of the test."""
+        return Cut(node.negate() if node.negated else node, "advanced")
+
+    visit_starts_with = visit_ends_with = visit_like = visit_bool_term = visit_is_null = _positive
+
+    def _none(self, node: Predicate) -> Cut | None:
+        """Junctions, constants and opaque text give no cut."""
+        return None
+
+    visit_and = visit_or = visit_not = visit_bool_const = visit_opaque = _none
 
 
 def _usable_literal(value: object) -> bool:
@@ -236,20 +254,7 @@ class TermBox:
 
     def when_true(self, atom: Predicate) -> TermBox:
         """The box narrowed by "``atom`` is TRUE" (so the term is non-null)."""
-        if isinstance(atom, IsNull):
-            return replace(self, may_null=False) if atom.negated else replace(self, may_value=False)
-        box = replace(self, may_null=False)
-        if isinstance(atom, Compare):
-            return box._with_compare(*_closed(atom))
-        if isinstance(atom, StartsWith) and not atom.negated:
-            return box._with_compare(">=", atom.prefix)
-        if isinstance(atom, In):
-            values = frozenset(v.value for v in atom.values if v.value is not None)
-            if atom.negated:
-                return replace(box, excluded=box.excluded | values)
-            allowed = values if box.allowed is None else box.allowed & values
-            return replace(box, allowed=allowed)
-        return box
+        return _WhenTrue(self).visit(atom)
 
     def when_not_true(self, atom: Predicate) -> TermBox:
         """The box narrowed by "``atom`` is FALSE or NULL".
@@ -259,11 +264,7 @@ class TermBox:
         negation narrows the non-null values and ``may_null`` is unchanged.
         IS NULL is never NULL itself, so its negation is exact.
         """
-        if isinstance(atom, IsNull):
-            return self.when_true(atom.negate())
-        if isinstance(atom, (Compare, In)):
-            return replace(self.when_true(atom.negate()), may_null=self.may_null)
-        return self
+        return _WhenNotTrue(self).visit(atom)
 
     def _with_compare(self, op: str, c: Any) -> TermBox:
         if op == "=":
@@ -324,21 +325,7 @@ class TermBox:
 
     def may_satisfy(self, atom: Predicate) -> bool:
         """False only when no value of the box makes ``atom`` TRUE."""
-        if isinstance(atom, IsNull):
-            return self.has_value() if atom.negated else self.may_null
-        if not self.has_value():
-            return False
-        if isinstance(atom, Compare):
-            return self._may_compare(*_closed(atom))
-        if isinstance(atom, In):
-            return self._may_in(atom)
-        if isinstance(atom, StartsWith) and not atom.negated:
-            return self._may_prefix(atom.prefix)
-        if isinstance(atom, EndsWith) and not atom.negated:
-            cands = self._candidates()
-            if cands is not None and all(isinstance(v, str) for v in cands):
-                return any(v.endswith(atom.suffix) for v in cands)
-        return True
+        return _MaySatisfy(self).visit(atom)
 
     def _may_compare(self, op: str, c: Any) -> bool:
         if c is None:
@@ -423,14 +410,135 @@ def _pointlike(box: TermBox) -> bool:
     )
 
 
+class _WhenTrue(PredicateVisitor[TermBox]):
+    """:meth:`TermBox.when_true`: the box narrowed by one atom being TRUE."""
+
+    def __init__(self, box: TermBox) -> None:
+        self.box = box
+
+    def _present(self) -> TermBox:
+        return replace(self.box, may_null=False)
+
+    def visit_is_null(self, node: IsNull) -> TermBox:
+        if node.negated:
+            return replace(self.box, may_null=False)
+        return replace(self.box, may_value=False)
+
+    def visit_compare(self, node: Compare) -> TermBox:
+        return self._present()._with_compare(*_closed(node))
+
+    def visit_starts_with(self, node: StartsWith) -> TermBox:
+        if node.negated:
+            return self._present()
+        return self._present()._with_compare(">=", node.prefix)
+
+    def visit_in(self, node: In) -> TermBox:
+        box = self._present()
+        values = frozenset(v.value for v in node.values if v.value is not None)
+        if node.negated:
+            return replace(box, excluded=box.excluded | values)
+        allowed = values if box.allowed is None else box.allowed & values
+        return replace(box, allowed=allowed)
+
+    def _non_null(self, node: Predicate) -> TermBox:
+        """Any other test on the term: TRUE says only that the term is not NULL."""
+        return self._present()
+
+    visit_ends_with = visit_like = visit_bool_term = visit_term_compare = _non_null
+
+    def _unchanged(self, node: Predicate) -> TermBox:
+        """Junctions, constants and opaque text are not atoms on one term."""
+        return self.box
+
+    visit_and = visit_or = visit_not = visit_bool_const = visit_opaque = _unchanged
+
+
+class _WhenNotTrue(PredicateVisitor[TermBox]):
+    """:meth:`TermBox.when_not_true`: the box narrowed by one atom being FALSE or NULL."""
+
+    def __init__(self, box: TermBox) -> None:
+        self.box = box
+
+    def visit_is_null(self, node: IsNull) -> TermBox:
+        """IS NULL is never NULL: NOT TRUE is exactly its negation TRUE."""
+        return self.box.when_true(node.negate())
+
+    def _negation_or_null(self, node: Compare | In) -> TermBox:
+        return replace(self.box.when_true(node.negate()), may_null=self.box.may_null)
+
+    visit_compare = visit_in = _negation_or_null
+
+    def _unchanged(self, node: Predicate) -> TermBox:
+        """Other atoms narrow nothing when they are not TRUE."""
+        return self.box
+
+    visit_starts_with = visit_ends_with = visit_like = visit_bool_term = _unchanged
+    visit_term_compare = visit_and = visit_or = visit_not = _unchanged
+    visit_bool_const = visit_opaque = _unchanged
+
+
+class _MaySatisfy(PredicateVisitor[bool]):
+    """:meth:`TermBox.may_satisfy`: False only when no value of the box makes the atom TRUE."""
+
+    def __init__(self, box: TermBox) -> None:
+        self.box = box
+
+    def visit_is_null(self, node: IsNull) -> bool:
+        return self.box.has_value() if node.negated else self.box.may_null
+
+    def visit_compare(self, node: Compare) -> bool:
+        return self.box.has_value() and self.box._may_compare(*_closed(node))
+
+    def visit_in(self, node: In) -> bool:
+        return self.box.has_value() and self.box._may_in(node)
+
+    def visit_starts_with(self, node: StartsWith) -> bool:
+        if not self.box.has_value():
+            return False
+        return node.negated or self.box._may_prefix(node.prefix)
+
+    def visit_ends_with(self, node: EndsWith) -> bool:
+        if not self.box.has_value():
+            return False
+        cands = self.box._candidates()
+        if not node.negated and cands is not None and all(isinstance(v, str) for v in cands):
+            return any(v.endswith(node.suffix) for v in cands)
+        return True
+
+    def _needs_a_value(self, node: Predicate) -> bool:
+        """Other tests on the term need it to be non-null, nothing more is known."""
+        return self.box.has_value()
+
+    visit_like = visit_bool_term = visit_term_compare = _needs_a_value
+
+    def _maybe(self, node: Predicate) -> bool:
+        """Not an atom on one term: may match."""
+        return True
+
+    visit_and = visit_or = visit_not = visit_bool_const = visit_opaque = _maybe
+
+
 # ---------------------------------------------------------------- regions
 
 
 def term_key(atom: Predicate) -> str | None:
     """The key of the term an atom constrains (``term.sql()``), or None."""
-    if isinstance(atom, (Compare, In, IsNull, StartsWith, EndsWith)):
-        return atom.term.sql()
-    return None
+    return _TermKey().visit(atom)
+
+
+class _TermKey(PredicateVisitor["str | None"]):
+    """:func:`term_key`: atoms that box one term name it; the others none."""
+
+    def _boxed(self, node: Compare | In | IsNull | StartsWith | EndsWith) -> str | None:
+        return node.term.sql()
+
+    visit_compare = visit_in = visit_is_null = visit_starts_with = visit_ends_with = _boxed
+
+    def _unboxed(self, node: Predicate) -> str | None:
+        return None
+
+    visit_like = visit_bool_term = visit_term_compare = _unboxed
+    visit_and = visit_or = visit_not = visit_bool_const = visit_opaque = _unboxed
 
 
 @dataclass(frozen=True)
@@ -493,13 +601,33 @@ class QueryPlan:
 
 def plan_query(query: Predicate) -> QueryPlan:
     """The :class:`QueryPlan` of a predicate."""
-    if isinstance(query, (And, Or)):
-        op = "and" if isinstance(query, And) else "or"
-        return QueryPlan(op, tuple(plan_query(c) for c in query.children_))
-    if isinstance(query, BoolConst):
-        return QueryPlan("const", value=bool(query.value))
-    neg = None if isinstance(query, (Not, Opaque)) else query.negate().sql()
-    return QueryPlan("atom", atom=query, sql=query.sql(), neg_sql=neg, key=term_key(query))
+    return _PlanQuery().visit(query)
+
+
+class _PlanQuery(PredicateVisitor[QueryPlan]):
+    """:func:`plan_query`: AND / OR keep their shape, constants fold, the rest are atoms."""
+
+    def visit_and(self, node: And) -> QueryPlan:
+        return QueryPlan("and", tuple(self.visit(c) for c in node.children_))
+
+    def visit_or(self, node: Or) -> QueryPlan:
+        return QueryPlan("or", tuple(self.visit(c) for c in node.children_))
+
+    def visit_bool_const(self, node: BoolConst) -> QueryPlan:
+        return QueryPlan("const", value=bool(node.value))
+
+    def _opaque(self, node: Not | Opaque) -> QueryPlan:
+        """An atom without a known negation."""
+        return QueryPlan("atom", atom=node, sql=node.sql(), neg_sql=None, key=None)
+
+    visit_not = visit_opaque = _opaque
+
+    def _atom(self, node: Predicate) -> QueryPlan:
+        neg = node.negate().sql()
+        return QueryPlan("atom", atom=node, sql=node.sql(), neg_sql=neg, key=term_key(node))
+
+    visit_compare = visit_term_compare = visit_in = visit_is_null = _atom
+    visit_like = visit_starts_with = visit_ends_with = visit_bool_term = _atom
 
 
 def may_intersect(query: Predicate | QueryPlan, region: Region) -> bool:
@@ -540,8 +668,9 @@ def query_keys(query: Predicate) -> frozenset[str]:
     keys: set[str] = set()
     for atom in atoms_of(query):
         keys.add(atom.sql())
-        if not isinstance(atom, (Not, Opaque, BoolConst)):
-            keys.add(atom.negate().sql())
+        plan = plan_query(atom)
+        if plan.neg_sql is not None:
+            keys.add(plan.neg_sql)
         key = term_key(atom)
         if key is not None:
             keys.add(key)
