@@ -100,7 +100,6 @@ def test_every_visitor_has_a_rule_for_every_node_type(visitor: type) -> None:
         f"{visitor.__qualname__} lacks rules for {sorted(visitor.__abstractmethods__)}"
     )
     for node_type in NODE_TYPES:
-        method = getattr(visitor, METHODS[node_type])
         owner = next(c for c in visitor.__mro__ if METHODS[node_type] in vars(c))
         assert owner is not Visitor, (visitor, node_type)
 

@@ -27,11 +27,11 @@ import numpy as np
 
 from lakelayout.cluster.metrics import OptimizeMetrics
 from lakelayout.cluster.optimize import (
-    _NO_HOOKS,
+    NO_HOOKS,
     OptimizeHooks,
-    _metrics_for,
     commit_rewrite,
     load_context,
+    metrics_for,
 )
 from lakelayout.cluster.provenance import FileProvenance
 from lakelayout.cluster.rewrite import FILE_COLUMN, Router, read_files, relative_path, write_routed
@@ -49,7 +49,7 @@ def delete(
     from pyspark.sql import functions as F
 
     started = time.perf_counter()
-    hooks = hooks or _NO_HOOKS
+    hooks = hooks or NO_HOOKS
     ctx = load_context(uri, spark)
     timezone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
     predicate = parse_predicate(where, ctx.schema, timezone=timezone)  # errors before any job
@@ -98,7 +98,7 @@ def delete(
         index=0,
         data_change=True,
     )
-    metrics = base.plus(_metrics_for("delete", ctx, removed, written))
+    metrics = base.plus(metrics_for("delete", ctx, removed, written))
     return _finish(metrics.plus(OptimizeMetrics("delete", versions=(version,))), started)
 
 
