@@ -30,7 +30,7 @@ _LAZY = {
     "Table": "lakelayout.api",
     "ScanResult": "lakelayout.api",
     "WriteMetrics": "lakelayout.api",
-    "ScanReport": "lakelayout.skipping.report",
+    "ScanReport": "lakelayout.skipping.scan_report",
     "spark_session": "lakelayout.table.session",
     "sql": "lakelayout.sql",
 }

@@ -25,7 +25,7 @@ from lakelayout.errors import InvalidOption, PredicateError, closest
 from lakelayout.expr.nodes import BoolConst, Predicate
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.skipping.planner import ScanPlan, plan
-from lakelayout.skipping.report import Measured, ScanReport
+from lakelayout.skipping.scan_report import Measured, ScanReport
 from lakelayout.stats.bounds import stats_key
 from lakelayout.stats.model import FileStats
 from lakelayout.table import delta
@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from lakelayout.cluster.detail import TableDetail
-    from lakelayout.cluster.metrics import OptimizeMetrics
     from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
+    from lakelayout.cluster.optimize_metrics import OptimizeMetrics
     from lakelayout.indexing import Indexes
     from lakelayout.skipping.indexes.base import Udf
     from lakelayout.table.delta import Snapshot

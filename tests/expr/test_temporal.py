@@ -160,5 +160,7 @@ def test_an_invalid_timestamp_literal_is_a_predicate_error() -> None:
 
 def test_far_literals_survive_the_json_codec() -> None:
     far = parse_timestamp_text("-0001-01-01 00:00:00", "UTC")
-    node = Compare("<", Column("ts", SCHEMA.field("ts").type), Literal(far, SCHEMA.field("ts").type))
+    node = Compare(
+        "<", Column("ts", SCHEMA.field("ts").type), Literal(far, SCHEMA.field("ts").type)
+    )
     assert expr_from_json(expr_to_json(node)) == node

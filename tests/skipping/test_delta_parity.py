@@ -66,7 +66,9 @@ def table(schema: pa.Schema, **columns: list[Any]) -> pa.Table:
     rows = len(next(iter(columns.values())))
     return pa.table(
         {
-            f.name: pa.array(columns[f.name], f.type) if f.name in columns else pa.nulls(rows, f.type)
+            f.name: pa.array(columns[f.name], f.type)
+            if f.name in columns
+            else pa.nulls(rows, f.type)
             for f in schema
         },
         schema=schema,
@@ -211,13 +213,27 @@ def test_is_null_of_expressions_uses_null_counts(sql: str, files: list[int]) -> 
 
 # ---------------------------------------------------------------- expressions over columns
 
-DAYS = pa.schema([("c", pa.date32()), ("e", pa.int64()), ("s", pa.string()), ("dec", pa.decimal128(6, 2))])
+DAYS = pa.schema(
+    [("c", pa.date32()), ("e", pa.int64()), ("s", pa.string()), ("dec", pa.decimal128(6, 2))]
+)
 DAY_FILES = [
     table(DAYS, c=[dt.date(1976, 7, 4)] * 2, e=[1, 1], s=["abc", "abc"], dec=[Decimal("1.50")] * 2),
-    table(DAYS, c=[dt.date(1976, 6, 30), dt.date(1976, 8, 1)], e=[1, 10], s=["abb", "abd"], dec=[Decimal("1"), Decimal("2")]),
+    table(
+        DAYS,
+        c=[dt.date(1976, 6, 30), dt.date(1976, 8, 1)],
+        e=[1, 10],
+        s=["abb", "abd"],
+        dec=[Decimal("1"), Decimal("2")],
+    ),
     table(DAYS, c=[dt.date(1977, 1, 1)] * 2, e=[2, 2], s=["abd", "abz"], dec=[Decimal("2.50")] * 2),
     table(DAYS, c=[None, None], e=[None, None], s=[None, None], dec=[None, None]),
-    table(DAYS, c=[dt.date(2023, 12, 31), dt.date(2024, 1, 1)], e=[1, None], s=["ab", None], dec=[Decimal("1.50"), None]),
+    table(
+        DAYS,
+        c=[dt.date(2023, 12, 31), dt.date(2024, 1, 1)],
+        e=[1, None],
+        s=["ab", None],
+        dec=[Decimal("1.50"), None],
+    ),
 ]
 
 
@@ -254,8 +270,14 @@ def test_expressions_over_columns_without_an_index(sql: str, files: list[int]) -
 def test_functions_of_timestamps_are_monotonic_only_in_a_fixed_zone() -> None:
     schema = pa.schema([("ts", pa.timestamp("us", tz="UTC"))])
     files = [
-        table(schema, ts=[dt.datetime(2024, 1, 1, 12, tzinfo=UTC), dt.datetime(2024, 3, 1, tzinfo=UTC)]),
-        table(schema, ts=[dt.datetime(2022, 1, 1, 12, tzinfo=UTC), dt.datetime(2022, 3, 1, tzinfo=UTC)]),
+        table(
+            schema,
+            ts=[dt.datetime(2024, 1, 1, 12, tzinfo=UTC), dt.datetime(2024, 3, 1, tzinfo=UTC)],
+        ),
+        table(
+            schema,
+            ts=[dt.datetime(2022, 1, 1, 12, tzinfo=UTC), dt.datetime(2022, 3, 1, tzinfo=UTC)],
+        ),
     ]
     assert kept("year(ts) = 2024", files, schema) == [0]
     assert kept("year(ts) = 2024", files, schema, timezone="+05:00") == [0]

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lakelayout.cluster.metrics import OptimizeMetrics
 from lakelayout.cluster.optimize import (
     NO_HOOKS,
     OptimizeHooks,
@@ -33,6 +32,7 @@ from lakelayout.cluster.optimize import (
     load_context,
     metrics_for,
 )
+from lakelayout.cluster.optimize_metrics import OptimizeMetrics
 from lakelayout.cluster.provenance import FileProvenance
 from lakelayout.cluster.rewrite import FILE_COLUMN, Router, read_files, relative_path, write_routed
 from lakelayout.expr.parse import parse_predicate

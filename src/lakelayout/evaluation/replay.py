@@ -43,7 +43,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakelayout.cluster.metrics import OptimizeMetrics
+from lakelayout.cluster.optimize_metrics import OptimizeMetrics
 from lakelayout.errors import InvalidOption
 from lakelayout.evaluation.datasets import Dataset
 from lakelayout.evaluation.metrics import (
