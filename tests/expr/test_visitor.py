@@ -179,3 +179,15 @@ def test_transform_rebuilds_only_what_changed() -> None:
 )
 def test_with_children_round_trips(node: Expr) -> None:
     assert node.with_children(node.children()) == node
+
+
+def test_a_term_where_a_predicate_belongs_is_reported() -> None:
+    from lakelayout.errors import PredicateError
+    from lakelayout.skipping.stats_rules import MightMatch, TermBounds
+    from lakelayout.stats.model import FileStats
+
+    files = FileStats.empty(pa.schema([("a", pa.int64())]))
+    with pytest.raises(PredicateError, match="is a value, not a predicate"):
+        MightMatch(files).visit(Column("a", pa.int64()))
+    with pytest.raises(PredicateError, match="is a predicate, not a value"):
+        TermBounds(files, "UTC").visit(IsNull(Column("a", pa.int64())))

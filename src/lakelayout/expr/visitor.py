@@ -139,63 +139,63 @@ class Visitor(abc.ABC, Generic[T]):
 class PredicateVisitor(Visitor[T]):
     """A visitor of predicates: a term where a predicate belongs is an error."""
 
-    def _term(self, node: Expr) -> T:
+    def _not_a_predicate(self, node: Expr) -> T:
         raise PredicateError(f"{node.sql()!r} is a value, not a predicate")
 
     def visit_column(self, node: Column) -> T:
-        return self._term(node)
+        return self._not_a_predicate(node)
 
     def visit_literal(self, node: Literal) -> T:
-        return self._term(node)
+        return self._not_a_predicate(node)
 
     def visit_func(self, node: Func) -> T:
-        return self._term(node)
+        return self._not_a_predicate(node)
 
 
 class TermVisitor(Visitor[T]):
     """A visitor of value expressions: a predicate where a value belongs is an error."""
 
-    def _predicate(self, node: Expr) -> T:
+    def _not_a_term(self, node: Expr) -> T:
         raise PredicateError(f"{node.sql()!r} is a predicate, not a value")
 
     def visit_compare(self, node: Compare) -> T:
-        return self._predicate(node)
+        return self._not_a_term(node)
 
     def visit_term_compare(self, node: TermCompare) -> T:
-        return self._predicate(node)
+        return self._not_a_term(node)
 
     def visit_in(self, node: In) -> T:
-        return self._predicate(node)
+        return self._not_a_term(node)
 
     def visit_is_null(self, node: IsNull) -> T:
-        return self._predicate(node)
+        return self._not_a_term(node)
 
     def visit_like(self, node: Like) -> T:
-        return self._predicate(node)
+        return self._not_a_term(node)
 
     def visit_starts_with(self, node: StartsWith) -> T:
-        return self._predicate(node)
+        return self._not_a_term(node)
 
     def visit_ends_with(self, node: EndsWith) -> T:
-        return self._predicate(node)
+        return self._not_a_term(node)
 
     def visit_and(self, node: And) -> T:
-        return self._predicate(node)
+        return self._not_a_term(node)
 
     def visit_or(self, node: Or) -> T:
-        return self._predicate(node)
+        return self._not_a_term(node)
 
     def visit_not(self, node: Not) -> T:
-        return self._predicate(node)
+        return self._not_a_term(node)
 
     def visit_bool_const(self, node: BoolConst) -> T:
-        return self._predicate(node)
+        return self._not_a_term(node)
 
     def visit_bool_term(self, node: BoolTerm) -> T:
-        return self._predicate(node)
+        return self._not_a_term(node)
 
     def visit_opaque(self, node: Opaque) -> T:
-        return self._predicate(node)
+        return self._not_a_term(node)
 
 
 __all__ = ["METHODS", "PredicateVisitor", "TermVisitor", "Visitor"]

@@ -60,7 +60,8 @@ class MetadataSource(Protocol):
 class LogicalLayout(Protocol):
     """What the planner needs of a layout with a logical index (:class:`lakelayout.layouts.base.Layout`)."""
 
-    family: str
+    @property
+    def family(self) -> str: ...
 
     @property
     def n_blocks(self) -> int: ...
