@@ -169,6 +169,8 @@ PLANNER_CORNERS = [
     "(ti = 1000) IS NULL",
     "year(d) IS NULL",
     "(st.x = 5) IS NOT NULL",
+    "isnull(i)",
+    "isnotnull(st.x)",
     "i IN (5, NULL)",
     "i NOT IN (5, NULL)",
     "s NOT IN ('abc', NULL)",

@@ -271,7 +271,18 @@ class Binder:
             return BoolConst(bool(node.this))
         if isinstance(node, exp.Null):
             return NULL
+        if _func_name(node) in ("isnull", "isnotnull") and len(_call_args(node)) == 1:
+            return self._null_test(node)
         return self._bool_term(node)
+
+    def _null_test(self, node: exp.Expression) -> Predicate:
+        """``isnull(x)`` / ``isnotnull(x)``: the function forms of ``x IS [NOT] NULL``."""
+        (arg,) = _call_args(node)
+        term = self.term(arg)
+        negated = _func_name(node) == "isnotnull"
+        if isinstance(term, Literal):
+            return BoolConst((term.value is None) != negated)
+        return IsNull(term, negated=negated)
 
     def _leaf_handler(self, node: exp.Expression) -> Callable[[exp.Expression], Predicate] | None:
         table: tuple[tuple[type[exp.Expression], Callable[[exp.Expression], Predicate]], ...]
@@ -1025,6 +1036,12 @@ def _is_number(dtype: pa.DataType | None) -> bool:
 
 def _is_null(term: Expr) -> bool:
     return isinstance(term, Literal) and term.value is None
+
+
+def _call_args(node: exp.Expression) -> list[exp.Expression]:
+    """The arguments of a function call node (sqlglot keeps them in ``this`` / ``expressions``)."""
+    args = [a for a in (node.args.get("this"),) if isinstance(a, exp.Expression)]
+    return [*args, *node.expressions] if not isinstance(node, exp.Anonymous) else node.expressions
 
 
 def _func_name(node: exp.Expression) -> str | None:
