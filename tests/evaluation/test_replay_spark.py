@@ -125,7 +125,7 @@ def _merged_by_hand(table: Any, pred: Any, snap: Any) -> np.ndarray:
         present = {MINMAX: None, **{k: pa.array(v) for k, v in columns.items()}}
         keep &= evaluate_clause(merged, present, len(files)) & (files.num_records != 0)
     for entry in layout_blocks(table.uri, files, snap.schema):
-        relaxed = relax(expanded, entry.columns)
+        relaxed = relax(expanded, entry.columns or frozenset())
         if relaxed == BoolConst(True):
             continue
         allowed = entry.layout.blocks_for(relaxed)

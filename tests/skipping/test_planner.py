@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -89,3 +90,66 @@ def test_stale_and_missing_metadata_never_skip(tmp_path: Path) -> None:
     )
     assert result.keep.tolist() == [True, False, True]
     assert result.skipped_by["valuelist(s)"] == 1
+
+
+# ---------------------------------------------------------------- virtual files and layouts
+
+
+def _virtual() -> tuple[pa.Table, Any, Any]:
+    from lakelayout.layouts import QdTreeLayout
+    from lakelayout.stats.blocks import block_stats
+
+    rng = np.random.default_rng(3)
+    sample = pa.table(
+        {"k": rng.integers(0, 10, 2000), "a": rng.integers(0, 1000, 2000), "id": np.arange(2000)}
+    )
+    layout = QdTreeLayout.fit(sample, ["k IN (1, 5)", "a < 250", "k = 7"], target_blocks=6)
+    blocks = np.asarray(layout.assign(sample), dtype=np.int64)
+    return sample, layout, block_stats(sample, blocks)
+
+
+def test_virtual_files_with_a_layout_skip_blocks_and_say_which_source_did() -> None:
+    from lakelayout.expr.evaluate import evaluate
+    from lakelayout.skipping.planner import LayoutBlocks
+
+    sample, layout, files = _virtual()
+    block_ids = np.array([int(str(p).split("-")[1]) for p in files.paths])
+    entry = LayoutBlocks(layout, block_ids)
+    pred = parse_predicate("k IN (1, 5)", sample.schema)
+    alone = plan(pred, files)
+    both = plan(pred, files, layouts=[entry])
+    assert both.keep.sum() < alone.keep.sum()  # the logical index skips blocks min/max keeps
+    assert (both.keep <= alone.keep).all()
+    assert both.skipped_by["layout(qdtree)"] == int(both.ruled_out["layout(qdtree)"].sum()) > 0
+    assert both.bytes_skipped_by["layout(qdtree)"] == int(
+        files.sizes[both.ruled_out["layout(qdtree)"]].sum()
+    )
+    owners = np.asarray(layout.assign(sample))
+    needed = np.unique(owners[evaluate(pred, sample)])
+    assert both.keep[np.searchsorted(block_ids, needed)].all()  # no block with a match dropped
+    # a layout told it knows no column relaxes the predicate to TRUE: it rules nothing out
+    blind = plan(pred, files, layouts=[LayoutBlocks(layout, block_ids, frozenset())])
+    assert "layout(qdtree)" not in blind.skipped_by
+    assert blind.keep.tolist() == alone.keep.tolist()
+
+
+def test_misaligned_layout_blocks_are_an_error() -> None:
+    from lakelayout.skipping.planner import LayoutBlocks
+
+    sample, layout, files = _virtual()
+    with pytest.raises(InvalidOption, match="layout block ids have 2 entries"):
+        plan(
+            parse_predicate("k = 1", sample.schema),
+            files,
+            layouts=[LayoutBlocks(layout, np.zeros(2))],
+        )
+
+
+def test_the_plan_reports_totals_and_the_kept_files() -> None:
+    stats = file_stats(FILES, SCHEMA)
+    planned = plan(parse_predicate("i <= 2", SCHEMA), stats)
+    assert planned.keep.tolist() == [True, False, False, False]
+    assert planned.kept.paths.tolist() == ["part-0.parquet"]
+    assert (planned.files_total, planned.files_kept, planned.files_skipped) == (4, 1, 3)
+    assert planned.bytes_kept == 1000 and planned.bytes_total == 1000 + 1001 + 1002 + 1003
+    assert planned.rows_kept == 2 and planned.rows_total == 6

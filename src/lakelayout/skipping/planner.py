@@ -76,7 +76,8 @@ class LayoutBlocks:
     layout: LogicalLayout
     blocks: np.ndarray
     #: table columns the layout knows with the types the plan's predicate was bound to
-    columns: frozenset[str] = frozenset()
+    #: (the predicate is relaxed to them); None: every column it reads
+    columns: frozenset[str] | None = None
 
     @property
     def source(self) -> str:
@@ -298,7 +299,7 @@ def _ruled_out_by_layout(predicate: Predicate, entry: LayoutBlocks, n: int) -> n
     blocks = np.asarray(entry.blocks, dtype=np.int64)
     if len(blocks) != n:
         raise InvalidOption(f"layout block ids have {len(blocks)} entries for {n} files")
-    relaxed = relax(predicate, entry.columns)
+    relaxed = predicate if entry.columns is None else relax(predicate, entry.columns)
     if isinstance(relaxed, BoolConst) and relaxed.value:
         return None
     allowed = _allowed_blocks(entry.layout, relaxed)
