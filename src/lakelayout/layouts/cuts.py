@@ -97,6 +97,7 @@ def candidate_cuts(predicates: Iterable[Predicate]) -> list[Cut]:
     (:func:`cut_of`); atoms that cannot be evaluated on rows (opaque text,
     constants, NULL or NaN literals, long IN lists) give no cut.
 
+    >>> from lakelayout.expr.nodes import Column, Literal
     >>> a = Column("a", pa.int64())
     >>> p = And((Compare(">", a, Literal(5)), Compare("<=", a, Literal(5))))
     >>> [c.sql() for c in candidate_cuts([p])]
@@ -633,6 +634,7 @@ class _PlanQuery(PredicateVisitor[QueryPlan]):
 def may_intersect(query: Predicate | QueryPlan, region: Region) -> bool:
     """False only if no possible row of ``region`` satisfies ``query`` (safe).
 
+    >>> from lakelayout.expr.nodes import Column, Literal
     >>> a = Column("a", pa.int64())
     >>> r = Region().with_outcome(Compare("<", a, Literal(10)), True)
     >>> may_intersect(Compare(">", a, Literal(20)), r), may_intersect(Compare("<", a, Literal(3)), r)
