@@ -450,11 +450,9 @@ def decide_on_single_values(leaf: Predicate, stats: FileStats, timezone: str) ->
         hits = evaluate(renamed, table, timezone=timezone)
     except (PredicateError, pa.ArrowException, TypeError, ValueError, OverflowError):
         return None
-    any_row = np.zeros(n, dtype=bool)
-    every_row = np.ones(n, dtype=bool)
-    np.logical_or.at(any_row, owners, hits)
-    np.logical_and.at(every_row, owners, hits)
-    return Decided(decided, any_row & decided, every_row & decided)
+    any_row = np.bincount(owners, weights=hits, minlength=n) > 0
+    misses = np.bincount(owners, weights=~hits, minlength=n)
+    return Decided(decided, any_row & decided, (misses == 0) & decided)
 
 
 def _combinations(
@@ -505,13 +503,20 @@ class MightMatch(PredicateVisitor[np.ndarray]):
     def _fill(self, answer: bool) -> np.ndarray:
         return np.full(self.n, answer, dtype=bool)
 
-    def _leaf(self, node: Predicate, keep: np.ndarray, *terms: Expr) -> np.ndarray:
-        """A value test: NULL terms reject it, and single-valued files decide it exactly."""
+    def _leaf(
+        self, node: Predicate, keep: np.ndarray, *terms: Expr, exact: bool = True
+    ) -> np.ndarray:
+        """A value test: NULL terms reject it, and single-valued files decide it exactly.
+
+        ``exact`` False: the bounds rule already decides single-valued files
+        exactly (a plain column against a literal of its type), so the leaf
+        is not evaluated on their values again.
+        """
         for term in terms:
             bounds = self.terms.bounds(term)
             if bounds is not None:
                 keep = keep & ~bounds.all_nulls
-        decided = decide_on_single_values(node, self.stats, self.timezone)
+        decided = decide_on_single_values(node, self.stats, self.timezone) if exact else None
         if decided is not None:
             keep = keep & (decided.any_row | ~decided.files)
         return keep
@@ -557,7 +562,8 @@ class MightMatch(PredicateVisitor[np.ndarray]):
         scalar = None if bounds is None else bounds.scalar(node.value.value)
         if bounds is not None and scalar is not None:
             keep = _might_compare_scalar(node.op, bounds, scalar)
-        return self._leaf(node, keep, node.term)
+        decided = isinstance(node.term, Column) and scalar is not None
+        return self._leaf(node, keep, node.term, exact=not decided)
 
     def visit_term_compare(self, node: TermCompare) -> np.ndarray:
         """``l op r`` between two terms: their ranges must allow it (same type only)."""
@@ -581,6 +587,7 @@ class MightMatch(PredicateVisitor[np.ndarray]):
             return self._fill(ROWS_CANNOT_MATCH)
         keep = self._fill(ROWS_MIGHT_MATCH)
         bounds = self.terms.bounds(node.term)
+        exact = True
         if bounds is not None:
             scalars = [bounds.scalar(v) for v in raw]
             listed = [s for s in scalars if s is not None]
@@ -588,7 +595,12 @@ class MightMatch(PredicateVisitor[np.ndarray]):
                 keep = ~_single_listed_value(bounds, listed)
             elif len(listed) == len(scalars):
                 keep = _range_holds_any(bounds, listed)
-        return self._leaf(node, keep, node.term)
+            exact = (
+                not isinstance(node.term, Column)
+                or len(listed) < len(scalars)
+                or len(listed) > IN_LIST_CAP  # a long list is pruned as its range
+            )
+        return self._leaf(node, keep, node.term, exact=exact)
 
     def visit_is_null(self, node: IsNull) -> np.ndarray:
         """IS NULL fails where the term has no NULL; IS NOT NULL where it is all NULL."""
@@ -596,7 +608,7 @@ class MightMatch(PredicateVisitor[np.ndarray]):
         bounds = self.terms.bounds(node.term)
         if bounds is not None:
             keep = ~(bounds.all_nulls if node.negated else bounds.no_nulls)
-        return self._leaf(node, keep)
+        return self._leaf(node, keep, exact=not isinstance(node.term, Column))
 
     def visit_starts_with(self, node: StartsWith) -> np.ndarray:
         """Values starting with ``p`` fill the range ``[p, next(p))``.
@@ -612,7 +624,8 @@ class MightMatch(PredicateVisitor[np.ndarray]):
                 keep = ~_prefix_range(bounds, node.prefix, unknown=False)
             else:
                 keep = _meets_prefix_range(bounds, node.prefix)
-        return self._leaf(node, keep, node.term)
+        plain = isinstance(node.term, Column) and bounds is not None
+        return self._leaf(node, keep, node.term, exact=not plain)
 
     def visit_ends_with(self, node: EndsWith) -> np.ndarray:
         """Suffixes say nothing about the order of values: keep (nulls aside)."""
@@ -635,9 +648,12 @@ class MightMatch(PredicateVisitor[np.ndarray]):
         """A BOOLEAN column used as a predicate is ``c = TRUE`` (``c = FALSE`` when negated)."""
         keep = self._fill(ROWS_MIGHT_MATCH)
         bounds = self.terms.bounds(node.term)
-        if bounds is not None and pa.types.is_boolean(bounds.dtype):
+        plain = bounds is not None and pa.types.is_boolean(bounds.dtype)
+        if bounds is not None and plain:
             keep = _might_compare_scalar("=", bounds, pa.scalar(not node.negated))
-        return self._leaf(node, keep, node.term)
+        return self._leaf(
+            node, keep, node.term, exact=not (plain and isinstance(node.term, Column))
+        )
 
     def _string_bounds(self, term: Expr) -> Bounds | None:
         bounds = self.terms.bounds(term)
@@ -768,9 +784,9 @@ class AllRowsMatch(PredicateVisitor[np.ndarray]):
     def _fill(self, answer: bool) -> np.ndarray:
         return np.full(self.n, answer, dtype=bool)
 
-    def _leaf(self, node: Predicate, every: np.ndarray) -> np.ndarray:
-        """Single-valued files decide a value test exactly."""
-        decided = decide_on_single_values(node, self.stats, self.timezone)
+    def _leaf(self, node: Predicate, every: np.ndarray, *, exact: bool = True) -> np.ndarray:
+        """Single-valued files decide a value test exactly (unless the bounds rule already did)."""
+        decided = decide_on_single_values(node, self.stats, self.timezone) if exact else None
         if decided is None:
             return every
         return every | decided.every_row
@@ -809,7 +825,8 @@ class AllRowsMatch(PredicateVisitor[np.ndarray]):
         scalar = None if bounds is None else bounds.scalar(node.value.value)
         if bounds is not None and scalar is not None:
             every = present & _strict_compare_scalar(node.op, bounds, scalar)
-        return self._leaf(node, every)
+        plain = isinstance(node.term, Column) and scalar is not None
+        return self._leaf(node, every, exact=not plain)
 
     def visit_term_compare(self, node: TermCompare) -> np.ndarray:
         """``l op r`` for every row when both are never NULL and the ranges force it."""
@@ -836,14 +853,15 @@ class AllRowsMatch(PredicateVisitor[np.ndarray]):
             every = present & known
             if listed:
                 every &= ~_range_holds_any(bounds, listed)
-        return self._leaf(node, every)
+        plain = isinstance(node.term, Column) and len(listed) == len(scalars)
+        return self._leaf(node, every, exact=not plain or len(listed) > IN_LIST_CAP)
 
     def visit_is_null(self, node: IsNull) -> np.ndarray:
         every = self._fill(NOT_ALL_ROWS_MATCH)
         bounds = self.terms.bounds(node.term)
         if bounds is not None:
             every = bounds.no_nulls if node.negated else bounds.all_nulls
-        return self._leaf(node, every)
+        return self._leaf(node, every, exact=not isinstance(node.term, Column))
 
     def visit_starts_with(self, node: StartsWith) -> np.ndarray:
         """Every row starts with ``p`` when ``[min, max]`` lies in ``[p, next(p))``; negated: outside."""
@@ -860,7 +878,8 @@ class AllRowsMatch(PredicateVisitor[np.ndarray]):
                     upper_scalar = pa.scalar(upper, bounds.dtype)
                     outside |= bounds.low_vs(">=", upper_scalar, NOT_ALL_ROWS_MATCH)
                 every = present & outside
-        return self._leaf(node, every)
+        plain = isinstance(node.term, Column) and bounds is not None
+        return self._leaf(node, every, exact=not plain)
 
     def visit_ends_with(self, node: EndsWith) -> np.ndarray:
         """Bounds say nothing about suffixes: only single-valued files decide."""
@@ -883,10 +902,11 @@ class AllRowsMatch(PredicateVisitor[np.ndarray]):
     def visit_bool_term(self, node: BoolTerm) -> np.ndarray:
         every = self._fill(NOT_ALL_ROWS_MATCH)
         bounds, present = self._present(node.term)
-        if bounds is not None and pa.types.is_boolean(bounds.dtype):
+        plain = bounds is not None and pa.types.is_boolean(bounds.dtype)
+        if bounds is not None and plain:
             scalar = pa.scalar(not node.negated)
             every = present & _strict_compare_scalar("=", bounds, scalar)
-        return self._leaf(node, every)
+        return self._leaf(node, every, exact=not (plain and isinstance(node.term, Column)))
 
 
 def _strict_compare_scalar(op: str, b: Bounds, v: pa.Scalar) -> np.ndarray:
