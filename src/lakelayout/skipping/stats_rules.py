@@ -595,11 +595,9 @@ class MightMatch(PredicateVisitor[np.ndarray]):
                 keep = ~_single_listed_value(bounds, listed)
             elif len(listed) == len(scalars):
                 keep = _range_holds_any(bounds, listed)
-            exact = (
-                not isinstance(node.term, Column)
-                or len(listed) < len(scalars)
-                or len(listed) > IN_LIST_CAP  # a long list is pruned as its range
-            )
+                if len(listed) > IN_LIST_CAP:  # pruned as its range: decide one-value files
+                    keep &= ~_single_value_not_listed(bounds, listed)
+            exact = not isinstance(node.term, Column) or len(listed) < len(scalars)
         return self._leaf(node, keep, node.term, exact=exact)
 
     def visit_is_null(self, node: IsNull) -> np.ndarray:
@@ -699,6 +697,13 @@ def _single_listed_value(b: Bounds, listed: Sequence[pa.Scalar]) -> np.ndarray:
     value_set = pa.array(list(listed), type=b.dtype)
     same = _vector(pc.equal(b.low, b.high), False)
     return same & _vector(pc.is_in(b.low, value_set=value_set), False)
+
+
+def _single_value_not_listed(b: Bounds, listed: Sequence[pa.Scalar]) -> np.ndarray:
+    """Files whose every non-null value is one value (``min = max``) that is not in ``listed``."""
+    value_set = pa.array(list(listed), type=b.dtype)
+    same = _vector(pc.equal(b.low, b.high), False)
+    return same & ~_vector(pc.is_in(b.low, value_set=value_set), True)
 
 
 def _range_holds_any(b: Bounds, values: Sequence[pa.Scalar]) -> np.ndarray:
@@ -853,8 +858,10 @@ class AllRowsMatch(PredicateVisitor[np.ndarray]):
             every = present & known
             if listed:
                 every &= ~_range_holds_any(bounds, listed)
+            if len(listed) > IN_LIST_CAP:  # pruned as its range: decide one-value files
+                every |= present & _single_value_not_listed(bounds, listed)
         plain = isinstance(node.term, Column) and len(listed) == len(scalars)
-        return self._leaf(node, every, exact=not plain or len(listed) > IN_LIST_CAP)
+        return self._leaf(node, every, exact=not plain)
 
     def visit_is_null(self, node: IsNull) -> np.ndarray:
         every = self._fill(NOT_ALL_ROWS_MATCH)
