@@ -51,7 +51,7 @@ from lakelayout.layouts.linear import LinearLayout
 from lakelayout.layouts.sop import SOPLayout
 from lakelayout.layouts.sopz import SOPZLayout
 from lakelayout.layouts.zorder import ZOrderLayout
-from lakelayout.skipping.minmax import might_match
+from lakelayout.skipping.stats_rules import might_match
 from lakelayout.stats.blocks import block_stats
 
 TABLE_ROWS = 200_000

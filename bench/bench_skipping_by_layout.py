@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from lakelayout.api import Table
 from lakelayout.layouts import LinearLayout
-from lakelayout.skipping.minmax import might_match
+from lakelayout.skipping.stats_rules import might_match
 from lakelayout.table.session import spark_session
 
 

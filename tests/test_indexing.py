@@ -548,7 +548,7 @@ def test_property_indexed_scans_equal_full_scans(
     names = [os.path.basename(str(p)) for p in snap.files.paths]
     for k, text in enumerate(preds):
         matching = {r["file"] for r in rows if r[f"p{k}"]}
-        pruned = t.indexes.prune(t._bind(text, snap.schema), snap.files, snap.schema)
+        pruned = t.plan(text, snapshot=snap)
         dropped = matching.intersection(
             n for n, kept in zip(names, pruned.keep, strict=True) if not kept
         )

@@ -30,7 +30,9 @@ _LAZY = {
     "Table": "lakelayout.api",
     "ScanResult": "lakelayout.api",
     "WriteMetrics": "lakelayout.api",
-    "ScanReport": "lakelayout.skipping.report",
+    "ScanReport": "lakelayout.skipping.scan_report",
+    "ScanPlan": "lakelayout.skipping.planner",
+    "plan": "lakelayout.skipping.planner",
     "spark_session": "lakelayout.table.session",
     "sql": "lakelayout.sql",
 }
@@ -50,6 +52,7 @@ __all__ = [
     "LakelayoutError",
     "LayoutError",
     "PredicateError",
+    "ScanPlan",
     "ScanReport",
     "ScanResult",
     "SchemaMismatch",
@@ -58,6 +61,7 @@ __all__ = [
     "TableNotFound",
     "UnsupportedTable",
     "WriteMetrics",
+    "plan",
     "spark_session",
 ]
 __version__ = "0.1.0"

@@ -1,15 +1,18 @@
 """The user-facing :class:`Table`: one object per Delta table, verbs as methods.
 
 ``Table`` composes the layers below it: the Delta log and the Spark writer
-(:mod:`lakelayout.table`), predicate parsing (:mod:`lakelayout.expr`) and file
-pruning (:mod:`lakelayout.skipping`). Metadata-only work (snapshots, pruning,
-describing) needs no Spark; writing and scanning data runs Spark jobs on the
-session given, or on :func:`spark_session` created on first use.
+(:mod:`lakelayout.table`), predicate parsing (:mod:`lakelayout.expr`) and the
+scan planner (:func:`lakelayout.skipping.planner.plan`). Metadata-only work
+(snapshots, :meth:`Table.plan`, describing) needs no Spark; writing and
+scanning data runs Spark jobs on the session given, or on
+:func:`spark_session` created on first use. :meth:`Table.scan` is
+:meth:`Table.plan` followed by a read of the kept files.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -28,7 +31,9 @@ from lakelayout.errors import (
 )
 from lakelayout.expr.nodes import BoolConst, Predicate
 from lakelayout.expr.parse import parse_predicate
-from lakelayout.skipping.report import Measured, ScanReport
+from lakelayout.skipping.planner import ScanPlan, plan
+from lakelayout.skipping.scan_report import Measured, ScanReport
+from lakelayout.stats.bounds import stats_key
 from lakelayout.stats.model import FileStats
 from lakelayout.table import delta
 from lakelayout.table.location import file_uri_path, normalize_uri
@@ -39,8 +44,8 @@ if TYPE_CHECKING:
 
     from lakelayout.advisor.advisor import Advisor, AutoOptimizer
     from lakelayout.cluster.detail import TableDetail
-    from lakelayout.cluster.metrics import OptimizeMetrics
     from lakelayout.cluster.optimize import OptimizeHooks
+    from lakelayout.cluster.optimize_metrics import OptimizeMetrics
     from lakelayout.cluster.vacuum import VacuumMetrics
     from lakelayout.indexing import Indexes
     from lakelayout.online_table import Online
@@ -221,7 +226,7 @@ class Table:
         sizes = files.sizes
         coverage = []
         for column in snap.schema:
-            stats = files.columns.get(column.name)
+            stats = files.columns.get(stats_key([column.name]))
             with_bounds = with_nulls = 0
             if stats is not None:
                 known = np.asarray(stats.min.is_valid()) & np.asarray(stats.max.is_valid())
@@ -295,6 +300,29 @@ class Table:
 
     # ------------------------------------------------------------ reading
 
+    def plan(
+        self,
+        where: str | Predicate | None = None,
+        *,
+        version: int | None = None,
+        snapshot: Snapshot | None = None,
+        timezone: str | None = None,
+    ) -> ScanPlan:
+        """Which files a scan of ``where`` would read, and why the others are skipped.
+
+        No Spark job runs: the planner (:func:`lakelayout.skipping.planner.plan`)
+        combines the snapshot's statistics, every declared index with metadata
+        and the logical indexes of the layouts the files were written by.
+        ``where`` is Spark SQL text or an already bound predicate; ``snapshot``
+        (of this table) saves reading the log again; ``timezone`` is the
+        session time zone (default: the table's session's, else UTC, the zone
+        :func:`spark_session` sets).
+        """
+        snap = snapshot if snapshot is not None else self.snapshot(version)
+        zone = timezone or self._timezone(start=False)
+        bound = where if isinstance(where, Predicate) else self._bind(where, snap.schema, zone)
+        return self._plan(bound, snap, zone)
+
     def scan(
         self,
         where: str | None = None,
@@ -305,22 +333,19 @@ class Table:
     ) -> ScanResult:
         """Rows matching ``where`` (Spark SQL), reading only files that may hold them.
 
-        ``res.df`` is a Spark DataFrame over the kept files with the predicate
-        applied by Spark itself, so results are exactly Spark's. ``res.report``
-        says how many files, bytes and rows existed and were kept; with
-        ``measure=True`` a Spark job also counts the matching rows per file
-        and the report carries σ, λ, μ and ψ.
+        :meth:`plan`, then a read of the kept files: ``res.df`` is a Spark
+        DataFrame over them with the predicate applied by Spark itself, so
+        results are exactly Spark's. ``res.report`` says how many files, bytes
+        and rows existed and were kept; with ``measure=True`` a Spark job also
+        counts the matching rows per file and the report carries σ, λ, μ and ψ.
         """
         scan_started = time.perf_counter()
         snap = self.snapshot(version)
         select = _resolve_columns(columns, snap.schema)
-        predicate = self._bind(where, snap.schema)
-
-        started = time.perf_counter()
-        pruned = self.indexes.prune(predicate, snap.files, snap.schema)  # min/max + indexes
-        keep = pruned.keep
-        pruning_seconds = time.perf_counter() - started
-        kept = snap.files.take(keep)
+        zone = self._timezone(start=True)
+        predicate = self._bind(where, snap.schema, zone)
+        planned = self._plan(predicate, snap, zone)
+        kept = planned.kept
 
         df = self._read(kept, snap.schema)
         if where is not None:
@@ -331,21 +356,20 @@ class Table:
         measured = self._measure(df, kept) if measure else None
         if select is not None:
             df = df.select(*select)
-        files = snap.files
         report = ScanReport(
             predicate=where or "",
             version=snap.version,
-            files_total=len(files),
-            files_kept=len(kept),
-            bytes_total=int(files.total_bytes),
-            bytes_kept=int(kept.total_bytes),
-            rows_total=int(files.total_rows),
-            rows_kept=int(kept.total_rows),
-            pruning_seconds=pruning_seconds,
-            skipped_by=pruned.skipped_by,
+            files_total=planned.files_total,
+            files_kept=planned.files_kept,
+            bytes_total=planned.bytes_total,
+            bytes_kept=planned.bytes_kept,
+            rows_total=planned.rows_total,
+            rows_kept=planned.rows_kept,
+            pruning_seconds=planned.seconds,
+            skipped_by=planned.skipped_by,
             measured=measured,
-            bytes_skipped_by=pruned.bytes_skipped_by,
-            unused_indexes=pruned.unused,
+            bytes_skipped_by=planned.bytes_skipped_by,
+            unused_indexes=planned.unused,
         )
         result = ScanResult(df=df, report=report, predicate=predicate)
         self._after_scan(snap, result, select, time.perf_counter() - scan_started, where, version)
@@ -511,12 +535,35 @@ class Table:
         except Exception as exc:
             logger.warning("advisor on %s after an append: %s", self.uri, exc)
 
-    def _bind(self, where: str | None, schema: pa.Schema) -> Predicate:
+    def _bind(self, where: str | None, schema: pa.Schema, timezone: str | None = None) -> Predicate:
         if where is None:
             return BoolConst(True)
-        timezone = self.spark.conf.get("spark.sql.session.timeZone") or "UTC"
+        zone = timezone or self._timezone(start=True)
         functions = self.indexes.functions()  # st_within_box and registered UDFs
-        return parse_predicate(where, schema, functions=functions, timezone=timezone)
+        return parse_predicate(where, schema, functions=functions, timezone=zone)
+
+    def _timezone(self, *, start: bool) -> str:
+        """The session time zone; without a session (and ``start`` False) UTC, as spark_session sets."""
+        if self._spark is None and not start:
+            return "UTC"
+        return str(self.spark.conf.get("spark.sql.session.timeZone") or "UTC")
+
+    def _plan(self, predicate: Predicate, snap: Snapshot, timezone: str) -> ScanPlan:
+        """The planner over ``snap`` with the declared indexes and the layouts' logical indexes."""
+        from lakelayout.cluster.logical import layout_blocks
+
+        started = time.perf_counter()
+        indexes, unusable = self.indexes.usable(snap.schema)
+        planned = plan(
+            predicate,
+            snap.files,
+            indexes=indexes,
+            metadata=self.indexes.store,
+            layouts=layout_blocks(self.uri, snap.files, snap.schema),
+            unused=unusable,
+            timezone=timezone,
+        )
+        return dataclasses.replace(planned, seconds=time.perf_counter() - started)
 
     def _read(self, files: FileStats, schema: pa.Schema) -> DataFrame:
         from pyspark.sql.pandas.types import from_arrow_schema

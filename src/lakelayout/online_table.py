@@ -124,7 +124,6 @@ def measure_alpha(
     column) on the first two orderable columns, fitted on a sample of the
     copy, one file per block, committed — the path a switch takes.
     """
-    from lakelayout.api import Table as _Table
     from lakelayout.cluster.rewrite import read_files, sample_rows
     from lakelayout.layouts import HilbertLayout
     from lakelayout.layouts.zorder import ZOrderLayout
@@ -150,7 +149,10 @@ def measure_alpha(
     with tempfile.TemporaryDirectory(prefix="ll-alpha-") as tmp:
         df = read_files(spark, table.uri, paths, snap.schema, with_file=False)
         target = max(1024, nbytes // max(len(paths), 1))
-        scratch = _Table.create(os.path.join(tmp, "copy"), df, spark=spark, target_file_size=target)
+        # the table's own class (importing lakelayout.api here would make an import cycle)
+        scratch = type(table).create(
+            os.path.join(tmp, "copy"), df, spark=spark, target_file_size=target
+        )
         files = scratch.snapshot().files
         times = []
         for _ in range(scans + 1):

@@ -12,7 +12,7 @@ import pytest
 from lakelayout.advisor.costmodel import DEFAULTS
 from lakelayout.advisor.querylog import QueryLog
 from lakelayout.api import Table
-from lakelayout.cluster.metrics import OptimizeMetrics
+from lakelayout.cluster.optimize_metrics import OptimizeMetrics
 from lakelayout.evaluation import workloads as wl
 from lakelayout.evaluation.datasets import logs_dataset
 from lakelayout.evaluation.policies import AutoPolicy, make_policies, policy_label

@@ -17,9 +17,11 @@ from lakelayout.api import Table
 from lakelayout.cluster import logical
 from lakelayout.cluster.provenance import FileProvenance, ProvenanceStore
 from lakelayout.expr.evaluate import evaluate
-from lakelayout.expr.nodes import BoolConst
+from lakelayout.expr.nodes import BoolConst, Predicate
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.layouts import PandoLayout, QdTreeLayout
+from lakelayout.skipping.planner import plan, relax
+from lakelayout.table.delta import Snapshot
 
 from .helpers import TARGET, live_paths, same_rows
 
@@ -175,10 +177,10 @@ def test_property_pruning_never_drops_a_matching_row(
     snap = qd.snapshot()
     pred = parse_predicate(where, snap.schema)
     needed = np.unique(owner[evaluate(pred, data)])
-    pruned = qd.indexes.prune(pred, snap.files, snap.schema)
+    pruned = qd.plan(pred, snapshot=snap)
     assert pruned.keep[needed].all(), (where, pruned.skipped_by)
-    alone = logical.prune(qd.uri, pred, snap.files, snap.schema)
-    assert alone.keep[needed].all(), where
+    alone = _logical_keep(qd, pred, snap)
+    assert alone[needed].all(), where
 
 
 @pytest.mark.parametrize(
@@ -220,8 +222,17 @@ def test_pando_skips_and_appended_or_rewritten_files_are_safe(spark: Any, tmp_pa
 
 
 def _keep(t: Table, where: str) -> np.ndarray:
-    snap = t.snapshot()
-    return t.indexes.prune(parse_predicate(where, snap.schema), snap.files, snap.schema).keep
+    return t.plan(where).keep
+
+
+def _logical_keep(t: Table, pred: Predicate, snap: Snapshot) -> np.ndarray:
+    """The files the layouts' logical indexes alone keep."""
+    planned = plan(pred, snap.files, layouts=logical.layout_blocks(t.uri, snap.files, snap.schema))
+    out = np.zeros(len(snap.files), dtype=bool)
+    for source, ruled_out in planned.ruled_out.items():
+        if source.startswith("layout("):
+            out |= ruled_out
+    return ~out
 
 
 def _check_freshness(t: Table, laid: set[str], stranger: str) -> None:
@@ -239,11 +250,11 @@ def _check_freshness(t: Table, laid: set[str], stranger: str) -> None:
     for recorded, skipped in [(None, False), (size + 1, False), (size, True)]:
         row = FileProvenance(stranger, layout_id=some.layout_id, block_id=excluded, size=recorded)
         store.record([row])
-        keep = logical.prune(t.uri, pred, snap.files, snap.schema).keep
+        keep = _logical_keep(t, pred, snap)
         assert keep[at] != skipped, recorded
     # a missing layout document: its files are kept
     store.record([FileProvenance(stranger, layout_id="0" * 32, block_id=0, size=size)])
-    assert logical.prune(t.uri, pred, snap.files, snap.schema).keep[at]
+    assert _logical_keep(t, pred, snap)[at]
     store.record([], removed=[stranger])
 
 
@@ -251,6 +262,6 @@ def test_relax_replaces_only_positive_unknown_parts() -> None:
     schema = pa.schema([("a", pa.int32()), ("id", pa.int64())])
     known = frozenset({"a"})
     p = parse_predicate("a < 5 AND id > 3", schema)
-    assert logical.relax(p, known) == parse_predicate("a < 5", schema)
-    assert logical.relax(parse_predicate("a < 5 OR id > 3", schema), known) == BoolConst(True)
-    assert logical.relax(parse_predicate("a < 5", schema), frozenset()) == BoolConst(True)
+    assert relax(p, known) == parse_predicate("a < 5", schema)
+    assert relax(parse_predicate("a < 5 OR id > 3", schema), known) == BoolConst(True)
+    assert relax(parse_predicate("a < 5", schema), frozenset()) == BoolConst(True)

@@ -294,3 +294,168 @@ def _combine(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
 def predicates(max_leaves: int = 4) -> st.SearchStrategy[str]:
     """Random predicate text: leaves combined with AND / OR / NOT."""
     return st.recursive(leaf(), _combine, max_leaves=max_leaves)
+
+
+# ---------------------------------------------------------------- planner kinds (issue 11)
+# Kinds the scan planner skips on since issue 11, kept apart from the grammar above:
+# struct fields and a top-level column whose name has a dot, timestamps near
+# bounds and with zones, expressions over columns, IS NULL over expressions, IN
+# lists with NULL.
+
+STRUCT = pa.struct([("x", pa.int32()), ("y", pa.struct([("z", pa.int64())]))])
+
+
+def planner_table() -> pa.Table:
+    """:func:`edge_table` plus a struct column ``st`` and a top-level column named ``st.x``."""
+    base = edge_table()
+    st_values = [
+        {"x": 1, "y": {"z": 10}},
+        {"x": 5, "y": {"z": None}},
+        None,
+        {"x": None, "y": None},
+        {"x": -3, "y": {"z": -1}},
+        {"x": 5, "y": {"z": 10}},
+        None,
+        {"x": 2, "y": {"z": 7}},
+        {"x": 7, "y": {"z": 0}},
+        {"x": 1, "y": {"z": 10}},
+        {"x": 0, "y": {"z": 3}},
+        {"x": 5, "y": None},
+    ]
+    dotted = [100, 5, None, 1, 2, 5, None, 3, 3, 0, -1, 5]
+    return base.append_column("st", pa.array(st_values, STRUCT)).append_column(
+        "st.x", pa.array(dotted, pa.int32())
+    )
+
+
+TS_NEAR_BOUNDS = st.sampled_from(
+    [
+        "TIMESTAMP '1995-03-01 12:30:01.000005'",
+        "TIMESTAMP '1995-03-01 12:30:01.000004'",
+        "TIMESTAMP '1995-03-01 12:30:01.000006'",
+        "TIMESTAMP '1995-03-01 12:30:01.001'",
+        "TIMESTAMP '1995-03-01 12:30:01'",
+        "TIMESTAMP '2000-01-01 23:59:59.999999'",
+        "TIMESTAMP '2000-01-01 23:59:59.999'",
+        "TIMESTAMP '2000-01-02 00:00:00'",
+        "TIMESTAMP '1995-03-01 12:30:01.000005 UTC'",
+        "TIMESTAMP '1995-03-01 04:30:01.000005 PST'",
+        "TIMESTAMP '1995-03-01 18:00:01.000005 +05:30'",
+        "TIMESTAMP '2020-06-15 10:00:00 Europe/Paris'",
+        "TIMESTAMP '1969-12-31 23:00:00Z'",
+        "TIMESTAMP '+10000-01-01 00:00:00'",
+        "TIMESTAMP '-0001-01-01 00:00:00'",
+        "TIMESTAMP '9999-12-31 23:59:59.999999'",
+    ]
+)
+
+
+@st.composite
+def struct_leaf(draw: st.DrawFn) -> str:
+    """Tests on struct fields (``st.x``, ``st.y.z``) and on the column named ``st.x``."""
+    term = draw(st.sampled_from(["st.x", "st.y.z", "ST.X", "`st.x`", "st.x + 1"]))
+    kind = draw(st.sampled_from(["cmp", "cmp", "in", "null"]))
+    if kind == "null":
+        return f"{term} IS {'NOT ' if draw(st.booleans()) else ''}NULL"
+    values = st.sampled_from(["1", "5", "7", "-3", "0", "10", "100", "NULL"])
+    if kind == "in":
+        items = draw(st.lists(values, min_size=1, max_size=3))
+        return f"{term} {'NOT ' if draw(st.booleans()) else ''}IN ({', '.join(items)})"
+    return f"{term} {draw(OPS)} {draw(values)}"
+
+
+@st.composite
+def timestamp_leaf(draw: st.DrawFn) -> str:
+    """Timestamps compared with literals a microsecond or a millisecond off the data."""
+    op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">="]))
+    return f"ts {op} {draw(TS_NEAR_BOUNDS)}"
+
+
+EXPRESSIONS = [
+    ("date_format(d, 'yyyy-MM')", ["'1995-03'", "'2000-01'", "'1970-01'", "'0001-01'"]),
+    ("date_format(d, 'yyyy-MM-dd')", ["'1995-03-01'", "'1995-3-1'"]),
+    ("date_format(ts, 'yyyy-MM-dd HH')", ["'1995-03-01 12'", "'2020-06-15 08'"]),
+    ("date_format(d, 'MM')", ["'03'", "'12'"]),
+    ("year(d)", ["1995", "2024", "1", "9999"]),
+    ("year(ts)", ["1995", "2020"]),
+    ("CAST(i AS STRING)", ["'5'", "'7'", "'-1'", "'0'"]),
+    ("CAST(ti AS STRING)", ["'3'", "'-128'"]),
+    ("CAST(d AS STRING)", ["'1995-03-01'", "'9999-12-31'"]),
+    ("CAST(dec AS STRING)", ["'1.50'", "'1.5'", "'-0.01'"]),
+    ("CAST(b AS STRING)", ["'true'", "'false'"]),
+    ("CAST(ti AS BIGINT)", ["3", "127"]),
+    ("substring(s, 1, 2)", ["'ab'", "'AB'", "'a%'", "''"]),
+    ("substring(s, 1, 1)", ["'a'", "'Z'"]),
+]
+
+
+@st.composite
+def expression_leaf(draw: st.DrawFn) -> str:
+    """Functions of columns with no declared index (exact on single-valued files)."""
+    term, literals = draw(st.sampled_from(EXPRESSIONS))
+    return f"{term} {draw(OPS)} {draw(st.sampled_from(literals))}"
+
+
+@st.composite
+def is_null_of_expression(draw: st.DrawFn) -> str:
+    """IS [NOT] NULL over comparisons and functions (their columns' NULL-ness)."""
+    inner = draw(
+        st.sampled_from(
+            [
+                "(i > 0)",
+                "(i + 1)",
+                "(x < 1.5)",
+                "(s LIKE 'a%')",
+                "year(d)",
+                "(i > ti)",
+                "(i BETWEEN 1 AND 5)",
+                "(ti = 1000)",
+                "coalesce(i, 0)",
+                "CAST(i AS STRING)",
+                "(st.x = 5)",
+            ]
+        )
+    )
+    return f"{inner} IS {'NOT ' if draw(st.booleans()) else ''}NULL"
+
+
+@st.composite
+def in_with_nulls(draw: st.DrawFn) -> str:
+    """IN and NOT IN lists holding NULL."""
+    column, values = draw(
+        st.sampled_from(
+            [
+                ("i", ["5", "7", "0", "-1"]),
+                ("s", ["'abc'", "''", "'Z'"]),
+                ("d", ["DATE '1995-03-01'", "DATE '2000-01-01'"]),
+                ("x", ["1.5", "CAST('NaN' AS DOUBLE)"]),
+            ]
+        )
+    )
+    items = [*draw(st.lists(st.sampled_from(values), min_size=0, max_size=3)), "NULL"]
+    items = draw(st.permutations(items))
+    return f"{column} {'NOT ' if draw(st.booleans()) else ''}IN ({', '.join(items)})"
+
+
+def planner_leaf() -> st.SearchStrategy[str]:
+    """One leaf of the issue-11 kinds."""
+    return st.one_of(
+        struct_leaf(), timestamp_leaf(), expression_leaf(), is_null_of_expression(), in_with_nulls()
+    )
+
+
+#: the issue-11 kinds, by name (for counting what the property tests draw)
+PLANNER_KINDS = (
+    "struct",
+    "timestamp near bounds",
+    "expression",
+    "IS NULL of expression",
+    "IN with NULL",
+)
+
+
+def planner_predicates(max_leaves: int = 4) -> st.SearchStrategy[str]:
+    """Random predicate text mixing :func:`leaf` and :func:`planner_leaf` under AND / OR / NOT."""
+    return st.recursive(
+        st.one_of(leaf(), planner_leaf(), planner_leaf()), _combine, max_leaves=max_leaves
+    )

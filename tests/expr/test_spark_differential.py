@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from lakelayout.errors import PredicateError
 from lakelayout.expr import evaluate, parse_predicate
 
-from .predicates import edge_table, predicates
+from .predicates import edge_table, planner_predicates, planner_table, predicates
 
 pytestmark = pytest.mark.spark
 
@@ -89,17 +89,17 @@ def spark_rows(spark: Any, frame: Any, sql: str) -> list[int] | str:
         return f"spark error: {str(err).splitlines()[0][:200]}"
 
 
-def our_rows(sql: str, timezone: str) -> list[int] | str:
+def our_rows(sql: str, timezone: str, table: Any = TABLE) -> list[int] | str:
     try:
-        pred = parse_predicate(sql, TABLE.schema, timezone=timezone)
-        return [int(i) for i in np.flatnonzero(evaluate(pred, TABLE, timezone=timezone))]
+        pred = parse_predicate(sql, table.schema, timezone=timezone)
+        return [int(i) for i in np.flatnonzero(evaluate(pred, table, timezone=timezone))]
     except PredicateError as err:
         return f"lakelayout error: {err}"
 
 
-def check(spark: Any, frame: Any, sql: str) -> None:
+def check(spark: Any, frame: Any, sql: str, table: Any = TABLE) -> None:
     timezone = spark.conf.get("spark.sql.session.timeZone")
-    ours = our_rows(sql, timezone)
+    ours = our_rows(sql, timezone, table)
     theirs = spark_rows(spark, frame, sql)
     if isinstance(ours, str):
         parse_failed = ours.startswith("lakelayout error: ") and not any(
@@ -128,3 +128,89 @@ def test_corner_matches_spark(spark: Any, frame: Any, sql: str) -> None:
 @given(sql=predicates(max_leaves=4))
 def test_random_predicates_match_spark(spark: Any, frame: Any, sql: str) -> None:
     check(spark, frame, sql)
+
+
+# ---------------------------------------------------------------- the kinds issue 11 added
+
+PLANNER = planner_table()
+
+PLANNER_CORNERS = [
+    "st.x = 5",
+    "st.y.z < 5",
+    "ST.Y.Z IS NULL",
+    "st IS NULL",
+    "`st.x` = 5",
+    "`st.x` > st.x",
+    "st.x IN (1, NULL)",
+    "st.x NOT IN (1, NULL)",
+    "ts > TIMESTAMP '1995-03-01 12:30:01.000004'",
+    "ts < TIMESTAMP '1995-03-01 12:30:01.001'",
+    "ts >= TIMESTAMP '1995-03-01 04:30:01.000005 PST'",
+    "ts = TIMESTAMP '1995-03-01 18:00:01.000005 +05:30'",
+    "ts < TIMESTAMP '2020-06-15 10:00:00 Europe/Paris'",
+    "ts < TIMESTAMP '+10000-01-01 00:00:00'",
+    "ts > TIMESTAMP '-0001-01-01 00:00:00'",
+    "ts <= TIMESTAMP '9999-12-31 23:59:59.999999'",
+    "date_format(d, 'yyyy-MM') = '1995-03'",
+    "date_format(d, 'yyyy-MM-dd') < '1995-03-02'",
+    "date_format(ts, 'yyyy-MM-dd HH') = '1995-03-01 12'",
+    "year(d) = 1995",
+    "CAST(i AS STRING) = '5'",
+    "CAST(d AS STRING) = '1995-03-01'",
+    "CAST(dec AS STRING) = '1.50'",
+    "CAST(dec AS STRING) = '-0.01'",
+    "CAST(b AS STRING) = 'true'",
+    "CAST(ti AS BIGINT) > 3",
+    "substring(s, 1, 2) = 'ab'",
+    "(i > 0) IS NULL",
+    "(i > ti) IS NOT NULL",
+    "(s LIKE 'a%') IS NULL",
+    "(i BETWEEN 1 AND 5) IS NULL",
+    "(ti = 1000) IS NULL",
+    "year(d) IS NULL",
+    "(st.x = 5) IS NOT NULL",
+    "isnull(i)",
+    "isnotnull(st.x)",
+    "i IN (5, NULL)",
+    "i NOT IN (5, NULL)",
+    "s NOT IN ('abc', NULL)",
+    "d IN (NULL)",
+]
+
+
+@pytest.fixture(scope="module")
+def planner_frame(spark: Any) -> Any:
+    return spark.createDataFrame(PLANNER)
+
+
+@pytest.mark.parametrize("sql", PLANNER_CORNERS)
+def test_planner_corner_matches_spark(spark: Any, planner_frame: Any, sql: str) -> None:
+    check(spark, planner_frame, sql, PLANNER)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "ts <= TIMESTAMP '9999-12-31 23:59:59.999999'",
+        "ts > TIMESTAMP '1995-03-01 07:30:01'",
+        "date_format(ts, 'yyyy-MM-dd HH') = '1995-03-01 07'",
+        "year(ts) = 1969",
+    ],
+)
+def test_planner_corner_in_another_session_zone(spark: Any, planner_frame: Any, sql: str) -> None:
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        check(spark, planner_frame, sql, PLANNER)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", before)
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(sql=planner_predicates(max_leaves=4))
+def test_random_planner_predicates_match_spark(spark: Any, planner_frame: Any, sql: str) -> None:
+    check(spark, planner_frame, sql, PLANNER)

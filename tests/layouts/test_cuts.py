@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakelayout.errors import LayoutError
+from lakelayout.expr.codec import expr_from_json, expr_to_json
 from lakelayout.expr.evaluate import evaluate
 from lakelayout.expr.nodes import Column, Compare, Literal, Opaque, Or
 from lakelayout.expr.parse import parse_predicate
@@ -20,8 +21,6 @@ from lakelayout.layouts.cuts import (
     Region,
     candidate_cuts,
     cut_of,
-    expr_from_json,
-    expr_to_json,
     may_intersect,
 )
 

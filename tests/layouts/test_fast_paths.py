@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lakelayout.layouts.features import zero_weight
+from lakelayout.layouts.feature_set import zero_weight
 from lakelayout.layouts.pando import JointScorer, fill_bound, shared_bits
 from lakelayout.layouts.qdtree import Workspace, bind_queries, grow_forest
 from lakelayout.layouts.sop import _byte_tables, merge_groups

@@ -18,7 +18,7 @@ from lakelayout.errors import LayoutError
 from lakelayout.expr.evaluate import evaluate
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.layouts.base import Layout, WorkloadItem, from_json
-from lakelayout.layouts.features import popcount
+from lakelayout.layouts.feature_set import popcount
 from lakelayout.layouts.sop import (
     SOPLayout,
     combine_with_minmax,

@@ -9,8 +9,8 @@ import pyarrow as pa
 
 from lakelayout.expr.evaluate import evaluate
 from lakelayout.expr.parse import parse_predicate
-from lakelayout.skipping.engine import PruneResult, prune
 from lakelayout.skipping.indexes import WITHIN_BOX_FUNCTIONS, Index, expand_within_box
+from lakelayout.skipping.planner import ScanPlan, plan
 from lakelayout.stats.delta_stats import from_delta_stats
 from lakelayout.stats.model import FileStats
 from lakelayout.table.collect import StatsCollector
@@ -56,11 +56,11 @@ def run(
     indexes: Sequence[Index],
     *,
     functions: dict[str, pa.DataType] | None = None,
-) -> PruneResult:
+) -> ScanPlan:
     """Prune, and assert no file holding a matching row was skipped."""
     bound = [i.bind(schema) for i in indexes]
     pred = parse_predicate(pred_sql, schema, functions={**FUNCTIONS, **(functions or {})})
-    result = prune(pred, file_stats(files, schema), metadata(bound, files), bound)
+    result = plan(pred, file_stats(files, schema), metadata=metadata(bound, files), indexes=bound)
     if functions is None:
         holds = truth(pred_sql, files, schema)
         assert not (holds & ~result.keep).any(), (pred_sql, result.keep, holds)

@@ -10,9 +10,9 @@ import numpy as np
 import pyarrow as pa
 
 from lakelayout.expr.parse import parse_predicate
-from lakelayout.skipping.engine import prune
 from lakelayout.skipping.indexes import Index, examples
 from lakelayout.skipping.indexes.examples import AgentNames, agent_name
+from lakelayout.skipping.planner import plan
 
 from .index_helpers import file_stats
 
@@ -56,12 +56,14 @@ def test_agent_name_index_skips_files_without_the_agent() -> None:
     pred = parse_predicate(
         "GetAgentName(user_agent) = 'Hacker' AND status >= 400", SCHEMA, functions=functions
     )
-    result = prune(pred, stats, meta, [index])
+    result = plan(pred, stats, metadata=meta, indexes=[index])
     assert result.keep.tolist() == [False, True, False, True]  # the last file has no metadata
     in_list = parse_predicate(
         "getagentname(user_agent) IN ('curl', 'Wget')", SCHEMA, functions=functions
     )
-    assert np.array_equal(prune(in_list, stats, meta, [index]).keep, [True, False, True, True])
+    assert np.array_equal(
+        plan(in_list, stats, metadata=meta, indexes=[index]).keep, [True, False, True, True]
+    )
 
 
 def test_the_example_round_trips_through_declarations() -> None:

@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.skipping.clauses import evaluate as evaluate_clause
-from lakelayout.skipping.engine import MINMAX, prune
 from lakelayout.skipping.indexes import (
     BloomFilter,
     Features,
@@ -34,6 +33,7 @@ from lakelayout.skipping.indexes import (
     Suffix,
     ValueList,
 )
+from lakelayout.skipping.planner import MINMAX, plan
 
 from .index_helpers import FUNCTIONS, file_stats, truth
 
@@ -217,9 +217,9 @@ def test_skipped_files_hold_no_matching_row(
     for query in queries:
         pred = parse_predicate(query, SCHEMA, functions=FUNCTIONS)
         holds = truth(query, tables, SCHEMA)
-        full = prune(pred, stats, columns, INDEXES)
+        full = plan(pred, stats, metadata=columns, indexes=INDEXES)
         assert not (holds & ~full.keep).any(), (query, full.keep, holds)
-        some = prune(pred, stats, {i.name: columns[i.name] for i in chosen}, chosen)
+        some = plan(pred, stats, metadata={i.name: columns[i.name] for i in chosen}, indexes=chosen)
         assert not (holds & ~some.keep).any(), (query, [i.name for i in chosen])
         assert (full.keep <= some.keep).all()  # more indexes never keep more
         alone_columns = {MINMAX: None, **columns}

@@ -41,7 +41,7 @@ from lakelayout.expr.nodes import (
     Predicate,
     StartsWith,
 )
-from lakelayout.skipping.minmax import all_rows_match, might_match
+from lakelayout.skipping.stats_rules import all_rows_match, might_match
 from lakelayout.stats.blocks import block_stats
 from lakelayout.stats.delta_stats import from_delta_stats
 from lakelayout.stats.model import FileStats

@@ -428,3 +428,24 @@ def test_from_blocks_exact_bounds() -> None:
     assert files.sizes.sum() == pytest.approx(data.nbytes, abs=2)
     with pytest.raises(InvalidOption, match="block_ids has 3 entries for a table of 4 rows"):
         block_stats(data, np.array([1, 2, 3]))
+
+
+def test_a_dotted_column_beside_a_struct_field_through_a_delta_log(tmp_path: Path) -> None:
+    """Column ``b.c`` and field ``c`` of struct ``b``: apart in the JSON, the log and FileStats."""
+    schema = pa.schema([("b", pa.struct([("c", pa.int32())])), ("b.c", pa.int32())])
+    data = pa.table({"b": [{"c": 1}, {"c": 2}], "b.c": [10, 20]}, schema=schema)
+    collector = StatsCollector(schema)
+    collector.add(data)
+    stats = collector.result()
+    assert stats["minValues"] == {"b": {"c": 1}, "b.c": 10}
+    assert stats["maxValues"] == {"b": {"c": 2}, "b.c": 20}
+    write_delta(tmp_path, [data], schema, [stats_json(stats)])
+    nested = from_add_actions(DeltaTable(str(tmp_path)).get_add_actions(flatten=False), schema)
+    assert nested.columns["b.c"].min.to_pylist() == [1]
+    assert nested.columns["`b.c`"].min.to_pylist() == [10]
+    assert nested.columns["`b.c`"].max.to_pylist() == [20]
+    # the flattened form names both min.b.c: ambiguous, so both read as unknown
+    flat = from_add_actions(DeltaTable(str(tmp_path)).get_add_actions(flatten=True), schema)
+    assert flat.columns["b.c"].min.to_pylist() == [None]
+    assert flat.columns["`b.c`"].max.to_pylist() == [None]
+    assert from_delta_stats([stats], schema).columns["`b.c`"].min.to_pylist() == [10]

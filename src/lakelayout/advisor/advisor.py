@@ -35,8 +35,8 @@ from lakelayout.advisor.decisions import DecisionLog, DecisionRow
 from lakelayout.advisor.estimate import FAMILIES, bytes_read
 from lakelayout.advisor.querylog import QueryLog
 from lakelayout.advisor.recommend import Inputs, Recommendation, recommend
-from lakelayout.cluster.metrics import OptimizeMetrics
 from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
+from lakelayout.cluster.optimize_metrics import OptimizeMetrics
 from lakelayout.errors import InvalidOption, LakelayoutError
 from lakelayout.expr.nodes import Predicate
 from lakelayout.stats.model import FileStats
@@ -187,7 +187,7 @@ class Advisor:
         replayed): it is parsed and pruned like a scan, nothing is read."""
         from lakelayout.advisor.querylog import log_scan
         from lakelayout.expr.nodes import BoolConst
-        from lakelayout.skipping.report import ScanReport
+        from lakelayout.skipping.scan_report import ScanReport
 
         started = time.perf_counter()
         snap = self.table.snapshot()
@@ -199,18 +199,19 @@ class Advisor:
 
             pred = parse_predicate(where, snap.schema, functions=functions,
                                    timezone=self._timezone())  # fmt: skip
-        pruned = self.table.indexes.prune(pred, snap.files, snap.schema)
-        kept = snap.files.take(np.asarray(pruned.keep, dtype=bool))
+        planned = self.table.plan(pred, snapshot=snap, timezone=self._timezone())
         report = ScanReport(
             predicate=where or "",
             version=snap.version,
-            files_total=len(snap.files),
-            files_kept=len(kept),
-            bytes_total=int(snap.files.total_bytes),
-            bytes_kept=int(kept.total_bytes),
-            rows_total=int(snap.files.total_rows),
-            rows_kept=int(kept.total_rows),
+            files_total=planned.files_total,
+            files_kept=planned.files_kept,
+            bytes_total=planned.bytes_total,
+            bytes_kept=planned.bytes_kept,
+            rows_total=planned.rows_total,
+            rows_kept=planned.rows_kept,
             pruning_seconds=time.perf_counter() - started,
+            skipped_by=planned.skipped_by,
+            bytes_skipped_by=planned.bytes_skipped_by,
         )
         seconds = time.perf_counter() - started
         return log_scan(self.table.uri, snap.configuration, report, pred, None, seconds,

@@ -11,8 +11,8 @@ of the comparison are estimated the same way (a sample's block bounds are
 narrower than a real file's; that bias cancels out in the difference).
 
 "Bytes query q reads on files F" is computed in exactly one place,
-:func:`bytes_read`, so the shared scan planner can replace the pruning call
-there (it is ``lakelayout.skipping.engine.prune`` today).
+:func:`bytes_read`, through the shared scan planner
+(:func:`lakelayout.skipping.planner.plan`), the same rules real scans use.
 
 Candidate families (§5.2; at most 4 curve dimensions):
 
@@ -41,8 +41,8 @@ from lakelayout.advisor.analyzer import Analysis
 from lakelayout.errors import LakelayoutError
 from lakelayout.expr.nodes import Predicate
 from lakelayout.layouts.base import Layout
-from lakelayout.skipping import engine
 from lakelayout.skipping.indexes.base import Index
+from lakelayout.skipping.planner import plan
 from lakelayout.stats.blocks import block_stats
 from lakelayout.stats.model import FileStats
 
@@ -60,12 +60,11 @@ def bytes_read(
 ) -> int:
     """Bytes of ``files`` a query with ``predicate`` reads (the files pruning keeps).
 
-    The one call into pruning for the whole advisor: min/max statistics plus
-    the given indexes (``metadata`` maps index names to per-file values
+    The one call into the planner for the whole advisor: min/max statistics
+    plus the given indexes (``metadata`` maps index names to per-file values
     aligned with ``files``).
     """
-    pruned = engine.prune(predicate, files, dict(metadata or {}), list(indexes))
-    return int(np.asarray(files.sizes, dtype=np.int64)[np.asarray(pruned.keep, bool)].sum())
+    return plan(predicate, files, indexes=list(indexes), metadata=dict(metadata or {})).bytes_kept
 
 
 @dataclass(frozen=True)

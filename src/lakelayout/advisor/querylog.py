@@ -462,7 +462,7 @@ def log_scan(
     session_value: str | None = None,
     source: str = "scan",
 ) -> bool:
-    """Queue the record of one scan (a :class:`~lakelayout.skipping.report.ScanReport`
+    """Queue the record of one scan (a :class:`~lakelayout.skipping.scan_report.ScanReport`
     and its bound predicate) unless logging is off; whether it was queued."""
     if not is_enabled(configuration, session_value):
         return False

@@ -12,8 +12,8 @@ from lakelayout.cluster.config import (
     TARGET_CUBE_SIZE,
     validate_clustering,
 )
-from lakelayout.cluster.metrics import OptimizeMetrics
 from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
+from lakelayout.cluster.optimize_metrics import OptimizeMetrics
 
 __all__ = [
     "CLUSTERING_COLUMNS",

@@ -1,9 +1,9 @@
 """DELETE: remove the rows matching a predicate, rewriting only the files that hold them.
 
-1. Min/max pruning (:func:`~lakelayout.skipping.minmax.might_match`) leaves
+1. Min/max pruning (:func:`~lakelayout.skipping.stats_rules.might_match`) leaves
    the files that may hold a matching row; the others are never read.
 2. Of those, files where *every* row matches
-   (:func:`~lakelayout.skipping.minmax.all_rows_match`) are removed without
+   (:func:`~lakelayout.skipping.stats_rules.all_rows_match`) are removed without
    being read.
 3. One Spark job counts the matching rows of each remaining file; files with
    none are left alone.
@@ -36,18 +36,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lakelayout.cluster.metrics import OptimizeMetrics
 from lakelayout.cluster.optimize import (
-    _NO_HOOKS,
+    NO_HOOKS,
     OptimizeHooks,
-    _metrics_for,
     commit_rewrite,
     load_context,
+    metrics_for,
 )
+from lakelayout.cluster.optimize_metrics import OptimizeMetrics
 from lakelayout.cluster.provenance import FileProvenance
 from lakelayout.cluster.rewrite import FILE_COLUMN, Router, read_files, relative_path, write_routed
 from lakelayout.expr.parse import parse_predicate
-from lakelayout.skipping.minmax import all_rows_match, might_match
+from lakelayout.skipping.stats_rules import all_rows_match, might_match
 from lakelayout.table import delta
 from lakelayout.table.conflicts import DEFAULT_RETRY, RetryPolicy, run_with_retries
 
@@ -74,7 +74,7 @@ def delete(
     metrics, retries = run_with_retries(
         uri,
         "DELETE",
-        lambda _: _delete_once(uri, spark, where, hooks or _NO_HOOKS, timezone),
+        lambda _: _delete_once(uri, spark, where, hooks or NO_HOOKS, timezone),
         policy=retry,
     )
     return _finish(replace(metrics, retries=retries), started)
@@ -89,8 +89,8 @@ def _delete_once(
     ctx = load_context(uri, spark)
     predicate = parse_predicate(where, ctx.schema, timezone=timezone)
     files = ctx.snap.files
-    maybe = might_match(predicate, files)
-    whole = maybe & all_rows_match(predicate, files)
+    maybe = might_match(predicate, files, timezone=timezone)
+    whole = maybe & all_rows_match(predicate, files, timezone=timezone)
     dropped = [str(p) for p in files.paths[whole]]
     partial = [str(p) for p in files.paths[maybe & ~whole]]
     touched: list[str] = []
@@ -133,7 +133,7 @@ def _delete_once(
         index=0,
         data_change=True,
     )
-    metrics = base.plus(_metrics_for("delete", ctx, removed, written))
+    metrics = base.plus(metrics_for("delete", ctx, removed, written))
     return metrics.plus(OptimizeMetrics("delete", versions=(version,)))
 
 

@@ -1,44 +1,33 @@
-"""Query-time use of a layout's logical index (Qd-tree, Pando, ...).
+"""The logical indexes of the layouts a table's files were written by, for the planner.
 
 :meth:`Optimizer.apply` records, per written file, the layout id and the
-block the file holds (:mod:`lakelayout.cluster.provenance`). At scan time a
-layout with a logical index answers ``blocks_for(predicate)``: the sorted
-block ids that may hold a matching row. A file is skipped exactly when
+block the file holds (:mod:`lakelayout.cluster.provenance`). At scan time
+:func:`layout_blocks` joins that provenance to a snapshot's files once
+(``pc.index_in``), rebuilds every layout once from its JSON (cached by layout
+id; layout documents are written once and never replaced) and hands the
+planner (:func:`lakelayout.skipping.planner.plan`) one
+:class:`~lakelayout.skipping.planner.LayoutBlocks` per layout: the layout and
+the block of every file (-1 for files it did not write). The planner then
+skips a file exactly when
 
     file has trusted provenance (layout L, block b)  and  b not in L.blocks_for(p)
 
-Per query: the provenance is joined to the snapshot's files once
-(``pc.index_in``), every layout is rebuilt once from its JSON (cached by
-layout id; layout documents are written once and never replaced), asked once,
-and its files are tested with one ``np.isin``.
-
-Safety -- a file is KEPT when any of these holds:
+Safety -- a file gets no block (-1, always kept by its layout) when:
 
 * it has no provenance row, or the row names no layout or no block;
 * the row is not *fresh*: rows are keyed by path only, so a row is trusted
   only where it recorded the file's size and the snapshot's file has that
   size (a file written later at the same path by another writer, or a row
   written before sizes were recorded, is ignored);
-* the layout document is missing or does not load;
-* ``blocks_for`` returns None (curve layouts), raises, or returns something
-  that is not a 1-D integer array.
+* the layout document is missing or does not load.
 
-A predicate is first *relaxed* to the layout's columns: a sub-predicate in a
-positive position (not under a ``Not``) reading a column the layout does not
-know, or knows with another type, is replaced by TRUE. Replacing a positive
-sub-formula by TRUE only weakens the predicate (every row it selected is
-still selected), so the blocks of the relaxed predicate cover the blocks of
-the original one.
-
-Attribution follows :mod:`lakelayout.skipping.engine`: ``layout(<family>)``
-counts the files that the logical index alone rules out (so it overlaps with
-``minmax``).
+A layout is told which table columns it knows with the same type
+(``LayoutBlocks.columns``), so that the planner relaxes the predicate to them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -47,8 +36,8 @@ import pyarrow.parquet as pq
 
 from lakelayout.cluster.provenance import SCHEMA, ProvenanceStore
 from lakelayout.errors import LakelayoutError
-from lakelayout.expr.nodes import And, BoolConst, Or, Predicate
 from lakelayout.layouts.base import Layout, from_json
+from lakelayout.skipping.planner import LayoutBlocks
 from lakelayout.stats.model import FileStats
 
 _COLUMNS = ("path", "layout_id", "block_id", "size")
@@ -60,45 +49,22 @@ _LAYOUTS: dict[tuple[str, str], Layout] = {}
 _MAX_LAYOUTS = 64
 
 
-@dataclass(frozen=True)
-class LogicalPruned:
-    """Files a logical index keeps, and the files/bytes each layout family rules out."""
-
-    keep: np.ndarray
-    skipped_by: dict[str, int] = field(default_factory=dict)
-    bytes_skipped_by: dict[str, int] = field(default_factory=dict)
-
-
-def label(layout: Layout) -> str:
-    """The ``skipped_by`` key of a layout: ``layout(<family>)``."""
-    return f"layout({layout.family})"
-
-
-def prune(root: str, predicate: Predicate, files: FileStats, schema: pa.Schema) -> LogicalPruned:
-    """Per file of ``files``: False only where a trusted layout block cannot match."""
-    n = len(files)
-    keep = np.ones(n, dtype=bool)
-    if n == 0 or (isinstance(predicate, BoolConst) and predicate.value):
-        return LogicalPruned(keep)
+def layout_blocks(root: str, files: FileStats, schema: pa.Schema) -> list[LayoutBlocks]:
+    """One entry per layout with trusted files in ``files`` (none when there is no provenance)."""
+    if len(files) == 0:
+        return []
     rows = _provenance(root)
     if rows is None or rows.num_rows == 0:
-        return LogicalPruned(keep)
+        return []
     layout_ids, blocks = _trusted(rows, files)
-    sizes = np.asarray(files.sizes, dtype=np.int64)
-    skipped: dict[str, int] = {}
-    nbytes: dict[str, int] = {}
+    out = []
     for layout_id in sorted(set(layout_ids.tolist()) - {""}):
         layout = _layout(root, layout_id)
-        allowed = allowed_blocks(layout, predicate, schema) if layout is not None else None
-        if layout is None or allowed is None:
+        if layout is None:
             continue
-        mine = (layout_ids == layout_id) & (blocks < layout.n_blocks)
-        out = mine & ~np.isin(blocks, allowed)
-        keep &= ~out
-        key = label(layout)
-        skipped[key] = skipped.get(key, 0) + int(out.sum())
-        nbytes[key] = nbytes.get(key, 0) + int(sizes[out].sum())
-    return LogicalPruned(keep, skipped, nbytes)
+        mine = np.where(layout_ids == layout_id, blocks, -1).astype(np.int64)
+        out.append(LayoutBlocks(layout, mine, _known_columns(layout, schema)))
+    return out
 
 
 # --------------------------------------------------------------------------- provenance
@@ -167,27 +133,6 @@ def _layout(root: str, layout_id: str) -> Layout | None:
     return layout
 
 
-def allowed_blocks(layout: Layout, predicate: Predicate, schema: pa.Schema) -> np.ndarray | None:
-    """``layout.blocks_for`` of the relaxed predicate; None when it gives no usable answer."""
-    known = _known_columns(layout, schema)
-    relaxed = relax(predicate, known)
-    if isinstance(relaxed, BoolConst) and relaxed.value:
-        return None
-    try:
-        answer = layout.blocks_for(relaxed)
-    except Exception:  # a layout that cannot answer must never fail a scan: keep its files
-        return None
-    if answer is None:
-        return None
-    try:
-        blocks = np.asarray(answer)
-    except (TypeError, ValueError):
-        return None
-    if blocks.ndim != 1 or (blocks.size and not np.issubdtype(blocks.dtype, np.integer)):
-        return None
-    return blocks.astype(np.int64, copy=False)
-
-
 def _known_columns(layout: Layout, schema: pa.Schema) -> frozenset[str]:
     """Table columns the layout knows with the same type (so bound literals mean the same)."""
     mine = getattr(layout, "schema", None)
@@ -195,23 +140,3 @@ def _known_columns(layout: Layout, schema: pa.Schema) -> frozenset[str]:
         return frozenset()
     types: Mapping[str, pa.DataType] = {f.name: f.type for f in mine}
     return frozenset(f.name for f in schema if f.name in types and types[f.name].equals(f.type))
-
-
-def relax(pred: Predicate, known: frozenset[str]) -> Predicate:
-    """``pred`` with every positive sub-predicate reading an unknown column replaced by TRUE.
-
-    Only positions outside any ``Not`` are replaced (there TRUE is weaker than
-    the sub-predicate); a ``Not`` reading an unknown column becomes TRUE as a whole.
-    """
-    if isinstance(pred, And):
-        parts = [relax(c, known) for c in pred.children_]
-        parts = [p for p in parts if not (isinstance(p, BoolConst) and p.value)]
-        if not parts:
-            return BoolConst(True)
-        return parts[0] if len(parts) == 1 else And(tuple(parts))
-    if isinstance(pred, Or):
-        parts = [relax(c, known) for c in pred.children_]
-        if any(isinstance(p, BoolConst) and p.value for p in parts):
-            return BoolConst(True)
-        return Or(tuple(parts))
-    return pred if pred.columns() <= known else BoolConst(True)

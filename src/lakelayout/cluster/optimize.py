@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakelayout.cluster import config as cfg
-from lakelayout.cluster.metrics import OptimizeMetrics
+from lakelayout.cluster.optimize_metrics import OptimizeMetrics
 from lakelayout.cluster.plan import (
     PlannedFile,
     compaction_bins,
@@ -86,7 +86,7 @@ class OptimizeHooks:
     progress: Callable[[int, int], None] | None = None
 
 
-_NO_HOOKS = OptimizeHooks()
+NO_HOOKS = OptimizeHooks()
 
 
 class Yielded(Exception):
@@ -178,13 +178,13 @@ class Optimizer:
         ctx = self._ctx()
         columns = cfg.parse_clustering(ctx.snap.configuration)
         if columns is None:
-            return _compact(ctx, hooks or _NO_HOOKS)
+            return _compact(ctx, hooks or NO_HOOKS)
         roll = _roll_size(ctx, one_file_per_block)
-        return _liquid(ctx, columns, full=full, hooks=hooks or _NO_HOOKS, roll_size=roll)
+        return _liquid(ctx, columns, full=full, hooks=hooks or NO_HOOKS, roll_size=roll)
 
     def compact(self, *, hooks: OptimizeHooks | None = None) -> OptimizeMetrics:
         """Bin-pack files smaller than ``lakelayout.minFileSize`` into target-size files."""
-        return _compact(self._ctx(), hooks or _NO_HOOKS)
+        return _compact(self._ctx(), hooks or NO_HOOKS)
 
     def zorder(
         self,
@@ -234,7 +234,7 @@ class Optimizer:
             raise InvalidOption(f"apply() needs a fitted Layout, got {type(layout).__name__}")
         ctx = self._ctx()
         paths = _chosen_files(ctx, files)
-        return _apply(ctx, layout, paths, hooks or _NO_HOOKS, _roll_size(ctx, one_file_per_block))
+        return _apply(ctx, layout, paths, hooks or NO_HOOKS, _roll_size(ctx, one_file_per_block))
 
     def _curve(
         self,
@@ -254,7 +254,7 @@ class Optimizer:
         dims = cfg.validate_clustering(list(columns), ctx.schema, max_columns=8)
         assert dims is not None
         roll = _roll_size(ctx, one_file_per_block)
-        return _curve_all(ctx, dims, family, hooks or _NO_HOOKS, roll)
+        return _curve_all(ctx, dims, family, hooks or NO_HOOKS, roll)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -331,7 +331,7 @@ def file_source(ctx: _Context, paths: Sequence[str]) -> FileSource:
     return FileSource(ctx.spark, tuple(paths), tuple(by_path[p].size for p in paths))
 
 
-def _metrics_for(
+def metrics_for(
     operation: str, ctx: _Context, removed: Sequence[str], written: Sequence[RoutedFile]
 ) -> OptimizeMetrics:
     by_path = ctx.by_path()
@@ -437,7 +437,7 @@ def _compact(ctx: _Context, hooks: OptimizeHooks) -> OptimizeMetrics:
         )
     except Yielded as y:
         return _done(_yielded(base, y.reason), started, hooks)
-    metrics = base.plus(_metrics_for("compaction", ctx, paths, written))
+    metrics = base.plus(metrics_for("compaction", ctx, paths, written))
     return _done(_with_versions(metrics, (version,)), started, hooks)
 
 
@@ -532,7 +532,7 @@ def _write_layout(
         )
     except Yielded as y:
         return _yielded(base, y.reason)
-    metrics = base.plus(_metrics_for(operation, ctx, paths, written))
+    metrics = base.plus(metrics_for(operation, ctx, paths, written))
     blocks = len({w.block for w in written})
     return _with_versions(
         metrics.plus(OptimizeMetrics(operation, cubes_touched=blocks)), (version,)
@@ -624,7 +624,7 @@ def _liquid(
             )
         except Yielded as y:
             return _done(_yielded(total, y.reason), started, hooks)
-        cube = _metrics_for("liquid", ctx, paths, written)
+        cube = metrics_for("liquid", ctx, paths, written)
         total = total.plus(cube.plus(OptimizeMetrics("liquid", cubes_touched=1)))
         total = _with_versions(total, (version,))
         if hooks.progress is not None:

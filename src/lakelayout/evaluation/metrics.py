@@ -7,7 +7,7 @@ Every event of the stream leaves one record: :class:`InsertRecord`,
 records; its :meth:`PolicyRun.totals` are *sums of those records* (nothing is
 counted twice or elsewhere), plus the skipping indicators of Ta-Shma et al.
 §IV-A over the queries (σ, λ, μ, ψ and their geometric means, through
-:mod:`lakelayout.skipping.report`).
+:mod:`lakelayout.skipping.scan_report`).
 
 Costs are in seconds. In ``spark`` mode a query costs its measured time; in
 ``logical`` mode it costs ``bytes_kept × full_scan_seconds / bytes_total``
@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lakelayout.skipping.report import geometric_mean
+from lakelayout.skipping.scan_report import geometric_mean
 
 SCHEMA_VERSION = 2
 #: a run's final live file count may differ from the files inserted by this fraction

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import pyarrow as pa
 
-from lakelayout.cluster.metrics import OptimizeMetrics
+from lakelayout.cluster.optimize_metrics import OptimizeMetrics
 from lakelayout.errors import InvalidOption, closest
 from lakelayout.evaluation.workloads import Query
 from lakelayout.layouts.base import Layout

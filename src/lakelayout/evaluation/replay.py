@@ -58,7 +58,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakelayout.cluster.metrics import OptimizeMetrics
+from lakelayout.cluster.optimize_metrics import OptimizeMetrics
 from lakelayout.errors import InvalidOption
 from lakelayout.evaluation.datasets import Dataset
 from lakelayout.evaluation.metrics import (
@@ -72,6 +72,7 @@ from lakelayout.evaluation.metrics import (
     file_count_warnings,
 )
 from lakelayout.evaluation.policies import Policy
+from lakelayout.evaluation.tables import INSERT_TARGET, ReplayConfig, prepare_table, timed_scan
 from lakelayout.evaluation.workloads import Query
 from lakelayout.expr.evaluate import evaluate
 from lakelayout.expr.nodes import Column, Expr, Func, Predicate
@@ -84,8 +85,6 @@ if TYPE_CHECKING:
     from lakelayout.api import Table
 
 MODES = ("logical", "spark")
-#: target file size while inserting: large, so a range partition is one file
-INSERT_TARGET = 1 << 30
 #: Arrow bytes all policies' match counters may cache together (split evenly)
 COUNTER_CACHE_BYTES = 4 << 30
 #: how the results document describes the policy order (``order.scheme``)
@@ -98,24 +97,6 @@ RETIME_ORDER = (
     "after the stream, every query again at the table version it first ran on, "
     "policies in the reverse of that event's order"
 )
-
-
-@dataclass(frozen=True)
-class ReplayConfig:
-    mode: str = "logical"
-    rows_per_file: int = 10_000
-    sample_rows: int = 50_000
-    seed: int = 0
-    #: full scans timed to price logical costs and α (median)
-    full_scans: int = 3
-    #: declare the dataset's skipping indexes on every table (False: min/max only)
-    indexes: bool = True
-    #: run the untimed warm-up (a write, a rewrite, the workload's queries) first
-    warmup: bool = True
-    #: spark mode: time every query a second time after the stream, in the reverse order
-    retime: bool = True
-    #: spark mode: scans keeping zero files timed for the per-query fixed overhead (median)
-    zero_file_scans: int = 5
 
 
 @dataclass(frozen=True)
@@ -229,24 +210,14 @@ def udf_calls(predicate: Predicate, udfs: Mapping[str, Udf]) -> dict[str, tuple[
 
 
 def replace_terms(node: Expr, by_sql: Mapping[str, Expr]) -> Any:
-    """``node`` with every sub-expression whose canonical SQL is in ``by_sql`` replaced
-    (the expression nodes are frozen dataclasses: rebuilt with ``dataclasses.replace``)."""
-    if not isinstance(node, Predicate) and node.sql() in by_sql:
-        return by_sql[node.sql()]
-    if not dataclasses.is_dataclass(node):
-        return node
-    changes: dict[str, Any] = {}
-    for f in dataclasses.fields(node):
-        value = getattr(node, f.name)
-        if isinstance(value, Expr):
-            new: Any = replace_terms(value, by_sql)
-        elif isinstance(value, tuple) and value and all(isinstance(v, Expr) for v in value):
-            new = tuple(replace_terms(v, by_sql) for v in value)
-        else:
-            continue
-        if new != value:
-            changes[f.name] = new
-    return dataclasses.replace(node, **changes) if changes else node
+    """``node`` with every sub-expression whose canonical SQL is in ``by_sql`` replaced."""
+
+    def swap(part: Expr) -> Expr:
+        if isinstance(part, Predicate):
+            return part
+        return by_sql.get(part.sql(), part)
+
+    return node.transform(swap)
 
 
 def _plain_strings(data: pa.Table) -> pa.Table:
@@ -501,24 +472,14 @@ def _insert(policy: Policy, ctx: ReplayContext, table_dir: Path, batch: int) -> 
     return record
 
 
-def prepare_table(table: Table, dataset: Dataset, *, indexes: bool) -> None:
-    """Register the dataset's UDFs on a new table; declare and build its indexes
-    (when ``indexes`` and the dataset declares some)."""
-    if dataset.udfs:
-        table.indexes.register_udfs(dataset.udfs, return_types=dataset.udf_types)
-    if indexes and dataset.indexes:
-        table.indexes.add(*dataset.indexes)
-        table.indexes.refresh()
-
-
 def _query(ctx: ReplayContext, counter: MatchCounter, q: Query, position: int) -> QueryRecord:
     table = ctx.table
     snap = table.snapshot()
     predicate = parse_predicate(
         q.sql, snap.schema, functions=table.indexes.functions(), timezone=_tz(ctx.spark)
     )
-    keep = np.asarray(table.indexes.prune(predicate, snap.files, snap.schema).keep, dtype=bool)
-    kept = snap.files.take(keep)
+    planned = table.plan(predicate, snapshot=snap, timezone=_tz(ctx.spark))
+    kept = planned.kept
     paths = [str(p) for p in kept.paths]
     counter.forget_except({str(p) for p in snap.files.paths})
     matching = counter.counts(paths, predicate)
@@ -552,15 +513,6 @@ def _query(ctx: ReplayContext, counter: MatchCounter, q: Query, position: int) -
         cost_seconds=seconds if seconds is not None else logical,
         slot=ctx.slot,
     )
-
-
-def timed_scan(table: Table, sql: str, *, version: int | None = None) -> tuple[float, int, int]:
-    """``Table.scan(sql).df.count()``: (seconds, rows returned, files kept) — what a
-    query costs in spark mode, from the snapshot read to the last row counted."""
-    started = time.perf_counter()
-    result = table.scan(sql, version=version)
-    rows = int(result.df.count())
-    return time.perf_counter() - started, rows, result.report.files_kept
 
 
 # --------------------------------------------------------------------------- all policies

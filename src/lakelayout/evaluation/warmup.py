@@ -30,7 +30,7 @@ import numpy as np
 
 from lakelayout.evaluation.datasets import Dataset
 from lakelayout.evaluation.policies import aim_file_count, most_queried
-from lakelayout.evaluation.replay import (
+from lakelayout.evaluation.tables import (
     INSERT_TARGET,
     ReplayConfig,
     prepare_table,
@@ -158,7 +158,7 @@ def _zero_file_predicate(table: Table, dataset: Dataset) -> str | None:
             continue
         sql = f"{name} IS NULL"
         predicate = parse_predicate(sql, snap.schema, timezone=tz)
-        keep = np.asarray(table.indexes.prune(predicate, snap.files, snap.schema).keep, bool)
+        keep = np.asarray(table.plan(predicate, snapshot=snap, timezone=tz).keep, bool)
         if len(keep) and not keep.any():
             return sql
     return None

@@ -14,8 +14,13 @@ is not kept):
   ``x > NaN`` -> FALSE, ``x < NaN`` -> ``x != NaN``, ``x >= NaN`` -> ``x = NaN``;
 * a NULL literal: every comparison with it is NULL -> FALSE.
 
-Folding happens after NOT has been pushed to the leaves, so a FALSE never
-gets negated into a TRUE that would wrongly keep NULL rows.
+These folds hold in a WHERE clause; the binder spells them exactly in
+three-valued logic (:func:`lakelayout.expr.parse._exact`) so that a NOT above
+them, pushed down later by normalization, stays right.
+
+Timestamp literals may lie beyond Python's years 1..9999 (Spark allows
+-290308..+294247): they are then :class:`~lakelayout.expr.temporal.FarTimestamp`
+values, and conversions go through microseconds (:mod:`lakelayout.expr.temporal`).
 """
 
 from __future__ import annotations
@@ -24,13 +29,14 @@ import datetime as dt
 import decimal
 import math
 import re
-import zoneinfo
 
 import numpy as np
 import pyarrow as pa
 
 from lakelayout.errors import PredicateError
+from lakelayout.expr import temporal
 from lakelayout.expr.nodes import BoolConst, BoolTerm, Compare, Expr, IsNull, Literal, Predicate
+from lakelayout.expr.temporal import FarTimestamp, TimestampValue
 from lakelayout.expr.types import exact_scale_and_range, family, spark_type_name
 
 _EXACT = decimal.Context(prec=200)
@@ -39,6 +45,10 @@ _DATE_RE = re.compile(r"^\s*([+-]?\d{4,})(?:-(\d{1,2})(?:-(\d{1,2}))?)?(?:[T ].*
 
 class TypeMismatch(PredicateError):
     """A literal cannot be compared with a term of the given type (Spark would fail)."""
+
+
+class Unrepresentable(Exception):
+    """Valid Spark whose literal lakelayout cannot hold (a DATE beyond Python's range)."""
 
 
 def compare(op: str, term: Expr, lit: Literal, timezone: str) -> Predicate:
@@ -221,10 +231,12 @@ def _compare_bool(op: str, term: Expr, lit: Literal) -> Predicate:
 def _compare_date(op: str, term: Expr, lit: Literal, timezone: str) -> Predicate:
     """Date term; a timestamp literal is compared as Spark does (date at local midnight)."""
     value = lit.value
-    if isinstance(value, dt.datetime):
-        local = to_local_naive(value, timezone)
-        day = local.date()
-        if local.time() == dt.time(0):
+    if temporal.is_timestamp_value(value):
+        assert isinstance(value, dt.datetime | FarTimestamp)
+        wall = temporal.timestamp_micros(to_local_naive(value, timezone))
+        days, rest = divmod(wall, temporal.MICROS_PER_DAY)
+        day = _python_date(days)
+        if rest == 0:
             return Compare(op, term, Literal(day, pa.date32()))
         if op == "=":
             return BoolConst(False)
@@ -232,7 +244,7 @@ def _compare_date(op: str, term: Expr, lit: Literal, timezone: str) -> Predicate
             return IsNull(term, negated=True)
         if op in ("<", "<="):
             return Compare("<=", term, Literal(day, pa.date32()))
-        return Compare(">=", term, Literal(day + dt.timedelta(days=1), pa.date32()))
+        return Compare(">=", term, Literal(_python_date(days + 1), pa.date32()))
     if isinstance(value, dt.date):
         return Compare(op, term, Literal(value, pa.date32()))
     if isinstance(value, str):
@@ -240,42 +252,54 @@ def _compare_date(op: str, term: Expr, lit: Literal, timezone: str) -> Predicate
     raise _mismatch(lit, pa.date32())
 
 
-def _as_timestamp(lit: Literal, dtype: pa.DataType, timezone: str) -> dt.datetime:
+def _python_date(days: int) -> dt.date:
+    year, month, day = temporal.civil_from_days(days)
+    if not 1 <= year <= 9999:
+        raise Unrepresentable(f"date of year {year} is beyond what lakelayout models")
+    return dt.date(year, month, day)
+
+
+def _as_timestamp(lit: Literal, dtype: pa.DataType, timezone: str) -> TimestampValue:
     """The literal as a timestamp of the column's kind: aware UTC (LTZ) or naive (NTZ)."""
     value = lit.value
     if isinstance(value, str):
         value = parse_timestamp(value, timezone if dtype.tz is not None else None)
     elif isinstance(value, dt.date) and not isinstance(value, dt.datetime):
         value = dt.datetime.combine(value, dt.time(0))
-    if not isinstance(value, dt.datetime):
+    if not temporal.is_timestamp_value(value):
         raise _mismatch(lit, dtype)
+    assert isinstance(value, dt.datetime | FarTimestamp)
     if dtype.tz is None:
-        return to_local_naive(value, timezone) if value.tzinfo is not None else value
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=zone(timezone))
-    return value.astimezone(dt.timezone.utc)
+        return to_local_naive(value, timezone)
+    return to_instant(value, timezone)
 
 
 def zone(name: str) -> dt.tzinfo:
     """A tzinfo for a Spark session time zone name ('UTC', 'Europe/Paris', '+02:00')."""
-    if name.upper() in ("UTC", "Z", "GMT"):
-        return dt.timezone.utc
-    match = re.fullmatch(r"([+-])(\d{1,2}):?(\d{2})?", name.strip())
-    if match:
-        sign = -1 if match.group(1) == "-" else 1
-        delta = dt.timedelta(hours=int(match.group(2)), minutes=int(match.group(3) or 0))
-        return dt.timezone(sign * delta)
     try:
-        return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return temporal.zone(name)
+    except temporal.InvalidTimestamp:
         raise PredicateError(f"unknown time zone {name!r}") from None
 
 
-def to_local_naive(value: dt.datetime, timezone: str) -> dt.datetime:
+def _is_utc(value: TimestampValue) -> bool:
+    return value.utc if isinstance(value, FarTimestamp) else value.tzinfo is not None
+
+
+def to_local_naive(value: TimestampValue, timezone: str) -> TimestampValue:
     """Wall-clock time of an instant in the session time zone (naive values pass through)."""
-    if value.tzinfo is None:
+    if not _is_utc(value):
         return value
-    return value.astimezone(zone(timezone)).replace(tzinfo=None)
+    wall = temporal.to_wall_micros(temporal.timestamp_micros(value), zone(timezone))
+    return temporal.timestamp_value(wall, utc=False)
+
+
+def to_instant(value: TimestampValue, timezone: str) -> TimestampValue:
+    """An instant (aware UTC): naive values are wall-clock time in the session time zone."""
+    micros = temporal.timestamp_micros(value)
+    if not _is_utc(value):
+        micros = temporal.to_utc_micros(micros, zone(timezone))
+    return temporal.timestamp_value(micros, utc=True)
 
 
 def parse_date(text: str) -> dt.date:
@@ -294,27 +318,60 @@ def parse_date(text: str) -> dt.date:
         raise TypeMismatch(f"{text!r} is not a valid DATE") from None
 
 
-def parse_timestamp(text: str, timezone: str | None) -> dt.datetime:
-    """A timestamp string; without an offset it is local time in ``timezone`` (None: naive).
+def parse_timestamp(text: str, timezone: str | None) -> TimestampValue:
+    """A timestamp string in Spark's forms; without a zone it is local time in ``timezone``.
+
+    ``timezone`` None parses a TIMESTAMP_NTZ (a zone in the text is ignored, as
+    Spark does). Raises :class:`temporal.NonDeterministic` for a time without
+    a date.
 
     >>> parse_timestamp("2020-01-01 10:00", "UTC")
     datetime.datetime(2020, 1, 1, 10, 0, tzinfo=datetime.timezone.utc)
     """
-    cleaned = text.strip()
     try:
-        value = dt.datetime.fromisoformat(cleaned)
-    except ValueError:
+        return temporal.parse_timestamp_text(text, timezone)
+    except temporal.NonDeterministic:
+        raise
+    except temporal.InvalidTimestamp as err:
+        raise TypeMismatch(str(err)) from None
+
+
+# ---------------------------------------------------------------- literal values as Arrow scalars
+
+
+def coerce_literal(value: object, dtype: pa.DataType) -> pa.Scalar | None:
+    """A literal value as an Arrow scalar of ``dtype``, or ``None`` when that would change it.
+
+    ``None`` covers NaN (Spark orders NaN above every number, bounds exclude it),
+    values out of the type's range and lossy conversions (``5.5`` to an integer).
+    Timestamps beyond Python's years (:class:`FarTimestamp`) go through their
+    microseconds.
+
+    >>> coerce_literal(5, pa.int8()), coerce_literal(5.5, pa.int64()), coerce_literal(300, pa.int8())
+    (<pyarrow.Int8Scalar: 5>, None, None)
+    """
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, bool) != pa.types.is_boolean(dtype):
+        return None
+    if isinstance(value, FarTimestamp):
+        if not pa.types.is_timestamp(dtype) or (dtype.tz is not None) != value.utc:
+            return None
+        micros = pa.scalar(value.micros, pa.int64())
         try:
-            value = dt.datetime.combine(parse_date(cleaned), dt.time(0))
-            if len(cleaned) > 10:
-                raise ValueError(cleaned) from None
-        except (TypeMismatch, ValueError):
-            raise TypeMismatch(f"{text!r} is not a valid TIMESTAMP") from None
-    if timezone is None:
-        return value.replace(tzinfo=None) if value.tzinfo is None else to_local_naive(value, "UTC")
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=zone(timezone))
-    return value.astimezone(dt.timezone.utc)
+            return micros.cast(pa.timestamp("us", tz=dtype.tz)).cast(dtype)
+        except (pa.ArrowException, OverflowError):
+            return None
+    try:
+        scalar = pa.scalar(value, type=dtype)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        try:
+            scalar = pa.scalar(value).cast(dtype)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            return None
+    if isinstance(value, (int, float, decimal.Decimal)) and scalar.as_py() != value:
+        return None
+    return scalar
 
 
 def _mismatch(lit: Literal, dtype: pa.DataType, hint: str = "") -> TypeMismatch:

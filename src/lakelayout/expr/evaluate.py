@@ -47,7 +47,9 @@ from lakelayout.expr.nodes import (
     StartsWith,
     TermCompare,
 )
+from lakelayout.expr.temporal import FarTimestamp
 from lakelayout.expr.types import common_type, family, is_string
+from lakelayout.expr.visitor import PredicateVisitor, TermVisitor
 
 Data: TypeAlias = "pa.Table | pa.RecordBatch"
 Value: TypeAlias = "pa.Array | pa.Scalar"
@@ -87,144 +89,103 @@ def evaluate(pred: Predicate, data: Data, *, timezone: str = "UTC") -> np.ndarra
     >>> evaluate(Compare(">", Column("x", pa.float64()), Literal(5.0, pa.float64())), t)
     array([False,  True, False])
     """
-    return _predicate(pred, _Context(data, timezone))
+    ctx = _Context(data, timezone)
+    return _Mask(ctx, _Values(ctx)).visit(pred)
 
 
 def evaluate_term(term: Expr, data: Data, *, timezone: str = "UTC") -> pa.Array:
     """Values of a term, one per row, as Spark computes them."""
     ctx = _Context(data, timezone)
-    value = _term(term, ctx)
-    if isinstance(value, pa.Scalar):
-        return pa.array([value.as_py()] * ctx.rows, type=value.type)
-    return value
+    return _as_array(_Values(ctx).visit(term), ctx)
 
 
 # ---------------------------------------------------------------- predicates
 
 
-def _predicate(pred: Predicate, ctx: _Context) -> np.ndarray:
-    handler = _PREDICATES.get(type(pred))
-    if handler is None:
-        raise PredicateError(f"cannot evaluate {pred.sql()!r} outside Spark")
-    return handler(pred, ctx)
+class _Mask(PredicateVisitor[np.ndarray]):
+    """A predicate's WHERE mask over the batch: one rule per predicate node."""
 
+    def __init__(self, ctx: _Context, values: _Values) -> None:
+        self.ctx = ctx
+        self.values = values
 
-def _and(pred: Predicate, ctx: _Context) -> np.ndarray:
-    assert isinstance(pred, And)
-    out = np.ones(ctx.rows, dtype=bool)
-    for child in pred.children_:
-        out &= _predicate(child, ctx)
-    return out
+    def _term(self, node: Expr) -> Value:
+        return self.values.visit(node)
 
+    def visit_and(self, node: And) -> np.ndarray:
+        out = np.ones(self.ctx.rows, dtype=bool)
+        for child in node.children_:
+            out &= self.visit(child)
+        return out
 
-def _or(pred: Predicate, ctx: _Context) -> np.ndarray:
-    assert isinstance(pred, Or)
-    out = np.zeros(ctx.rows, dtype=bool)
-    for child in pred.children_:
-        out |= _predicate(child, ctx)
-    return out
+    def visit_or(self, node: Or) -> np.ndarray:
+        out = np.zeros(self.ctx.rows, dtype=bool)
+        for child in node.children_:
+            out |= self.visit(child)
+        return out
 
+    def visit_not(self, node: Not) -> np.ndarray:
+        """NOT over a pushable child is evaluated as the child's negation (3-valued exact)."""
+        if isinstance(node.child, Opaque):
+            raise PredicateError(f"cannot evaluate {node.sql()!r} outside Spark")
+        return self.visit(node.child.negate())
 
-def _not(pred: Predicate, ctx: _Context) -> np.ndarray:
-    """NOT over a pushable child is evaluated as the child's negation (3-valued exact)."""
-    assert isinstance(pred, Not)
-    negated = pred.child.negate()
-    if isinstance(negated, Not) or isinstance(pred.child, Opaque):
-        raise PredicateError(f"cannot evaluate {pred.sql()!r} outside Spark")
-    return _predicate(negated, ctx)
+    def visit_bool_const(self, node: BoolConst) -> np.ndarray:
+        """TRUE keeps every row; FALSE and NULL none."""
+        return np.full(self.ctx.rows, bool(node.value), dtype=bool)
 
+    def visit_opaque(self, node: Opaque) -> np.ndarray:
+        raise PredicateError(f"cannot evaluate {node.sql()!r} outside Spark")
 
-def _const(pred: Predicate, ctx: _Context) -> np.ndarray:
-    assert isinstance(pred, BoolConst)
-    return np.full(ctx.rows, pred.value, dtype=bool)
+    def visit_compare(self, node: Compare) -> np.ndarray:
+        return compare_values(node.op, self._term(node.term), self._term(node.value), self.ctx)
 
+    def visit_term_compare(self, node: TermCompare) -> np.ndarray:
+        return compare_values(node.op, self._term(node.left), self._term(node.right), self.ctx)
 
-def _compare(pred: Predicate, ctx: _Context) -> np.ndarray:
-    assert isinstance(pred, Compare)
-    return compare_values(pred.op, _term(pred.term, ctx), _term(pred.value, ctx), ctx)
+    def visit_in(self, node: In) -> np.ndarray:
+        ctx = self.ctx
+        values = [self._term(v) for v in node.values]
+        arr = _as_array(self._term(node.term), ctx)
+        target = common_type([arr.type, *(v.type for v in values)])
+        if target is None:
+            raise PredicateError(f"cannot evaluate {node.sql()!r}: incompatible IN list")
+        arr = _cast(arr, target, ctx)
+        if pa.types.is_floating(target):
+            hit = np.zeros(ctx.rows, dtype=bool)
+            for value in values:
+                hit |= _float_compare("=", arr, _cast(value, target, ctx), ctx)
+            return _mask(pc.is_valid(arr)) & ~hit if node.negated else hit
+        value_set = pa.array([_cast(v, target, ctx) for v in values], type=target)
+        hit = _mask(pc.is_in(arr, value_set=value_set))
+        valid = _mask(pc.is_valid(arr))
+        return valid & ~hit if node.negated else hit
 
+    def visit_is_null(self, node: IsNull) -> np.ndarray:
+        value = self._term(node.term)
+        if isinstance(value, pa.Scalar):
+            return np.full(self.ctx.rows, value.is_valid == node.negated, dtype=bool)
+        return _mask(pc.is_valid(value) if node.negated else pc.is_null(value))
 
-def _term_compare(pred: Predicate, ctx: _Context) -> np.ndarray:
-    assert isinstance(pred, TermCompare)
-    return compare_values(pred.op, _term(pred.left, ctx), _term(pred.right, ctx), ctx)
+    def _string_match(
+        self, term: Expr, negated: bool, fn: Callable[[pa.Array], pa.Array]
+    ) -> np.ndarray:
+        strings = _cast(_as_array(self._term(term), self.ctx), pa.string(), self.ctx)
+        hit = fn(strings)
+        return _mask(pc.invert(hit) if negated else hit)
 
+    def visit_like(self, node: Like) -> np.ndarray:
+        return self._string_match(node.term, node.negated, lambda a: pc.match_like(a, node.pattern))
 
-def _in(pred: Predicate, ctx: _Context) -> np.ndarray:
-    assert isinstance(pred, In)
-    values = [_term(v, ctx) for v in pred.values]
-    arr = _as_array(_term(pred.term, ctx), ctx)
-    target = common_type([arr.type, *(v.type for v in values)])
-    if target is None:
-        raise PredicateError(f"cannot evaluate {pred.sql()!r}: incompatible IN list")
-    arr = _cast(arr, target, ctx)
-    if pa.types.is_floating(target):
-        hit = np.zeros(ctx.rows, dtype=bool)
-        for value in values:
-            hit |= _float_compare("=", arr, _cast(value, target, ctx), ctx)
-        return _mask(pc.is_valid(arr)) & ~hit if pred.negated else hit
-    value_set = pa.array([_cast(v, target, ctx).as_py() for v in values], type=target)
-    hit = _mask(pc.is_in(arr, value_set=value_set))
-    valid = _mask(pc.is_valid(arr))
-    return valid & ~hit if pred.negated else hit
+    def visit_starts_with(self, node: StartsWith) -> np.ndarray:
+        return self._string_match(node.term, node.negated, lambda a: pc.starts_with(a, node.prefix))
 
+    def visit_ends_with(self, node: EndsWith) -> np.ndarray:
+        return self._string_match(node.term, node.negated, lambda a: pc.ends_with(a, node.suffix))
 
-def _is_null(pred: Predicate, ctx: _Context) -> np.ndarray:
-    assert isinstance(pred, IsNull)
-    value = _term(pred.term, ctx)
-    if isinstance(value, pa.Scalar):
-        return np.full(ctx.rows, value.is_valid == pred.negated, dtype=bool)
-    return _mask(pc.is_valid(value) if pred.negated else pc.is_null(value))
-
-
-def _string_match(
-    arr: Value, ctx: _Context, negated: bool, fn: Callable[[pa.Array], pa.Array]
-) -> np.ndarray:
-    strings = _cast(_as_array(arr, ctx), pa.string(), ctx)
-    hit = fn(strings)
-    return _mask(pc.invert(hit) if negated else hit)
-
-
-def _like(pred: Predicate, ctx: _Context) -> np.ndarray:
-    assert isinstance(pred, Like)
-    return _string_match(
-        _term(pred.term, ctx), ctx, pred.negated, lambda a: pc.match_like(a, pred.pattern)
-    )
-
-
-def _starts(pred: Predicate, ctx: _Context) -> np.ndarray:
-    assert isinstance(pred, StartsWith)
-    return _string_match(
-        _term(pred.term, ctx), ctx, pred.negated, lambda a: pc.starts_with(a, pred.prefix)
-    )
-
-
-def _ends(pred: Predicate, ctx: _Context) -> np.ndarray:
-    assert isinstance(pred, EndsWith)
-    return _string_match(
-        _term(pred.term, ctx), ctx, pred.negated, lambda a: pc.ends_with(a, pred.suffix)
-    )
-
-
-def _bool_term(pred: Predicate, ctx: _Context) -> np.ndarray:
-    assert isinstance(pred, BoolTerm)
-    arr = _cast(_as_array(_term(pred.term, ctx), ctx), pa.bool_(), ctx)
-    return _mask(pc.invert(arr) if pred.negated else arr)
-
-
-_PREDICATES: dict[type, Callable[[Predicate, _Context], np.ndarray]] = {
-    And: _and,
-    Or: _or,
-    Not: _not,
-    BoolConst: _const,
-    Compare: _compare,
-    TermCompare: _term_compare,
-    In: _in,
-    IsNull: _is_null,
-    Like: _like,
-    StartsWith: _starts,
-    EndsWith: _ends,
-    BoolTerm: _bool_term,
-}
+    def visit_bool_term(self, node: BoolTerm) -> np.ndarray:
+        arr = _cast(_as_array(self._term(node.term), self.ctx), pa.bool_(), self.ctx)
+        return _mask(pc.invert(arr) if node.negated else arr)
 
 
 # ---------------------------------------------------------------- comparisons
@@ -278,33 +239,52 @@ def _float_numpy(value: Value, ctx: _Context) -> tuple[np.ndarray, np.ndarray]:
 # ---------------------------------------------------------------- terms
 
 
-def _term(term: Expr, ctx: _Context) -> Value:
-    if isinstance(term, Column):
-        return _column(term.name, ctx)
-    if isinstance(term, Literal):
-        dtype = term.dtype if term.value is not None else pa.null()
-        return pa.scalar(term.value, type=dtype)
-    if isinstance(term, Func):
-        fn = _FUNCTIONS.get(term.name)
+class _Values(TermVisitor[Value]):
+    """A term's values over the batch: columns, literals, and one rule per function."""
+
+    def __init__(self, ctx: _Context) -> None:
+        self.ctx = ctx
+
+    def visit_column(self, node: Column) -> Value:
+        return _column(node, self.ctx)
+
+    def visit_literal(self, node: Literal) -> Value:
+        return literal_scalar(node)
+
+    def visit_func(self, node: Func) -> Value:
+        fn = _FUNCTIONS.get(node.name)
         if fn is None:
             raise PredicateError(
-                f"cannot evaluate {term.sql()!r} outside Spark: {term.name}() is a user "
+                f"cannot evaluate {node.sql()!r} outside Spark: {node.name}() is a user "
                 "function or not supported by lakelayout's evaluator"
             )
         try:
-            return fn(term, ctx)
-        except pa.ArrowInvalid as err:
-            raise PredicateError(f"evaluating {term.sql()!r} failed: {err}") from None
-    raise PredicateError(f"cannot evaluate {term.sql()!r} outside Spark")
+            return fn(node, self)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+            raise PredicateError(f"evaluating {node.sql()!r} failed: {err}") from None
 
 
-def _column(name: str, ctx: _Context) -> pa.Array:
+def literal_scalar(node: Literal) -> pa.Scalar:
+    """A literal as the Arrow scalar of its type (far timestamps through their microseconds)."""
+    if node.value is None:
+        return pa.scalar(None, type=pa.null())
+    if isinstance(node.value, FarTimestamp):
+        return pa.scalar(node.value.micros, pa.int64()).cast(node.dtype or pa.timestamp("us"))
+    return pa.scalar(node.value, type=node.dtype)
+
+
+def _column(node: Column, ctx: _Context) -> pa.Array:
+    """The column's values; a struct field's (NULL where a struct above it is NULL)."""
     try:
-        column = ctx.data.column(name)
+        column = ctx.data.column(node.name)
     except KeyError:
-        raise PredicateError(f"data has no column '{name}'") from None
+        raise PredicateError(f"data has no column '{node.name}'") from None
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
+    for part in node.path:
+        if not pa.types.is_struct(column.type) or column.type.get_field_index(part) < 0:
+            raise PredicateError(f"data has no field {node.sql()!r}")
+        column = column.flatten()[column.type.get_field_index(part)]
     if is_string(column.type) and not pa.types.is_string(column.type):
         column = column.cast(pa.string())
     return column
@@ -312,7 +292,7 @@ def _column(name: str, ctx: _Context) -> pa.Array:
 
 def _as_array(value: Value, ctx: _Context) -> pa.Array:
     if isinstance(value, pa.Scalar):
-        return pa.array([value.as_py()] * ctx.rows, type=value.type)
+        return pa.repeat(value, ctx.rows)
     return value
 
 
@@ -335,9 +315,10 @@ def _mask(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.asarray(pc.fill_null(arr, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _arith(term: Func, ctx: _Context) -> Value:
+def _arith(term: Func, v: _Values) -> Value:
     """+ - * with Spark's ANSI overflow errors; date +/- days."""
-    a, b = (_term(x, ctx) for x in term.args)
+    ctx = v.ctx
+    a, b = (v.visit(x) for x in term.args)
     target = term.dtype
     assert target is not None
     if pa.types.is_date(target):
@@ -359,17 +340,19 @@ def _nonzero_divisor(divisor: Value, term: Func, ctx: _Context) -> None:
         raise PredicateError(f"{kind} by zero in {term.sql()!r} (Spark raises DIVIDE_BY_ZERO)")
 
 
-def _divide(term: Func, ctx: _Context) -> Value:
-    a, b = (_cast(_term(x, ctx), pa.float64(), ctx) for x in term.args)
+def _divide(term: Func, v: _Values) -> Value:
+    ctx = v.ctx
+    a, b = (_cast(v.visit(x), pa.float64(), ctx) for x in term.args)
     _nonzero_divisor(b, term, ctx)
     return pc.divide(a, b)
 
 
-def _remainder(term: Func, ctx: _Context) -> Value:
+def _remainder(term: Func, v: _Values) -> Value:
     """Spark's ``%``: the sign of the dividend (C fmod), for integers, doubles and decimals."""
+    ctx = v.ctx
     target = term.dtype
     assert target is not None
-    a, b = (_as_array(_term(x, ctx), ctx) for x in term.args)
+    a, b = (_as_array(v.visit(x), ctx) for x in term.args)
     _nonzero_divisor(b, term, ctx)
     if family(target) == "decimal":
         values = [
@@ -386,12 +369,12 @@ def _remainder(term: Func, ctx: _Context) -> Value:
     return pa.array(out, type=target, mask=~_mask(valid))
 
 
-def _negative(term: Func, ctx: _Context) -> Value:
-    return pc.negate_checked(_term(term.args[0], ctx))
+def _negative(term: Func, v: _Values) -> Value:
+    return pc.negate_checked(v.visit(term.args[0]))
 
 
-def _abs(term: Func, ctx: _Context) -> Value:
-    return pc.abs_checked(_term(term.args[0], ctx))
+def _abs(term: Func, v: _Values) -> Value:
+    return pc.abs_checked(v.visit(term.args[0]))
 
 
 def _local_temporal(value: Value, ctx: _Context) -> Value:
@@ -401,8 +384,9 @@ def _local_temporal(value: Value, ctx: _Context) -> Value:
     return value
 
 
-def _date_part(term: Func, ctx: _Context) -> Value:
-    value = _local_temporal(_as_array(_term(term.args[0], ctx), ctx), ctx)
+def _date_part(term: Func, v: _Values) -> Value:
+    ctx = v.ctx
+    value = _local_temporal(_as_array(v.visit(term.args[0]), ctx), ctx)
     if pa.types.is_date(value.type) and term.name in ("hour", "minute", "second"):
         return pc.if_else(pc.is_valid(value), 0, None).cast(pa.int32())
     part = {
@@ -420,20 +404,20 @@ def _date_part(term: Func, ctx: _Context) -> Value:
     return part[term.name](value).cast(pa.int32())
 
 
-def _string_arg(term: Func, ctx: _Context) -> pa.Array:
-    return _cast(_as_array(_term(term.args[0], ctx), ctx), pa.string(), ctx)
+def _string_arg(term: Func, v: _Values) -> pa.Array:
+    return _cast(_as_array(v.visit(term.args[0]), v.ctx), pa.string(), v.ctx)
 
 
-def _lower(term: Func, ctx: _Context) -> Value:
-    return pc.utf8_lower(_string_arg(term, ctx))
+def _lower(term: Func, v: _Values) -> Value:
+    return pc.utf8_lower(_string_arg(term, v))
 
 
-def _upper(term: Func, ctx: _Context) -> Value:
-    return pc.utf8_upper(_string_arg(term, ctx))
+def _upper(term: Func, v: _Values) -> Value:
+    return pc.utf8_upper(_string_arg(term, v))
 
 
-def _length(term: Func, ctx: _Context) -> Value:
-    return pc.utf8_length(_string_arg(term, ctx)).cast(pa.int32())
+def _length(term: Func, v: _Values) -> Value:
+    return pc.utf8_length(_string_arg(term, v)).cast(pa.int32())
 
 
 def _literal_int(term: Expr, what: str) -> int | None:
@@ -442,9 +426,9 @@ def _literal_int(term: Expr, what: str) -> int | None:
     return term.value
 
 
-def _substring(term: Func, ctx: _Context) -> Value:
+def _substring(term: Func, v: _Values) -> Value:
     """Spark's substring(s, pos[, len]): 1-based, pos 0 acts as 1, negative pos from the end."""
-    strings = _string_arg(term, ctx)
+    strings = _string_arg(term, v)
     pos = _literal_int(term.args[1], "position")
     length = _literal_int(term.args[2], "length") if len(term.args) > 2 else 2**31 - 1
     if pos is None or length is None:
@@ -462,24 +446,27 @@ def _substring(term: Func, ctx: _Context) -> Value:
     return pc.utf8_slice_codeunits(strings, pos, stop)
 
 
-def _coalesce(term: Func, ctx: _Context) -> Value:
+def _coalesce(term: Func, v: _Values) -> Value:
+    ctx = v.ctx
     target = term.dtype
     assert target is not None
-    args = [_cast(_as_array(_term(a, ctx), ctx), target, ctx) for a in term.args]
+    args = [_cast(_as_array(v.visit(a), ctx), target, ctx) for a in term.args]
     return pc.coalesce(*args)
 
 
-def _element(term: Func, ctx: _Context) -> Value:
-    base = _as_array(_term(term.args[0], ctx), ctx)
-    key = _term(term.args[1], ctx)
+def _element(term: Func, v: _Values) -> Value:
+    ctx = v.ctx
+    base = _as_array(v.visit(term.args[0]), ctx)
+    key = v.visit(term.args[1])
     return pc.map_lookup(base, query_key=key.cast(base.type.key_type), occurrence="first")
 
 
-def _date_trunc(term: Func, ctx: _Context) -> Value:
+def _date_trunc(term: Func, v: _Values) -> Value:
+    ctx = v.ctx
     unit_lit = term.args[0]
     assert isinstance(unit_lit, Literal)
     unit = _DATE_TRUNC_UNITS.get(str(unit_lit.value).upper())
-    value = _as_array(_term(term.args[1], ctx), ctx)
+    value = _as_array(v.visit(term.args[1]), ctx)
     if unit is None:
         return pa.nulls(len(value), term.dtype)
     if pa.types.is_date(value.type):
@@ -490,7 +477,59 @@ def _date_trunc(term: Func, ctx: _Context) -> Value:
     return floored.cast(term.dtype)
 
 
-_FUNCTIONS: dict[str, Callable[[Func, _Context], Value]] = {
+def _date_format(term: Func, v: _Values) -> Value:
+    """Spark's ``date_format`` for fixed-width patterns (``yyyy``, ``MM``, ``dd``, ``HH``, ``mm``, ``ss``).
+
+    Years outside 0..9999 (which Spark writes with a sign) are not evaluated.
+    """
+    pattern = term.args[1]
+    assert isinstance(pattern, Literal) and isinstance(pattern.value, str)
+    value = _as_array(v.visit(term.args[0]), v.ctx)
+    if pa.types.is_date(value.type):
+        value = value.cast(pa.timestamp("s"))
+    local = _local_temporal(value, v.ctx)
+    years = pc.year(local)
+    if pc.any(pc.or_(pc.less(years, 0), pc.greater(years, 9999))).as_py():
+        raise PredicateError(f"cannot evaluate {term.sql()!r}: a year outside 0..9999")
+    return pc.strftime(local, format=_strftime(pattern.value))
+
+
+def _strftime(pattern: str) -> str:
+    fields = {"yyyy": "%Y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss": "%S"}
+    out, i = [], 0
+    while i < len(pattern):
+        for field, code in fields.items():
+            if pattern.startswith(field, i):
+                out.append(code)
+                i += len(field)
+                break
+        else:
+            out.append(pattern[i].replace("%", "%%"))
+            i += 1
+    return "".join(out)
+
+
+def _cast_function(term: Func, v: _Values) -> Value:
+    """``CAST(x AS STRING)`` as Spark writes values (decimals plainly, with their scale).
+
+    Dates outside years 0..9999 (which Spark writes with a sign) are not evaluated.
+    """
+    target = term.dtype
+    assert target is not None
+    value = _as_array(v.visit(term.args[0]), v.ctx)
+    if pa.types.is_date(value.type):
+        years = pc.year(value)
+        if pc.any(pc.or_(pc.less(years, 0), pc.greater(years, 9999))).as_py():
+            raise PredicateError(f"cannot evaluate {term.sql()!r}: a year outside 0..9999")
+    if pa.types.is_string(target) and pa.types.is_decimal(value.type):
+        texts = [None if d is None else format(d, "f") for d in value.to_pylist()]
+        return pa.array(texts, pa.string())
+    if pa.types.is_string(target) and is_string(value.type):
+        return value.cast(pa.string())
+    return value.cast(target)
+
+
+_FUNCTIONS: dict[str, Callable[[Func, _Values], Value]] = {
     "+": _arith,
     "-": _arith,
     "*": _arith,
@@ -514,6 +553,23 @@ _FUNCTIONS: dict[str, Callable[[Func, _Context], Value]] = {
     "coalesce": _coalesce,
     "[]": _element,
     "date_trunc": _date_trunc,
+    "date_format": _date_format,
+    "cast": _cast_function,
 }
 
-__all__ = ["compare_values", "evaluate", "evaluate_term"]
+
+def evaluable(node: Expr) -> bool:
+    """Whether :func:`evaluate` / :func:`evaluate_term` can compute ``node`` outside Spark.
+
+    False for opaque text and for functions this evaluator does not model
+    (Python UDFs among them).
+    """
+    for part in node.walk():
+        if isinstance(part, Opaque):
+            return False
+        if isinstance(part, Func) and part.name not in _FUNCTIONS:
+            return False
+    return True
+
+
+__all__ = ["compare_values", "evaluable", "evaluate", "evaluate_term"]

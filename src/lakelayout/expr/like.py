@@ -97,3 +97,31 @@ def shape(tokens: list[Token]) -> Shape:
     if wild == list(range(len(wild))):
         return Shape("suffix", literal)
     return Shape("like", render(tokens))
+
+
+def like_prefix(pattern: str, escape: str = "\\") -> tuple[str, bool] | None:
+    """The literal text before the first wildcard of a LIKE pattern, and whether there is none.
+
+    ``None`` for a malformed escape (Spark rejects those; pruning just keeps).
+
+    >>> like_prefix("ab%c"), like_prefix("a\\\\_b"), like_prefix("%x"), like_prefix("a\\\\q")
+    (('ab', False), ('a_b', True), ('', False), None)
+    """
+    out: list[str] = []
+    chars = iter(pattern)
+    for ch in chars:
+        if ch == escape:
+            following = next(chars, None)
+            if following is None or following not in (ANY, ONE, escape):
+                return None
+            out.append(following)
+        elif ch in (ANY, ONE):
+            return "".join(out), False
+        else:
+            out.append(ch)
+    return "".join(out), True
+
+
+def escape_like(text: str) -> str:
+    """``text`` as a LIKE pattern matching only itself (backslash escapes)."""
+    return "".join("\\" + ch if ch in (ANY, ONE, "\\") else ch for ch in text)

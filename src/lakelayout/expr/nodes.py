@@ -9,9 +9,15 @@ Two kinds of node:
 
 * *terms* produce values: :class:`Column`, :class:`Literal`, :class:`Func`;
 * *predicates* produce booleans under SQL three-valued logic: comparisons,
-  IN, IS NULL, LIKE / prefix / suffix, AND / OR / NOT, constants, and
-  :class:`Opaque` for anything lakelayout does not understand. An opaque node
-  can never make a file be skipped.
+  IN, IS NULL, LIKE / prefix / suffix, AND / OR / NOT, constants (TRUE, FALSE
+  and, before normalization, NULL), and :class:`Opaque` for anything
+  lakelayout does not understand. An opaque node can never make a file be
+  skipped.
+
+Trees are walked with :meth:`Expr.walk` (pre-order, iterative), rewritten with
+:meth:`Expr.transform` (bottom-up, iterative, on the model of sqlglot's
+``Expression.transform``) and interpreted by subclasses of
+:class:`lakelayout.expr.visitor.Visitor`, which has one method per node type.
 
 Comparisons are normalized to ``term op literal`` (``5 < a`` becomes ``a > 5``).
 Every node renders back to canonical Spark SQL with :meth:`Expr.sql`; two
@@ -22,13 +28,17 @@ which is what indexes and layouts use as a feature key.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import datetime as _dt
 import decimal as _decimal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pyarrow as pa
+
+from lakelayout.expr.temporal import FarTimestamp
+from lakelayout.expr.types import spark_type_name
 
 COMPARE_OPS = ("=", "!=", "<", "<=", ">", ">=")
 NEGATED_OP = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
@@ -45,6 +55,41 @@ class Expr(abc.ABC):
     def children(self) -> tuple[Expr, ...]:
         return ()
 
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        """This node rebuilt over new children (same order and kinds as :meth:`children`)."""
+        if children:
+            raise ValueError(f"{type(self).__name__} has no children, got {len(children)}")
+        return self
+
+    def transform(self, fn: Callable[[Expr], Expr]) -> Any:
+        """Rewrite bottom-up: ``fn`` sees every node after its children were rewritten.
+
+        A node whose children came back unchanged (``is``) is not rebuilt, so
+        an identity ``fn`` returns the very same tree. Iterative: trees deeper
+        than Python's recursion limit can be rewritten.
+
+        >>> tree = And((Compare("<", Column("a"), Literal(1)), BoolConst(True)))
+        >>> tree.transform(lambda n: Column("b") if n == Column("a") else n).sql()
+        '(b < 1 AND TRUE)'
+        """
+        done: list[Expr] = []
+        stack: list[tuple[Expr, bool]] = [(self, False)]
+        while stack:
+            node, expanded = stack.pop()
+            kids = node.children()
+            if not kids:
+                done.append(fn(node))
+                continue
+            if not expanded:
+                stack.append((node, True))
+                stack.extend((kid, False) for kid in reversed(kids))
+                continue
+            new = tuple(done[len(done) - len(kids) :])
+            del done[len(done) - len(kids) :]
+            same = all(a is b for a, b in zip(new, kids, strict=True))
+            done.append(fn(node if same else node.with_children(new)))
+        return done[0]
+
     def walk(self) -> Iterator[Expr]:
         """This node and every node below it, pre-order (parents before children).
 
@@ -60,7 +105,7 @@ class Expr(abc.ABC):
             stack.extend(reversed(node.children()))
 
     def columns(self) -> frozenset[str]:
-        """Names of the table columns this node reads."""
+        """Names of the (top-level) table columns this node reads."""
         out: set[str] = set()
         for node in self.walk():
             if isinstance(node, Column):
@@ -84,13 +129,25 @@ class Term(Expr):
 
 @dataclass(frozen=True)
 class Column(Term):
-    """A table column, by its name in the table schema."""
+    """A table column by its name in the table schema, or a field inside a struct column.
+
+    ``path`` names the struct fields below the column (``a.b.c`` is
+    ``Column("a", path=("b", "c"))``); ``dtype`` is the type of what is read.
+    A top-level column whose name contains a dot (```b.c```) is
+    ``Column("b.c")``: the two never mix.
+    """
 
     name: str
     dtype: pa.DataType | None = field(default=None, compare=False)
+    path: tuple[str, ...] = ()
 
     def sql(self) -> str:
-        return quote_identifier(self.name)
+        return ".".join(quote_identifier(part) for part in (self.name, *self.path))
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """The column name followed by the struct fields below it."""
+        return (self.name, *self.path)
 
 
 @dataclass(frozen=True)
@@ -110,7 +167,8 @@ class Func(Term):
 
     ``name`` is the lower-case Spark function name (``month``, ``lower``,
     ``substring``) or an operator symbol (``+``, ``-``, ``*``, ``/``, ``%``,
-    ``[]`` for map/array element access).
+    ``[]`` for map/array element access); ``cast`` converts its one argument
+    to ``dtype`` (``CAST(e AS STRING)``).
     """
 
     name: str
@@ -122,11 +180,16 @@ class Func(Term):
     def children(self) -> tuple[Expr, ...]:
         return self.args
 
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        return Func(self.name, children, self.dtype)
+
     def sql(self) -> str:
         if self.name in self.OPERATORS and len(self.args) == 2:
             return f"({self.args[0].sql()} {self.name} {self.args[1].sql()})"
         if self.name == "[]" and len(self.args) == 2:
             return f"{self.args[0].sql()}[{self.args[1].sql()}]"
+        if self.name == "cast" and len(self.args) == 1:
+            return f"CAST({self.args[0].sql()} AS {spark_type_name(self.dtype)})"
         return f"{self.name}({', '.join(a.sql() for a in self.args)})"
 
 
@@ -156,6 +219,12 @@ class Compare(Predicate):
     def children(self) -> tuple[Expr, ...]:
         return (self.term, self.value)
 
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        term, value = children
+        if not isinstance(value, Literal):
+            raise ValueError(f"a comparison needs a literal value, got {value.sql()}")
+        return Compare(self.op, term, value)
+
     def sql(self) -> str:
         return f"{self.term.sql()} {self.op} {self.value.sql()}"
 
@@ -178,6 +247,10 @@ class TermCompare(Predicate):
     def children(self) -> tuple[Expr, ...]:
         return (self.left, self.right)
 
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        left, right = children
+        return TermCompare(self.op, left, right)
+
     def sql(self) -> str:
         return f"{self.left.sql()} {self.op} {self.right.sql()}"
 
@@ -195,6 +268,12 @@ class In(Predicate):
 
     def children(self) -> tuple[Expr, ...]:
         return (self.term, *self.values)
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        values = children[1:]
+        if not all(isinstance(v, Literal) for v in values):
+            raise ValueError("IN needs literal values")
+        return In(children[0], tuple(v for v in values if isinstance(v, Literal)), self.negated)
 
     def sql(self) -> str:
         kw = "NOT IN" if self.negated else "IN"
@@ -214,6 +293,10 @@ class IsNull(Predicate):
     def children(self) -> tuple[Expr, ...]:
         return (self.term,)
 
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        (term,) = children
+        return dataclasses.replace(self, term=term)
+
     def sql(self) -> str:
         return f"{self.term.sql()} IS {'NOT ' if self.negated else ''}NULL"
 
@@ -231,6 +314,10 @@ class Like(Predicate):
 
     def children(self) -> tuple[Expr, ...]:
         return (self.term,)
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        (term,) = children
+        return dataclasses.replace(self, term=term)
 
     def sql(self) -> str:
         kw = "NOT LIKE" if self.negated else "LIKE"
@@ -251,6 +338,10 @@ class StartsWith(Predicate):
     def children(self) -> tuple[Expr, ...]:
         return (self.term,)
 
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        (term,) = children
+        return dataclasses.replace(self, term=term)
+
     def sql(self) -> str:
         text = f"startswith({self.term.sql()}, {literal_sql(self.prefix, pa.string())})"
         return f"NOT {text}" if self.negated else text
@@ -270,6 +361,10 @@ class EndsWith(Predicate):
     def children(self) -> tuple[Expr, ...]:
         return (self.term,)
 
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        (term,) = children
+        return dataclasses.replace(self, term=term)
+
     def sql(self) -> str:
         text = f"endswith({self.term.sql()}, {literal_sql(self.suffix, pa.string())})"
         return f"NOT {text}" if self.negated else text
@@ -285,6 +380,9 @@ class And(Predicate):
     def children(self) -> tuple[Expr, ...]:
         return self.children_
 
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        return And(_predicates(children))
+
     def sql(self) -> str:
         return "(" + " AND ".join(c.sql() for c in self.children_) + ")"
 
@@ -299,6 +397,9 @@ class Or(Predicate):
     def children(self) -> tuple[Expr, ...]:
         return self.children_
 
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        return Or(_predicates(children))
+
     def sql(self) -> str:
         return "(" + " OR ".join(c.sql() for c in self.children_) + ")"
 
@@ -308,12 +409,15 @@ class Or(Predicate):
 
 @dataclass(frozen=True)
 class Not(Predicate):
-    """A NOT that normalization could not push further (over an opaque node)."""
+    """NOT of a predicate; after normalization only over an opaque node (it cannot be pushed)."""
 
     child: Predicate
 
     def children(self) -> tuple[Expr, ...]:
         return (self.child,)
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        return Not(_predicates(children)[0])
 
     def sql(self) -> str:
         return f"NOT ({self.child.sql()})"
@@ -324,15 +428,23 @@ class Not(Predicate):
 
 @dataclass(frozen=True)
 class BoolConst(Predicate):
-    """TRUE or FALSE, e.g. from folding a literal outside the column's range."""
+    """TRUE, FALSE, or (``value=None``) the NULL predicate.
 
-    value: bool
+    The binder keeps trees exact under three-valued logic, so ``a = NULL`` and
+    ``tinyint_col = 1000`` become ``NULL`` and ``tinyint_col IS NULL AND NULL``;
+    once NOT is pushed to the leaves, normalization reads NULL as FALSE (WHERE
+    keeps no row where a predicate is NULL): normalized trees hold no NULL.
+    """
+
+    value: bool | None
 
     def sql(self) -> str:
+        if self.value is None:
+            return "NULL"
         return "TRUE" if self.value else "FALSE"
 
     def negate(self) -> Predicate:
-        return BoolConst(not self.value)
+        return self if self.value is None else BoolConst(not self.value)
 
 
 @dataclass(frozen=True)
@@ -349,11 +461,21 @@ class BoolTerm(Predicate):
     def children(self) -> tuple[Expr, ...]:
         return (self.term,)
 
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        (term,) = children
+        return dataclasses.replace(self, term=term)
+
     def sql(self) -> str:
         return f"{self.term.sql()} = {'false' if self.negated else 'true'}"
 
     def negate(self) -> Predicate:
         return BoolTerm(self.term, not self.negated)
+
+
+def _predicates(children: tuple[Expr, ...]) -> tuple[Predicate, ...]:
+    if not all(isinstance(c, Predicate) for c in children):
+        raise ValueError("AND / OR / NOT take predicates")
+    return tuple(c for c in children if isinstance(c, Predicate))
 
 
 @dataclass(frozen=True)
@@ -396,6 +518,8 @@ def literal_sql(value: object, dtype: pa.DataType | None = None) -> str:
     if isinstance(value, _dt.datetime):
         text = value.isoformat(sep=" ")
         return f"TIMESTAMP '{text}'" if value.tzinfo is not None else f"TIMESTAMP_NTZ '{text}'"
+    if isinstance(value, FarTimestamp):
+        return f"TIMESTAMP{'' if value.utc else '_NTZ'} '{value.isoformat()}'"
     if isinstance(value, _dt.date):
         return f"DATE '{value.isoformat()}'"
     if isinstance(value, _decimal.Decimal):

@@ -6,21 +6,23 @@ Three steps, as in pyiceberg's ``bind``:
    line/column context on errors;
 2. **bind** it to an Arrow schema: column names resolved case-insensitively
    (the schema's spelling wins), literals typed as Spark types them and coerced
-   to the type of the term they are compared with (:mod:`.coerce`), NOT pushed
-   to the leaves while walking down (De Morgan holds in three-valued logic),
-   BETWEEN / IN / LIKE / ILIKE rewritten into the node the pruner knows best;
-3. **simplify** (:mod:`.normalize`): flatten AND / OR, fold constants, sort.
+   to the type of the term they are compared with (:mod:`.coerce`), BETWEEN /
+   IN / LIKE / ILIKE rewritten into the node the pruner knows best. The bound
+   tree is *exact* in three-valued logic: NOT stays where it was written, and
+   a rewrite that only holds in a WHERE clause is spelled so that it also
+   holds under a NOT (``tinyint_col = 1000`` is ``tinyint_col IS NULL AND
+   NULL``: FALSE for values, NULL for NULL, like the comparison);
+3. **normalize** (:mod:`.normalize`): NOT pushed to the leaves, NULL read as
+   FALSE, AND / OR flattened, constants folded, children sorted.
 
 Anything Spark accepts but lakelayout does not model (subqueries, CASE, window
 functions, rand(), unknown functions, RLIKE, ...) becomes :class:`Opaque`: it
 never lets a file be skipped. Text Spark itself would reject (unknown column,
 malformed SQL, comparing a DATE with ``'abc'``) raises :class:`PredicateError`.
 
-The tree has WHERE semantics: NOT is pushed down *before* folding, so the
-result selects exactly the rows Spark keeps. Where NULL and FALSE differ only
-under a later negation — folded constants (``tinyint_col = 1000`` -> FALSE),
-null-safe forms (``a <=> 1`` -> ``a = 1``, ``b IS TRUE`` -> ``b = true``) —
-negate the SQL text and re-parse rather than calling ``negate()`` on the tree.
+The normalized tree has WHERE semantics: it selects exactly the rows Spark
+keeps, but NULL and FALSE are no longer told apart, so negate the SQL text and
+re-parse rather than calling ``negate()`` on a normalized tree.
 
 Type choices (Spark 4 runs with ANSI mode on): comparing a STRING column with a
 number or a DATE/TIMESTAMP literal is rejected — Spark would cast every value
@@ -31,6 +33,7 @@ number (``i = '1'``) is accepted, as Spark casts the literal.
 
 from __future__ import annotations
 
+import datetime
 import decimal
 import re
 from collections.abc import Callable, Mapping
@@ -39,6 +42,7 @@ from typing import Any, cast
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
 
 from lakelayout.errors import PredicateError, closest
@@ -46,7 +50,6 @@ from lakelayout.expr import coerce
 from lakelayout.expr.like import shape, tokenize
 from lakelayout.expr.nodes import (
     FLIPPED_OP,
-    NEGATED_OP,
     And,
     BoolConst,
     BoolTerm,
@@ -67,8 +70,10 @@ from lakelayout.expr.nodes import (
     Term,
     TermCompare,
 )
-from lakelayout.expr.normalize import canonical_args, simplify
+from lakelayout.expr.normalize import canonical_args, normalize
+from lakelayout.expr.temporal import FarTimestamp, NonDeterministic
 from lakelayout.expr.types import arithmetic_type, common_type, family, spark_type_name
+from lakelayout.expr.visitor import PredicateVisitor
 
 Functions = Mapping[str, pa.DataType]
 
@@ -168,7 +173,7 @@ def parse_predicate(
     """
     node = _parse(sql, "predicate")
     binder = Binder(schema, functions, timezone, "predicate")
-    return simplify(binder.predicate(node))
+    return normalize(binder.predicate(node))
 
 
 def parse_term(
@@ -243,35 +248,44 @@ class Binder:
 
     # ------------------------------------------------------------ predicates
 
-    def predicate(self, node: exp.Expression, negated: bool = False) -> Predicate:
-        """Bind a boolean expression; ``negated`` carries a NOT down to the leaves."""
+    def predicate(self, node: exp.Expression) -> Predicate:
+        """Bind a boolean expression, exactly (NOT stays; normalization pushes it down)."""
         if isinstance(node, exp.Paren):
-            return self.predicate(node.this, negated)
+            return self.predicate(node.this)
         if isinstance(node, exp.Not):
-            return self.predicate(node.this, not negated)
+            return Not(self.predicate(node.this))
         if isinstance(node, exp.And | exp.Or):
-            kids = (self.predicate(node.this, negated), self.predicate(node.expression, negated))
-            conj = isinstance(node, exp.And) != negated
-            return And(kids) if conj else Or(kids)
+            operands = _chain(node)
+            kids = tuple(self.predicate(operand) for operand in operands)
+            return And(kids) if isinstance(node, exp.And) else Or(kids)
         try:
-            return self._leaf(node, negated)
+            return self._leaf(node)
         except Unsupported:
-            return self.opaque(node, negated)
+            return self.opaque(node)
 
-    def _leaf(self, node: exp.Expression, neg: bool) -> Predicate:
+    def _leaf(self, node: exp.Expression) -> Predicate:
         handler = self._leaf_handler(node)
         if handler is not None:
-            return handler(node, neg)
+            return handler(node)
         if isinstance(node, exp.Boolean):
-            return BoolConst(bool(node.this) != neg)
+            return BoolConst(bool(node.this))
         if isinstance(node, exp.Null):
-            return BoolConst(False)
-        return self._bool_term(node, neg)
+            return NULL
+        if _func_name(node) in ("isnull", "isnotnull") and len(_call_args(node)) == 1:
+            return self._null_test(node)
+        return self._bool_term(node)
 
-    def _leaf_handler(
-        self, node: exp.Expression
-    ) -> Callable[[exp.Expression, bool], Predicate] | None:
-        table: tuple[tuple[type[exp.Expression], Callable[[exp.Expression, bool], Predicate]], ...]
+    def _null_test(self, node: exp.Expression) -> Predicate:
+        """``isnull(x)`` / ``isnotnull(x)``: the function forms of ``x IS [NOT] NULL``."""
+        (arg,) = _call_args(node)
+        term = self.term(arg)
+        negated = _func_name(node) == "isnotnull"
+        if isinstance(term, Literal):
+            return BoolConst((term.value is None) != negated)
+        return IsNull(term, negated=negated)
+
+    def _leaf_handler(self, node: exp.Expression) -> Callable[[exp.Expression], Predicate] | None:
+        table: tuple[tuple[type[exp.Expression], Callable[[exp.Expression], Predicate]], ...]
         table = (
             (exp.NullSafeEQ, self._null_safe_eq),
             (exp.Between, self._between),
@@ -290,9 +304,8 @@ class Binder:
                 return handler
         return None
 
-    def _comparison(self, node: exp.Expression, neg: bool) -> Predicate:
-        op = _COMPARISONS[type(node)]
-        return self.compare(NEGATED_OP[op] if neg else op, node.this, node.expression, node)
+    def _comparison(self, node: exp.Expression) -> Predicate:
+        return self.compare(_COMPARISONS[type(node)], node.this, node.expression, node)
 
     def compare(
         self, op: str, left_node: exp.Expression, right_node: exp.Expression, whole: exp.Expression
@@ -302,80 +315,100 @@ class Binder:
         return self.compare_terms(op, left, right, whole)
 
     def compare_terms(self, op: str, left: Expr, right: Expr, whole: exp.Expression) -> Predicate:
+        """``left op right`` exactly: NULL with a NULL operand, folds spelled for three values."""
         if _is_null(left) or _is_null(right):
-            return BoolConst(False)
+            return NULL
         if isinstance(left, Literal) and not isinstance(right, Literal):
             left, right, op = right, left, FLIPPED_OP[op]
         if isinstance(right, Literal):
-            try:
-                bound = coerce.compare(op, left, right, self.timezone)
-            except coerce.TypeMismatch as err:
-                raise PredicateError(f"type mismatch in {_text(whole)!r}: {err}") from None
-            return _fold_literal_compare(bound)
+            return _exact(left, self._coerced(op, left, right, whole))
         if common_type([_dtype(left), _dtype(right)]) is None:
             raise Unsupported("comparison between incompatible types")
         if left.sql() > right.sql():
             left, right, op = right, left, FLIPPED_OP[op]
         return TermCompare(op, left, right)
 
-    def _null_safe_eq(self, node: exp.Expression, neg: bool) -> Predicate:
-        """``a <=> v``: ``a = v`` that is never NULL; ``a <=> NULL`` is ``a IS NULL``."""
+    def _coerced(self, op: str, term: Expr, lit: Literal, whole: exp.Expression) -> Predicate:
+        """``term op lit`` coerced and folded by :func:`coerce.compare` (WHERE semantics)."""
+        try:
+            bound = coerce.compare(op, term, lit, self.timezone)
+        except coerce.TypeMismatch as err:
+            raise PredicateError(f"type mismatch in {_text(whole)!r}: {err}") from None
+        except (coerce.Unrepresentable, NonDeterministic) as err:
+            raise Unsupported(str(err)) from None
+        return _fold_literal_compare(bound)
+
+    def _null_safe_eq(self, node: exp.Expression) -> Predicate:
+        """``a <=> v`` is ``a = v AND a IS NOT NULL`` (never NULL); ``a <=> NULL`` is ``a IS NULL``."""
         left, right = self.term(node.this), self.term(node.expression)
         if isinstance(left, Literal):
             left, right = right, left
         if isinstance(right, Literal) and right.value is None:
-            return IsNull(left, negated=neg)
-        if not neg:
-            return self.compare_terms("=", left, right, node)
-        differs = self.compare_terms("!=", left, right, node)
-        nulls = tuple(IsNull(t) for t in (left, right) if not isinstance(t, Literal))
-        return Or((differs, *nulls))
+            return _fold_literal_compare(IsNull(left))
+        equal = self.compare_terms("=", left, right, node)
+        present = tuple(
+            IsNull(t, negated=True) for t in (left, right) if not isinstance(t, Literal)
+        )
+        return And((equal, *present)) if present else equal
 
-    def _between(self, node: exp.Expression, neg: bool) -> Predicate:
-        """``x BETWEEN a AND b`` is ``x >= a AND x <= b``; negated: ``x < a OR x > b``."""
-        low_op, high_op = ("<", ">") if neg else (">=", "<=")
-        low = self.compare(low_op, node.this, node.args["low"], node)
-        high = self.compare(high_op, node.this, node.args["high"], node)
-        return Or((low, high)) if neg else And((low, high))
+    def _between(self, node: exp.Expression) -> Predicate:
+        """``x BETWEEN a AND b`` is ``x >= a AND x <= b`` (also under NOT: De Morgan)."""
+        low = self.compare(">=", node.this, node.args["low"], node)
+        high = self.compare("<=", node.this, node.args["high"], node)
+        return And((low, high))
 
-    def _in(self, node: exp.Expression, neg: bool) -> Predicate:
-        """IN lists: values coerced, impossible ones dropped, sorted, de-duplicated."""
+    def _in(self, node: exp.Expression) -> Predicate:
+        """IN lists: values coerced, impossible ones dropped, sorted, de-duplicated.
+
+        ``x IN (1, NULL)`` is ``x = 1 OR NULL`` (NULL where ``x`` is not 1), so
+        that its negation ``x NOT IN (1, NULL)`` is never TRUE, as in Spark.
+        """
         if node.args.get("query") is not None or node.args.get("unnest") is not None:
             raise Unsupported("IN subquery")
         term = self.term(node.this)
         values = [self.term(v) for v in node.expressions]
         if not all(isinstance(v, Literal) for v in values) or isinstance(term, Literal):
-            parts = tuple(self.compare_terms("!=" if neg else "=", term, v, node) for v in values)
-            return And(parts) if neg else Or(parts)
+            return Or(tuple(self.compare_terms("=", term, v, node) for v in values))
         literals = [v for v in values if isinstance(v, Literal)]
-        if neg and any(v.value is None for v in literals):
-            return BoolConst(False)
-        bound = [self.compare_terms("=", term, v, node) for v in literals]
-        if not all(isinstance(b, Compare | BoolConst) for b in bound):
-            parts = tuple(b.negate() if neg else b for b in bound)
-            return And(parts) if neg else Or(parts)
-        kept = {b.value.sql(): b.value for b in bound if isinstance(b, Compare)}
-        ordered = tuple(sorted(kept.values(), key=_sort_key))
-        if not ordered:
-            return IsNull(term, negated=True) if neg else BoolConst(False)
-        if len(ordered) == 1:
-            return Compare("!=" if neg else "=", term, ordered[0])
-        return In(term, ordered, negated=neg)
+        listed = [v for v in literals if v.value is not None]
+        folded = [self._coerced("=", term, v, node) for v in listed]
+        if all(isinstance(b, Compare) or b == BoolConst(False) for b in folded):
+            kept = {b.value.sql(): b.value for b in folded if isinstance(b, Compare)}
+            ordered = tuple(sorted(kept.values(), key=_sort_key))
+            hit: Predicate
+            if not ordered:
+                hit = _exact(term, BoolConst(False))
+            elif len(ordered) == 1:
+                hit = Compare("=", term, ordered[0])
+            else:
+                hit = In(term, ordered)
+        else:
+            hit = Or(tuple(_exact(term, b) for b in folded))
+        return Or((hit, NULL)) if len(listed) < len(literals) else hit
 
-    def _is(self, node: exp.Expression, neg: bool) -> Predicate:
-        """``x IS [NOT] NULL``; ``b IS TRUE`` / ``IS FALSE`` (never NULL)."""
-        term = self.term(node.this)
+    def _is(self, node: exp.Expression) -> Predicate:
+        """``x IS NULL``; ``b IS TRUE`` is ``b = true AND b IS NOT NULL`` (never NULL).
+
+        ``(a > 0) IS NULL`` -- IS NULL of a comparison or another null-propagating
+        test -- is NULL-ness of its operands: ``a IS NULL``.
+        """
         target = node.expression
+        inner = node.this
+        while isinstance(inner, exp.Paren):
+            inner = inner.this
+        if isinstance(target, exp.Null) and isinstance(inner, _NULL_PROPAGATING):
+            return _nullness(self.predicate(inner))
+        term = self.term(node.this)
         if isinstance(target, exp.Null):
             if isinstance(term, Literal):
-                return BoolConst((term.value is None) != neg)
-            return IsNull(term, negated=neg)
+                return BoolConst(term.value is None)
+            return IsNull(term)
         if isinstance(target, exp.Boolean) and family(_dtype(term)) == "bool":
             hit = BoolTerm(term, negated=not bool(target.this))
-            return Or((hit.negate(), IsNull(term))) if neg else hit
+            return And((hit, IsNull(term, negated=True)))
         raise Unsupported("IS with a non-NULL, non-boolean operand")
 
-    def _like(self, node: exp.Expression, neg: bool) -> Predicate:
+    def _like(self, node: exp.Expression) -> Predicate:
         """LIKE / ILIKE with Spark's escape rules, reduced to =, prefix, suffix when possible."""
         escape = "\\"
         if isinstance(node, exp.Escape):
@@ -385,7 +418,7 @@ class Binder:
             escape, node = esc.value, node.this
         if not isinstance(node, exp.Like | exp.ILike):
             raise Unsupported("ESCAPE outside LIKE")
-        neg = neg != bool(node.args.get("negate"))
+        neg = bool(node.args.get("negate"))
         term = self.term(node.this)
         pattern = self.term(node.expression)
         if not isinstance(pattern, Literal) or not isinstance(pattern.value, str):
@@ -401,34 +434,34 @@ class Binder:
             raise PredicateError(f"{err} in {_text(node)!r}") from None
         return _like_node(term, form.kind, form.text, neg)
 
-    def _affix(self, node: exp.Expression, neg: bool) -> Predicate:
+    def _affix(self, node: exp.Expression) -> Predicate:
         """``startswith(s, 'x')`` / ``endswith(s, 'x')``."""
         term = self.term(node.this)
         affix = self.term(node.expression)
         if not isinstance(affix, Literal) or family(_dtype(term)) != "string":
             raise Unsupported("startswith/endswith needs a string term and a literal")
         if affix.value is None:
-            return BoolConst(False)
+            return NULL
         if not isinstance(affix.value, str):
             raise PredicateError(f"type mismatch in {_text(node)!r}: expected a string literal")
         kind = "prefix" if isinstance(node, exp.StartsWith) else "suffix"
-        return _like_node(term, kind, affix.value, neg)
+        return _like_node(term, kind, affix.value, False)
 
-    def _bool_term(self, node: exp.Expression, neg: bool) -> Predicate:
+    def _bool_term(self, node: exp.Expression) -> Predicate:
         term = self.term(node)
         if isinstance(term, Literal):
             if term.value is None:
-                return BoolConst(False)
+                return NULL
             if isinstance(term.value, bool):
-                return BoolConst(term.value != neg)
+                return BoolConst(term.value)
         dtype = _dtype(term)
         if family(dtype) != "bool":
             raise PredicateError(
                 f"{self.what} {_text(node)!r} is not boolean: it has type {spark_type_name(dtype)}"
             )
-        return BoolTerm(term, negated=neg)
+        return BoolTerm(term)
 
-    def opaque(self, node: exp.Expression, negated: bool) -> Predicate:
+    def opaque(self, node: exp.Expression) -> Predicate:
         """An Opaque leaf: canonical Spark text, with the columns it reads (validated)."""
         reads: set[str] = set()
         copy = node.copy()
@@ -437,14 +470,16 @@ class Binder:
                 continue
             name = self.column_name(col.name) if not col.table else None
             if name is None:
-                base = self.fields.get(col.table.lower()) if col.table else None
-                if base is not None:
-                    reads.add(base.name)
+                parts = _column_parts(col) or []
+                for part in parts[:-1]:
+                    base = self.fields.get(part.lower())
+                    if base is not None:
+                        reads.add(base.name)
+                        break
                 continue
             reads.add(name)
             col.replace(exp.column(name, quoted=not _plain(name)))
-        leaf: Predicate = Opaque(copy.sql(dialect="spark"), frozenset(reads))
-        return Not(leaf) if negated else leaf
+        return Opaque(copy.sql(dialect="spark"), frozenset(reads))
 
     # ------------------------------------------------------------ terms
 
@@ -465,16 +500,46 @@ class Binder:
         lit = literal_of(node, self.timezone)
         if lit is not None:
             return lit
-        if isinstance(node, exp.Column):
-            if node.table:
-                self.opaque(node, False)
-                raise Unsupported("qualified or nested column reference")
-            name = self.column_name(node.name)
-            return Column(name, self.fields[name.lower()].type)
+        if isinstance(node, exp.Column | exp.Dot) and _column_parts(node) is not None:
+            return self.column(node)
         builder = self._term_builder(node)
         if builder is None:
             raise self._unsupported(node)
         return builder(node)
+
+    def column(self, node: exp.Expression) -> Term:
+        """A column, or a field inside a struct column (``a.b.c``), resolved case-insensitively.
+
+        The first part names a top-level column; the rest enter struct fields,
+        as Spark resolves ``a.b`` on a DataFrame. Parts that do not start at a
+        column (a table qualifier) are not modelled.
+        """
+        parts = _column_parts(node)
+        assert parts is not None
+        if len(parts) == 1:
+            name = self.column_name(parts[0])
+            return Column(name, self.fields[name.lower()].type)
+        top = self.fields.get(parts[0].lower())
+        if top is None:
+            self.opaque(node)
+            raise Unsupported("qualified column reference")
+        dtype: pa.DataType = top.type
+        path: list[str] = []
+        for part in parts[1:]:
+            if not pa.types.is_struct(dtype):
+                raise Unsupported(f"field access on a {spark_type_name(dtype)} value")
+            found = [dtype.field(i) for i in range(dtype.num_fields)]
+            match = [f for f in found if f.name.lower() == part.lower()]
+            if len(match) != 1:
+                known = ", ".join(f.name for f in found)
+                where = ".".join([top.name, *path])
+                raise PredicateError(
+                    f"no field '{part}' in struct column '{where}' in {self.what}; "
+                    f"its fields are: {known}"
+                )
+            path.append(match[0].name)
+            dtype = match[0].type
+        return Column(top.name, dtype, tuple(path))
 
     def _term_builder(self, node: exp.Expression) -> Callable[[exp.Expression], Term] | None:
         kind = type(node)
@@ -493,6 +558,9 @@ class Binder:
             exp.Coalesce: self._coalesce,
             exp.Bracket: self._bracket,
             exp.TimestampTrunc: self._date_trunc,
+            exp.TimeToStr: self._date_format,
+            exp.Cast: self._cast,
+            exp.TryCast: self._cast,
             exp.Anonymous: self._udf,
         }
         return table.get(kind)
@@ -600,6 +668,36 @@ class Binder:
         dtype = _dtype(arg) if fam == "timestamp" else pa.timestamp("us", tz="UTC")
         return Func("date_trunc", (Literal(unit_name, pa.string()), arg), dtype)
 
+    def _date_format(self, node: exp.Expression) -> Term:
+        """``date_format(d, 'yyyy-MM')`` for DATE / TIMESTAMP and the patterns of :data:`DATE_FORMAT_RE`."""
+        inner = node.this
+        if isinstance(inner, exp.TimeStrToTime | exp.TsOrDsToDate):
+            inner = inner.this
+        arg = self.term(inner)
+        if family(_dtype(arg)) not in ("date", "timestamp"):
+            raise Unsupported("date_format() of a non-temporal value")
+        pattern = _spark_time_format(node)
+        if pattern is None or not DATE_FORMAT_RE.fullmatch(pattern):
+            raise Unsupported(f"date_format() pattern {pattern!r} is not modelled")
+        return Func("date_format", (arg, Literal(pattern, pa.string())), pa.string())
+
+    def _cast(self, node: exp.Expression) -> Term:
+        """``CAST(x AS STRING)`` of integers, decimals, dates, booleans and strings; integer widening."""
+        assert isinstance(node, exp.Cast)
+        arg = self.term(node.this)
+        source = _dtype(arg)
+        to = node.to
+        target = _SPARK_CAST_TYPES.get(to.this)
+        if target is not None and pa.types.is_string(target):
+            if family(source) not in ("int", "decimal", "date", "bool", "string"):
+                raise Unsupported(f"CAST of {spark_type_name(source)} to STRING is not modelled")
+            return Func("cast", (arg,), pa.string())
+        if target is not None and pa.types.is_integer(target) and family(source) == "int":
+            assert source is not None
+            if target.bit_width >= source.bit_width:
+                return Func("cast", (arg,), target)
+        raise Unsupported(f"CAST to {to.sql(dialect='spark')} is not modelled")
+
     def _udf(self, node: exp.Expression) -> Term:
         name = str(node.name).lower()
         if name not in self.functions:
@@ -687,6 +785,8 @@ def _cast_literal(node: exp.Cast, timezone: str) -> Literal | None:
         target = found
     try:
         value = _convert(inner, target, timezone)
+    except NonDeterministic as err:
+        raise Unsupported(str(err), nondeterministic=True) from None
     except (ValueError, decimal.InvalidOperation, ArithmeticError):
         raise PredicateError(f"cannot cast {inner.sql()} to {spark_type_name(target)}") from None
     return Literal(value, target)
@@ -700,6 +800,10 @@ def _convert(lit: Literal, target: pa.DataType, timezone: str) -> object:
     if fam == "date":
         return coerce.parse_date(str(value))
     if fam == "timestamp":
+        if isinstance(value, datetime.datetime | FarTimestamp):
+            if target.tz:
+                return coerce.to_instant(value, timezone)
+            return coerce.to_local_naive(value, timezone)
         return coerce.parse_timestamp(str(value), timezone if target.tz else None)
     if fam == "bool":
         text = str(value).strip().lower()
@@ -722,20 +826,135 @@ def _convert(lit: Literal, target: pa.DataType, timezone: str) -> object:
 # ---------------------------------------------------------------- helpers
 
 
+NULL = BoolConst(None)
+"""The NULL predicate (``a = NULL``): normalization reads it as FALSE once NOT is pushed down."""
+
+
+def _chain(node: exp.Expression) -> list[exp.Expression]:
+    """Operands of a chain of one connective (``a AND b AND c``), left to right, without recursion.
+
+    sqlglot nests a chain one level per operand; parentheses around a same-kind
+    sub-chain are looked through (AND and OR are associative).
+    """
+    kind = type(node)
+    out: list[exp.Expression] = []
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        inner = item
+        while isinstance(inner, exp.Paren) and type(inner.this) is kind:
+            inner = inner.this
+        if type(inner) is kind:
+            stack.extend((inner.expression, inner.this))
+        else:
+            out.append(item)
+    return out
+
+
+#: sqlglot predicates that are NULL exactly when an operand is (after binding)
+_NULL_PROPAGATING = (
+    exp.EQ,
+    exp.NEQ,
+    exp.LT,
+    exp.LTE,
+    exp.GT,
+    exp.GTE,
+    exp.Like,
+    exp.ILike,
+    exp.StartsWith,
+    exp.EndsWith,
+    exp.In,
+    exp.Between,
+)
+
+
+def _nullness(pred: Predicate) -> Predicate:
+    """``pred IS NULL`` for a bound null-propagating test: its operands' NULL-ness.
+
+    A comparison (or IN, LIKE, prefix/suffix test) with non-null literals is
+    NULL exactly when its term is; a comparison of two terms when either is;
+    a constant is never NULL unless it is NULL. Anything else is not modelled.
+    """
+    return _Nullness().visit(pred)
+
+
+class _Nullness(PredicateVisitor[Predicate]):
+    """:func:`_nullness`, one rule per node type (Unsupported where it is not modelled)."""
+
+    def visit_bool_const(self, node: BoolConst) -> Predicate:
+        return BoolConst(node.value is None)
+
+    def _term(self, node: Compare | In | Like | StartsWith | EndsWith | BoolTerm) -> Predicate:
+        return IsNull(node.term)
+
+    visit_compare = visit_in = visit_like = visit_starts_with = _term
+    visit_ends_with = visit_bool_term = _term
+
+    def visit_term_compare(self, node: TermCompare) -> Predicate:
+        return Or((IsNull(node.left), IsNull(node.right)))
+
+    def visit_is_null(self, node: IsNull) -> Predicate:
+        return BoolConst(False)
+
+    def visit_and(self, node: And) -> Predicate:
+        """BETWEEN (two comparisons of one term) and the folds of :func:`_exact`."""
+        kids = node.children_
+        if len(kids) == 2 and kids[1] == NULL and isinstance(kids[0], IsNull):
+            return IsNull(kids[0].term)
+        terms = {c.term.sql(): c.term for c in kids if isinstance(c, Compare)}
+        if len(terms) == 1 and all(isinstance(c, Compare) for c in kids):
+            return IsNull(next(iter(terms.values())))
+        return self._unsupported(node)
+
+    def visit_or(self, node: Or) -> Predicate:
+        """The fold ``t IS NOT NULL OR NULL`` of :func:`_exact`: NULL exactly where ``t`` is."""
+        kids = node.children_
+        if len(kids) == 2 and kids[1] == NULL and isinstance(kids[0], IsNull):
+            return IsNull(kids[0].term)
+        return self._unsupported(node)
+
+    def _unsupported(self, node: Predicate) -> Predicate:
+        raise Unsupported("IS NULL of a predicate that is not a plain comparison")
+
+    visit_not = visit_opaque = _unsupported
+
+
+def _exact(term: Expr, folded: Predicate) -> Predicate:
+    """A WHERE-semantics fold of ``term op literal`` spelled exactly in three-valued logic.
+
+    :func:`coerce.compare` decides some comparisons from the type alone: FALSE
+    ("no value satisfies it") or ``term IS NOT NULL`` ("every value does").
+    The comparison itself is NULL where ``term`` is NULL, so FALSE is really
+    ``term IS NULL AND NULL`` and IS NOT NULL is ``term IS NOT NULL OR NULL``;
+    both read the same in a WHERE clause and stay right under a NOT.
+    """
+    if isinstance(term, Literal):
+        return folded
+    if folded == BoolConst(False):
+        return And((IsNull(term), NULL))
+    if isinstance(folded, IsNull) and folded.negated and folded.term == term:
+        return Or((folded, NULL))
+    return folded
+
+
 def _like_node(term: Expr, kind: str, text: str, neg: bool) -> Predicate:
+    """The node a LIKE shape reduces to (exact in three-valued logic), NOT LIKE wrapped in a NOT."""
+    node: Predicate
     if kind == "equals":
-        return Compare("!=" if neg else "=", term, Literal(text, pa.string()))
-    if kind == "prefix":
-        return StartsWith(term, text, negated=neg)
-    if kind == "suffix":
-        return EndsWith(term, text, negated=neg)
-    if kind == "any":
-        return BoolConst(False) if neg else IsNull(term, negated=True)
-    return Like(term, text, negated=neg)
+        node = Compare("=", term, Literal(text, pa.string()))
+    elif kind == "prefix":
+        node = StartsWith(term, text)
+    elif kind == "suffix":
+        node = EndsWith(term, text)
+    elif kind == "any":
+        node = Or((IsNull(term, negated=True), NULL))
+    else:
+        node = Like(term, text)
+    return Not(node) if neg else node
 
 
 def _fold_literal_compare(pred: Predicate) -> Predicate:
-    """Decide a comparison whose both sides are literals (``1 = 1``)."""
+    """Decide a comparison whose both sides are literals (``1 = 1``); a NULL side gives NULL."""
     if isinstance(pred, IsNull) and isinstance(pred.term, Literal):
         return BoolConst((pred.term.value is None) != pred.negated)
     if isinstance(pred, BoolTerm) and isinstance(pred.term, Literal):
@@ -777,6 +996,36 @@ def _sort_key(lit: Literal) -> tuple[int, object]:
     return (0, value)
 
 
+#: date_format() patterns lakelayout evaluates exactly: fixed-width fields, plain separators
+DATE_FORMAT_RE = re.compile(r"(?:yyyy|MM|dd|HH|mm|ss|[-/ :._T])+")
+
+
+def _spark_time_format(node: exp.Expression) -> str | None:
+    """The Spark pattern of a sqlglot time-format node (sqlglot holds it as strftime text)."""
+    text = Spark().generator().format_time(node)
+    if text is None:
+        return None
+    parsed = sqlglot.parse_one(text, read="spark")
+    return parsed.this if isinstance(parsed, exp.Literal) and parsed.is_string else None
+
+
+def _column_parts(node: exp.Expression) -> list[str] | None:
+    """``a.b.c`` as ``["a", "b", "c"]`` (sqlglot spreads it over Column parts and Dots)."""
+    if isinstance(node, exp.Dot):
+        base = _column_parts(node.this)
+        field = node.expression
+        if base is None or not isinstance(field, exp.Identifier):
+            return None
+        return [*base, str(field.this)]
+    if isinstance(node, exp.Column):
+        parts = [node.args.get(k) for k in ("catalog", "db", "table")]
+        names = [str(p.this) for p in parts if p is not None and str(p.this)]
+        if not isinstance(node.this, exp.Identifier):
+            return None
+        return [*names, str(node.this.this)]
+    return None
+
+
 def _dtype(term: Expr) -> pa.DataType | None:
     return getattr(term, "dtype", None)
 
@@ -787,6 +1036,12 @@ def _is_number(dtype: pa.DataType | None) -> bool:
 
 def _is_null(term: Expr) -> bool:
     return isinstance(term, Literal) and term.value is None
+
+
+def _call_args(node: exp.Expression) -> list[exp.Expression]:
+    """The arguments of a function call node (sqlglot keeps them in ``this`` / ``expressions``)."""
+    args = [a for a in (node.args.get("this"),) if isinstance(a, exp.Expression)]
+    return [*args, *node.expressions] if not isinstance(node, exp.Anonymous) else node.expressions
 
 
 def _func_name(node: exp.Expression) -> str | None:

@@ -8,7 +8,7 @@ every family with :func:`from_json`.
 
 from lakelayout.layouts.base import Layout, from_json
 from lakelayout.layouts.cuts import Cut, Region, candidate_cuts, may_intersect
-from lakelayout.layouts.features import FeatureSet
+from lakelayout.layouts.feature_set import FeatureSet
 from lakelayout.layouts.hilbert import HilbertLayout
 from lakelayout.layouts.linear import LinearLayout
 from lakelayout.layouts.pando import PandoLayout

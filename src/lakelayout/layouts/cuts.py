@@ -37,17 +37,10 @@ Values are compared in Spark's order: NaN is greater than every number, so an
 interval with no upper bound may hold NaN and one with an upper bound cannot.
 Values of different kinds (a date against a timestamp, a string against a
 number) are never compared: the answer is then "may match".
-
-The module also serializes predicate trees to JSON (:func:`expr_to_json`,
-:func:`expr_from_json`) with typed literals (dates as ISO text, decimals as
-strings, Arrow types as IPC bytes), so a fitted layout reloads without the
-parser.
 """
 
 from __future__ import annotations
 
-import base64
-import dataclasses
 import datetime as _dt
 import decimal as _decimal
 import math
@@ -57,20 +50,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakelayout.errors import LayoutError
 from lakelayout.expr.nodes import (
     And,
     BoolConst,
     BoolTerm,
-    Column,
     Compare,
     EndsWith,
-    Expr,
-    Func,
     In,
     IsNull,
     Like,
-    Literal,
     Not,
     Opaque,
     Or,
@@ -78,6 +66,7 @@ from lakelayout.expr.nodes import (
     StartsWith,
     TermCompare,
 )
+from lakelayout.expr.visitor import PredicateVisitor
 
 MAX_IN_VALUES = 64
 """IN lists longer than this are not used as cuts (they rarely split well)."""
@@ -108,6 +97,7 @@ def candidate_cuts(predicates: Iterable[Predicate]) -> list[Cut]:
     (:func:`cut_of`); atoms that cannot be evaluated on rows (opaque text,
     constants, NULL or NaN literals, long IN lists) give no cut.
 
+    >>> from lakelayout.expr.nodes import Column, Literal
     >>> a = Column("a", pa.int64())
     >>> p = And((Compare(">", a, Literal(5)), Compare("<=", a, Literal(5))))
     >>> [c.sql() for c in candidate_cuts([p])]
@@ -123,12 +113,12 @@ def candidate_cuts(predicates: Iterable[Predicate]) -> list[Cut]:
 
 
 def atoms_of(pred: Predicate) -> list[Predicate]:
-    """The leaves of ``pred`` under AND / OR, left to right."""
+    """The leaves of ``pred`` under AND / OR, left to right (a NOT is one leaf)."""
     out: list[Predicate] = []
     stack: list[Predicate] = [pred]
     while stack:
         node = stack.pop()
-        if isinstance(node, (And, Or)):
+        if isinstance(node, And | Or):
             stack.extend(reversed(node.children_))
         else:
             out.append(node)
@@ -143,28 +133,45 @@ def cut_of(atom: Predicate) -> Cut | None:
     ``a IS NULL``. The positive form splits non-null values exactly as the atom
     does; only the side NULLs fall on may differ, which the region records.
     """
-    if isinstance(atom, Compare):
-        value = atom.value.value
-        if not _usable_literal(value):
+    return _CutOf().visit(atom)
+
+
+class _CutOf(PredicateVisitor["Cut | None"]):
+    """:func:`cut_of`, one rule per node type."""
+
+    def visit_compare(self, node: Compare) -> Cut | None:
+        """A range cut (``<`` / ``<=`` form) or an IN cut of one value."""
+        if not _usable_literal(node.value.value):
             return None
-        if atom.op in RANGE_OPS:
-            op = _COMPLEMENT_OP.get(atom.op, atom.op)
-            return Cut(Compare(op, atom.term, atom.value), "range")
-        return Cut(In(atom.term, (atom.value,)), "in")
-    if isinstance(atom, In):
-        values = atom.values
+        if node.op in RANGE_OPS:
+            op = _COMPLEMENT_OP.get(node.op, node.op)
+            return Cut(Compare(op, node.term, node.value), "range")
+        return Cut(In(node.term, (node.value,)), "in")
+
+    def visit_in(self, node: In) -> Cut | None:
+        """IN / NOT IN of a short list of usable values: the IN cut."""
+        values = node.values
         if not values or len(values) > MAX_IN_VALUES:
             return None
         if not all(_usable_literal(v.value) for v in values):
             return None
-        return Cut(In(atom.term, values), "in")
-    if isinstance(atom, TermCompare):
-        op = {**_COMPLEMENT_OP, "!=": "="}.get(atom.op, atom.op)
-        return Cut(TermCompare(op, atom.left, atom.right), "advanced")
-    if isinstance(atom, (StartsWith, EndsWith, Like, BoolTerm, IsNull)):
-        positive = atom.negate() if atom.negated else atom
-        return Cut(positive, "advanced")
-    return None
+        return Cut(In(node.term, values), "in")
+
+    def visit_term_compare(self, node: TermCompare) -> Cut | None:
+        op = {**_COMPLEMENT_OP, "!=": "="}.get(node.op, node.op)
+        return Cut(TermCompare(op, node.left, node.right), "advanced")
+
+    def _positive(self, node: StartsWith | EndsWith | Like | BoolTerm | IsNull) -> Cut | None:
+        """An advanced cut on the positive form of the test."""
+        return Cut(node.negate() if node.negated else node, "advanced")
+
+    visit_starts_with = visit_ends_with = visit_like = visit_bool_term = visit_is_null = _positive
+
+    def _none(self, node: Predicate) -> Cut | None:
+        """Junctions, constants and opaque text give no cut."""
+        return None
+
+    visit_and = visit_or = visit_not = visit_bool_const = visit_opaque = _none
 
 
 def _usable_literal(value: object) -> bool:
@@ -248,20 +255,7 @@ class TermBox:
 
     def when_true(self, atom: Predicate) -> TermBox:
         """The box narrowed by "``atom`` is TRUE" (so the term is non-null)."""
-        if isinstance(atom, IsNull):
-            return replace(self, may_null=False) if atom.negated else replace(self, may_value=False)
-        box = replace(self, may_null=False)
-        if isinstance(atom, Compare):
-            return box._with_compare(*_closed(atom))
-        if isinstance(atom, StartsWith) and not atom.negated:
-            return box._with_compare(">=", atom.prefix)
-        if isinstance(atom, In):
-            values = frozenset(v.value for v in atom.values if v.value is not None)
-            if atom.negated:
-                return replace(box, excluded=box.excluded | values)
-            allowed = values if box.allowed is None else box.allowed & values
-            return replace(box, allowed=allowed)
-        return box
+        return _WhenTrue(self).visit(atom)
 
     def when_not_true(self, atom: Predicate) -> TermBox:
         """The box narrowed by "``atom`` is FALSE or NULL".
@@ -271,11 +265,7 @@ class TermBox:
         negation narrows the non-null values and ``may_null`` is unchanged.
         IS NULL is never NULL itself, so its negation is exact.
         """
-        if isinstance(atom, IsNull):
-            return self.when_true(atom.negate())
-        if isinstance(atom, (Compare, In)):
-            return replace(self.when_true(atom.negate()), may_null=self.may_null)
-        return self
+        return _WhenNotTrue(self).visit(atom)
 
     def _with_compare(self, op: str, c: Any) -> TermBox:
         if op == "=":
@@ -336,21 +326,7 @@ class TermBox:
 
     def may_satisfy(self, atom: Predicate) -> bool:
         """False only when no value of the box makes ``atom`` TRUE."""
-        if isinstance(atom, IsNull):
-            return self.has_value() if atom.negated else self.may_null
-        if not self.has_value():
-            return False
-        if isinstance(atom, Compare):
-            return self._may_compare(*_closed(atom))
-        if isinstance(atom, In):
-            return self._may_in(atom)
-        if isinstance(atom, StartsWith) and not atom.negated:
-            return self._may_prefix(atom.prefix)
-        if isinstance(atom, EndsWith) and not atom.negated:
-            cands = self._candidates()
-            if cands is not None and all(isinstance(v, str) for v in cands):
-                return any(v.endswith(atom.suffix) for v in cands)
-        return True
+        return _MaySatisfy(self).visit(atom)
 
     def _may_compare(self, op: str, c: Any) -> bool:
         if c is None:
@@ -435,14 +411,135 @@ def _pointlike(box: TermBox) -> bool:
     )
 
 
+class _WhenTrue(PredicateVisitor[TermBox]):
+    """:meth:`TermBox.when_true`: the box narrowed by one atom being TRUE."""
+
+    def __init__(self, box: TermBox) -> None:
+        self.box = box
+
+    def _present(self) -> TermBox:
+        return replace(self.box, may_null=False)
+
+    def visit_is_null(self, node: IsNull) -> TermBox:
+        if node.negated:
+            return replace(self.box, may_null=False)
+        return replace(self.box, may_value=False)
+
+    def visit_compare(self, node: Compare) -> TermBox:
+        return self._present()._with_compare(*_closed(node))
+
+    def visit_starts_with(self, node: StartsWith) -> TermBox:
+        if node.negated:
+            return self._present()
+        return self._present()._with_compare(">=", node.prefix)
+
+    def visit_in(self, node: In) -> TermBox:
+        box = self._present()
+        values = frozenset(v.value for v in node.values if v.value is not None)
+        if node.negated:
+            return replace(box, excluded=box.excluded | values)
+        allowed = values if box.allowed is None else box.allowed & values
+        return replace(box, allowed=allowed)
+
+    def _non_null(self, node: Predicate) -> TermBox:
+        """Any other test on the term: TRUE says only that the term is not NULL."""
+        return self._present()
+
+    visit_ends_with = visit_like = visit_bool_term = visit_term_compare = _non_null
+
+    def _unchanged(self, node: Predicate) -> TermBox:
+        """Junctions, constants and opaque text are not atoms on one term."""
+        return self.box
+
+    visit_and = visit_or = visit_not = visit_bool_const = visit_opaque = _unchanged
+
+
+class _WhenNotTrue(PredicateVisitor[TermBox]):
+    """:meth:`TermBox.when_not_true`: the box narrowed by one atom being FALSE or NULL."""
+
+    def __init__(self, box: TermBox) -> None:
+        self.box = box
+
+    def visit_is_null(self, node: IsNull) -> TermBox:
+        """IS NULL is never NULL: NOT TRUE is exactly its negation TRUE."""
+        return self.box.when_true(node.negate())
+
+    def _negation_or_null(self, node: Compare | In) -> TermBox:
+        return replace(self.box.when_true(node.negate()), may_null=self.box.may_null)
+
+    visit_compare = visit_in = _negation_or_null
+
+    def _unchanged(self, node: Predicate) -> TermBox:
+        """Other atoms narrow nothing when they are not TRUE."""
+        return self.box
+
+    visit_starts_with = visit_ends_with = visit_like = visit_bool_term = _unchanged
+    visit_term_compare = visit_and = visit_or = visit_not = _unchanged
+    visit_bool_const = visit_opaque = _unchanged
+
+
+class _MaySatisfy(PredicateVisitor[bool]):
+    """:meth:`TermBox.may_satisfy`: False only when no value of the box makes the atom TRUE."""
+
+    def __init__(self, box: TermBox) -> None:
+        self.box = box
+
+    def visit_is_null(self, node: IsNull) -> bool:
+        return self.box.has_value() if node.negated else self.box.may_null
+
+    def visit_compare(self, node: Compare) -> bool:
+        return self.box.has_value() and self.box._may_compare(*_closed(node))
+
+    def visit_in(self, node: In) -> bool:
+        return self.box.has_value() and self.box._may_in(node)
+
+    def visit_starts_with(self, node: StartsWith) -> bool:
+        if not self.box.has_value():
+            return False
+        return node.negated or self.box._may_prefix(node.prefix)
+
+    def visit_ends_with(self, node: EndsWith) -> bool:
+        if not self.box.has_value():
+            return False
+        cands = self.box._candidates()
+        if not node.negated and cands is not None and all(isinstance(v, str) for v in cands):
+            return any(v.endswith(node.suffix) for v in cands)
+        return True
+
+    def _needs_a_value(self, node: Predicate) -> bool:
+        """Other tests on the term need it to be non-null, nothing more is known."""
+        return self.box.has_value()
+
+    visit_like = visit_bool_term = visit_term_compare = _needs_a_value
+
+    def _maybe(self, node: Predicate) -> bool:
+        """Not an atom on one term: may match."""
+        return True
+
+    visit_and = visit_or = visit_not = visit_bool_const = visit_opaque = _maybe
+
+
 # ---------------------------------------------------------------- regions
 
 
 def term_key(atom: Predicate) -> str | None:
     """The key of the term an atom constrains (``term.sql()``), or None."""
-    if isinstance(atom, (Compare, In, IsNull, StartsWith, EndsWith)):
-        return atom.term.sql()
-    return None
+    return _TermKey().visit(atom)
+
+
+class _TermKey(PredicateVisitor["str | None"]):
+    """:func:`term_key`: atoms that box one term name it; the others none."""
+
+    def _boxed(self, node: Compare | In | IsNull | StartsWith | EndsWith) -> str | None:
+        return node.term.sql()
+
+    visit_compare = visit_in = visit_is_null = visit_starts_with = visit_ends_with = _boxed
+
+    def _unboxed(self, node: Predicate) -> str | None:
+        return None
+
+    visit_like = visit_bool_term = visit_term_compare = _unboxed
+    visit_and = visit_or = visit_not = visit_bool_const = visit_opaque = _unboxed
 
 
 @dataclass(frozen=True)
@@ -505,18 +602,39 @@ class QueryPlan:
 
 def plan_query(query: Predicate) -> QueryPlan:
     """The :class:`QueryPlan` of a predicate."""
-    if isinstance(query, (And, Or)):
-        op = "and" if isinstance(query, And) else "or"
-        return QueryPlan(op, tuple(plan_query(c) for c in query.children_))
-    if isinstance(query, BoolConst):
-        return QueryPlan("const", value=query.value)
-    neg = None if isinstance(query, (Not, Opaque)) else query.negate().sql()
-    return QueryPlan("atom", atom=query, sql=query.sql(), neg_sql=neg, key=term_key(query))
+    return _PlanQuery().visit(query)
+
+
+class _PlanQuery(PredicateVisitor[QueryPlan]):
+    """:func:`plan_query`: AND / OR keep their shape, constants fold, the rest are atoms."""
+
+    def visit_and(self, node: And) -> QueryPlan:
+        return QueryPlan("and", tuple(self.visit(c) for c in node.children_))
+
+    def visit_or(self, node: Or) -> QueryPlan:
+        return QueryPlan("or", tuple(self.visit(c) for c in node.children_))
+
+    def visit_bool_const(self, node: BoolConst) -> QueryPlan:
+        return QueryPlan("const", value=bool(node.value))
+
+    def _opaque(self, node: Not | Opaque) -> QueryPlan:
+        """An atom without a known negation."""
+        return QueryPlan("atom", atom=node, sql=node.sql(), neg_sql=None, key=None)
+
+    visit_not = visit_opaque = _opaque
+
+    def _atom(self, node: Predicate) -> QueryPlan:
+        neg = node.negate().sql()
+        return QueryPlan("atom", atom=node, sql=node.sql(), neg_sql=neg, key=term_key(node))
+
+    visit_compare = visit_term_compare = visit_in = visit_is_null = _atom
+    visit_like = visit_starts_with = visit_ends_with = visit_bool_term = _atom
 
 
 def may_intersect(query: Predicate | QueryPlan, region: Region) -> bool:
     """False only if no possible row of ``region`` satisfies ``query`` (safe).
 
+    >>> from lakelayout.expr.nodes import Column, Literal
     >>> a = Column("a", pa.int64())
     >>> r = Region().with_outcome(Compare("<", a, Literal(10)), True)
     >>> may_intersect(Compare(">", a, Literal(20)), r), may_intersect(Compare("<", a, Literal(3)), r)
@@ -552,8 +670,9 @@ def query_keys(query: Predicate) -> frozenset[str]:
     keys: set[str] = set()
     for atom in atoms_of(query):
         keys.add(atom.sql())
-        if not isinstance(atom, (Not, Opaque, BoolConst)):
-            keys.add(atom.negate().sql())
+        plan = plan_query(atom)
+        if plan.neg_sql is not None:
+            keys.add(plan.neg_sql)
         key = term_key(atom)
         if key is not None:
             keys.add(key)
@@ -569,167 +688,6 @@ def cut_keys(cut: Cut) -> frozenset[str]:
     return frozenset(keys)
 
 
-# ---------------------------------------------------------------- JSON codec
-
-
-_NODE_TYPES: dict[str, type[Expr]] = {
-    cls.__name__: cls
-    for cls in (
-        Column,
-        Literal,
-        Func,
-        Compare,
-        TermCompare,
-        In,
-        IsNull,
-        Like,
-        StartsWith,
-        EndsWith,
-        And,
-        Or,
-        Not,
-        BoolConst,
-        BoolTerm,
-        Opaque,
-    )
-}
-
-
-def expr_to_json(node: Expr) -> dict[str, Any]:
-    """A JSON-ready dict for a predicate or term tree (exact, typed).
-
-    >>> d = expr_to_json(Compare("<", Column("d", pa.date32()), Literal(_dt.date(2020, 1, 2))))
-    >>> d["value"]["value"]
-    {'date': '2020-01-02'}
-    >>> expr_from_json(d) == Compare("<", Column("d"), Literal(_dt.date(2020, 1, 2)))
-    True
-    """
-    name = type(node).__name__
-    if _NODE_TYPES.get(name) is not type(node) or not dataclasses.is_dataclass(node):
-        raise LayoutError(f"cannot serialize expression node of type {name}")
-    out: dict[str, Any] = {"node": name}
-    for f in dataclasses.fields(node):
-        raw = getattr(node, f.name)
-        if f.name == "dtype":
-            out[f.name] = _dtype_to_json(raw)
-        elif f.name == "value" and isinstance(node, Literal):
-            out[f.name] = _value_to_json(raw)
-        else:
-            out[f.name] = _field_to_json(raw)
-    return out
-
-
-def expr_from_json(data: dict[str, Any]) -> Any:
-    """Inverse of :func:`expr_to_json`."""
-    try:
-        cls = _NODE_TYPES[data["node"]]
-        kwargs: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            if f.name not in data:
-                continue
-            raw = data[f.name]
-            if f.name == "dtype":
-                kwargs[f.name] = _dtype_from_json(raw)
-            elif f.name == "value" and cls is Literal:
-                kwargs[f.name] = _value_from_json(raw)
-            elif f.name == "reads":
-                kwargs[f.name] = frozenset(raw)
-            else:
-                kwargs[f.name] = _field_from_json(raw)
-        return cls(**kwargs)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise LayoutError(f"bad serialized expression {data!r}: {exc}") from exc
-
-
-def _field_to_json(raw: Any) -> Any:
-    if isinstance(raw, Expr):
-        return expr_to_json(raw)
-    if isinstance(raw, frozenset):
-        return sorted(raw)
-    if isinstance(raw, tuple):
-        return [_field_to_json(x) for x in raw]
-    return raw
-
-
-def _field_from_json(raw: Any) -> Any:
-    if isinstance(raw, dict):
-        return expr_from_json(raw)
-    if isinstance(raw, list):
-        return tuple(_field_from_json(x) for x in raw)
-    return raw
-
-
-def _dtype_to_json(dtype: pa.DataType | None) -> str | None:
-    if dtype is None:
-        return None
-    return base64.b64encode(pa.schema([pa.field("t", dtype)]).serialize().to_pybytes()).decode()
-
-
-def _dtype_from_json(text: str | None) -> pa.DataType | None:
-    if text is None:
-        return None
-    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text))).field("t").type
-
-
-def schema_to_json(schema: pa.Schema) -> str:
-    """An Arrow schema as base64 IPC text."""
-    return base64.b64encode(schema.serialize().to_pybytes()).decode()
-
-
-def schema_from_json(text: str) -> pa.Schema:
-    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
-
-
-def _value_to_json(value: Any) -> Any:
-    """A literal value as JSON: plain for bool/int/str/None, tagged otherwise."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return {"float": repr(value)}
-    if isinstance(value, _decimal.Decimal):
-        return {"decimal": str(value)}
-    if isinstance(value, _dt.datetime):
-        return {"timestamp": value.isoformat()}
-    if isinstance(value, _dt.date):
-        return {"date": value.isoformat()}
-    if isinstance(value, _dt.time):
-        return {"time": value.isoformat()}
-    if isinstance(value, _dt.timedelta):
-        return {"timedelta_us": value // _dt.timedelta(microseconds=1)}
-    if isinstance(value, bytes):
-        return {"bytes": base64.b64encode(value).decode()}
-    if isinstance(value, (list, tuple)):
-        return {"list": [_value_to_json(v) for v in value]}
-    if isinstance(value, dict):
-        return {"map": [[_value_to_json(k), _value_to_json(v)] for k, v in value.items()]}
-    raise LayoutError(f"cannot serialize literal {value!r} of type {type(value).__name__}")
-
-
-def _value_from_json(data: Any) -> Any:
-    if not isinstance(data, dict):
-        return data
-    ((tag, raw),) = data.items()
-    if tag == "float":
-        return float(raw)
-    if tag == "decimal":
-        return _decimal.Decimal(raw)
-    if tag == "timestamp":
-        return _dt.datetime.fromisoformat(raw)
-    if tag == "date":
-        return _dt.date.fromisoformat(raw)
-    if tag == "time":
-        return _dt.time.fromisoformat(raw)
-    if tag == "timedelta_us":
-        return _dt.timedelta(microseconds=raw)
-    if tag == "bytes":
-        return base64.b64decode(raw)
-    if tag == "list":
-        return [_value_from_json(v) for v in raw]
-    if tag == "map":
-        return {_value_from_json(k): _value_from_json(v) for k, v in raw}
-    raise ValueError(f"unknown literal tag {tag!r}")
-
-
 __all__ = [
     "MAX_IN_VALUES",
     "Cut",
@@ -741,13 +699,9 @@ __all__ = [
     "comparable",
     "cut_keys",
     "cut_of",
-    "expr_from_json",
-    "expr_to_json",
     "may_intersect",
     "plan_query",
     "query_keys",
     "region_of",
-    "schema_from_json",
-    "schema_to_json",
     "term_key",
 ]

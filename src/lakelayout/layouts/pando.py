@@ -40,14 +40,14 @@ import numpy as np
 import pyarrow as pa
 
 from lakelayout.errors import LayoutError
+from lakelayout.expr.codec import schema_from_json, schema_to_json
 from lakelayout.layouts.base import Layout, WorkloadItem
-from lakelayout.layouts.cuts import schema_from_json, schema_to_json
 from lakelayout.layouts.qdtree import (
     CutTree,
+    Growing,
     GrownForest,
     Workspace,
-    _best_cut,
-    _Growing,
+    best_split,
     bind_queries,
     check_options,
     check_sample,
@@ -370,7 +370,7 @@ class PandoLayout(Layout):
 class JointScorer:
     """Exact best cut of a leaf when the other trees already skip rows (§6.1), fast.
 
-    Same result as :func:`lakelayout.layouts.qdtree._best_cut`, benefit for
+    Same result as :func:`lakelayout.layouts.qdtree.best_split`, benefit for
     benefit and tie for tie (lowest cut index), computed differently. The rows
     of the leaf fall into groups G by their leaves in the other trees; in a
     group the other trees leave the same queries unskipped, so with
@@ -402,14 +402,14 @@ class JointScorer:
         return self._masks_t[1]
 
     def __call__(
-        self, ws: Workspace, trees: list[_Growing], t: int, node: int, min_leaf_rows: int
+        self, ws: Workspace, trees: list[Growing], t: int, node: int, min_leaf_rows: int
     ) -> tuple[float, int] | None:
         others = [o for o in range(len(trees)) if o != t]
         tree = trees[t]
         rows = tree.rows[node]
         alive = tree.alive[node]
         if not others:
-            return _best_cut(ws, trees, t, node, min_leaf_rows)
+            return best_split(ws, trees, t, node, min_leaf_rows)
         if len(rows) < 2 * min_leaf_rows or not alive.any() or not ws.cuts:
             return None
         skip_t = ws.skip_true[:, alive]
@@ -486,7 +486,7 @@ def fill_bound(gain: np.ndarray, sizes: np.ndarray, n_true: np.ndarray) -> np.nd
 
 
 def group_rows(
-    trees: list[_Growing], others: list[int], rows: np.ndarray
+    trees: list[Growing], others: list[int], rows: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Group ``rows`` by their leaves in the ``others`` trees: (group per row, a row per group).
 

@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakelayout.errors import LakelayoutError, LayoutError, closest
+from lakelayout.expr.codec import expr_from_json, expr_to_json, schema_from_json, schema_to_json
 from lakelayout.expr.nodes import Predicate
 from lakelayout.layouts.base import Layout, WorkloadItem
 from lakelayout.layouts.cuts import (
@@ -45,13 +46,9 @@ from lakelayout.layouts.cuts import (
     Region,
     candidate_cuts,
     cut_keys,
-    expr_from_json,
-    expr_to_json,
     may_intersect,
     plan_query,
     query_keys,
-    schema_from_json,
-    schema_to_json,
 )
 from lakelayout.layouts.virtual import bind_workload
 
@@ -305,7 +302,7 @@ def _skip_rows(
 
 
 @dataclass
-class _Growing:
+class Growing:
     """One tree under construction."""
 
     node_cut: list[int] = field(default_factory=lambda: [-1])
@@ -344,7 +341,7 @@ def grow_forest(
     k: int,
     min_leaf_rows: int,
     max_leaves: int | None,
-    best_cut: Callable[[Workspace, list[_Growing], int, int, int], tuple[float, int] | None]
+    best_cut: Callable[[Workspace, list[Growing], int, int, int], tuple[float, int] | None]
     | None = None,
 ) -> GrownForest:
     """Grow ``k`` cut trees jointly, greedily, best split first (lazy re-evaluation).
@@ -355,12 +352,12 @@ def grow_forest(
     Splits in one tree only lower benefits in the others (their skipped sets
     grow), so a stale heap entry is an upper bound: it is recomputed when it
     reaches the top, and accepted once fresh (lazy greedy). ``best_cut``
-    replaces the scorer (:func:`_best_cut`, same signature and result) with a
+    replaces the scorer (:func:`best_split`, same signature and result) with a
     faster exact one, such as Pando's.
     """
-    score = _best_cut if best_cut is None else best_cut
+    score = best_split if best_cut is None else best_cut
     n_q = len(ws.queries)
-    trees = [_Growing() for _ in range(k)]
+    trees = [Growing() for _ in range(k)]
     for tree in trees:
         tree.alive.append(np.ones(n_q, dtype=bool))
         tree.rows[0] = np.arange(n_rows)
@@ -403,8 +400,8 @@ def grow_forest(
     )
 
 
-def _best_cut(
-    ws: Workspace, trees: list[_Growing], t: int, node: int, min_leaf_rows: int
+def best_split(
+    ws: Workspace, trees: list[Growing], t: int, node: int, min_leaf_rows: int
 ) -> tuple[float, int] | None:
     """(benefit, cut column) of the best valid split of a leaf, or None."""
     tree = trees[t]
@@ -450,7 +447,7 @@ def _best_cut(
 
 
 def _group_by_other_leaves(
-    trees: list[_Growing], others: list[int], rows: np.ndarray
+    trees: list[Growing], others: list[int], rows: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Group ``rows`` by their leaves in the other trees: (group per row, a row per group)."""
     if len(others) == 1:
@@ -462,7 +459,7 @@ def _group_by_other_leaves(
     return groups.reshape(-1), rows[first]
 
 
-def _split(ws: Workspace, tree: _Growing, node: int, cut: int) -> tuple[int, int]:
+def _split(ws: Workspace, tree: Growing, node: int, cut: int) -> tuple[int, int]:
     """Cut a leaf: two children with their rows, regions and alive queries."""
     rows = tree.rows.pop(node)
     sub = tree.sub.pop(node)
@@ -495,7 +492,7 @@ def _split(ws: Workspace, tree: _Growing, node: int, cut: int) -> tuple[int, int
     return children[0], children[1]
 
 
-def _freeze(ws: Workspace, g: _Growing) -> CutTree:
+def _freeze(ws: Workspace, g: Growing) -> CutTree:
     """The grown tree as a :class:`CutTree` holding only the cuts it uses."""
     used = sorted({c for c in g.node_cut if c >= 0})
     remap = {c: i for i, c in enumerate(used)}

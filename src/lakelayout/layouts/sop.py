@@ -1,7 +1,7 @@
 """Skipping-oriented partitioning (SOP): blocks chosen for bit-vector skipping.
 
 Thesis §1.2.6 after Sun et al. (SIGMOD 2014). Every sample row gets the bit
-vector of the workload features it satisfies (:mod:`.features`); rows with
+vector of the workload features it satisfies (:mod:`.feature_set`); rows with
 equal vectors start as one group, and groups are merged bottom-up. For a
 partitioning P = {P_1 .. P_k}, with v(P_i) the OR of the vectors in P_i and
 w_j the weight (frequency) of feature j, the *skipping cost* is
@@ -48,7 +48,7 @@ import pyarrow as pa
 
 from lakelayout.errors import LayoutError
 from lakelayout.layouts.base import Layout, WorkloadItem
-from lakelayout.layouts.features import FeatureSet, bit_matrix, popcount, zero_weight
+from lakelayout.layouts.feature_set import FeatureSet, bit_matrix, popcount, zero_weight
 
 UNSEEN_MODES = ("outlier", "nearest")
 

@@ -10,8 +10,9 @@ its cost is the fraction of sample rows in them:
 
 Rows stand in for the thesis's per-column sizes: inside one sample every
 block holds rows of the same schema, so the two ratios agree up to column
-width variation. Pruning is :func:`lakelayout.skipping.minmax.might_match`,
-so the estimate keeps the no-false-negative guarantee of the real scan.
+width variation. Pruning is the scan planner's (:func:`lakelayout.skipping.planner.plan`
+on the virtual files), so the estimate keeps the no-false-negative guarantee
+of the real scan.
 """
 
 from __future__ import annotations
@@ -66,13 +67,13 @@ def estimate_by_minmax(
         raise LayoutError("cannot estimate a layout on an empty sample")
     if not predicates:
         return np.zeros(0, dtype=np.float64)
-    from lakelayout.skipping.minmax import might_match
+    from lakelayout.skipping.planner import plan
 
     stats = block_metadata(layout, sample)
     rows = np.asarray(stats.num_records, dtype=np.float64)
     total = float(rows.sum())
     out = np.empty(len(predicates), dtype=np.float64)
     for i, predicate in enumerate(predicates):
-        keep = np.asarray(might_match(predicate, stats), dtype=bool)
+        keep = plan(predicate, stats).keep
         out[i] = float(rows[keep].sum()) / total if total else 0.0
     return out

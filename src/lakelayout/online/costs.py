@@ -14,13 +14,11 @@ rewrite costs ``α``. No data is read:
   times the sample's mean row size, so their fraction is a row fraction.
 
 Which files a query keeps is decided by ONE function, :func:`files_kept`,
-with the rules of a real scan: min/max statistics through
-:func:`lakelayout.skipping.engine.prune` (no declared skipping indexes: virtual
-files have none, so real files are priced without them too) and the layout's
-logical index where it has one (Qd-tree, Pando: ``blocks_for``, relaxed to the
-layout's columns exactly as :mod:`lakelayout.cluster.logical` does at scan
-time). When the shared scan planner lands it replaces the body of
-:func:`files_kept` and nothing else.
+which calls the shared scan planner (:func:`lakelayout.skipping.planner.plan`)
+with the rules of a real scan: min/max statistics (no declared skipping
+indexes: virtual files have none, so real files are priced without them too)
+and the layout's logical index where it has one (Qd-tree, Pando:
+``blocks_for``, relaxed to the layout's columns as at scan time).
 """
 
 from __future__ import annotations
@@ -37,8 +35,7 @@ from lakelayout.cluster import logical
 from lakelayout.errors import LayoutError
 from lakelayout.expr.nodes import Predicate
 from lakelayout.layouts.base import Layout
-from lakelayout.skipping.engine import prune
-from lakelayout.skipping.indexes.geobox import expand_within_box
+from lakelayout.skipping.planner import LayoutBlocks, plan
 from lakelayout.stats.blocks import block_stats
 from lakelayout.stats.model import FileStats
 
@@ -47,9 +44,9 @@ MEMO_SIZE = 4096
 
 
 class LogicalIndex(Protocol):
-    """Files a layout's own index keeps (``True`` = may hold a matching row)."""
+    """The logical indexes of the layouts some of ``files`` were written by, for the planner."""
 
-    def keep(self, predicate: Predicate, files: FileStats, schema: pa.Schema) -> np.ndarray: ...
+    def layouts(self, files: FileStats, schema: pa.Schema) -> Sequence[LayoutBlocks]: ...
 
 
 @dataclass(frozen=True)
@@ -58,8 +55,8 @@ class TableBlocks:
 
     root: str
 
-    def keep(self, predicate: Predicate, files: FileStats, schema: pa.Schema) -> np.ndarray:
-        return np.asarray(logical.prune(self.root, predicate, files, schema).keep, dtype=bool)
+    def layouts(self, files: FileStats, schema: pa.Schema) -> Sequence[LayoutBlocks]:
+        return logical.layout_blocks(self.root, files, schema)
 
 
 @dataclass(frozen=True)
@@ -69,12 +66,8 @@ class VirtualBlocks:
     layout: Layout
     blocks: np.ndarray
 
-    def keep(self, predicate: Predicate, files: FileStats, schema: pa.Schema) -> np.ndarray:
-        keep = np.ones(len(files), dtype=bool)
-        allowed = logical.allowed_blocks(self.layout, predicate, schema)
-        if allowed is None:
-            return keep
-        return keep & np.isin(self.blocks, allowed)
+    def layouts(self, files: FileStats, schema: pa.Schema) -> Sequence[LayoutBlocks]:
+        return [LayoutBlocks(self.layout, np.asarray(self.blocks, dtype=np.int64))]
 
 
 def files_kept(
@@ -84,12 +77,9 @@ def files_kept(
     schema: pa.Schema,
     index: LogicalIndex | None = None,
 ) -> np.ndarray:
-    """Per file: may it hold a row matching ``predicate``? (the one pruning call)."""
-    expanded = expand_within_box(predicate)
-    keep = np.asarray(prune(expanded, files, {}, []).keep, dtype=bool)
-    if index is not None and len(files):
-        keep &= index.keep(expanded, files, schema)
-    return keep
+    """Per file: may it hold a row matching ``predicate``? (the one planner call)."""
+    layouts = index.layouts(files, schema) if index is not None and len(files) else ()
+    return np.asarray(plan(predicate, files, layouts=layouts).keep, dtype=bool)
 
 
 def fraction_read(

@@ -40,7 +40,23 @@ from typing import Protocol
 import numpy as np
 import pyarrow as pa
 
-from lakelayout.expr.nodes import And, Not, Or, Predicate
+from lakelayout.expr.nodes import (
+    And,
+    BoolConst,
+    BoolTerm,
+    Compare,
+    EndsWith,
+    In,
+    IsNull,
+    Like,
+    Not,
+    Opaque,
+    Or,
+    Predicate,
+    StartsWith,
+    TermCompare,
+)
+from lakelayout.expr.visitor import PredicateVisitor
 from lakelayout.skipping.indexes.base import Clause
 
 
@@ -230,22 +246,71 @@ def own_clauses(node: Predicate, labellers: Sequence[Labeller]) -> list[Merged]:
 
 def generate(pred: Predicate, labellers: Sequence[Labeller]) -> Merged | None:
     """Algorithm 2: label every node with every labeller, then merge (Algorithm 1)."""
-    phi = own_clauses(pred, labellers)
-    if isinstance(pred, And):
-        kids = [generate(c, labellers) for c in pred.children_]
+    return Generate(labellers).visit(pred)
+
+
+class Generate(PredicateVisitor["Merged | None"]):
+    """Algorithm 1 as a visitor: a node's merged clause from its children's and its own."""
+
+    def __init__(self, labellers: Sequence[Labeller]) -> None:
+        self.labellers = labellers
+
+    def _own(self, node: Predicate) -> list[Merged]:
+        return own_clauses(node, self.labellers)
+
+    def visit_and(self, node: And) -> Merged | None:
+        """``α ∧ β ∧ ... ∧ φ`` over the children that have a clause (Lemmas 17-18)."""
+        kids = [self.visit(c) for c in node.children_]
         present = tuple(k for k in kids if k is not None)
         conj = Conjunction(present, complete=len(present) == len(kids)) if present else None
-        return both([conj, *phi])
-    if isinstance(pred, Or):
-        kids = [generate(c, labellers) for c in pred.children_]
+        return both([conj, *self._own(node)])
+
+    def visit_or(self, node: Or) -> Merged | None:
+        """``(α ∨ β ∨ ...) ∧ φ`` when every child has a clause (Lemma 19), else ``φ``."""
+        kids = [self.visit(c) for c in node.children_]
         disj = None
         if kids and all(k is not None for k in kids):
             disj = Disjunction(tuple(k for k in kids if k is not None))
-        return both([disj, *phi])
-    if isinstance(pred, Not):
-        inner = generate(pred.child, labellers)
-        return both([inner.negate() if inner is not None else None, *phi])
-    return both(phi)
+        return both([disj, *self._own(node)])
+
+    def visit_not(self, node: Not) -> Merged | None:
+        """``α* ∧ φ`` with ``α*`` the negation of the child's clause when it exists."""
+        inner = self.visit(node.child)
+        return both([inner.negate() if inner is not None else None, *self._own(node)])
+
+    def _leaf(self, node: Predicate) -> Merged | None:
+        """Any other node: its own clauses ``φ``."""
+        return both(self._own(node))
+
+    def visit_compare(self, node: Compare) -> Merged | None:
+        return self._leaf(node)
+
+    def visit_term_compare(self, node: TermCompare) -> Merged | None:
+        return self._leaf(node)
+
+    def visit_in(self, node: In) -> Merged | None:
+        return self._leaf(node)
+
+    def visit_is_null(self, node: IsNull) -> Merged | None:
+        return self._leaf(node)
+
+    def visit_like(self, node: Like) -> Merged | None:
+        return self._leaf(node)
+
+    def visit_starts_with(self, node: StartsWith) -> Merged | None:
+        return self._leaf(node)
+
+    def visit_ends_with(self, node: EndsWith) -> Merged | None:
+        return self._leaf(node)
+
+    def visit_bool_const(self, node: BoolConst) -> Merged | None:
+        return self._leaf(node)
+
+    def visit_bool_term(self, node: BoolTerm) -> Merged | None:
+        return self._leaf(node)
+
+    def visit_opaque(self, node: Opaque) -> Merged | None:
+        return self._leaf(node)
 
 
 def evaluate(

@@ -10,8 +10,9 @@ writes statistics (:mod:`lakelayout.table.collect`), the Delta-stats reader
 * strings: a prefix is a true lower bound; an upper bound of a long string is
   its prefix with the last code point incremented (:func:`next_string`);
 * the Arrow type bounds are held in (:func:`stats_type`), which types have
-  bounds at all (:func:`has_bounds`), and how nested fields are named
-  (:func:`leaf_fields`: ``st.x`` for field ``x`` of struct ``st``);
+  bounds at all (:func:`has_bounds`), and how statistics leaves are named
+  (:func:`stats_key`: ``st.x`` for field ``x`` of struct ``st``, and
+  ```st.x``` for a top-level column whose own name is ``st.x``);
 * timestamps rounded outward to microseconds, NaN treated as unknown.
 
 Pure: pyarrow and numpy only.
@@ -19,7 +20,7 @@ Pure: pyarrow and numpy only.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -167,25 +168,48 @@ def has_bounds(dtype: pa.DataType) -> bool:
     )
 
 
-def leaf_fields(schema: pa.Schema) -> list[tuple[str, pa.DataType]]:
-    """``(dotted name, type)`` of every statistics leaf: struct fields are entered.
+def stats_key(parts: Sequence[str]) -> str:
+    """The name of a statistics leaf: its path from the top-level column, dot-joined.
 
-    This is how Delta (and ``get_add_actions(flatten=True)``) names nested
-    statistics: ``st.x`` for field ``x`` of struct column ``st``.
+    Delta keeps nested statistics as nested JSON objects, so a top-level column
+    named ``b.c`` and field ``c`` of a struct ``b`` never collide there; the
+    key keeps them apart the way Spark SQL spells them: a part holding a dot
+    or a backtick is backtick-quoted.
+
+    >>> stats_key(["b", "c"]), stats_key(["b.c"]), stats_key(["a"])
+    ('b.c', '`b.c`', 'a')
     """
-    out: list[tuple[str, pa.DataType]] = []
+    return ".".join(_quote_part(part) for part in parts)
 
-    def visit(prefix: str, dtype: pa.DataType) -> None:
+
+def _quote_part(part: str) -> str:
+    if "." in part or "`" in part:
+        return "`" + part.replace("`", "``") + "`"
+    return part
+
+
+def leaf_paths(schema: pa.Schema) -> list[tuple[tuple[str, ...], pa.DataType]]:
+    """``(path, type)`` of every statistics leaf: struct fields are entered.
+
+    ``("st", "x")`` for field ``x`` of struct column ``st``; the path is how
+    Delta's stats JSON nests the leaf.
+    """
+    out: list[tuple[tuple[str, ...], pa.DataType]] = []
+    stack: list[tuple[tuple[str, ...], pa.DataType]] = [((f.name,), f.type) for f in schema]
+    stack.reverse()
+    while stack:
+        path, dtype = stack.pop()
         if pa.types.is_struct(dtype):
-            for i in range(dtype.num_fields):
-                child = dtype.field(i)
-                visit(f"{prefix}.{child.name}", child.type)
+            children = [dtype.field(i) for i in range(dtype.num_fields)]
+            stack.extend(((*path, c.name), c.type) for c in reversed(children))
         else:
-            out.append((prefix, dtype))
-
-    for f in schema:
-        visit(f.name, f.type)
+            out.append((path, dtype))
     return out
+
+
+def leaf_fields(schema: pa.Schema) -> list[tuple[str, pa.DataType]]:
+    """``(stats key, type)`` of every statistics leaf (:func:`stats_key` of its path)."""
+    return [(stats_key(path), dtype) for path, dtype in leaf_paths(schema)]
 
 
 # ---------------------------------------------------------------- Arrow arrays
@@ -219,14 +243,22 @@ def timestamps_to_us(arr: pa.Array, *, round_up: bool) -> pa.Array:
 
 
 def flatten_struct(name: str, arr: pa.Array) -> Iterator[tuple[str, pa.Array]]:
-    """``(dotted name, array)`` of every leaf; a null struct makes its fields null."""
+    """``(stats key, array)`` of every leaf of column ``name``; a null struct makes its fields null."""
+    for path, values in flatten_paths((name,), arr):
+        yield stats_key(path), values
+
+
+def flatten_paths(
+    path: tuple[str, ...], arr: pa.Array
+) -> Iterator[tuple[tuple[str, ...], pa.Array]]:
+    """``(path, array)`` of every leaf below ``path``; a null struct makes its fields null."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if pa.types.is_struct(arr.type):
         for child, values in zip(arr.type, arr.flatten(), strict=True):
-            yield from flatten_struct(f"{name}.{child.name}", values)
+            yield from flatten_paths((*path, child.name), values)
     else:
-        yield name, arr
+        yield path, arr
 
 
 def nan_to_null(arr: pa.Array) -> pa.Array:

@@ -2,9 +2,11 @@
 
 Statistics written by any Delta writer are made true bounds again here: a
 string max that may be a truncated prefix is widened, a millisecond timestamp
-max is widened to the end of its millisecond, NaN bounds are dropped, and the
-float max of files not written by lakelayout is dropped (parquet-rs, delta-rs's
-writer, computes float max ignoring NaN, which Spark orders above every number).
+max of another writer is widened to the end of its millisecond (lakelayout's
+own are already rounded up, so they are not widened twice), NaN bounds are
+dropped, and the float max of files not written by lakelayout is dropped
+(parquet-rs, delta-rs's writer, computes float max ignoring NaN, which Spark
+orders above every number).
 
 Two delta-rs 1.6 behaviours shape the reading (checked on this machine):
 
@@ -38,8 +40,9 @@ from lakelayout.stats.bounds import (
     TOP_CHAR,
     check_prefix_length,
     has_bounds,
-    leaf_fields,
+    leaf_paths,
     nan_to_null,
+    stats_key,
     stats_type,
     widen_string_max,
 )
@@ -53,25 +56,31 @@ def from_add_actions(
     string_prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH,
     nan_safe: bool | None = None,
 ) -> FileStats:
-    """From ``DeltaTable.get_add_actions(flatten=True)`` (arro3 or pyarrow).
+    """From ``DeltaTable.get_add_actions()`` (arro3 or pyarrow), nested or flattened.
 
     Expected columns: ``path``, ``size_bytes``, ``modification_time``,
-    ``num_records``, ``null_count.<c>``, ``min.<c>``, ``max.<c>`` (any of the
-    per-column ones may be missing: that bound is unknown). Bounds are made
-    true again as described in the module docstring. ``nan_safe`` says
-    whether float maxima respect NaN; by default only files named with
-    :data:`LAKELAYOUT_FILE_PREFIX` are trusted.
+    ``num_records``, and per statistics leaf either struct columns ``null_count``,
+    ``min``, ``max`` nesting the leaves as the stats JSON does (``flatten=False``,
+    unambiguous) or flattened ``null_count.<c>``, ``min.<c>``, ``max.<c>``
+    columns (``flatten=True``, where a top-level column ``b.c`` and field ``c``
+    of a struct ``b`` collide: such a leaf is read as unknown). Any of the
+    per-column ones may be missing: that bound is unknown. Bounds are made true
+    again as described in the module docstring. ``nan_safe`` says whether float
+    maxima respect NaN; by default only files named with
+    :data:`LAKELAYOUT_FILE_PREFIX` are trusted, and only their timestamp maxima
+    are taken as written (lakelayout rounds them up itself).
     """
     check_prefix_length(string_prefix_length)
     table = _as_table(actions)
     arrow_schema = pa.schema(schema)
     n = table.num_rows
     paths = _object_column(table, "path", n)
+    ours = _written_by_lakelayout(paths)
     columns = {
-        name: _column_from_actions(table, name, dtype, string_prefix_length)
-        for name, dtype in leaf_fields(arrow_schema)
+        stats_key(path): _column_from_actions(table, path, dtype, string_prefix_length, ours)
+        for path, dtype in leaf_paths(arrow_schema)
     }
-    _drop_unsafe_float_max(columns, paths, nan_safe)
+    _drop_unsafe_float_max(columns, ours if nan_safe is None else np.full(n, nan_safe, dtype=bool))
     return FileStats(
         paths=paths,
         sizes=_int_column(table, "size_bytes", n, unknown=0),
@@ -109,8 +118,8 @@ def from_delta_stats(
         ),
         "num_records": pa.array([p.get("numRecords") for p in parsed], pa.int64()),
     }
-    for name, dtype in leaf_fields(schema):
-        path = name.split(".")
+    for path, dtype in leaf_paths(schema):
+        name = stats_key(path)
         counts = [_dig(p.get("nullCount"), path) for p in parsed]
         data[f"null_count.{name}"] = pa.array(
             [c if isinstance(c, int) and not isinstance(c, bool) else None for c in counts],
@@ -158,48 +167,84 @@ def _int_column(table: pa.Table, name: str, n: int, *, unknown: int) -> np.ndarr
     return np.asarray(pc.fill_null(column, unknown).to_numpy(), dtype=np.int64)
 
 
-def _drop_unsafe_float_max(
-    columns: dict[str, ColumnStats], paths: np.ndarray, nan_safe: bool | None
-) -> None:
+def _written_by_lakelayout(paths: np.ndarray) -> np.ndarray:
+    """Files named with :data:`LAKELAYOUT_FILE_PREFIX`: their statistics follow lakelayout's rules."""
+    if not len(paths):
+        return np.zeros(0, dtype=bool)
+    names = pa.array([str(p).rsplit("/", 1)[-1] for p in paths], pa.string())
+    return np.asarray(pc.starts_with(names, LAKELAYOUT_FILE_PREFIX), dtype=bool)
+
+
+def _drop_unsafe_float_max(columns: dict[str, ColumnStats], safe: np.ndarray) -> None:
     """Null the float max of files whose writer may have ignored NaN (see LAKELAYOUT_FILE_PREFIX)."""
-    if nan_safe is True or not len(paths):
-        return
-    if nan_safe is False:
-        unsafe = np.ones(len(paths), dtype=bool)
-    else:
-        names = pa.array([str(p).rsplit("/", 1)[-1] for p in paths], pa.string())
-        unsafe = ~np.asarray(pc.starts_with(names, LAKELAYOUT_FILE_PREFIX), dtype=bool)
+    unsafe = ~safe
     if not unsafe.any():
         return
     for name, stats in columns.items():
         if pa.types.is_floating(stats.max.type):
-            nulls = pa.nulls(len(paths), stats.max.type)
+            nulls = pa.nulls(len(safe), stats.max.type)
             columns[name] = replace(stats, max=pc.if_else(pa.array(unsafe), nulls, stats.max))
 
 
 def _column_from_actions(
-    table: pa.Table, name: str, dtype: pa.DataType, prefix_length: int
+    table: pa.Table,
+    path: tuple[str, ...],
+    dtype: pa.DataType,
+    prefix_length: int,
+    ours: np.ndarray,
 ) -> ColumnStats:
     n = table.num_rows
     target = stats_type(dtype)
-    null_count = _int_column(table, f"null_count.{name}", n, unknown=-1)
+    counts = _leaf_array(table, "null_count", path)
+    null_count = np.full(n, -1, dtype=np.int64)
+    if counts is not None:
+        try:
+            filled = pc.fill_null(counts.cast(pa.int64()), -1)
+            null_count = np.asarray(filled.to_numpy(zero_copy_only=False), dtype=np.int64)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
     if not has_bounds(dtype):
         return ColumnStats(pa.nulls(n, target), pa.nulls(n, target), null_count)
-    low = _bound_column(table, f"min.{name}", target)
-    high = _bound_column(table, f"max.{name}", target)
-    return ColumnStats(_true_min(low), _true_max(high, prefix_length), null_count)
+    low = _typed(_leaf_array(table, "min", path), target, n)
+    high = _typed(_leaf_array(table, "max", path), target, n)
+    return ColumnStats(_true_min(low), _true_max(high, prefix_length, ours), null_count)
 
 
-def _bound_column(table: pa.Table, column: str, target: pa.DataType) -> pa.Array:
-    if column not in table.column_names:
-        return pa.nulls(table.num_rows, target)
-    values = table.column(column).combine_chunks()
+def _leaf_array(table: pa.Table, kind: str, path: tuple[str, ...]) -> pa.Array | None:
+    """The ``kind`` (``min``, ``max``, ``null_count``) values of one leaf, or None when absent.
+
+    Nested form: struct column ``kind`` entered field by field (a null struct
+    makes its fields null). Flattened form: the column ``kind.<stats key>``,
+    else ``kind.<dotted path>`` when exactly one column has that name.
+    """
+    if kind in table.column_names and pa.types.is_struct(table.schema.field(kind).type):
+        arr: pa.Array = table.column(kind).combine_chunks()
+        for part in path:
+            if not pa.types.is_struct(arr.type):
+                return None
+            index = arr.type.get_field_index(part)
+            if index < 0:
+                return None
+            arr = arr.flatten()[index]
+        return arr
+    for name in (f"{kind}.{stats_key(path)}", f"{kind}.{'.'.join(path)}"):
+        matches = [i for i, column in enumerate(table.column_names) if column == name]
+        if len(matches) == 1:
+            return table.column(matches[0]).combine_chunks()
+        if matches:
+            return None
+    return None
+
+
+def _typed(values: pa.Array | None, target: pa.DataType, n: int) -> pa.Array:
+    if values is None:
+        return pa.nulls(n, target)
     if values.type == target:
         return values
     try:
         return values.cast(target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return pa.nulls(table.num_rows, target)
+        return pa.nulls(n, target)
 
 
 def _true_min(low: pa.Array) -> pa.Array:
@@ -207,13 +252,21 @@ def _true_min(low: pa.Array) -> pa.Array:
     return nan_to_null(low)
 
 
-def _true_max(high: pa.Array, prefix_length: int) -> pa.Array:
-    """Widen a stored max into a true upper bound (see the module docstring)."""
+def _true_max(high: pa.Array, prefix_length: int, ours: np.ndarray) -> pa.Array:
+    """Widen a stored max into a true upper bound (see the module docstring).
+
+    Timestamp maxima of lakelayout's own files (``ours``) were rounded up to
+    the millisecond when written, so they are true bounds as they are; those
+    of other writers may be truncated and are widened to the end of their
+    millisecond.
+    """
     high = nan_to_null(high)
     if pa.types.is_string(high.type):
         return _widen_strings(high, prefix_length)
     if pa.types.is_timestamp(high.type):
-        return _widen_millis(high)
+        if ours.all():
+            return high
+        return pc.if_else(pa.array(ours), high, _widen_millis(high))
     return high
 
 

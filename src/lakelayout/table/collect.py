@@ -39,10 +39,10 @@ from lakelayout.errors import SchemaMismatch
 from lakelayout.stats.bounds import (
     DEFAULT_STRING_PREFIX_LENGTH,
     check_prefix_length,
-    flatten_struct,
+    flatten_paths,
     has_bounds,
     is_string_view,
-    leaf_fields,
+    leaf_paths,
     stats_type,
     string_lower_bound,
     string_upper_bound,
@@ -102,9 +102,9 @@ def _timestamp_json(millis: int, utc: bool) -> str | None:
 
 @dataclass
 class _Leaf:
-    """Running statistics of one leaf column of one file."""
+    """Running statistics of one leaf column of one file (``path``: how the JSON nests it)."""
 
-    name: str
+    path: tuple[str, ...]
     dtype: pa.DataType
     nulls: int = 0
     low: Any = None
@@ -166,7 +166,7 @@ class StatsCollector:
         self.schema = schema
         self.string_prefix_length = string_prefix_length
         self.num_records = 0
-        self._leaves = {name: _Leaf(name, dtype) for name, dtype in leaf_fields(schema)}
+        self._leaves = {path: _Leaf(path, dtype) for path, dtype in leaf_paths(schema)}
         self._whole_counts = {f.name: 0 for f in schema}
 
     def add(self, batch: pa.RecordBatch | pa.Table) -> None:
@@ -185,16 +185,15 @@ class StatsCollector:
         for f in self.schema:
             column = batch.column(f.name)
             self._whole_counts[f.name] += column.null_count
-            for name, values in flatten_struct(f.name, column):
-                self._leaves[name].add(values)
+            for path, values in flatten_paths((f.name,), column):
+                self._leaves[path].add(values)
 
     def result(self) -> dict[str, Any]:
         """The Delta ``stats`` object: ready for :func:`json.dumps` (or :func:`stats_json`)."""
         mins: dict[str, Any] = {}
         maxs: dict[str, Any] = {}
         nulls: dict[str, Any] = {}
-        for name, leaf in self._leaves.items():
-            path = name.split(".")
+        for path, leaf in self._leaves.items():
             _put(nulls, path, leaf.nulls)
             low, high = self._json_bounds(leaf)
             if low is not None:

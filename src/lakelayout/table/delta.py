@@ -400,7 +400,7 @@ def snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Snapsho
     table = open_table(location, version)
     refuse_deletion_vectors(table, location)
     schema = pa.schema(table.schema().to_arrow())
-    actions = pa.table(table.get_add_actions(flatten=True))
+    actions = pa.table(table.get_add_actions(flatten=False))
     meta = table.metadata()
     created = (
         datetime.fromtimestamp(meta.created_time / 1000, tz=timezone.utc)

@@ -11,6 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+#: key of :attr:`WrittenFile.extra` holding the per-index metadata values of a file
+INDEX_METADATA = "indexes"
+
 
 @dataclass(frozen=True)
 class WrittenFile:

@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 from lakelayout.errors import InvalidOption, SchemaMismatch
 from lakelayout.stats.bounds import LAKELAYOUT_FILE_PREFIX
 from lakelayout.table.collect import StatsCollector, stats_json
-from lakelayout.table.files import WrittenFile
+from lakelayout.table.files import INDEX_METADATA, WrittenFile
 from lakelayout.table.location import normalize_uri, prepare_location, resolve_location
 from lakelayout.table.schema import check_append_schema
 
@@ -53,8 +53,6 @@ if TYPE_CHECKING:
 
 #: Spark DDL of the rows a writing task yields (one per file)
 DESCRIPTOR_DDL = "path string, size long, rows long, stats string, meta binary"
-#: key of :attr:`WrittenFile.extra` holding the per-index metadata values of a file
-INDEX_METADATA = "indexes"
 #: Arrow bytes of one file buffered before they are flushed as a row group
 ROW_GROUP_ARROW_BYTES = 128 * 1024 * 1024
 #: rows of the in-memory sample compressed to guess the first file's ratio

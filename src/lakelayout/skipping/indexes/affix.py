@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelayout.expr.like import tokenize
+from lakelayout.expr.like import like_prefix, tokenize
 from lakelayout.expr.nodes import Compare, EndsWith, In, Like, Predicate, StartsWith
 from lakelayout.skipping.indexes.base import (
     Batch,
@@ -35,7 +35,6 @@ from lakelayout.skipping.indexes.base import (
     register,
 )
 from lakelayout.skipping.indexes.values import ValueListCollector
-from lakelayout.skipping.minmax import like_prefix
 
 
 class _AffixIndex(TermIndex):

@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelayout.errors import InvalidOption, PredicateError
+from lakelayout.expr.coerce import coerce_literal
 from lakelayout.expr.evaluate import evaluate, evaluate_term
 from lakelayout.expr.nodes import (
     BoolTerm,
@@ -57,7 +58,6 @@ from lakelayout.expr.nodes import (
 )
 from lakelayout.expr.parse import parse_term
 from lakelayout.expr.types import spark_type_name
-from lakelayout.skipping.minmax import coerce_literal
 
 Batch: TypeAlias = pa.RecordBatch | pa.Table
 Udf = Callable[..., Any]
@@ -252,12 +252,16 @@ class TermIndex(Index):
                 f"{type(self).__name__} cannot index {type_family(dtype)} "
                 f"{'column' if isinstance(term, Column) else 'expression'} '{term.sql()}'"
             )
+        return self.with_term(term)
+
+    def with_term(self, term: Term) -> TermIndex:
+        """A copy of this declaration bound to ``term`` (as :meth:`bind` binds it)."""
         bound = copy.copy(self)
         bound._term = term
         return bound
 
     def _check_udfs(self, term: Expr) -> None:
-        for node in _walk(term):
+        for node in term.walk():
             if (
                 isinstance(node, Func)
                 and node.name in self.functions
@@ -395,7 +399,7 @@ def compute_term(term: Expr, data: Batch, udfs: Mapping[str, Udf]) -> pa.Array:
     Built-in functions go through :func:`lakelayout.expr.evaluate.evaluate_term`;
     a UDF is called with one ``pa.Array`` per argument.
     """
-    if not any(isinstance(n, Func) and n.name in udfs for n in _walk(term)):
+    if not any(isinstance(n, Func) and n.name in udfs for n in term.walk()):
         return evaluate_term(term, data)
     if not isinstance(term, Func):
         return evaluate_term(term, data)
@@ -429,13 +433,6 @@ def elementwise(fn: Callable[..., Any]) -> Udf:
         return [None if None in row else fn(*row) for row in zip(*columns, strict=True)]
 
     return udf
-
-
-def _walk(node: Expr) -> list[Expr]:
-    out = [node]
-    for child in node.children():
-        out.extend(_walk(child))
-    return out
 
 
 def _arrow_type(value: pa.DataType | str) -> pa.DataType:

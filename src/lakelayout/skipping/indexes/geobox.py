@@ -37,8 +37,6 @@ from lakelayout.expr.nodes import (
     Expr,
     Func,
     Literal,
-    Not,
-    Or,
     Predicate,
 )
 from lakelayout.expr.parse import parse_term
@@ -83,18 +81,20 @@ def within_box_predicate(lat: Expr, lng: Expr, box: Box) -> Predicate:
 
 def expand_within_box(pred: Predicate) -> Predicate:
     """Replace every ``st_within_box(...)`` leaf by its comparisons (others unchanged)."""
-    if isinstance(pred, And):
-        return And(tuple(expand_within_box(c) for c in pred.children_))
-    if isinstance(pred, Or):
-        return Or(tuple(expand_within_box(c) for c in pred.children_))
-    if isinstance(pred, Not):
-        return Not(expand_within_box(pred.child))
-    box = _within_box_args(pred)
+    out = pred.transform(_expand_one)
+    assert isinstance(out, Predicate)
+    return out
+
+
+def _expand_one(node: Expr) -> Expr:
+    if not isinstance(node, Predicate):
+        return node
+    box = _within_box_args(node)
     if box is None:
-        return pred
+        return node
     lat, lng, bounds = box
     expanded = within_box_predicate(lat, lng, bounds)
-    return expanded.negate() if isinstance(pred, BoolTerm) and pred.negated else expanded
+    return expanded.negate() if isinstance(node, BoolTerm) and node.negated else expanded
 
 
 def _within_box_args(pred: Predicate) -> tuple[Expr, Expr, Box] | None:

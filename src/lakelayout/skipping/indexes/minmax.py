@@ -5,7 +5,7 @@ Delta statistics already give min/max of plain columns; this index is for
 stores ``{min, max, nulls, rows}`` of the term's values, following the same
 *true bound* contract as :mod:`lakelayout.stats.bounds` (NaN excluded from the
 min and voiding the max, long strings cut to a prefix and an incremented
-prefix), so the clauses are exactly :func:`lakelayout.skipping.minmax.might_match`
+prefix), so the clauses are exactly :func:`lakelayout.skipping.stats_rules.might_match`
 evaluated on a one-column :class:`~lakelayout.stats.model.FileStats` view of the
 metadata. Negation w.r.t. a node is the same test on ``node.negate()``.
 """
@@ -27,7 +27,7 @@ from lakelayout.skipping.indexes.base import (
     TermIndex,
     register,
 )
-from lakelayout.skipping.minmax import might_match
+from lakelayout.skipping.stats_rules import might_match
 from lakelayout.stats.bounds import has_bounds, string_lower_bound, string_upper_bound
 from lakelayout.stats.model import ColumnStats, FileStats
 

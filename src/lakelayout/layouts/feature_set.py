@@ -24,7 +24,6 @@ keeps a block unless some feature implied by the query has a 0 bit there
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,9 +32,11 @@ import numpy as np
 import pyarrow as pa
 
 from lakelayout.errors import LayoutError
+from lakelayout.expr.codec import schema_from_json, schema_to_json
 from lakelayout.expr.evaluate import evaluate
 from lakelayout.expr.nodes import And, BoolConst, Expr, Opaque, Or, Predicate
 from lakelayout.expr.parse import parse_predicate
+from lakelayout.expr.visitor import PredicateVisitor
 
 MAX_FEATURES = 64
 
@@ -87,9 +88,7 @@ def conjuncts_of(pred: Predicate) -> tuple[Predicate, ...]:
 
 
 def _contains_opaque(node: Expr) -> bool:
-    if isinstance(node, Opaque):
-        return True
-    return any(_contains_opaque(child) for child in node.children())
+    return any(isinstance(part, Opaque) for part in node.walk())
 
 
 def is_usable(pred: Predicate) -> bool:
@@ -254,8 +253,8 @@ class FeatureSet:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": _schema_to_text(self.schema),
-            "functions": _schema_to_text(pa.schema(list(self.functions))),
+            "schema": schema_to_json(self.schema),
+            "functions": schema_to_json(pa.schema(list(self.functions))),
             "features": [
                 {"conjuncts": [c.sql() for c in f.conjuncts], "weight": f.weight}
                 for f in self.features
@@ -265,8 +264,8 @@ class FeatureSet:
     @classmethod
     def from_dict(cls, state: Mapping[str, Any]) -> FeatureSet:
         try:
-            schema = _schema_from_text(state["schema"])
-            funcs = {f.name: f.type for f in _schema_from_text(state["functions"])}
+            schema = schema_from_json(state["schema"])
+            funcs = {f.name: f.type for f in schema_from_json(state["functions"])}
             raw = state["features"]
             feats = tuple(
                 Feature(
@@ -297,16 +296,44 @@ def _mask_within(features: Sequence[Feature], keys: frozenset[str]) -> int:
 
 
 def _keep(pred: Predicate, vecs: np.ndarray, features: Sequence[Feature]) -> np.ndarray:
-    conj = conjuncts_of(pred)
-    mask = np.uint64(_mask_within(features, frozenset(c.sql() for c in conj)))
-    keep = (vecs & mask) == mask
-    for c in conj:
-        if isinstance(c, Or):
-            branches = np.zeros(len(vecs), dtype=bool)
-            for child in c.children_:
-                branches |= _keep(child, vecs, features)
-            keep &= branches
-    return keep
+    return _FeatureKeep(vecs, features).visit(pred)
+
+
+class _FeatureKeep(PredicateVisitor[np.ndarray]):
+    """Per block: False only where the block's OR-vector proves no row satisfies the node.
+
+    A node implies the features whose conjuncts are all among its own
+    conjuncts: a block lacking one of those bits holds no matching row. An OR
+    also needs one of its branches to be possible.
+    """
+
+    def __init__(self, vecs: np.ndarray, features: Sequence[Feature]) -> None:
+        self.vecs = vecs
+        self.features = features
+
+    def _implied(self, conjuncts: Sequence[Predicate]) -> np.ndarray:
+        mask = np.uint64(_mask_within(self.features, frozenset(c.sql() for c in conjuncts)))
+        return np.asarray((self.vecs & mask) == mask, dtype=bool)
+
+    def visit_and(self, node: And) -> np.ndarray:
+        conj = conjuncts_of(node)
+        keep = self._implied(conj)
+        for c in conj:
+            keep &= self.visit(c)
+        return keep
+
+    def visit_or(self, node: Or) -> np.ndarray:
+        branches = np.zeros(len(self.vecs), dtype=bool)
+        for child in node.children_:
+            branches |= self.visit(child)
+        return self._implied([node]) & branches
+
+    def _leaf(self, node: Predicate) -> np.ndarray:
+        return self._implied([node])
+
+    visit_compare = visit_term_compare = visit_in = visit_is_null = _leaf
+    visit_like = visit_starts_with = visit_ends_with = visit_bool_term = _leaf
+    visit_not = visit_bool_const = visit_opaque = _leaf
 
 
 # ---------------------------------------------------------------- bit helpers
@@ -329,11 +356,3 @@ def zero_weight(vectors: np.ndarray, weights: np.ndarray) -> np.ndarray:
     w = np.asarray(weights, dtype=np.float64)
     ones = bit_matrix(vectors, len(w)).astype(np.float64) @ w
     return float(w.sum()) - ones
-
-
-def _schema_to_text(schema: pa.Schema) -> str:
-    return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
-
-
-def _schema_from_text(text: str) -> pa.Schema:
-    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))

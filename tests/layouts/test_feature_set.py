@@ -10,7 +10,7 @@ from lakelayout.errors import LayoutError
 from lakelayout.expr.evaluate import evaluate
 from lakelayout.expr.nodes import BoolConst, Opaque
 from lakelayout.expr.parse import parse_predicate
-from lakelayout.layouts.features import (
+from lakelayout.layouts.feature_set import (
     FeatureSet,
     bit_matrix,
     conjuncts_of,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from lakelayout.skipping.report import Measured, ScanReport, WorkloadSummary, geometric_mean
+from lakelayout.skipping.scan_report import Measured, ScanReport, WorkloadSummary, geometric_mean
 
 
 def _report(rows_kept: int, measured: Measured | None) -> ScanReport:

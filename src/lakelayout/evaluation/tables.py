@@ -1,0 +1,58 @@
+"""What the replay and its warm-up share: the configuration, and how a replayed table
+is prepared, filled and scanned.
+
+Kept apart from :mod:`lakelayout.evaluation.replay` so that the warm-up
+(:mod:`lakelayout.evaluation.warmup`), which the replay calls, needs nothing
+from the replay itself.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lakelayout.evaluation.datasets import Dataset
+
+if TYPE_CHECKING:
+    from lakelayout.api import Table
+
+#: target file size while inserting: large, so a range partition is one file
+INSERT_TARGET = 1 << 30
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    mode: str = "logical"
+    rows_per_file: int = 10_000
+    sample_rows: int = 50_000
+    seed: int = 0
+    #: full scans timed to price logical costs and α (median)
+    full_scans: int = 3
+    #: declare the dataset's skipping indexes on every table (False: min/max only)
+    indexes: bool = True
+    #: run the untimed warm-up (a write, a rewrite, the workload's queries) first
+    warmup: bool = True
+    #: spark mode: time every query a second time after the stream, in the reverse order
+    retime: bool = True
+    #: spark mode: scans keeping zero files timed for the per-query fixed overhead (median)
+    zero_file_scans: int = 5
+
+
+def prepare_table(table: Table, dataset: Dataset, *, indexes: bool) -> None:
+    """Register the dataset's UDFs on a new table; declare and build its indexes
+    (when ``indexes`` and the dataset declares some)."""
+    if dataset.udfs:
+        table.indexes.register_udfs(dataset.udfs, return_types=dataset.udf_types)
+    if indexes and dataset.indexes:
+        table.indexes.add(*dataset.indexes)
+        table.indexes.refresh()
+
+
+def timed_scan(table: Table, sql: str, *, version: int | None = None) -> tuple[float, int, int]:
+    """``Table.scan(sql).df.count()``: (seconds, rows returned, files kept) — what a
+    query costs in spark mode, from the snapshot read to the last row counted."""
+    started = time.perf_counter()
+    result = table.scan(sql, version=version)
+    rows = int(result.df.count())
+    return time.perf_counter() - started, rows, result.report.files_kept

@@ -1,0 +1,89 @@
+"""The Spark job that computes skipping-index metadata for existing data files.
+
+One job over a DataFrame of file ids: each task opens the files it is given
+with pyarrow, reads only the columns the missing indexes use, and runs their
+collectors (:func:`lakelayout.table.writer.collect_file_metadata`, the same
+code the writer runs on the batches it writes). The driver gets one row per
+file back. :meth:`lakelayout.skipping.catalog.IndexCatalog.refresh` decides
+which files and indexes need it and stores the result; indexes are taken as
+they come (anything with a ``name`` and a ``collector()``), so this module
+needs nothing from :mod:`lakelayout.skipping`.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakelayout.table.location import resolve_location
+from lakelayout.table.session import default_parallelism
+from lakelayout.table.writer import IndexSpec, collect_file_metadata, decode_metadata
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: rows per Arrow batch when a task reads a data file
+READ_BATCH_ROWS = 65_536
+
+
+def collect_metadata(
+    spark: SparkSession,
+    uri: str,
+    todo: Mapping[str, Sequence[str]],
+    indexes: Sequence[IndexSpec],
+    columns: Mapping[str, tuple[str, ...] | None],
+) -> dict[str, dict[str, Any]]:
+    """Metadata of ``todo``'s files (path -> index names), one Spark job; path -> name -> value.
+
+    ``columns`` maps an index name to the table columns it reads (None: every column).
+    """
+    jobs = [(path, tuple(needed)) for path, needed in todo.items()]
+    task = _MetadataTask(uri, tuple(jobs), tuple(indexes), dict(columns))
+    slices = max(1, min(len(jobs), default_parallelism(spark) * 2))
+    rows = spark.range(0, len(jobs), 1, slices).mapInArrow(task, _TASK_DDL).collect()
+    return {row["path"]: decode_metadata(row["meta"]) for row in rows}
+
+
+_TASK_DDL = "path string, meta binary"
+_TASK_SCHEMA = pa.schema([("path", pa.string()), ("meta", pa.binary())])
+
+
+@dataclass(frozen=True)
+class _MetadataTask:
+    """``mapInArrow`` over file ids: open each file with pyarrow, run its missing collectors."""
+
+    uri: str
+    jobs: tuple[tuple[str, tuple[str, ...]], ...]
+    indexes: tuple[IndexSpec, ...]
+    columns: Mapping[str, tuple[str, ...] | None]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        filesystem, root = resolve_location(self.uri)
+        by_name = {i.name: i for i in self.indexes}
+        for batch in batches:
+            for file_id in batch.column(0).to_pylist():
+                path, needed = self.jobs[int(file_id)]
+                specs = [by_name[n] for n in needed]
+                with filesystem.open_input_file(f"{root}/{path}") as source:
+                    reader = pq.ParquetFile(source)
+                    data = reader.iter_batches(
+                        batch_size=READ_BATCH_ROWS, columns=self._columns(needed)
+                    )
+                    meta = collect_file_metadata(specs, data)
+                yield pa.RecordBatch.from_pylist(
+                    [{"path": path, "meta": meta}], schema=_TASK_SCHEMA
+                )
+
+    def _columns(self, needed: Sequence[str]) -> builtins.list[str] | None:
+        out: set[str] = set()
+        for name in needed:
+            columns = self.columns.get(name)
+            if columns is None:
+                return None
+            out.update(columns)
+        return sorted(out) or None
