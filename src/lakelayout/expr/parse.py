@@ -68,7 +68,13 @@ from lakelayout.expr.nodes import (
     TermCompare,
 )
 from lakelayout.expr.normalize import canonical_args, simplify
-from lakelayout.expr.types import arithmetic_type, common_type, family, spark_type_name
+from lakelayout.expr.types import (
+    arithmetic_type,
+    common_type,
+    decimal_cast,
+    family,
+    spark_type_name,
+)
 
 Functions = Mapping[str, pa.DataType]
 
@@ -629,9 +635,10 @@ def literal_of(node: exp.Expression, timezone: str) -> Literal | None:
         inner = literal_of(node.this, timezone)
         if inner is None or inner.value is None:
             return inner
-        if isinstance(inner.value, int | float | decimal.Decimal) and not isinstance(
-            inner.value, bool
-        ):
+        if isinstance(inner.value, decimal.Decimal):
+            # copy_negate is exact; unary minus rounds to the context's 28 digits
+            return _number_literal(inner.value.copy_negate(), inner.dtype)
+        if isinstance(inner.value, int | float) and not isinstance(inner.value, bool):
             return _number_literal(-inner.value, inner.dtype)
         return None
     if isinstance(node, exp.Cast):
@@ -715,8 +722,7 @@ def _convert(lit: Literal, target: pa.DataType, timezone: str) -> object:
         if exact != exact.to_integral_value():
             raise ValueError(number_text)
         return int(exact)
-    quantum = decimal.Decimal(1).scaleb(-target.scale)
-    return decimal.Decimal(number_text).quantize(quantum, rounding=decimal.ROUND_HALF_UP)
+    return decimal_cast(decimal.Decimal(number_text), target.precision, target.scale)
 
 
 # ---------------------------------------------------------------- helpers
