@@ -31,7 +31,11 @@ PREDICATE_ERRORS = [
         "unknown column 'zzz' in predicate; columns are: l_shipdate, l_quantity, l_comment, ts",
     ),
     ("l_shipdate = 'abc'", "type mismatch in \"l_shipdate = 'abc'\": 'abc' is not a valid DATE"),
-    ("l_quantity = 'x'", "type mismatch in \"l_quantity = 'x'\": cannot compare INT with 'x'"),
+    (
+        "l_quantity = 'x'",
+        "type mismatch in \"l_quantity = 'x'\": cannot compare INT with 'x' "
+        "(Spark casts it to BIGINT, which 'x' is not)",
+    ),
     ("l_shipdate = 5", "type mismatch in 'l_shipdate = 5': cannot compare DATE with 5"),
     (
         "l_comment = 5",
@@ -45,7 +49,8 @@ PREDICATE_ERRORS = [
     ),
     (
         "l_quantity IN (1, 'x')",
-        "type mismatch in \"l_quantity IN (1, 'x')\": cannot compare INT with 'x'",
+        "type mismatch in \"l_quantity IN (1, 'x')\": cannot compare INT with 'x' "
+        "(Spark casts it to BIGINT, which 'x' is not)",
     ),
     ("l_quantity + 1", "predicate 'l_quantity + 1' is not boolean: it has type INT"),
     ("l_comment", "predicate 'l_comment' is not boolean: it has type STRING"),

@@ -42,7 +42,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from lakelayout.errors import PredicateError, closest
-from lakelayout.expr import coerce
+from lakelayout.expr import coerce, numbers
 from lakelayout.expr.like import shape, tokenize
 from lakelayout.expr.nodes import (
     FLIPPED_OP,
@@ -301,22 +301,40 @@ class Binder:
         return self.compare(NEGATED_OP[op] if neg else op, node.this, node.expression, node)
 
     def compare(
-        self, op: str, left_node: exp.Expression, right_node: exp.Expression, whole: exp.Expression
+        self,
+        op: str,
+        left_node: exp.Expression,
+        right_node: exp.Expression,
+        whole: exp.Expression,
+        *,
+        via: str = "compare",
     ) -> Predicate:
         """``left op right``, bound, normalized to ``term op literal`` and coerced."""
         left, right = self.term(left_node), self.term(right_node)
-        return self.compare_terms(op, left, right, whole)
+        return self.compare_terms(op, left, right, whole, via=via)
 
-    def compare_terms(self, op: str, left: Expr, right: Expr, whole: exp.Expression) -> Predicate:
+    def compare_terms(
+        self,
+        op: str,
+        left: Expr,
+        right: Expr,
+        whole: exp.Expression,
+        *,
+        via: str = "compare",
+        list_type: pa.DataType | None = None,
+    ) -> Predicate:
+        """``left op right``; ``via`` / ``list_type`` select Spark's numeric coercion."""
         if _is_null(left) or _is_null(right):
             return BoolConst(False)
         if isinstance(left, Literal) and not isinstance(right, Literal):
             left, right, op = right, left, FLIPPED_OP[op]
         if isinstance(right, Literal):
             try:
-                bound = coerce.compare(op, left, right, self.timezone)
+                bound = coerce.compare(op, left, right, self.timezone, via=via, list_type=list_type)
             except coerce.TypeMismatch as err:
                 raise PredicateError(f"type mismatch in {_text(whole)!r}: {err}") from None
+            except numbers.NotModelled as err:
+                raise Unsupported(str(err)) from None
             return _fold_literal_compare(bound)
         if common_type([_dtype(left), _dtype(right)]) is None:
             raise Unsupported("comparison between incompatible types")
@@ -356,7 +374,18 @@ class Binder:
         literals = [v for v in values if isinstance(v, Literal)]
         if neg and any(v.value is None for v in literals):
             return BoolConst(False)
-        bound = [self.compare_terms("=", term, v, node) for v in literals]
+        listed = [v for v in literals if v.value is not None]
+        list_type = None
+        if listed and family(_dtype(term)) in ("int", "decimal", "float"):
+            try:
+                list_type = numbers.in_list_type(_dtype(term), listed)  # type: ignore[arg-type]
+            except numbers.NotModelled as err:
+                raise Unsupported(str(err)) from None
+            except numbers.BadLiteral as err:
+                raise PredicateError(f"type mismatch in {_text(node)!r}: {err}") from None
+        bound = [
+            self.compare_terms("=", term, v, node, via="in", list_type=list_type) for v in literals
+        ]
         if not all(isinstance(b, Compare | BoolConst) for b in bound):
             parts = tuple(b.negate() if neg else b for b in bound)
             return And(parts) if neg else Or(parts)
@@ -741,7 +770,13 @@ def _like_node(term: Expr, kind: str, text: str, neg: bool) -> Predicate:
 
 
 def _fold_literal_compare(pred: Predicate) -> Predicate:
-    """Decide a comparison whose both sides are literals (``1 = 1``)."""
+    """Decide a comparison whose both sides are literals (``1 = 1``, ``1 = 1e0``)."""
+    if isinstance(pred, And | Or):
+        kids = [_fold_literal_compare(k) for k in pred.children_]
+        if not all(isinstance(k, BoolConst) for k in kids):
+            return pred
+        values = [k.value for k in kids if isinstance(k, BoolConst)]
+        return BoolConst(all(values) if isinstance(pred, And) else any(values))
     if isinstance(pred, IsNull) and isinstance(pred.term, Literal):
         return BoolConst((pred.term.value is None) != pred.negated)
     if isinstance(pred, BoolTerm) and isinstance(pred.term, Literal):
