@@ -37,9 +37,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lakelayout.expr.nodes import Literal
-from lakelayout.expr.types import WIDE, family, spark_type_name
+from lakelayout.expr.types import WIDE, family, spark_type_name, wider_decimal
 
-MAX_PRECISION = 38
 LONG_MIN = -(2**63)
 LONG_MAX = 2**63 - 1
 
@@ -61,21 +60,6 @@ class BadLiteral(ValueError):
 def integral_decimal(dtype: pa.DataType) -> pa.DataType:
     """Spark's ``DecimalType.forType``: the decimal holding every value of an integral type."""
     return pa.decimal128({8: 3, 16: 5, 32: 10, 64: 20}[dtype.bit_width], 0)
-
-
-def wider_decimal(a: pa.DataType, b: pa.DataType) -> pa.DataType:
-    """Spark 4's wider decimal type: integral digits kept first past 38 digits.
-
-    >>> wider_decimal(pa.decimal128(38, 18), pa.decimal128(30, 19))
-    Decimal128Type(decimal128(38, 18))
-    >>> wider_decimal(pa.decimal128(10, 0), pa.decimal128(38, 38))
-    Decimal128Type(decimal128(38, 28))
-    """
-    scale = max(a.scale, b.scale)
-    whole = max(a.precision - a.scale, b.precision - b.scale)
-    if whole + scale <= MAX_PRECISION:
-        return pa.decimal128(whole + scale, scale)
-    return pa.decimal128(MAX_PRECISION, max(0, scale - (whole + scale - MAX_PRECISION)))
 
 
 def literal_type(lit: Literal) -> pa.DataType:

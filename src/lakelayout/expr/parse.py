@@ -548,6 +548,18 @@ class Binder:
             dtype: pa.DataType = pa.date32()
         elif family(lt) == "int" and family(rt) == "date" and op == "+":
             dtype = pa.date32()
+        elif (
+            op == "/"
+            and "decimal" in (family(lt), family(rt))
+            and "float"
+            not in (
+                family(lt),
+                family(rt),
+            )
+        ):
+            # Spark divides decimals as decimals, rounding HALF_UP twice (to 38 digits,
+            # then to the result type); lakelayout does not model it
+            raise Unsupported("decimal division")
         elif _is_number(lt) and _is_number(rt):
             assert lt is not None and rt is not None
             dtype = arithmetic_type(op, lt, rt)

@@ -161,6 +161,24 @@ def _bounded_decimal(precision: int, scale: int) -> pa.DataType:
     return pa.decimal128(38, keep)
 
 
+def wider_decimal(a: pa.DataType, b: pa.DataType) -> pa.DataType:
+    """Spark 4's wider decimal type (comparisons, IN, COALESCE): integral digits kept first.
+
+    Past 38 digits, fraction digits are dropped (``boundedPreferIntegralDigits``),
+    unlike arithmetic results, which keep at least 6 (:func:`arithmetic_type`).
+
+    >>> wider_decimal(pa.decimal128(38, 18), pa.decimal128(30, 19))
+    Decimal128Type(decimal128(38, 18))
+    >>> wider_decimal(pa.decimal128(10, 0), pa.decimal128(38, 38))
+    Decimal128Type(decimal128(38, 28))
+    """
+    scale = max(a.scale, b.scale)
+    whole = max(a.precision - a.scale, b.precision - b.scale)
+    if whole + scale <= 38:
+        return pa.decimal128(whole + scale, scale)
+    return pa.decimal128(38, max(0, scale - (whole + scale - 38)))
+
+
 def common_type(types: list[pa.DataType]) -> pa.DataType | None:
     """The type Spark widens a list of types to (COALESCE, comparisons), or None."""
     out = types[0]
@@ -181,10 +199,7 @@ def _common_pair(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
             return pa.float64()
         if fa == "int" and fb == "int":
             return wider_int(a, b)
-        da, db = int_as_decimal(a), int_as_decimal(b)
-        scale = max(da.scale, db.scale)
-        whole = max(da.precision - da.scale, db.precision - db.scale)
-        return _bounded_decimal(whole + scale, scale)
+        return wider_decimal(int_as_decimal(a), int_as_decimal(b))
     if fa == fb == "string":
         return pa.string()
     if {fa, fb} == {"date", "timestamp"} or fa == fb == "timestamp":
