@@ -138,6 +138,7 @@ class Table:
         if (df is None) == (schema is None):
             raise InvalidOption("Table.create needs exactly one of df= or schema=")
         root = normalize_uri(uri)
+        delta.ensure_new_location(root)  # no table, no stray files: before anything is written
         config = dict(properties or {})
         if target_file_size is not None:
             config[TARGET_FILE_SIZE] = str(_check_target_size(target_file_size))
@@ -146,7 +147,6 @@ class Table:
             config.update(_clustering_config(cluster_by, table_schema))
         files = []
         if df is not None:
-            delta.ensure_absent(root)
             size = _check_target_size(
                 target_file_size or int(config.get(TARGET_FILE_SIZE, DEFAULT_TARGET_FILE_SIZE))
             )
