@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from lakelayout import arguments as args
 from lakelayout.errors import InvalidOption, PredicateError, closest
 from lakelayout.expr.nodes import BoolConst, Predicate
 from lakelayout.expr.parse import parse_predicate
@@ -103,6 +104,10 @@ class Table:
         spark: SparkSession | None = None,
         udfs: Mapping[str, Udf] | None = None,
     ) -> None:
+        where = "Table()"
+        args.require_path(uri, "uri", where)
+        args.require_spark(spark, "spark", where, optional=True)
+        args.require_mapping(udfs, "udfs", where, optional=True)
         self.uri = normalize_uri(uri)
         delta.open_table(self.uri)  # raises TableNotFound early
         self._spark = spark
@@ -135,6 +140,16 @@ class Table:
         """
         from lakelayout.table.writer import arrow_schema_of, write_files
 
+        where = "Table.create"
+        args.require_path(uri, "uri", where)
+        args.require_dataframe(df, "df", where, optional=True)
+        args.require_schema(schema, "schema", where, optional=True)
+        args.require_spark(spark, "spark", where, optional=True)
+        args.require_int(target_file_size, "target_file_size", where, optional=True)
+        args.require_str_mapping(properties, "properties", where, optional=True)
+        args.require_str(name, "name", where, optional=True)
+        args.require_str(description, "description", where, optional=True)
+        args.require_names(cluster_by, "cluster_by", where, optional=True)
         if (df is None) == (schema is None):
             raise InvalidOption("Table.create needs exactly one of df= or schema=")
         root = normalize_uri(uri)
@@ -174,6 +189,7 @@ class Table:
 
     def snapshot(self, version: int | None = None) -> Snapshot:
         """The live files and their statistics, at the latest or a given version."""
+        args.require_int(version, "version", "Table.snapshot", optional=True)
         return delta.snapshot(self.uri, version)
 
     @property
@@ -190,10 +206,12 @@ class Table:
 
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """Commits, newest first."""
+        args.require_int(limit, "limit", "Table.history", optional=True)
         return delta.history(self.uri, limit)
 
     def describe(self, *, history: int = 10) -> TableDescription:
         """Files, sizes, rows, per-column statistics coverage and recent history."""
+        args.require_int(history, "history", "Table.describe")
         snap = self.snapshot()
         files = snap.files
         sizes = files.sizes
@@ -226,6 +244,8 @@ class Table:
         """Append the rows of ``df`` in one commit; the schema must match the table's."""
         from lakelayout.table.writer import arrow_schema_of, write_files
 
+        args.require_dataframe(df, "df", "Table.append")
+        args.require_int(target_file_size, "target_file_size", "Table.append", optional=True)
         started = time.perf_counter()
         snap = self.snapshot()
         check_append_schema(snap.schema, arrow_schema_of(df))
@@ -264,6 +284,11 @@ class Table:
         ``measure=True`` a Spark job also counts the matching rows per file
         and the report carries σ, λ, μ and ψ.
         """
+        method = "Table.scan"
+        args.require_str(where, "where", method, optional=True)
+        args.require_names(columns, "columns", method, optional=True)
+        args.require_int(version, "version", method, optional=True)
+        args.require_bool(measure, "measure", method)
         snap = self.snapshot(version)
         select = _resolve_columns(columns, snap.schema)
         predicate = self._bind(where, snap.schema)
@@ -303,6 +328,7 @@ class Table:
 
     def to_df(self, *, version: int | None = None) -> DataFrame:
         """Every row of the table (at ``version``) as a Spark DataFrame."""
+        args.require_int(version, "version", "Table.to_df", optional=True)
         snap = self.snapshot(version)
         return self._read(snap.files, snap.schema)
 
@@ -335,6 +361,8 @@ class Table:
             validate_clustering,
         )
 
+        args.require_names(columns, "columns", "Table.cluster_by", optional=True)
+        args.require_int(max_columns, "max_columns", "Table.cluster_by")
         snap = self.snapshot()
         checked = validate_clustering(columns, snap.schema, max_columns=max_columns)
         value = clustering_property(checked)
@@ -352,6 +380,7 @@ class Table:
         """Delete rows where ``where`` (Spark SQL) is TRUE; only affected files are rewritten."""
         from lakelayout.cluster.delete import delete
 
+        args.require_str(where, "where", "Table.delete")
         return delete(self.uri, self.spark, where, hooks=hooks)
 
     # ------------------------------------------------------------ skipping indexes
