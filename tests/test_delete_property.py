@@ -29,7 +29,14 @@ from hypothesis import strategies as st
 
 from lakelayout.api import Table
 
-from .expr.predicates import edge_table, extreme_predicates, extreme_table, predicates
+from .expr.predicates import (
+    DECIMAL_SCALES,
+    comparison_near_values,
+    edge_table,
+    extreme_predicates,
+    extreme_table,
+    predicates,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -60,6 +67,11 @@ def cases(draw: st.DrawFn) -> tuple[pa.Table, str, int, list[str]]:
     table = table.set_column(0, "id", pa.array(range(len(picks)), pa.int32()))
     layout = draw(st.sampled_from(LAYOUTS[kind]))
     parts = draw(st.integers(1, 5))
+    if kind == "extreme" and draw(st.booleans()):
+        # aimed at the drawn values of the layout column: files holding one value, literals
+        # on or one ulp beside it (DECIMAL(38, s) first: the widest literals)
+        layout = draw(st.sampled_from([*DECIMAL_SCALES, *DECIMAL_SCALES, "big", "f64", "dt", "ts"]))
+        grammar = comparison_near_values(table, layout)
     preds = draw(st.lists(grammar, min_size=PREDICATES_PER_TABLE, max_size=PREDICATES_PER_TABLE))
     return table, layout, parts, preds
 

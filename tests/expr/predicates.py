@@ -573,3 +573,36 @@ def extreme_leaf() -> st.SearchStrategy[str]:
 def extreme_predicates(max_leaves: int = 3) -> st.SearchStrategy[str]:
     """Extreme comparisons combined with AND / OR / NOT (negations push literals through ``-``)."""
     return st.recursive(extreme_leaf(), _combine, max_leaves=max_leaves)
+
+
+@st.composite
+def comparison_near_values(draw: st.DrawFn, table: pa.Table, column: str) -> str:
+    """A comparison of ``column`` with a literal on, or one ulp beside, one of ``table``'s values.
+
+    Aimed at the values a table really holds, so that DELETE and pruning meet
+    files whose bounds sit exactly at (or one unit from) the literal.
+    """
+    values = [v for v in table.column(column).to_pylist() if v is not None]
+    dtype = table.schema.field(column).type
+    op = draw(EXTREME_OPS)
+    if not values:
+        return f"{column} IS NULL"
+    if pa.types.is_decimal(dtype) or pa.types.is_integer(dtype):
+        scale = dtype.scale if pa.types.is_decimal(dtype) else 0
+        text = decimal_literal_text(draw(near_decimal([D(v) for v in values], scale)))
+        literal = text if text is not None else str(values[0])
+    elif pa.types.is_floating(dtype):
+        finite = [float(v) for v in values if v == v and v not in (INF, -INF)]
+        literal = double_literal_text(draw(near_double(finite or [0.0])))
+    elif pa.types.is_date(dtype):
+        day = draw(st.sampled_from(values)) + dt.timedelta(days=draw(st.sampled_from([0, 1, -1])))
+        literal = f"DATE '{day.isoformat()}'"
+    else:
+        base = draw(st.sampled_from(values))
+        try:
+            moment = base + dt.timedelta(microseconds=draw(st.sampled_from([0, 1, -1, 1000])))
+        except OverflowError:
+            moment = base
+        literal = f"TIMESTAMP '{moment.strftime('%Y-%m-%d %H:%M:%S.%f').rjust(26, '0')}'"
+    negated = "NOT " if draw(st.integers(0, 3)) == 0 else ""
+    return f"{negated}{column} {op} {literal}"
