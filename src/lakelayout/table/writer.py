@@ -32,6 +32,7 @@ Inside a task (:class:`TaskWriter` / :class:`FileRoller`):
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import re
 import uuid
@@ -289,7 +290,12 @@ class FileRoller:
         )
         self.file_index += 1
         self.sink = self.filesystem.open_output_stream(f"{self.root}/{self.path}")
-        self.writer = pq.ParquetWriter(self.sink, spec.schema, compression=spec.codec)
+        self.writer = pq.ParquetWriter(
+            self.sink,
+            spec.schema,
+            compression=spec.codec,
+            write_statistics=statistics_columns(spec.schema),
+        )
         self.collector = StatsCollector(spec.schema, string_prefix_length=32)
         self.index_collectors = [_GuardedCollector(index) for index in spec.indexes]
 
@@ -379,6 +385,27 @@ def _select_in_table_order(df: DataFrame, schema: pa.Schema) -> DataFrame:
         source = by_lower[name.lower()]
         columns.append(F.col(f"`{source.replace('`', '``')}`").alias(name))
     return df.select(*columns)
+
+
+@functools.lru_cache(maxsize=64)
+def statistics_columns(schema: pa.Schema) -> list[str]:
+    """The Parquet columns whose row-group statistics are written: all but FLOAT / DOUBLE.
+
+    parquet-cpp leaves NaN out of a float column's min/max, but Spark's Parquet
+    reader prunes row groups with them as if they bounded every value: a
+    filter such as ``x >= 1`` (NaN is above every number in Spark) drops the
+    row group holding 0.5 and NaN, and its NaN row with it. lakelayout prunes
+    with its own Delta statistics, which account for NaN, so the Parquet ones
+    are simply not written for floating-point columns.
+    """
+    buffer = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), buffer)
+    parquet = pq.ParquetFile(pa.BufferReader(buffer.getvalue())).schema
+    return [
+        parquet.column(i).path
+        for i in range(len(parquet))
+        if parquet.column(i).physical_type not in ("FLOAT", "DOUBLE")
+    ]
 
 
 _WORKER_ERROR = re.compile(r"lakelayout\.errors\.(\w+): ([^\n]*)")
