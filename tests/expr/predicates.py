@@ -595,8 +595,11 @@ def comparison_near_values(draw: st.DrawFn, table: pa.Table, column: str) -> str
         finite = [float(v) for v in values if v == v and v not in (INF, -INF)]
         literal = double_literal_text(draw(near_double(finite or [0.0])))
     elif pa.types.is_date(dtype):
-        day = draw(st.sampled_from(values)) + dt.timedelta(days=draw(st.sampled_from([0, 1, -1])))
-        literal = f"DATE '{day.isoformat()}'"
+        day = draw(st.sampled_from(values))
+        shift = dt.timedelta(days=draw(st.sampled_from([0, 1, -1])))
+        room = day <= dt.date.max - shift if shift.days >= 0 else day >= dt.date.min - shift
+        day = day + shift if room else day
+        literal = f"DATE '{day.isoformat().rjust(10, '0')}'"
     else:
         base = draw(st.sampled_from(values))
         try:
