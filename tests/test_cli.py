@@ -52,3 +52,29 @@ def test_missing_table_is_a_clear_error(tmp_path: Path) -> None:
     result = runner.invoke(app, ["describe", str(tmp_path / "nope")])
     assert result.exit_code == 2
     assert "no Delta table at" in result.output
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        (
+            "id < 3; DROP TABLE x",
+            "error: predicate 'id < 3; DROP TABLE x' holds more than one statement "
+            "(';' at line 1, col 7); a predicate is one Spark SQL expression",
+        ),
+        (
+            "(" * 300 + "id < 3" + ")" * 300,
+            f"error: predicate '{'(' * 77}...' nests 300 levels deep (parentheses and NOT); "
+            "lakelayout accepts at most 256 (Spark's parser stops near 270)",
+        ),
+        (
+            "m['k'] = 1",
+            "error: unknown column 'm' in predicate; columns are: id, name",
+        ),
+    ],
+    ids=["second-statement", "too-deep", "brackets-not-markup"],
+)
+def test_predicate_errors_are_one_line(table_path: str, where: str, message: str) -> None:
+    result = runner.invoke(app, ["scan", table_path, "--where", where])
+    assert result.exit_code == 2
+    assert result.output.splitlines() == [message]

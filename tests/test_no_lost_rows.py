@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 from lakelayout.api import Table
 from lakelayout.skipping.stats_rules import might_match
 
+from .expr.predicates import extreme_predicates, extreme_table
+
 pytestmark = pytest.mark.spark
 
 EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "15"))
@@ -392,3 +394,73 @@ def test_property_planner_kinds_never_drop_a_matching_file(
         want = sorted(r["id"] for r in t.to_df().where(F.expr(text)).select("id").collect())
         assert got == want, text
         assert_plan_is_what_scan_reads(t, text)
+
+
+# ---------------------------------------------------------------- extreme values (issue 10)
+
+EXTREME_EXAMPLES = max(1, EXAMPLES // 8)  # each example creates a table: keep CI short
+
+
+@st.composite
+def extreme_data(draw: st.DrawFn) -> pa.Table:
+    """Rows of the extreme table (DECIMAL(38, s) ends, subnormals, first/last days), reshuffled."""
+    base = extreme_table()
+    picks = draw(st.lists(st.integers(0, base.num_rows - 1), min_size=1, max_size=24))
+    table = base.take(pa.array(picks))
+    return table.set_column(0, "id", pa.array(range(len(picks)), pa.int32()))
+
+
+@settings(
+    max_examples=EXTREME_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    data=extreme_data(),
+    layout=st.sampled_from(["random", "d38_18", "d38_0", "big", "f64", "ts"]),
+    parts=st.integers(1, 4),
+    preds=st.lists(extreme_predicates(), min_size=8, max_size=8),
+)
+def test_property_extreme_values_never_drop_a_matching_file(
+    spark: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    data: pa.Table,
+    layout: str,
+    parts: int,
+    preds: list[str],
+) -> None:
+    from pyspark.sql import functions as F
+
+    df = spark.createDataFrame(data)
+    checked = []
+    for text in preds:
+        try:  # a predicate Spark rejects (ANSI) has no rows to lose
+            df.where(F.expr(text)).limit(1).collect()
+        except Exception:
+            continue
+        checked.append(text)
+    if not checked:
+        return
+    df = df.repartition(parts) if layout == "random" else df.repartitionByRange(parts, layout)
+    t = Table.create(str(tmp_path_factory.mktemp("extreme") / "t"), df)
+    snap = t.snapshot()
+    full = t.to_df().select(
+        F.col("_metadata.file_name").alias("file"),
+        *[
+            F.coalesce(F.expr(p), F.lit(False)).cast("int").alias(f"p{k}")
+            for k, p in enumerate(checked)
+        ],
+    )
+    sums = full.groupBy("file").agg(*[F.sum(f"p{k}").alias(f"p{k}") for k in range(len(checked))])
+    truth = {r["file"]: r for r in sums.collect()}
+    names = [os.path.basename(str(p)) for p in snap.files.paths]
+    for k, text in enumerate(checked):
+        keep = might_match(t._bind(text, snap.schema), snap.files)
+        for name, kept in zip(names, keep, strict=True):
+            row = truth.get(name)
+            if row is not None and row[f"p{k}"] and not kept:
+                raise AssertionError(f"pruning dropped {name} holding rows matching {text!r}")
+    for text in checked[:1]:
+        got = sorted(r["id"] for r in t.scan(text, columns=["id"]).df.collect())
+        want = sorted(r["id"] for r in t.to_df().where(F.expr(text)).select("id").collect())
+        assert got == want, text

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from lakelayout import arguments as args
 from lakelayout.errors import (
     InvalidOption,
     LakelayoutError,
@@ -124,6 +125,10 @@ class Table:
         spark: SparkSession | None = None,
         udfs: Mapping[str, Udf] | None = None,
     ) -> None:
+        where = "Table()"
+        args.require_path(uri, "uri", where)
+        args.require_spark(spark, "spark", where, optional=True)
+        args.require_mapping(udfs, "udfs", where, optional=True)
         self.uri = normalize_uri(uri)
         delta.open_table(self.uri)  # raises TableNotFound early
         self._spark = spark
@@ -160,9 +165,20 @@ class Table:
         """
         from lakelayout.table.writer import arrow_schema_of, write_files
 
+        where = "Table.create"
+        args.require_path(uri, "uri", where)
+        args.require_dataframe(df, "df", where, optional=True)
+        args.require_schema(schema, "schema", where, optional=True)
+        args.require_spark(spark, "spark", where, optional=True)
+        args.require_int(target_file_size, "target_file_size", where, optional=True)
+        args.require_str_mapping(properties, "properties", where, optional=True)
+        args.require_str(name, "name", where, optional=True)
+        args.require_str(description, "description", where, optional=True)
+        args.require_names(cluster_by, "cluster_by", where, optional=True)
         if (df is None) == (schema is None):
             raise InvalidOption("Table.create needs exactly one of df= or schema=")
         root = normalize_uri(uri)
+        delta.ensure_new_location(root)  # no table, no stray files: before anything is written
         config = dict(properties or {})
         if target_file_size is not None:
             config[TARGET_FILE_SIZE] = str(_check_target_size(target_file_size))
@@ -173,7 +189,6 @@ class Table:
             config["lakelayout.autoOptimize"] = "true"
         files = []
         if df is not None:
-            delta.ensure_absent(root)
             size = _check_target_size(
                 target_file_size or int(config.get(TARGET_FILE_SIZE, DEFAULT_TARGET_FILE_SIZE))
             )
@@ -201,6 +216,7 @@ class Table:
 
     def snapshot(self, version: int | None = None) -> Snapshot:
         """The live files and their statistics, at the latest or a given version."""
+        args.require_int(version, "version", "Table.snapshot", optional=True)
         return delta.snapshot(self.uri, version)
 
     @property
@@ -217,10 +233,12 @@ class Table:
 
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """Commits, newest first."""
+        args.require_int(limit, "limit", "Table.history", optional=True)
         return delta.history(self.uri, limit)
 
     def describe(self, *, history: int = 10) -> TableDescription:
         """Files, sizes, rows, per-column statistics coverage and recent history."""
+        args.require_int(history, "history", "Table.describe")
         snap = self.snapshot()
         files = snap.files
         sizes = files.sizes
@@ -253,6 +271,8 @@ class Table:
         """Append the rows of ``df`` in one commit; the schema must match the table's."""
         from lakelayout.table.writer import arrow_schema_of, write_files
 
+        args.require_dataframe(df, "df", "Table.append")
+        args.require_int(target_file_size, "target_file_size", "Table.append", optional=True)
         started = time.perf_counter()
         snap = self.snapshot()
         check_append_schema(snap.schema, arrow_schema_of(df))
@@ -318,6 +338,11 @@ class Table:
         session time zone (default: the table's session's, else UTC, the zone
         :func:`spark_session` sets).
         """
+        method = "Table.plan"
+        if not isinstance(where, Predicate):
+            args.require_str(where, "where", method, optional=True)
+        args.require_int(version, "version", method, optional=True)
+        args.require_str(timezone, "timezone", method, optional=True)
         snap = snapshot if snapshot is not None else self.snapshot(version)
         zone = timezone or self._timezone(start=False)
         bound = where if isinstance(where, Predicate) else self._bind(where, snap.schema, zone)
@@ -339,6 +364,11 @@ class Table:
         and rows existed and were kept; with ``measure=True`` a Spark job also
         counts the matching rows per file and the report carries σ, λ, μ and ψ.
         """
+        method = "Table.scan"
+        args.require_str(where, "where", method, optional=True)
+        args.require_names(columns, "columns", method, optional=True)
+        args.require_int(version, "version", method, optional=True)
+        args.require_bool(measure, "measure", method)
         scan_started = time.perf_counter()
         snap = self.snapshot(version)
         select = _resolve_columns(columns, snap.schema)
@@ -377,6 +407,7 @@ class Table:
 
     def to_df(self, *, version: int | None = None) -> DataFrame:
         """Every row of the table (at ``version``) as a Spark DataFrame."""
+        args.require_int(version, "version", "Table.to_df", optional=True)
         snap = self.snapshot(version)
         return self._read(snap.files, snap.schema)
 
@@ -419,6 +450,8 @@ class Table:
             validate_clustering,
         )
 
+        args.require_names(columns, "columns", "Table.cluster_by", optional=True)
+        args.require_int(max_columns, "max_columns", "Table.cluster_by")
         snap = self.snapshot()
         checked = validate_clustering(columns, snap.schema, max_columns=max_columns)
         value = clustering_property(checked)
@@ -448,6 +481,7 @@ class Table:
         from lakelayout.cluster.delete import delete
         from lakelayout.table.conflicts import DEFAULT_RETRY
 
+        args.require_str(where, "where", "Table.delete")
         return delete(self.uri, self.spark, where, hooks=hooks, retry=retry or DEFAULT_RETRY)
 
     def vacuum(
@@ -464,6 +498,8 @@ class Table:
         """
         from lakelayout.cluster.vacuum import vacuum
 
+        args.require_bool(dry_run, "dry_run", "Table.vacuum")
+        args.require_bool(force, "force", "Table.vacuum")
         return vacuum(self.uri, retain_hours=retain_hours, dry_run=dry_run, force=force)
 
     # ------------------------------------------------------------ skipping indexes

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from lakelayout.errors import InvalidOption, LakelayoutError
 
@@ -35,7 +36,9 @@ def _fmt_bytes(n: int) -> str:
 
 
 def _fail(exc: LakelayoutError) -> None:
-    console.print(f"[bold red]error:[/] {exc}")
+    """One line on the console, exit code 2: the message as is (no markup, no wrapping)."""
+    message = " ".join(str(exc).split())
+    console.print(Text.assemble(("error:", "bold red"), " ", message), soft_wrap=True)
     raise typer.Exit(code=2)
 
 
@@ -719,7 +722,14 @@ def demo(
 
 
 def main() -> None:
-    app()
+    """The console entry point: a lakelayout error is one line and exit code 2, not a traceback."""
+    try:
+        app()
+    except LakelayoutError as exc:  # raised outside a command's own handler
+        try:
+            _fail(exc)
+        except typer.Exit as done:
+            raise SystemExit(done.exit_code) from None
 
 
 if __name__ == "__main__":

@@ -23,6 +23,10 @@ class TableExists(LakelayoutError):
     """A table already exists where a new one was to be created."""
 
 
+class LocationNotEmpty(TableExists):
+    """A new table was to be created in a folder that already holds other files."""
+
+
 class PredicateError(LakelayoutError):
     """A predicate or expression cannot be parsed, bound or typed."""
 

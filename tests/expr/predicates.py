@@ -459,3 +459,318 @@ def planner_predicates(max_leaves: int = 4) -> st.SearchStrategy[str]:
     return st.recursive(
         st.one_of(leaf(), planner_leaf(), planner_leaf()), _combine, max_leaves=max_leaves
     )
+
+
+# ---------------------------------------------------------------- extreme values (issue 10)
+#
+# A second table and grammar, kept apart from the one above, for the corners
+# where a literal or a bound is rounded: DECIMAL(38, s) at both ends of its
+# range for several scales, literals with up to 38 significant digits one
+# unit of the last place (10^-s) away from stored values, doubles next to
+# decimals and integers (the double rounding Spark applies), subnormals, -0.0,
+# NaN, infinities, and the first and last dates and timestamps.
+
+D = decimal.Decimal
+EXACT = decimal.Context(prec=100)
+"""Arithmetic on test values in Python's default context would round them to 28 digits."""
+
+#: DECIMAL columns of the extreme table: name -> scale (all of precision 38 but ``d10_2``)
+DECIMAL_SCALES = {"d38_0": 0, "d38_2": 2, "d38_18": 18, "d38_37": 37, "d38_38": 38}
+
+
+def _top(precision: int, scale: int) -> decimal.Decimal:
+    return D("9" * (precision - scale) + ("." + "9" * scale if scale else ""))
+
+
+def _ulp(scale: int) -> decimal.Decimal:
+    return D(1).scaleb(-scale, EXACT)
+
+
+def decimal_corners(precision: int, scale: int) -> list[decimal.Decimal]:
+    """Both ends of DECIMAL(precision, scale), one ulp inside them, around zero, and 38-digit values."""
+    top, ulp = _top(precision, scale), _ulp(scale)
+    wide = D("1234567890123456789012345678901234567890"[:precision]).scaleb(-scale, EXACT)
+    below_top = EXACT.subtract(top, ulp)
+    return [
+        top,
+        top.copy_negate(),
+        below_top,
+        below_top.copy_negate(),
+        D(0).scaleb(-scale),
+        ulp,
+        ulp.copy_negate(),
+        wide,
+        wide.copy_negate(),
+        EXACT.add(wide, ulp),
+    ]
+
+
+def extreme_table() -> pa.Table:
+    """Twelve rows at the edges of every numeric and temporal type (``id`` identifies rows)."""
+    rows = 12
+
+    def column(values: list[object], dtype: pa.DataType) -> pa.Array:
+        padded = (values + [None] * rows)[:rows]
+        return pa.array(padded, dtype)
+
+    data: dict[str, pa.Array] = {"id": pa.array(range(rows), pa.int32())}
+    for name, scale in DECIMAL_SCALES.items():
+        data[name] = column([*decimal_corners(38, scale), None], pa.decimal128(38, scale))
+    data["d10_2"] = column([*decimal_corners(10, 2), None], pa.decimal128(10, 2))
+    data["ti"] = column([127, -128, 126, -127, 0, 1, -1, None], pa.int8())
+    data["big"] = column(
+        [2**63 - 1, -(2**63), 2**53 + 1, 2**53, -(2**53) - 1, 0, 1, -1, 9007199254740993, None],
+        pa.int64(),
+    )
+    data["f32"] = column(
+        [
+            3.4028234663852886e38,
+            -1.401298464324817e-45,
+            16777216.0,
+            16777217.0,
+            -0.0,
+            0.0,
+            NAN,
+            INF,
+            -INF,
+            0.10000000149011612,
+            None,
+        ],
+        pa.float32(),
+    )
+    data["f64"] = column(
+        [
+            1.7976931348623157e308,
+            5e-324,
+            -5e-324,
+            -0.0,
+            0.0,
+            NAN,
+            INF,
+            -INF,
+            2.2250738585072014e-308,
+            9007199254740992.0,
+            0.1,
+            None,
+        ],
+        pa.float64(),
+    )
+    data["dt"] = column(
+        [
+            dt.date(1, 1, 1),
+            dt.date(9999, 12, 31),
+            dt.date(1969, 12, 31),
+            dt.date(1970, 1, 1),
+            dt.date(1582, 10, 4),
+            dt.date(2000, 2, 29),
+            None,
+        ],
+        pa.date32(),
+    )
+    data["ts"] = column(
+        [
+            dt.datetime(1, 1, 1, tzinfo=UTC),
+            dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+            dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+            dt.datetime(1970, 1, 1, tzinfo=UTC),
+            dt.datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=UTC),
+            dt.datetime(1969, 12, 31, 23, 59, 59, 998999, tzinfo=UTC),
+            dt.datetime(2000, 1, 1, 0, 0, 0, 999, tzinfo=UTC),
+            None,
+        ],
+        pa.timestamp("us", tz="UTC"),
+    )
+    return pa.table(data)
+
+
+def _decimal_text(value: decimal.Decimal) -> str:
+    return format(value, "f")
+
+
+@st.composite
+def near_decimal(draw: st.DrawFn, values: list[decimal.Decimal], scale: int) -> decimal.Decimal:
+    """A value at most a few units of the last place (or half of one) away from one of ``values``."""
+    base = draw(st.sampled_from(values))
+    shift_scale = draw(st.sampled_from([scale, scale, scale + 1, max(scale - 1, 0)]))
+    steps = draw(st.sampled_from([0, 0, 1, -1, 2, -2, 5, -5]))
+    return EXACT.add(base, D(steps).scaleb(-shift_scale, EXACT))
+
+
+def decimal_literal_text(value: decimal.Decimal, *, max_digits: int = 38) -> str | None:
+    """Spark SQL text of a decimal literal (negatives as ``-x``), or None beyond ``max_digits``."""
+    text = _decimal_text(value)
+    digits = value.as_tuple().digits
+    if len(digits) > max_digits:
+        return None
+    return text
+
+
+def double_literal_text(value: float) -> str:
+    """Spark SQL text of a double literal, NaN and infinities as casts."""
+    if value != value:
+        return "CAST('NaN' AS DOUBLE)"
+    if value in (INF, -INF):
+        return f"CAST('{'-' if value < 0 else ''}Infinity' AS DOUBLE)"
+    return f"{value!r}D".replace("e+", "E").replace("e-", "E-")
+
+
+@st.composite
+def near_double(draw: st.DrawFn, anchors: list[float]) -> float:
+    """A double on, or one or two ulps beside, an anchor."""
+    import math
+
+    value = draw(st.sampled_from(anchors))
+    for _ in range(draw(st.integers(0, 2))):
+        value = math.nextafter(value, draw(st.sampled_from([INF, -INF])))
+    return value
+
+
+EXTREME_OPS = st.sampled_from(["=", "!=", "<", "<=", ">", ">=", "<=>"])
+
+
+@st.composite
+def extreme_decimal_comparison(draw: st.DrawFn) -> str:
+    """A DECIMAL(38, s) or integral column against a literal one ulp from its stored values."""
+    table = extreme_table()
+    column = draw(st.sampled_from([*DECIMAL_SCALES, "d10_2", "ti", "big"]))
+    values = [v for v in table.column(column).to_pylist() if v is not None]
+    scale = DECIMAL_SCALES.get(column, 2 if column == "d10_2" else 0)
+    exact = [D(v) for v in values]
+    kind = draw(st.sampled_from(["decimal", "decimal", "decimal", "double", "string", "integer"]))
+    if kind == "double":
+        anchors = [float(v) for v in exact] + [0.0, -0.0, 5e-324, 1e38, -1e38]
+        literal = double_literal_text(draw(near_double(anchors)))
+    elif kind == "integer":
+        literal = str(int(draw(near_decimal(exact, 0))))
+    else:
+        value = draw(near_decimal(exact, scale))
+        text = decimal_literal_text(value)
+        if text is None:
+            text = decimal_literal_text(values[0] if isinstance(values[0], D) else D(values[0]))
+        assert text is not None
+        literal = f"'{text}'" if kind == "string" else text
+    op = draw(EXTREME_OPS)
+    if draw(st.booleans()):
+        return f"{literal} {op} {column}"
+    return f"{column} {op} {literal}"
+
+
+@st.composite
+def extreme_float_comparison(draw: st.DrawFn) -> str:
+    """A FLOAT or DOUBLE column against subnormals, +/-0.0, NaN, infinities and neighbours."""
+    column = draw(st.sampled_from(["f32", "f64"]))
+    anchors = [
+        v for v in extreme_table().column(column).to_pylist() if v is not None and v == v
+    ] + [5e-324, 1.17549435e-38, 16777217.0]
+    value = draw(st.one_of(st.sampled_from([NAN, INF, -INF, 0.0, -0.0]), near_double(anchors)))
+    kind = draw(st.sampled_from(["double", "double", "float", "integer", "decimal"]))
+    if kind == "float" and value == value and abs(value) < 3.4e38:
+        literal = f"CAST({double_literal_text(value)} AS FLOAT)"
+    elif kind == "integer" and value == value and abs(value) < 2**63:
+        literal = str(int(value))
+    elif kind == "decimal" and value == value and abs(value) not in (INF,):
+        text = decimal_literal_text(D(value).normalize() if value else D(0))
+        literal = text if text is not None and "E" not in text else double_literal_text(value)
+    else:
+        literal = double_literal_text(value)
+    return f"{column} {draw(EXTREME_OPS)} {literal}"
+
+
+@st.composite
+def extreme_temporal_comparison(draw: st.DrawFn) -> str:
+    """A DATE or TIMESTAMP column at the first or last day, the epoch, microseconds apart."""
+    column = draw(st.sampled_from(["dt", "ts"]))
+    if column == "dt":
+        day = draw(
+            st.sampled_from(
+                [
+                    dt.date(1, 1, 1),
+                    dt.date(1, 1, 2),
+                    dt.date(9999, 12, 31),
+                    dt.date(9999, 12, 30),
+                    dt.date(1969, 12, 31),
+                    dt.date(1970, 1, 1),
+                    dt.date(1582, 10, 4),
+                ]
+            )
+        )
+        literal = f"DATE '{day.isoformat()}'"
+    else:
+        moments = [v for v in extreme_table().column("ts").to_pylist() if v is not None]
+        base = draw(st.sampled_from(moments))
+        shift = dt.timedelta(microseconds=draw(st.sampled_from([0, 0, 1, -1, 1000, -1000])))
+        try:
+            moment = base + shift
+        except OverflowError:
+            moment = base
+        literal = f"TIMESTAMP '{moment.strftime('%Y-%m-%d %H:%M:%S.%f').rjust(26, '0')}'"
+    return f"{column} {draw(EXTREME_OPS)} {literal}"
+
+
+@st.composite
+def extreme_in_list(draw: st.DrawFn) -> str:
+    """IN lists over DECIMAL(38, s) columns, mixing scales and integers (one comparison type)."""
+    column = draw(st.sampled_from([*DECIMAL_SCALES, "big", "ti"]))
+    table = extreme_table()
+    exact = [D(v) for v in table.column(column).to_pylist() if v is not None]
+    scale = DECIMAL_SCALES.get(column, 0)
+    items = []
+    for _ in range(draw(st.integers(1, 3))):
+        text = decimal_literal_text(draw(near_decimal(exact, scale)))
+        items.append(text if text is not None else "0")
+    if draw(st.booleans()):
+        items.append(draw(st.sampled_from(["0", "1", "-1", "0.5", "1E0"])))
+    negated = "NOT " if draw(st.booleans()) else ""
+    return f"{column} {negated}IN ({', '.join(items)})"
+
+
+def extreme_leaf() -> st.SearchStrategy[str]:
+    """One extreme comparison: decimal, floating, temporal or IN list."""
+    return st.one_of(
+        extreme_decimal_comparison(),
+        extreme_decimal_comparison(),
+        extreme_float_comparison(),
+        extreme_temporal_comparison(),
+        extreme_in_list(),
+    )
+
+
+def extreme_predicates(max_leaves: int = 3) -> st.SearchStrategy[str]:
+    """Extreme comparisons combined with AND / OR / NOT (negations push literals through ``-``)."""
+    return st.recursive(extreme_leaf(), _combine, max_leaves=max_leaves)
+
+
+@st.composite
+def comparison_near_values(draw: st.DrawFn, table: pa.Table, column: str) -> str:
+    """A comparison of ``column`` with a literal on, or one ulp beside, one of ``table``'s values.
+
+    Aimed at the values a table really holds, so that DELETE and pruning meet
+    files whose bounds sit exactly at (or one unit from) the literal.
+    """
+    values = [v for v in table.column(column).to_pylist() if v is not None]
+    dtype = table.schema.field(column).type
+    op = draw(EXTREME_OPS)
+    if not values:
+        return f"{column} IS NULL"
+    if pa.types.is_decimal(dtype) or pa.types.is_integer(dtype):
+        scale = dtype.scale if pa.types.is_decimal(dtype) else 0
+        text = decimal_literal_text(draw(near_decimal([D(v) for v in values], scale)))
+        literal = text if text is not None else str(values[0])
+    elif pa.types.is_floating(dtype):
+        finite = [float(v) for v in values if v == v and v not in (INF, -INF)]
+        literal = double_literal_text(draw(near_double(finite or [0.0])))
+    elif pa.types.is_date(dtype):
+        day = draw(st.sampled_from(values))
+        shift = dt.timedelta(days=draw(st.sampled_from([0, 1, -1])))
+        room = day <= dt.date.max - shift if shift.days >= 0 else day >= dt.date.min - shift
+        day = day + shift if room else day
+        literal = f"DATE '{day.isoformat().rjust(10, '0')}'"
+    else:
+        base = draw(st.sampled_from(values))
+        try:
+            moment = base + dt.timedelta(microseconds=draw(st.sampled_from([0, 1, -1, 1000])))
+        except OverflowError:
+            moment = base
+        literal = f"TIMESTAMP '{moment.strftime('%Y-%m-%d %H:%M:%S.%f').rjust(26, '0')}'"
+    negated = "NOT " if draw(st.integers(0, 3)) == 0 else ""
+    return f"{negated}{column} {op} {literal}"

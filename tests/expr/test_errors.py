@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
 from lakelayout.errors import PredicateError
-from lakelayout.expr import evaluate, parse_predicate, parse_term
+from lakelayout.expr import And, Or, evaluate, parse_predicate, parse_term
+from lakelayout.expr.parse import MAX_NESTING
 
 SCHEMA = pa.schema(
     [
@@ -31,7 +33,11 @@ PREDICATE_ERRORS = [
         "unknown column 'zzz' in predicate; columns are: l_shipdate, l_quantity, l_comment, ts",
     ),
     ("l_shipdate = 'abc'", "type mismatch in \"l_shipdate = 'abc'\": 'abc' is not a valid DATE"),
-    ("l_quantity = 'x'", "type mismatch in \"l_quantity = 'x'\": cannot compare INT with 'x'"),
+    (
+        "l_quantity = 'x'",
+        "type mismatch in \"l_quantity = 'x'\": cannot compare INT with 'x' "
+        "(Spark casts it to BIGINT, which 'x' is not)",
+    ),
     ("l_shipdate = 5", "type mismatch in 'l_shipdate = 5': cannot compare DATE with 5"),
     (
         "l_comment = 5",
@@ -45,7 +51,8 @@ PREDICATE_ERRORS = [
     ),
     (
         "l_quantity IN (1, 'x')",
-        "type mismatch in \"l_quantity IN (1, 'x')\": cannot compare INT with 'x'",
+        "type mismatch in \"l_quantity IN (1, 'x')\": cannot compare INT with 'x' "
+        "(Spark casts it to BIGINT, which 'x' is not)",
     ),
     ("l_quantity + 1", "predicate 'l_quantity + 1' is not boolean: it has type INT"),
     ("l_comment", "predicate 'l_comment' is not boolean: it has type STRING"),
@@ -152,3 +159,101 @@ def test_ansi_errors_are_errors() -> None:
         evaluate(parse_predicate("1 / a > 0", table.schema), table)
     with pytest.raises(PredicateError, match="remainder by zero"):
         evaluate(parse_predicate("1 % a > 0", table.schema), table)
+
+
+# ---------------------------------------------------------------- statements and nesting (issue 10)
+
+NEST = pa.schema([("a", pa.int32()), ("b", pa.int32())])
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        (
+            "a < 3; DROP TABLE x",
+            "predicate 'a < 3; DROP TABLE x' holds more than one statement "
+            "(';' at line 1, col 6); a predicate is one Spark SQL expression",
+        ),
+        (
+            "a < 3;",
+            "predicate 'a < 3;' holds more than one statement "
+            "(';' at line 1, col 6); a predicate is one Spark SQL expression",
+        ),
+    ],
+)
+def test_a_second_statement_is_refused(sql: str, message: str) -> None:
+    with pytest.raises(PredicateError) as err:
+        parse_predicate(sql, NEST)
+    assert str(err.value) == message
+
+
+def test_a_semicolon_inside_a_string_is_data() -> None:
+    assert parse_predicate("a = 1 OR b = length(';')", NEST).sql() == "(a = 1 OR b = length(';'))"
+
+
+def _alternating(levels: int) -> str:
+    text = "a < 0"
+    for k in range(levels):
+        text = f"(a > {k} {'AND' if k % 2 else 'OR'} {text})"
+    return text
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("(" * MAX_NESTING + "a < 2" + ")" * MAX_NESTING, "a < 2"),
+        ("NOT " * MAX_NESTING + "a < 2", "a < 2"),
+        ("NOT " * (MAX_NESTING - 1) + "a < 2", "a >= 2"),
+        ("NOT (" * (MAX_NESTING // 2) + "a < 2" + ")" * (MAX_NESTING // 2), "a < 2"),
+        ("abs(" * (MAX_NESTING - 1) + "a" + ")" * (MAX_NESTING - 1) + " > 3", None),
+        ("(" * (MAX_NESTING - 1) + "a" + " + 1)" * (MAX_NESTING - 1) + " > 3", None),
+    ],
+    ids=["parentheses", "nots", "nots-odd", "not-parentheses", "functions", "arithmetic"],
+)
+def test_nesting_up_to_the_limit_binds(sql: str, expected: str | None) -> None:
+    pred = parse_predicate(sql, NEST)
+    if expected is not None:
+        assert pred.sql() == expected
+
+
+def test_alternating_and_or_up_to_the_limit_binds_and_prunes() -> None:
+    from lakelayout.skipping.stats_rules import all_rows_match, might_match
+    from lakelayout.stats.blocks import block_stats
+
+    table = pa.table({"a": pa.array([1, 300], pa.int32()), "b": pa.array([0, 0], pa.int32())})
+    pred = parse_predicate(_alternating(MAX_NESTING - 1), NEST)
+    files = block_stats(table, np.array([0, 1]))
+    truth = evaluate(pred, table)
+    keep = might_match(pred, files)
+    assert not (truth & ~keep).any()
+    assert not (all_rows_match(pred, files) & ~truth).any()
+
+
+def test_nesting_past_the_limit_is_a_clear_error() -> None:
+    deeper = MAX_NESTING + 1
+    with pytest.raises(PredicateError) as err:
+        parse_predicate("(" * deeper + "a < 2" + ")" * deeper, NEST)
+    assert str(err.value) == (
+        f"predicate '{'(' * 77}...' nests {deeper} levels deep (parentheses and NOT); "
+        f"lakelayout accepts at most {MAX_NESTING} (Spark's parser stops near 270)"
+    )
+    with pytest.raises(PredicateError) as err:
+        parse_predicate("NOT " * deeper + "a < 2", NEST)
+    assert f"nests {deeper} levels deep" in str(err.value)
+
+
+def test_long_and_or_chains_are_flat() -> None:
+    """Spark takes 50,000-term chains; sqlglot nests them one level per term."""
+    terms = 5_000
+    pred = parse_predicate(" AND ".join(f"a != {k}" for k in range(terms)), NEST)
+    assert isinstance(pred, And) and len(pred.children_) == terms
+    ors = parse_predicate(" OR ".join(f"(a = {k} OR b = {k})" for k in range(terms)), NEST)
+    assert isinstance(ors, Or) and len(ors.children_) == 2 * terms
+
+
+def test_recursion_limit_is_restored_after_deep_text() -> None:
+    import sys
+
+    before = sys.getrecursionlimit()
+    parse_predicate("(" * MAX_NESTING + "a < 2" + ")" * MAX_NESTING, NEST)
+    assert sys.getrecursionlimit() == before

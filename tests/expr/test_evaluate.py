@@ -246,3 +246,55 @@ def test_folds_build_the_documented_nodes() -> None:
     assert parse_predicate("NOT (t > 1 AND t = 1000)", schema) == Or(
         (Compare("<=", col, Literal(1, pa.int8())), IsNull(col, negated=True))
     )
+
+
+# ---------------------------------------------------------------- numbers as Spark computes them (issue 10)
+
+WIDE_TABLE = pa.table(
+    {
+        "d2": pa.array([decimal.Decimal("-42987701586.02"), None], pa.decimal128(38, 2)),
+        "d0": pa.array(
+            [decimal.Decimal("9" * 38), decimal.Decimal(-(10**37))], pa.decimal128(38, 0)
+        ),
+        "d18": pa.array([decimal.Decimal("1.5"), None], pa.decimal128(38, 18)),
+        "big": pa.array([2**53 + 1, 2**63 - 1], pa.int64()),
+        "x": pa.array([9007199254740992.0, 1.5]),
+    }
+)
+
+
+def test_decimal_to_double_is_correctly_rounded() -> None:
+    """Arrow's cast gives -42987701586.020004; Spark (Java) gives the nearest double."""
+    term = parse_term("d2 + 0.0D", WIDE_TABLE.schema)
+    assert evaluate_term(term, WIDE_TABLE).to_pylist() == [-42987701586.02, None]
+
+
+def test_bigint_against_double_rounds_instead_of_failing() -> None:
+    assert rows("big = x", WIDE_TABLE) == [0]  # 2**53 + 1 is 2**53 as a double
+    term = parse_term("big + 0.5D", WIDE_TABLE.schema)
+    assert evaluate_term(term, WIDE_TABLE).to_pylist() == [9007199254740992.0, 9.223372036854776e18]
+
+
+def test_remainder_of_38_digit_decimals_is_exact() -> None:
+    term = parse_term("d0 % 7", WIDE_TABLE.schema)
+    assert evaluate_term(term, WIDE_TABLE).to_pylist() == [
+        decimal.Decimal(int("9" * 38) % 7),
+        decimal.Decimal(-(10**37 % 7)),
+    ]
+
+
+def test_decimal_division_is_not_modelled() -> None:
+    assert parse_predicate("d2 / 3 > 0.41", WIDE_TABLE.schema) == Opaque(
+        "d2 / 3 > 0.41", frozenset({"d2"})
+    )
+    with pytest.raises(PredicateError) as err:
+        parse_term("d2 / 3", WIDE_TABLE.schema)
+    assert str(err.value) == "unsupported expression 'd2 / 3': decimal division"
+
+
+def test_arrow_failures_surface_as_predicate_errors() -> None:
+    with pytest.raises(PredicateError) as err:
+        evaluate(parse_predicate("d0 < d18", WIDE_TABLE.schema), WIDE_TABLE)
+    assert str(err.value) == (
+        "evaluating 'd0 < d18' failed: Rescaling Decimal value would cause data loss"
+    )

@@ -267,6 +267,33 @@ def test_gap_list_skips_ranges_inside_gaps() -> None:
     assert open_high.keep.tolist() == [False, False, True]  # NaN > 101 in Spark
 
 
+def test_gap_list_collects_values_without_an_exact_double() -> None:
+    """Regression: ranking gaps cast to float64 with a range check, so a bigint past 2**53
+    or a timestamp in year 9999 made collection (inside every write) fail."""
+    schema = pa.schema([("big", pa.int64()), ("ts", pa.timestamp("us", tz="UTC"))])
+    utc = dt.timezone.utc
+    data = pa.table(
+        {
+            "big": pa.array([1, 2**62, 2**62 + 1, 2**63 - 1], pa.int64()),
+            "ts": pa.array(
+                [
+                    dt.datetime(1, 1, 1, tzinfo=utc),
+                    dt.datetime(1970, 1, 1, tzinfo=utc),
+                    dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=utc),
+                    None,
+                ],
+                pa.timestamp("us", tz="UTC"),
+            ),
+        }
+    )
+    big = GapList("big", gaps=1).bind(schema).collect(data)
+    assert big["gaps"] == [{"lo": 1, "hi": 2**62}]
+    stamps = GapList("ts", gaps=1).bind(schema).collect(data)
+    assert stamps["min"] == dt.datetime(1, 1, 1, tzinfo=utc)
+    assert stamps["max"] == dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=utc)
+    assert len(stamps["gaps"]) == 1
+
+
 def test_gap_list_merges_batches() -> None:
     index = GapList("i", gaps=1).bind(SCHEMA)
     batches = [pa.record_batch(table(i=[1, 2]).to_batches()[0]), table(i=[50, 51]).to_batches()[0]]

@@ -20,6 +20,7 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lakelayout.errors import PredicateError
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.skipping.clauses import evaluate as evaluate_clause
 from lakelayout.skipping.indexes import (
@@ -35,6 +36,7 @@ from lakelayout.skipping.indexes import (
 )
 from lakelayout.skipping.planner import MINMAX, plan
 
+from ..expr.predicates import comparison_near_values, extreme_table
 from .index_helpers import FUNCTIONS, file_stats, truth
 
 EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "400"))
@@ -228,3 +230,89 @@ def test_skipped_files_hold_no_matching_row(
             assert not (holds & ~alone).any(), (query, index.name)
             unknown = np.asarray(columns[index.name].is_null().to_numpy(zero_copy_only=False))
             assert alone[unknown].all(), (query, index.name, "skipped without metadata")
+
+
+# ---------------------------------------------------------------- extreme values (issue 10)
+#
+# Value-list, bloom, gap-list and min/max-over-expression indexes on
+# DECIMAL(38, s) values at both ends of the type, doubles at subnormals,
+# -0.0, NaN and infinities, and the first and last dates and timestamps;
+# predicates whose literals sit on, or one ulp beside, the values held.
+
+EXTREME = extreme_table().select(["d38_18", "d38_0", "d38_38", "f64", "dt", "ts"])
+EXTREME_SCHEMA = EXTREME.schema
+EXTREME_INDEXES = [
+    i.bind(EXTREME_SCHEMA)
+    for i in [
+        ValueList("d38_18"),
+        BloomFilter("d38_18", expected_values=8),
+        GapList("d38_18", gaps=2),
+        GapList("d38_0", gaps=1),
+        Hybrid("d38_38", max_values=2, expected_values=8),
+        BloomFilter("f64", expected_values=8),
+        GapList("f64", gaps=2),
+        MinMax("f64 * 2"),
+        MinMax("d38_0 % 7"),
+        ValueList("dt"),
+        GapList("ts", gaps=2),
+    ]
+]
+
+
+@st.composite
+def extreme_cases(draw: st.DrawFn) -> tuple[list[pa.Table], list[str]]:
+    rows = draw(st.lists(st.integers(0, EXTREME.num_rows - 1), min_size=1, max_size=20))
+    data = EXTREME.take(pa.array(rows))
+    files = draw(st.integers(1, 4))
+    ids = np.asarray(
+        draw(st.lists(st.integers(0, files - 1), min_size=len(rows), max_size=len(rows)))
+    )
+    tables = [data.filter(pa.array(ids == f)) for f in range(files)]
+    columns = st.sampled_from(["d38_18", "d38_18", "d38_0", "d38_38", "f64", "dt", "ts"])
+    leaf = columns.flatmap(lambda c: comparison_near_values(data, c))
+    in_list = st.lists(
+        st.sampled_from(
+            [format(v, "f") for v in data.column("d38_18").to_pylist() if v is not None] or ["0"]
+        ),
+        min_size=1,
+        max_size=3,
+    ).map(lambda items: f"d38_18 IN ({', '.join(items)})")
+    atom = st.one_of(leaf, leaf, in_list)
+    tree = st.recursive(
+        atom,
+        lambda inner: st.one_of(
+            st.builds("({}) AND ({})".format, inner, inner),
+            st.builds("({}) OR ({})".format, inner, inner),
+            inner.map("NOT ({})".format),
+        ),
+        max_leaves=3,
+    )
+    return tables, draw(st.lists(tree, min_size=1, max_size=3))
+
+
+@settings(
+    max_examples=max(20, EXAMPLES // 4),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(case=extreme_cases())
+def test_extreme_values_skipped_files_hold_no_matching_row(
+    case: tuple[list[pa.Table], list[str]],
+) -> None:
+    tables, queries = case
+    stats = file_stats(tables, EXTREME_SCHEMA)
+    columns = {
+        index.name: pa.array(
+            [index.collect(t.to_batches(max_chunksize=3) or [t]) for t in tables],
+            type=index.arrow_type,
+        )
+        for index in EXTREME_INDEXES
+    }
+    for query in queries:
+        try:
+            pred = parse_predicate(query, EXTREME_SCHEMA)
+            holds = truth(query, tables, EXTREME_SCHEMA)
+        except PredicateError:
+            continue  # Spark rejects it too, or it is not evaluable outside Spark
+        full = plan(pred, stats, metadata=columns, indexes=EXTREME_INDEXES)
+        assert not (holds & ~full.keep).any(), (query, full.keep, holds)

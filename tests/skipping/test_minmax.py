@@ -389,3 +389,23 @@ def test_float_max_of_other_writers_is_not_trusted(tmp_path: Path) -> None:
         DeltaTable(str(tmp_path)).get_add_actions(flatten=True), schema, nan_safe=True
     )
     assert might_match(Compare(">", f, Literal(5.0, pa.float64())), trusted).tolist() == [False]
+
+
+def test_in_list_on_38_digit_decimals_is_exact() -> None:
+    """IN lists compare DECIMAL(38, s) bounds exactly (no float64 detour: 1e-18 apart values)."""
+    dtype = pa.decimal128(38, 18)
+    low, high = Decimal("-12345678901.123456789012345678"), Decimal("99999999999999999999.0")
+    files = block_stats(pa.table({"d": pa.array([low, high], dtype)}), np.array([0, 0]))
+    d = Column("d", dtype)
+    below = Decimal("-12345678901.123456789012345679")  # one ulp under the min: same double
+    assert float(below) == float(low)
+    values = [below, Decimal("-99999999999999999999.999999999999999999")]
+    assert might_match(In(d, tuple(Literal(v, dtype) for v in values)), files).tolist() == [False]
+    assert all_rows_match(
+        In(d, tuple(Literal(v, dtype) for v in values), negated=True), files
+    ).tolist() == [True]
+    hit = (*values, low)
+    assert might_match(In(d, tuple(Literal(v, dtype) for v in hit)), files).tolist() == [True]
+    assert all_rows_match(
+        In(d, tuple(Literal(v, dtype) for v in hit), negated=True), files
+    ).tolist() == [False]

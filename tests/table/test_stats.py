@@ -449,3 +449,29 @@ def test_a_dotted_column_beside_a_struct_field_through_a_delta_log(tmp_path: Pat
     assert flat.columns["b.c"].min.to_pylist() == [None]
     assert flat.columns["`b.c`"].max.to_pylist() == [None]
     assert from_delta_stats([stats], schema).columns["`b.c`"].min.to_pylist() == [10]
+
+
+def test_decimal_bounds_from_json_text_keep_38_digits() -> None:
+    """Regression: JSON numbers went through a double (and a 28-digit context)."""
+    schema = pa.schema([("d", pa.decimal128(20, 2)), ("e", pa.decimal128(38, 18))])
+    text = (
+        '{"numRecords":1,'
+        '"minValues":{"d":123456789012345678.91,"e":-12345678901.123456789012345679},'
+        '"maxValues":{"d":"123456789012345678.91","e":99999999999999999999.999999999999999999},'
+        '"nullCount":{"d":0,"e":0}}'
+    )
+    files = from_delta_stats([text], schema)
+    assert files.columns["d"].min.to_pylist() == [Decimal("123456789012345678.91")]
+    assert files.columns["d"].max.to_pylist() == [Decimal("123456789012345678.91")]
+    assert files.columns["e"].min.to_pylist() == [Decimal("-12345678901.123456789012345679")]
+    assert files.columns["e"].max.to_pylist() == [
+        Decimal("99999999999999999999.999999999999999999")
+    ]
+
+
+def test_decimal_bound_beyond_the_type_is_unknown() -> None:
+    schema = pa.schema([("d", pa.decimal128(5, 2))])
+    text = '{"numRecords":1,"minValues":{"d":1234.5},"maxValues":{"d":1.005},"nullCount":{"d":0}}'
+    files = from_delta_stats([text], schema)
+    assert files.columns["d"].min.to_pylist() == [None]  # 6 digits in DECIMAL(5, 2)
+    assert files.columns["d"].max.to_pylist() == [None]  # a third fraction digit

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lakelayout import arguments as args
 from lakelayout.cluster import config as cfg
 from lakelayout.cluster.optimize_metrics import OptimizeMetrics
 from lakelayout.cluster.plan import (
@@ -175,6 +176,8 @@ class Optimizer:
         exactly one file (no rolling at the target size, so no small remainder
         files); the file count is then predictable from the target size.
         """
+        args.require_bool(full, "full", "optimize.run")
+        args.require_bool(one_file_per_block, "one_file_per_block", "optimize.run")
         ctx = self._ctx()
         columns = cfg.parse_clustering(ctx.snap.configuration)
         if columns is None:
@@ -200,6 +203,8 @@ class Optimizer:
         ``round(table bytes / target file size)`` blocks, each written as
         exactly one file.
         """
+        args.require_names(columns, "columns", "optimize.zorder")
+        args.require_bool(one_file_per_block, "one_file_per_block", "optimize.zorder")
         return self._curve(columns, "zorder", hooks, one_file_per_block)
 
     def hilbert(
@@ -210,6 +215,8 @@ class Optimizer:
         one_file_per_block: bool = False,
     ) -> OptimizeMetrics:
         """Like :meth:`zorder` with the Hilbert curve (Z-order for a single column)."""
+        args.require_names(columns, "columns", "optimize.hilbert")
+        args.require_bool(one_file_per_block, "one_file_per_block", "optimize.hilbert")
         return self._curve(columns, "hilbert", hooks, one_file_per_block)
 
     def apply(

@@ -405,7 +405,10 @@ def write_routed(
     order = _row_order(router, sort_columns)
     shuffled = routed.repartition(parts, F.col(PART_COLUMN)).sortWithinPartitions(*order)
     spec = TaskWriter(root, schema, target_file_size, prefix, "zstd")
-    rows = shuffled.mapInArrow(RoutedWriter(spec), _DESCRIPTOR_DDL).collect()
+    from lakelayout.table.writer import task_errors
+
+    with task_errors():
+        rows = shuffled.mapInArrow(RoutedWriter(spec), _DESCRIPTOR_DDL).collect()
     return [
         RoutedFile(
             WrittenFile(

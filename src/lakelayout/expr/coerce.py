@@ -30,16 +30,24 @@ import decimal
 import math
 import re
 
-import numpy as np
 import pyarrow as pa
 
 from lakelayout.errors import PredicateError
-from lakelayout.expr import temporal
-from lakelayout.expr.nodes import BoolConst, BoolTerm, Compare, Expr, IsNull, Literal, Predicate
+from lakelayout.expr import numbers, temporal
+from lakelayout.expr.nodes import (
+    And,
+    BoolConst,
+    BoolTerm,
+    Compare,
+    Expr,
+    IsNull,
+    Literal,
+    Or,
+    Predicate,
+)
 from lakelayout.expr.temporal import FarTimestamp, TimestampValue
-from lakelayout.expr.types import exact_scale_and_range, family, spark_type_name
+from lakelayout.expr.types import WIDE, exact_scale_and_range, family, spark_type_name
 
-_EXACT = decimal.Context(prec=200)
 _DATE_RE = re.compile(r"^\s*([+-]?\d{4,})(?:-(\d{1,2})(?:-(\d{1,2}))?)?(?:[T ].*)?\s*$")
 
 
@@ -51,8 +59,22 @@ class Unrepresentable(Exception):
     """Valid Spark whose literal lakelayout cannot hold (a DATE beyond Python's range)."""
 
 
-def compare(op: str, term: Expr, lit: Literal, timezone: str) -> Predicate:
-    """``term op lit`` with ``lit`` coerced to the term's type, folded when decided."""
+def compare(
+    op: str,
+    term: Expr,
+    lit: Literal,
+    timezone: str,
+    *,
+    via: str = "compare",
+    list_type: pa.DataType | None = None,
+) -> Predicate:
+    """``term op lit`` with ``lit`` coerced to the term's type, folded when decided.
+
+    ``via`` (``"compare"`` or ``"in"``) and ``list_type`` (the
+    comparison type of a whole IN list, :func:`.numbers.in_list_type`) select
+    Spark's numeric coercion (:mod:`.numbers`). Raises
+    :class:`~.numbers.NotModelled` where Spark would round the term's own values.
+    """
     if lit.value is None:
         return BoolConst(False)
     dtype = getattr(term, "dtype", None)
@@ -60,10 +82,8 @@ def compare(op: str, term: Expr, lit: Literal, timezone: str) -> Predicate:
     if dtype is None or fam in ("map", "other", "binary"):
         raise TypeMismatch(f"cannot compare {spark_type_name(dtype)} values with literals")
     assert dtype is not None
-    if fam in ("int", "decimal"):
-        return _compare_exact(op, term, dtype, lit)
-    if fam == "float":
-        return _compare_float(op, term, dtype, lit)
+    if fam in ("int", "decimal", "float"):
+        return _compare_number(op, term, dtype, lit, via, list_type)
     if fam == "string":
         return Compare(op, term, Literal(_as_string(lit, dtype), pa.string()))
     if fam == "date":
@@ -73,34 +93,58 @@ def compare(op: str, term: Expr, lit: Literal, timezone: str) -> Predicate:
     return _compare_bool(op, term, lit)
 
 
-# ---------------------------------------------------------------- exact numbers
+# ---------------------------------------------------------------- numbers
 
 
-def _exact_value(lit: Literal, dtype: pa.DataType) -> decimal.Decimal:
-    """The literal as an exact decimal (doubles by their shortest repr, as Spark prints them)."""
+def _compare_number(
+    op: str,
+    term: Expr,
+    dtype: pa.DataType,
+    lit: Literal,
+    via: str,
+    list_type: pa.DataType | None,
+) -> Predicate:
+    """Numeric term: compared in Spark's comparison type (:mod:`.numbers`), then folded."""
     value = lit.value
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal | str):
         raise _mismatch(lit, dtype)
-    if isinstance(value, int):
-        return decimal.Decimal(value)
-    if isinstance(value, decimal.Decimal):
-        return value
-    if isinstance(value, float):
-        return decimal.Decimal(repr(value)) if math.isfinite(value) else decimal.Decimal(value)
-    if isinstance(value, str):
-        try:
-            parsed = decimal.Decimal(value.strip())
-        except decimal.InvalidOperation:
-            raise _mismatch(lit, dtype) from None
-        if pa.types.is_integer(dtype) and parsed != parsed.to_integral_value():
-            raise _mismatch(lit, dtype)
-        return parsed
-    raise _mismatch(lit, dtype)
+    target = list_type or numbers.comparison_type(op, dtype, lit, via=via)
+    try:
+        if family(target) == "float":
+            return _compare_as_double(op, term, dtype, numbers.as_double(value), target)
+        if list_type is None and numbers.strength_reduced(op, dtype, lit, via=via):
+            assert isinstance(value, decimal.Decimal)
+            return _strength_reduced(op, term, dtype, value)
+        if isinstance(value, str):
+            return _compare_exact(op, term, dtype, decimal.Decimal(numbers.integer_text(value)))
+        exact = decimal.Decimal(value)
+        if family(target) == "decimal":
+            if exact_scale_and_range(dtype)[0] > target.scale:
+                raise numbers.NotModelled(
+                    f"Spark compares {spark_type_name(dtype)} with {lit.sql()} as "
+                    f"{spark_type_name(target)}, rounding the column's values"
+                )
+            exact = numbers.round_half_up(exact, target)
+        return _compare_exact(op, term, dtype, exact)
+    except numbers.BadLiteral as err:
+        raise _mismatch(lit, dtype, hint=str(err)) from None
 
 
-def _compare_exact(op: str, term: Expr, dtype: pa.DataType, lit: Literal) -> Predicate:
-    """Integer/decimal term: exact comparison, rounding the bound to the term's scale."""
-    value = _exact_value(lit, dtype)
+def _strength_reduced(op: str, term: Expr, dtype: pa.DataType, value: decimal.Decimal) -> Predicate:
+    """Integral term vs decimal literal in a range comparison, as Spark rewrites it.
+
+    Exact within the BIGINT range; beyond it Spark replaces the comparison by
+    a TRUE or FALSE literal, TRUE even where the term is NULL.
+    """
+    if value < numbers.LONG_MIN:
+        return BoolConst(op in (">", ">="))
+    if value > numbers.LONG_MAX:
+        return BoolConst(op in ("<", "<="))
+    return _compare_exact(op, term, dtype, value)
+
+
+def _compare_exact(op: str, term: Expr, dtype: pa.DataType, value: decimal.Decimal) -> Predicate:
+    """Integer/decimal term against an exact value: the bound rounded to the term's scale."""
     if value.is_nan():
         return IsNull(term, negated=True) if op in ("<", "<=", "!=") else BoolConst(False)
     scale, lowest, highest = exact_scale_and_range(dtype)
@@ -108,9 +152,9 @@ def _compare_exact(op: str, term: Expr, dtype: pa.DataType, lit: Literal) -> Pre
         return IsNull(term, negated=True) if op in ("<", "<=", "!=") else BoolConst(False)
     if value < lowest:
         return IsNull(term, negated=True) if op in (">", ">=", "!=") else BoolConst(False)
-    quantum = decimal.Decimal(1).scaleb(-scale)
-    floor = value.quantize(quantum, rounding=decimal.ROUND_FLOOR, context=_EXACT)
-    ceiling = value.quantize(quantum, rounding=decimal.ROUND_CEILING, context=_EXACT)
+    quantum = decimal.Decimal(1).scaleb(-scale, context=WIDE)
+    floor = value.quantize(quantum, rounding=decimal.ROUND_FLOOR, context=WIDE)
+    ceiling = value.quantize(quantum, rounding=decimal.ROUND_CEILING, context=WIDE)
     exact = floor == value
     if op == "=":
         return Compare(op, term, _typed(floor, dtype)) if exact else BoolConst(False)
@@ -153,47 +197,95 @@ def _bounded(
 
 def _typed(value: decimal.Decimal, dtype: pa.DataType) -> Literal:
     if pa.types.is_decimal(dtype):
-        return Literal(
-            value.quantize(decimal.Decimal(1).scaleb(-dtype.scale), context=_EXACT), dtype
-        )
+        quantum = decimal.Decimal(1).scaleb(-dtype.scale, context=WIDE)
+        return Literal(value.quantize(quantum, context=WIDE), dtype)
     return Literal(int(value), dtype)
 
 
-# ---------------------------------------------------------------- floating point
+# ---------------------------------------------------------------- doubles
 
 
-def _compare_float(op: str, term: Expr, dtype: pa.DataType, lit: Literal) -> Predicate:
-    value, lit_type = _as_float(lit, dtype)
+def _compare_as_double(
+    op: str, term: Expr, dtype: pa.DataType, value: float, target: pa.DataType
+) -> Predicate:
+    """``CAST(term AS DOUBLE) op value``: a float term as is, an exact one through rounding."""
+    if family(dtype) == "float":
+        return _compare_float(op, term, Literal(value, target))
+    if not math.isfinite(value):
+        return _compare_exact(op, term, dtype, decimal.Decimal(value))
+    return _compare_rounded(op, term, dtype, numbers.double_preimage(value))
+
+
+def _compare_rounded(op: str, term: Expr, dtype: pa.DataType, p: numbers.Preimage) -> Predicate:
+    """An exact term whose values are rounded to a double ``d`` before ``op d``.
+
+    Rounding is monotonic, so ``double(x) op d`` is a range of ``x`` bounded
+    by the midpoints between ``d`` and its neighbours (:class:`~.numbers.Preimage`).
+    """
+    at_low = ">=" if p.closed else ">"  # x rounds to d or above
+    below_low = "<" if p.closed else "<="  # x rounds below d
+    at_high = "<=" if p.closed else "<"  # x rounds to d or below
+    above_high = ">" if p.closed else ">="  # x rounds above d
+
+    def side(side_op: str, bound: decimal.Decimal) -> Predicate:
+        return _compare_exact(side_op, term, dtype, bound)
+
+    if op in ("=", "!="):
+        low, high = side(at_low, p.low), side(at_high, p.high)
+        if isinstance(low, Compare) and isinstance(high, Compare) and low.value == high.value:
+            return Compare(op, term, low.value)  # one value of the term's type rounds to d
+        if op == "=":
+            return _both(term, low, high)
+        return _either(term, side(below_low, p.low), side(above_high, p.high))
+    if op == "<":
+        return side(below_low, p.low)
+    if op == "<=":
+        return side(at_high, p.high)
+    if op == ">":
+        return side(above_high, p.high)
+    return side(at_low, p.low)
+
+
+def _not_null(pred: Predicate, term: Expr) -> bool:
+    return isinstance(pred, IsNull) and pred.negated and pred.term == term
+
+
+def _both(term: Expr, a: Predicate, b: Predicate) -> Predicate:
+    """WHERE-semantics AND of two folds over one term (each exact in 3-valued logic alone)."""
+    if BoolConst(False) in (a, b):
+        return BoolConst(False)
+    if _not_null(a, term):
+        return b
+    if _not_null(b, term):
+        return a
+    return And((a, b))
+
+
+def _either(term: Expr, a: Predicate, b: Predicate) -> Predicate:
+    """WHERE-semantics OR of two folds over one term."""
+    if _not_null(a, term) or _not_null(b, term):
+        return IsNull(term, negated=True)
+    if a == BoolConst(False):
+        return b
+    if b == BoolConst(False):
+        return a
+    return Or((a, b))
+
+
+def _compare_float(op: str, term: Expr, lit: Literal) -> Predicate:
+    """Float term and a literal of the comparison type: NaN is the largest value."""
+    value = float(lit.value)  # type: ignore[arg-type]
     if math.isnan(value):
-        nan = Literal(value, lit_type)
         folded: dict[str, Predicate] = {
-            "=": Compare("=", term, nan),
-            "!=": Compare("!=", term, nan),
-            "<": Compare("!=", term, nan),
+            "=": Compare("=", term, lit),
+            "!=": Compare("!=", term, lit),
+            "<": Compare("!=", term, lit),
             "<=": IsNull(term, negated=True),
             ">": BoolConst(False),
-            ">=": Compare("=", term, nan),
+            ">=": Compare("=", term, lit),
         }
         return folded[op]
-    return Compare(op, term, Literal(value, lit_type))
-
-
-def _as_float(lit: Literal, dtype: pa.DataType) -> tuple[float, pa.DataType]:
-    """The literal as a float and its type: FLOAT only when both sides are FLOAT-exact."""
-    value = lit.value
-    if isinstance(value, bool) or not isinstance(value, int | float | decimal.Decimal | str):
-        raise _mismatch(lit, dtype)
-    if isinstance(value, str):
-        try:
-            number = float(value.strip())
-        except ValueError:
-            raise _mismatch(lit, dtype) from None
-        return number, dtype
-    if pa.types.is_float32(dtype) and (
-        isinstance(value, int) or (lit.dtype is not None and pa.types.is_float32(lit.dtype))
-    ):
-        return float(np.float32(value)), pa.float32()
-    return float(value), pa.float64()
+    return Compare(op, term, lit)
 
 
 # ---------------------------------------------------------------- strings, booleans

@@ -48,7 +48,7 @@ from lakelayout.expr.nodes import (
     TermCompare,
 )
 from lakelayout.expr.temporal import FarTimestamp
-from lakelayout.expr.types import common_type, family, is_string
+from lakelayout.expr.types import WIDE, common_type, family, is_string
 from lakelayout.expr.visitor import PredicateVisitor, TermVisitor
 
 Data: TypeAlias = "pa.Table | pa.RecordBatch"
@@ -90,13 +90,19 @@ def evaluate(pred: Predicate, data: Data, *, timezone: str = "UTC") -> np.ndarra
     array([False,  True, False])
     """
     ctx = _Context(data, timezone)
-    return _Mask(ctx, _Values(ctx)).visit(pred)
+    try:
+        return _Mask(ctx, _Values(ctx)).visit(pred)
+    except pa.ArrowException as err:
+        raise PredicateError(f"evaluating {pred.sql()!r} failed: {err}") from None
 
 
 def evaluate_term(term: Expr, data: Data, *, timezone: str = "UTC") -> pa.Array:
     """Values of a term, one per row, as Spark computes them."""
     ctx = _Context(data, timezone)
-    return _as_array(_Values(ctx).visit(term), ctx)
+    try:
+        return _as_array(_Values(ctx).visit(term), ctx)
+    except pa.ArrowException as err:
+        raise PredicateError(f"evaluating {term.sql()!r} failed: {err}") from None
 
 
 # ---------------------------------------------------------------- predicates
@@ -308,7 +314,23 @@ def _cast(value: Value, target: pa.DataType, ctx: _Context) -> Value:
         return pc.assume_timezone(arr, ctx.timezone).cast(target)
     if pa.types.is_null(value.type):
         return pa.scalar(None, target) if isinstance(value, pa.Scalar) else value.cast(target)
+    if pa.types.is_floating(target) and pa.types.is_decimal(value.type):
+        return _decimal_to_float(value, target)
+    if pa.types.is_floating(target) and pa.types.is_integer(value.type):
+        return value.cast(target, safe=False)  # nearest double, as Spark's cast (not an error)
     return value.cast(target, safe=not pa.types.is_timestamp(target))
+
+
+def _decimal_to_float(value: Value, target: pa.DataType) -> Value:
+    """DECIMAL to DOUBLE correctly rounded, as Spark (Java's BigDecimal.doubleValue) does.
+
+    Arrow's cast is not correctly rounded for wide decimals (a DECIMAL(38, s)
+    value can land one double away from Spark's).
+    """
+    if isinstance(value, pa.Scalar):
+        py = value.as_py()
+        return pa.scalar(None if py is None else float(py), target)
+    return pa.array([None if v is None else float(v) for v in value.to_pylist()], target)
 
 
 def _mask(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -356,7 +378,9 @@ def _remainder(term: Func, v: _Values) -> Value:
     _nonzero_divisor(b, term, ctx)
     if family(target) == "decimal":
         values = [
-            None if x is None or y is None else decimal.Decimal(x) % decimal.Decimal(y)
+            None
+            if x is None or y is None
+            else WIDE.remainder(decimal.Decimal(x), decimal.Decimal(y))
             for x, y in zip(a.to_pylist(), b.to_pylist(), strict=True)
         ]
         return pa.array(values, type=pa.decimal128(38, target.scale)).cast(target)

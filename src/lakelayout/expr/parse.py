@@ -33,10 +33,13 @@ number (``i = '1'``) is accepted, as Spark casts the literal.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import decimal
 import re
-from collections.abc import Callable, Mapping
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, cast
 
 import pyarrow as pa
@@ -44,9 +47,10 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
 
 from lakelayout.errors import PredicateError, closest
-from lakelayout.expr import coerce
+from lakelayout.expr import coerce, numbers
 from lakelayout.expr.like import shape, tokenize
 from lakelayout.expr.nodes import (
     FLIPPED_OP,
@@ -72,7 +76,13 @@ from lakelayout.expr.nodes import (
 )
 from lakelayout.expr.normalize import canonical_args, normalize
 from lakelayout.expr.temporal import FarTimestamp, NonDeterministic
-from lakelayout.expr.types import arithmetic_type, common_type, family, spark_type_name
+from lakelayout.expr.types import (
+    arithmetic_type,
+    common_type,
+    decimal_cast,
+    family,
+    spark_type_name,
+)
 from lakelayout.expr.visitor import PredicateVisitor
 
 Functions = Mapping[str, pa.DataType]
@@ -171,9 +181,10 @@ def parse_predicate(
     >>> parse_predicate("l_quantity BETWEEN 1 AND 10.5", schema).sql()
     '(l_quantity <= 10 AND l_quantity >= 1)'
     """
-    node = _parse(sql, "predicate")
-    binder = Binder(schema, functions, timezone, "predicate")
-    return normalize(binder.predicate(node))
+    node, depth = _parse(sql, "predicate")
+    with _headroom(depth, sql, "predicate"):
+        binder = Binder(schema, functions, timezone, "predicate")
+        return normalize(binder.predicate(node))
 
 
 def parse_term(
@@ -188,10 +199,11 @@ def parse_term(
     >>> parse_term("MONTH(l_shipdate)", pa.schema([("l_shipdate", pa.date32())])).sql()
     'month(l_shipdate)'
     """
-    node = _parse(sql, "expression")
+    node, depth = _parse(sql, "expression")
     binder = Binder(schema, functions, timezone, "expression")
     try:
-        term = binder.term(node)
+        with _headroom(depth, sql, "expression"):
+            term = binder.term(node)
     except Unsupported as err:
         if err.nondeterministic:
             raise PredicateError(
@@ -207,24 +219,120 @@ def parse_term(
 # ---------------------------------------------------------------- parsing
 
 
-def _parse(sql: str, what: str) -> exp.Expression:
+MAX_NESTING = 256
+"""The deepest nesting of parentheses and NOTs a predicate or expression may have.
+
+Measured on Spark 4.2 (``F.expr`` in local mode), Spark's own parser stops at
+436 nested parentheses, 556 chained NOTs, 266 nested AND/OR groups and 377
+nested arithmetic groups; lakelayout takes every form up to 256 levels and
+names the limit past it. Flat AND / OR chains are not nesting: Spark took
+50,000 terms, and lakelayout flattens them without recursion.
+"""
+
+#: Python frames sqlglot's recursive-descent parser and the binder may use at
+#: :data:`MAX_NESTING` (about 21 per level of parentheses), with room to spare.
+_DEEP_RECURSION_LIMIT = 30_000
+_SHALLOW = 30
+_recursion_lock = threading.Lock()
+_recursion_users = 0
+_recursion_saved = 0
+
+
+def _parse(sql: str, what: str) -> tuple[exp.Expression, int]:
+    """The sqlglot tree of one expression and its nesting depth; PredicateError otherwise."""
     if not isinstance(sql, str) or not sql.strip():
         raise PredicateError(f'empty {what}: expected Spark SQL text such as "l_quantity > 5"')
+    dialect = sqlglot.Dialect.get_or_raise("spark")
     try:
-        node = cast(exp.Expression, sqlglot.parse_one(sql, read="spark"))
+        tokens = dialect.tokenize(sql)
+    except TokenError as err:
+        raise PredicateError(f"malformed {what} {_short(sql)!r}: {err}") from None
+    _check_one_statement(tokens, sql, what)
+    depth = _nesting(tokens)
+    if depth > MAX_NESTING:
+        raise PredicateError(
+            f"{what} {_short(sql)!r} nests {depth} levels deep (parentheses and NOT); "
+            f"lakelayout accepts at most {MAX_NESTING} (Spark's parser stops near 270)"
+        )
+    try:
+        with _headroom(depth, sql, what):
+            parsed = dialect.parser().parse(tokens, sql)  # the tokens, not the text again
+        node = cast(exp.Expression, parsed[0] if parsed else None)
     except ParseError as err:
         detail = err.errors[0] if err.errors else {}
         where = f" at line {detail.get('line', '?')}, col {detail.get('col', '?')}"
         desc = detail.get("description") or str(err).splitlines()[0]
-        raise PredicateError(f"malformed {what} {sql.strip()!r}: {desc}{where}") from None
+        raise PredicateError(f"malformed {what} {_short(sql)!r}: {desc}{where}") from None
     except TokenError as err:
-        raise PredicateError(f"malformed {what} {sql.strip()!r}: {err}") from None
+        raise PredicateError(f"malformed {what} {_short(sql)!r}: {err}") from None
     if node is None or isinstance(node, exp.Alias):
-        raise PredicateError(f"malformed {what} {sql.strip()!r}: unexpected trailing text")
+        raise PredicateError(f"malformed {what} {_short(sql)!r}: unexpected trailing text")
     if isinstance(node, exp.Query | exp.DDL | exp.DML | exp.Command):
         kind = node.key.upper()
-        raise PredicateError(f"malformed {what} {sql.strip()!r}: got a {kind} statement")
-    return node
+        raise PredicateError(f"malformed {what} {_short(sql)!r}: got a {kind} statement")
+    return node, depth
+
+
+def _check_one_statement(tokens: list[Any], sql: str, what: str) -> None:
+    """A predicate is one expression: a ``;`` (a second statement, even empty) is refused."""
+    for token in tokens:
+        if token.token_type == TokenType.SEMICOLON:
+            raise PredicateError(
+                f"{what} {_short(sql)!r} holds more than one statement (';' at line "
+                f"{token.line}, col {token.col}); a {what} is one Spark SQL expression"
+            )
+
+
+def _nesting(tokens: list[Any]) -> int:
+    """How deep the text nests: open parentheses plus a run of chained NOTs."""
+    depth = run = deepest = 0
+    for token in tokens:
+        kind = token.token_type
+        if kind == TokenType.L_PAREN:
+            depth, run = depth + 1, 0
+        elif kind == TokenType.R_PAREN:
+            depth, run = depth - 1, 0
+        elif kind == TokenType.NOT:
+            run += 1
+        else:
+            run = 0
+        deepest = max(deepest, depth + run)
+    return deepest
+
+
+@contextlib.contextmanager
+def _headroom(depth: int, sql: str, what: str) -> Iterator[None]:
+    """Room for the recursive parser and binder on nested text; RecursionError becomes ours.
+
+    The interpreter's recursion limit is raised only for text nesting deeper
+    than a few levels, and restored when the last user leaves.
+    """
+    global _recursion_users, _recursion_saved
+    deep = depth > _SHALLOW
+    if deep:
+        with _recursion_lock:
+            if _recursion_users == 0:
+                _recursion_saved = sys.getrecursionlimit()
+                sys.setrecursionlimit(max(_recursion_saved, _DEEP_RECURSION_LIMIT))
+            _recursion_users += 1
+    try:
+        yield
+    except RecursionError:
+        raise PredicateError(
+            f"{what} {_short(sql)!r} is nested too deeply for lakelayout "
+            f"(at most {MAX_NESTING} levels of parentheses and NOT)"
+        ) from None
+    finally:
+        if deep:
+            with _recursion_lock:
+                _recursion_users -= 1
+                if _recursion_users == 0:
+                    sys.setrecursionlimit(_recursion_saved)
+
+
+def _short(sql: str, limit: int = 80) -> str:
+    text = sql.strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # ---------------------------------------------------------------- binding
@@ -308,33 +416,65 @@ class Binder:
         return self.compare(_COMPARISONS[type(node)], node.this, node.expression, node)
 
     def compare(
-        self, op: str, left_node: exp.Expression, right_node: exp.Expression, whole: exp.Expression
+        self,
+        op: str,
+        left_node: exp.Expression,
+        right_node: exp.Expression,
+        whole: exp.Expression,
+        *,
+        via: str = "compare",
     ) -> Predicate:
         """``left op right``, bound, normalized to ``term op literal`` and coerced."""
         left, right = self.term(left_node), self.term(right_node)
-        return self.compare_terms(op, left, right, whole)
+        return self.compare_terms(op, left, right, whole, via=via)
 
-    def compare_terms(self, op: str, left: Expr, right: Expr, whole: exp.Expression) -> Predicate:
-        """``left op right`` exactly: NULL with a NULL operand, folds spelled for three values."""
+    def compare_terms(
+        self,
+        op: str,
+        left: Expr,
+        right: Expr,
+        whole: exp.Expression,
+        *,
+        via: str = "compare",
+        list_type: pa.DataType | None = None,
+    ) -> Predicate:
+        """``left op right`` exactly: NULL with a NULL operand, folds spelled for three values.
+
+        ``via`` / ``list_type`` select Spark's numeric coercion (:func:`coerce.compare`).
+        """
         if _is_null(left) or _is_null(right):
             return NULL
         if isinstance(left, Literal) and not isinstance(right, Literal):
             left, right, op = right, left, FLIPPED_OP[op]
         if isinstance(right, Literal):
-            return _exact(left, self._coerced(op, left, right, whole))
+            return _exact(left, self._coerced(op, left, right, whole, via=via, list_type=list_type))
         if common_type([_dtype(left), _dtype(right)]) is None:
             raise Unsupported("comparison between incompatible types")
         if left.sql() > right.sql():
             left, right, op = right, left, FLIPPED_OP[op]
         return TermCompare(op, left, right)
 
-    def _coerced(self, op: str, term: Expr, lit: Literal, whole: exp.Expression) -> Predicate:
-        """``term op lit`` coerced and folded by :func:`coerce.compare` (WHERE semantics)."""
+    def _coerced(
+        self,
+        op: str,
+        term: Expr,
+        lit: Literal,
+        whole: exp.Expression,
+        *,
+        via: str = "compare",
+        list_type: pa.DataType | None = None,
+    ) -> Predicate:
+        """``term op lit`` coerced and folded by :func:`coerce.compare` (WHERE semantics).
+
+        Numbers are compared in Spark's comparison type (:mod:`.numbers`):
+        ``via="in"`` with the whole list's ``list_type`` for IN lists; where
+        Spark would round the term's own values the comparison stays opaque.
+        """
         try:
-            bound = coerce.compare(op, term, lit, self.timezone)
+            bound = coerce.compare(op, term, lit, self.timezone, via=via, list_type=list_type)
         except coerce.TypeMismatch as err:
             raise PredicateError(f"type mismatch in {_text(whole)!r}: {err}") from None
-        except (coerce.Unrepresentable, NonDeterministic) as err:
+        except (coerce.Unrepresentable, NonDeterministic, numbers.NotModelled) as err:
             raise Unsupported(str(err)) from None
         return _fold_literal_compare(bound)
 
@@ -371,8 +511,9 @@ class Binder:
             return Or(tuple(self.compare_terms("=", term, v, node) for v in values))
         literals = [v for v in values if isinstance(v, Literal)]
         listed = [v for v in literals if v.value is not None]
-        folded = [self._coerced("=", term, v, node) for v in listed]
-        if all(isinstance(b, Compare) or b == BoolConst(False) for b in folded):
+        list_type = self._in_list_type(term, listed, node)
+        folded = [self._coerced("=", term, v, node, via="in", list_type=list_type) for v in listed]
+        if all(_is_equality(b) or b == BoolConst(False) for b in folded):
             kept = {b.value.sql(): b.value for b in folded if isinstance(b, Compare)}
             ordered = tuple(sorted(kept.values(), key=_sort_key))
             hit: Predicate
@@ -385,6 +526,20 @@ class Binder:
         else:
             hit = Or(tuple(_exact(term, b) for b in folded))
         return Or((hit, NULL)) if len(listed) < len(literals) else hit
+
+    def _in_list_type(
+        self, term: Expr, listed: list[Literal], node: exp.Expression
+    ) -> pa.DataType | None:
+        """The one type Spark compares a numeric term and all its IN values in, or None."""
+        dtype = _dtype(term)
+        if not listed or dtype is None or family(dtype) not in ("int", "decimal", "float"):
+            return None
+        try:
+            return numbers.in_list_type(dtype, listed)
+        except numbers.NotModelled as err:
+            raise Unsupported(str(err)) from None
+        except numbers.BadLiteral as err:
+            raise PredicateError(f"type mismatch in {_text(node)!r}: {err}") from None
 
     def _is(self, node: exp.Expression) -> Predicate:
         """``x IS NULL``; ``b IS TRUE`` is ``b = true AND b IS NOT NULL`` (never NULL).
@@ -581,6 +736,18 @@ class Binder:
             dtype: pa.DataType = pa.date32()
         elif family(lt) == "int" and family(rt) == "date" and op == "+":
             dtype = pa.date32()
+        elif (
+            op == "/"
+            and "decimal" in (family(lt), family(rt))
+            and "float"
+            not in (
+                family(lt),
+                family(rt),
+            )
+        ):
+            # Spark divides decimals as decimals, rounding HALF_UP twice (to 38 digits,
+            # then to the result type); lakelayout does not model it
+            raise Unsupported("decimal division")
         elif _is_number(lt) and _is_number(rt):
             assert lt is not None and rt is not None
             dtype = arithmetic_type(op, lt, rt)
@@ -654,8 +821,13 @@ class Binder:
             bound = coerce.compare("=", Column("key", dtype.key_type), key, self.timezone)
         except coerce.TypeMismatch as err:
             raise PredicateError(f"type mismatch in {_text(node)!r}: {err}") from None
-        if not isinstance(bound, Compare):
+        except numbers.NotModelled as err:
+            raise Unsupported(str(err)) from None
+        if bound == BoolConst(False):
             raise PredicateError(f"map key {key.sql()} cannot exist in {_text(node)!r}")
+        if not _is_equality(bound):
+            raise Unsupported("map key that is not one value of the key type")
+        assert isinstance(bound, Compare)
         return Func("[]", (base, bound.value), dtype.item_type)
 
     def _date_trunc(self, node: exp.Expression) -> Term:
@@ -727,9 +899,10 @@ def literal_of(node: exp.Expression, timezone: str) -> Literal | None:
         inner = literal_of(node.this, timezone)
         if inner is None or inner.value is None:
             return inner
-        if isinstance(inner.value, int | float | decimal.Decimal) and not isinstance(
-            inner.value, bool
-        ):
+        if isinstance(inner.value, decimal.Decimal):
+            # copy_negate is exact; unary minus rounds to the context's 28 digits
+            return _number_literal(inner.value.copy_negate(), inner.dtype)
+        if isinstance(inner.value, int | float) and not isinstance(inner.value, bool):
             return _number_literal(-inner.value, inner.dtype)
         return None
     if isinstance(node, exp.Cast):
@@ -819,8 +992,7 @@ def _convert(lit: Literal, target: pa.DataType, timezone: str) -> object:
         if exact != exact.to_integral_value():
             raise ValueError(number_text)
         return int(exact)
-    quantum = decimal.Decimal(1).scaleb(-target.scale)
-    return decimal.Decimal(number_text).quantize(quantum, rounding=decimal.ROUND_HALF_UP)
+    return decimal_cast(decimal.Decimal(number_text), target.precision, target.scale)
 
 
 # ---------------------------------------------------------------- helpers
@@ -907,10 +1079,17 @@ class _Nullness(PredicateVisitor[Predicate]):
         return self._unsupported(node)
 
     def visit_or(self, node: Or) -> Predicate:
-        """The fold ``t IS NOT NULL OR NULL`` of :func:`_exact`: NULL exactly where ``t`` is."""
+        """The fold ``t IS NOT NULL OR NULL`` of :func:`_exact`: NULL exactly where ``t`` is.
+
+        Also comparisons of one term joined by OR (``x != 1e20`` on a BIGINT
+        binds as ``x < a OR x > b``): NULL exactly where the term is.
+        """
         kids = node.children_
         if len(kids) == 2 and kids[1] == NULL and isinstance(kids[0], IsNull):
             return IsNull(kids[0].term)
+        terms = {c.term.sql(): c.term for c in kids if isinstance(c, Compare)}
+        if len(terms) == 1 and all(isinstance(c, Compare) for c in kids):
+            return IsNull(next(iter(terms.values())))
         return self._unsupported(node)
 
     def _unsupported(self, node: Predicate) -> Predicate:
@@ -927,6 +1106,11 @@ def _exact(term: Expr, folded: Predicate) -> Predicate:
     The comparison itself is NULL where ``term`` is NULL, so FALSE is really
     ``term IS NULL AND NULL`` and IS NOT NULL is ``term IS NOT NULL OR NULL``;
     both read the same in a WHERE clause and stay right under a NOT.
+
+    A TRUE fold is left alone: it is Spark's own rewrite of an integral term
+    against a decimal literal beyond the BIGINT range (``int_col > -1E30``),
+    which Spark replaces by the literal TRUE -- TRUE even for NULL rows, and
+    FALSE under a NOT.
     """
     if isinstance(term, Literal):
         return folded
@@ -935,6 +1119,15 @@ def _exact(term: Expr, folded: Predicate) -> Predicate:
     if isinstance(folded, IsNull) and folded.negated and folded.term == term:
         return Or((folded, NULL))
     return folded
+
+
+def _is_equality(pred: Predicate) -> bool:
+    """``term = value``: what an IN list keeps as one of its values.
+
+    A value's fold may also be a range (``bigint_col IN (-9.223372036854775808E18)``
+    holds for every value that rounds to that double), which is not a list value.
+    """
+    return isinstance(pred, Compare) and pred.op == "="
 
 
 def _like_node(term: Expr, kind: str, text: str, neg: bool) -> Predicate:
@@ -954,7 +1147,13 @@ def _like_node(term: Expr, kind: str, text: str, neg: bool) -> Predicate:
 
 
 def _fold_literal_compare(pred: Predicate) -> Predicate:
-    """Decide a comparison whose both sides are literals (``1 = 1``); a NULL side gives NULL."""
+    """Decide a comparison of two literals (``1 = 1``, ``1 = 1e0``); a NULL side gives NULL."""
+    if isinstance(pred, And | Or):
+        kids = [_fold_literal_compare(k) for k in pred.children_]
+        if not all(isinstance(k, BoolConst) for k in kids):
+            return pred
+        values = [k.value for k in kids if isinstance(k, BoolConst)]
+        return BoolConst(all(values) if isinstance(pred, And) else any(values))
     if isinstance(pred, IsNull) and isinstance(pred.term, Literal):
         return BoolConst((pred.term.value is None) != pred.negated)
     if isinstance(pred, BoolTerm) and isinstance(pred.term, Literal):

@@ -56,6 +56,37 @@ def is_tz_aware(dtype: pa.DataType) -> bool:
     return pa.types.is_timestamp(dtype) and dtype.tz is not None
 
 
+WIDE = decimal.Context(prec=2000, rounding=decimal.ROUND_HALF_EVEN)
+"""A decimal context no literal, bound or double midpoint comes near: arithmetic in it is exact.
+
+Python's default context keeps 28 significant digits, fewer than a Spark
+DECIMAL(38, s) holds; every decimal operation on literals and bounds passes
+this context (or is exact by construction, like ``copy_negate``).
+"""
+
+
+def decimal_cast(value: decimal.Decimal, precision: int, scale: int) -> decimal.Decimal:
+    """Spark's ``CAST(value AS DECIMAL(precision, scale))``: HALF_UP to the scale, then a range check.
+
+    Raises :class:`ArithmeticError` where Spark (ANSI) raises NUMERIC_VALUE_OUT_OF_RANGE.
+
+    >>> decimal_cast(decimal.Decimal("-12345678901.1234567890123456785"), 38, 18)
+    Decimal('-12345678901.123456789012345679')
+    >>> decimal_cast(decimal.Decimal("999.995"), 5, 2)
+    Traceback (most recent call last):
+    ...
+    ArithmeticError: 999.995 does not fit DECIMAL(5,2)
+    """
+    rounded = value.quantize(
+        decimal.Decimal(1).scaleb(-scale, context=WIDE),
+        rounding=decimal.ROUND_HALF_UP,
+        context=WIDE,
+    )
+    if rounded.is_finite() and len(rounded.as_tuple().digits) > precision and rounded != 0:
+        raise ArithmeticError(f"{value} does not fit DECIMAL({precision},{scale})")
+    return rounded
+
+
 def exact_scale_and_range(dtype: pa.DataType) -> tuple[int, decimal.Decimal, decimal.Decimal]:
     """(scale, lowest, highest) of an integer or decimal type.
 
@@ -65,10 +96,8 @@ def exact_scale_and_range(dtype: pa.DataType) -> tuple[int, decimal.Decimal, dec
     (2, Decimal('-99.99'), Decimal('99.99'))
     """
     if pa.types.is_decimal(dtype):
-        top = decimal.Decimal(10) ** (dtype.precision - dtype.scale) - decimal.Decimal(10) ** (
-            -dtype.scale
-        )
-        return dtype.scale, -top, top
+        top = decimal.Decimal(10**dtype.precision - 1).scaleb(-dtype.scale, context=WIDE)
+        return dtype.scale, top.copy_negate(), top
     bits = dtype.bit_width
     if pa.types.is_unsigned_integer(dtype):
         return 0, decimal.Decimal(0), decimal.Decimal(2**bits - 1)
@@ -132,6 +161,24 @@ def _bounded_decimal(precision: int, scale: int) -> pa.DataType:
     return pa.decimal128(38, keep)
 
 
+def wider_decimal(a: pa.DataType, b: pa.DataType) -> pa.DataType:
+    """Spark 4's wider decimal type (comparisons, IN, COALESCE): integral digits kept first.
+
+    Past 38 digits, fraction digits are dropped (``boundedPreferIntegralDigits``),
+    unlike arithmetic results, which keep at least 6 (:func:`arithmetic_type`).
+
+    >>> wider_decimal(pa.decimal128(38, 18), pa.decimal128(30, 19))
+    Decimal128Type(decimal128(38, 18))
+    >>> wider_decimal(pa.decimal128(10, 0), pa.decimal128(38, 38))
+    Decimal128Type(decimal128(38, 28))
+    """
+    scale = max(a.scale, b.scale)
+    whole = max(a.precision - a.scale, b.precision - b.scale)
+    if whole + scale <= 38:
+        return pa.decimal128(whole + scale, scale)
+    return pa.decimal128(38, max(0, scale - (whole + scale - 38)))
+
+
 def common_type(types: list[pa.DataType]) -> pa.DataType | None:
     """The type Spark widens a list of types to (COALESCE, comparisons), or None."""
     out = types[0]
@@ -152,10 +199,7 @@ def _common_pair(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
             return pa.float64()
         if fa == "int" and fb == "int":
             return wider_int(a, b)
-        da, db = int_as_decimal(a), int_as_decimal(b)
-        scale = max(da.scale, db.scale)
-        whole = max(da.precision - da.scale, db.precision - db.scale)
-        return _bounded_decimal(whole + scale, scale)
+        return wider_decimal(int_as_decimal(a), int_as_decimal(b))
     if fa == fb == "string":
         return pa.string()
     if {fa, fb} == {"date", "timestamp"} or fa == fb == "timestamp":

@@ -734,15 +734,14 @@ def _range_holds_any(b: Bounds, values: Sequence[pa.Scalar]) -> np.ndarray:
 def _sortable(arr: pa.Array) -> np.ndarray:
     """A numpy array ordered like the Arrow values (physical ints for dates and times).
 
-    Decimals become float64: rounding is monotonic (``a <= b`` implies
-    ``float(a) <= float(b)``), so "some value lies in [min, max]" can only turn
-    from false to true -- a kept file, never a lost one -- and the search runs
-    on machine numbers instead of Python Decimal objects.
+    Decimals become Python ``Decimal`` objects (exact; numpy compares them as
+    objects): Arrow's cast to float64 is not correctly rounded, and 38-digit
+    values one unit apart share a double, which would blur the search.
     """
     t = arr.type
     if pa.types.is_decimal(t):
-        arr = arr.cast(pa.float64())
-    elif pa.types.is_timestamp(t) or pa.types.is_date64(t):
+        return np.array(arr.to_pylist(), dtype=object)
+    if pa.types.is_timestamp(t) or pa.types.is_date64(t):
         arr = arr.cast(pa.int64())
     elif pa.types.is_date32(t):
         arr = arr.cast(pa.int32())

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelayout.errors import InvalidOption
+from lakelayout.expr.types import WIDE
 from lakelayout.stats.bounds import (
     DEFAULT_STRING_PREFIX_LENGTH,
     DELTA_RS_TOP_CHAR,
@@ -103,7 +104,9 @@ def from_delta_stats(
     """From Delta stats objects (or their JSON text), one per file.
 
     Values are parsed the way delta-rs parses the log (ISO timestamps,
-    ``"NaN"`` strings, decimals as numbers or text); a value that does not
+    ``"NaN"`` strings, decimals as numbers or text, exactly: JSON numbers are
+    read as decimals, never through a double, so pass stats objects parsed
+    the same way, ``json.loads(text, parse_float=Decimal)``); a value that does not
     parse is an unknown bound. Then the same widening as
     :meth:`from_add_actions` applies.
     """
@@ -307,7 +310,8 @@ def _parse_stats(stats: Mapping[str, Any] | str | None) -> Mapping[str, Any]:
         return {}
     if isinstance(stats, str):
         try:
-            loaded = json.loads(stats)
+            # numbers as exact decimals: a float would round a DECIMAL(38, s) bound
+            loaded = json.loads(stats, parse_float=_decimal.Decimal)
         except json.JSONDecodeError:
             return {}
         return loaded if isinstance(loaded, dict) else {}
@@ -354,9 +358,11 @@ def _parse_bool(value: Any, _t: pa.DataType) -> bool:
 
 
 def _parse_int(value: Any, t: pa.DataType) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float, _decimal.Decimal)):
         raise TypeError(value)
     if isinstance(value, float) and not value.is_integer():
+        raise ValueError(value)
+    if isinstance(value, _decimal.Decimal) and value != value.to_integral_value():
         raise ValueError(value)
     number = int(value)
     pa.scalar(number, t)  # range check
@@ -366,19 +372,28 @@ def _parse_int(value: Any, t: pa.DataType) -> int:
 def _parse_float(value: Any, _t: pa.DataType) -> float:
     if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
         return float(value.replace("Infinity", "inf"))
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float, _decimal.Decimal)):
         raise TypeError(value)
-    return float(value)
+    return float(value)  # correctly rounded, as a JSON reader parsing a double does
 
 
 def _parse_decimal(value: Any, t: pa.DataType) -> _decimal.Decimal:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+    """An exact decimal bound, in a context wide enough for DECIMAL(38, s).
+
+    JSON text is parsed with numbers as decimals (:func:`_parse_stats`); a
+    Python float (a stats object parsed by the caller, or
+    :meth:`StatsCollector.result`, which writes a float only when its repr is
+    the exact bound) is read as its shortest repr.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, str, _decimal.Decimal)):
         raise TypeError(value)
-    number = _decimal.Decimal(str(value))
+    number = value if isinstance(value, _decimal.Decimal) else _decimal.Decimal(str(value))
     if not number.is_finite():
         raise ValueError(value)
-    quantum = _decimal.Decimal(1).scaleb(-t.scale)
-    if number.quantize(quantum) != number:
+    quantum = _decimal.Decimal(1).scaleb(-t.scale, context=WIDE)
+    if number.quantize(quantum, context=WIDE) != number:
+        raise ValueError(value)
+    if len(number.quantize(quantum, context=WIDE).as_tuple().digits) > t.precision:
         raise ValueError(value)
     return number
 

@@ -49,6 +49,7 @@ from lakelayout.errors import (
     CommitConflict,
     InvalidOption,
     LakelayoutError,
+    LocationNotEmpty,
     SchemaMismatch,
     TableExists,
     TableNotFound,
@@ -60,7 +61,12 @@ from lakelayout.table.conflicts import CommitSummary
 from lakelayout.table.conflicts import describe as describe_winners
 from lakelayout.table.conflicts import winners as conflict_winners
 from lakelayout.table.files import WrittenFile
-from lakelayout.table.location import is_local, normalize_uri, prepare_location
+from lakelayout.table.location import (
+    existing_entries,
+    is_local,
+    normalize_uri,
+    prepare_location,
+)
 
 #: key of lakelayout's own entry in a commit's ``commitInfo``
 COMMIT_INFO_KEY = "lakelayout"
@@ -112,6 +118,26 @@ def ensure_absent(uri: str | os.PathLike[str]) -> None:
     location = normalize_uri(uri)
     if table_exists(location):
         raise TableExists(f"a Delta table already exists at '{location}'")
+
+
+def ensure_new_location(uri: str | os.PathLike[str]) -> None:
+    """Before creating a table: no Delta table there, and no other files either.
+
+    A folder holding data but no Delta log (a Parquet dataset, an earlier
+    table's files without its log) would end up with files no reader sees;
+    :class:`LocationNotEmpty` names the folder and what is in it.
+    """
+    location = normalize_uri(uri)
+    ensure_absent(location)
+    entries = existing_entries(location)
+    if entries:
+        shown = ", ".join(entries[:5]) + (
+            f", ... ({len(entries)} in all)" if len(entries) > 5 else ""
+        )
+        raise LocationNotEmpty(
+            f"cannot create a table at '{location}': the folder already holds {shown} and no "
+            "Delta table; create tables in an empty or new folder"
+        )
 
 
 def _delta_schema(schema: pa.Schema) -> DeltaSchema:

@@ -76,3 +76,21 @@ def prepare_location(table_uri: str) -> None:
         raise InvalidOption(f"table location '{table_uri}' is a file, not a directory")
     if info.type == pafs.FileType.NotFound:
         filesystem.create_dir(root, recursive=True)
+
+
+def existing_entries(table_uri: str) -> list[str]:
+    """Names directly inside the location (sorted); empty when it is missing or empty.
+
+    InvalidOption when the location is a file.
+    """
+    filesystem, root = resolve_location(table_uri)
+    info = filesystem.get_file_info(root)
+    if info.type == pafs.FileType.File:
+        raise InvalidOption(f"table location '{table_uri}' is a file, not a directory")
+    if info.type == pafs.FileType.NotFound:
+        return []
+    listing = filesystem.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+    return sorted(
+        entry.base_name + ("/" if entry.type == pafs.FileType.Directory else "")
+        for entry in listing
+    )

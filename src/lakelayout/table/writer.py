@@ -31,7 +31,10 @@ Inside a task (:class:`TaskWriter` / :class:`FileRoller`):
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
+import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,7 +43,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakelayout.errors import InvalidOption, SchemaMismatch
+from lakelayout import errors
+from lakelayout.errors import InvalidOption, LakelayoutError, SchemaMismatch
 from lakelayout.stats.bounds import LAKELAYOUT_FILE_PREFIX
 from lakelayout.table.collect import StatsCollector, stats_json
 from lakelayout.table.files import INDEX_METADATA, WrittenFile
@@ -186,6 +190,12 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
         raise SchemaMismatch(
             f"a batch has {batch.num_columns} columns, the table schema {len(schema)}"
         )
+    for column, target in zip(batch.columns, schema, strict=True):
+        if not target.nullable and column.null_count:
+            raise SchemaMismatch(
+                f"column '{target.name}' is NOT NULL in the table but the data holds NULL "
+                "values in it; nothing was committed (filter or fill the NULLs first)"
+            )
     columns = []
     for column, target in zip(batch.columns, schema, strict=True):
         try:
@@ -278,7 +288,12 @@ class FileRoller:
         )
         self.file_index += 1
         self.sink = self.filesystem.open_output_stream(f"{self.root}/{self.path}")
-        self.writer = pq.ParquetWriter(self.sink, spec.schema, compression=spec.codec)
+        self.writer = pq.ParquetWriter(
+            self.sink,
+            spec.schema,
+            compression=spec.codec,
+            write_statistics=statistics_columns(spec.schema),
+        )
         self.collector = StatsCollector(spec.schema, string_prefix_length=32)
         self.index_collectors = [_GuardedCollector(index) for index in spec.indexes]
 
@@ -370,6 +385,54 @@ def _select_in_table_order(df: DataFrame, schema: pa.Schema) -> DataFrame:
     return df.select(*columns)
 
 
+@functools.lru_cache(maxsize=64)
+def statistics_columns(schema: pa.Schema) -> list[str]:
+    """The Parquet columns whose row-group statistics are written: all but FLOAT / DOUBLE.
+
+    parquet-cpp leaves NaN out of a float column's min/max, but Spark's Parquet
+    reader prunes row groups with them as if they bounded every value: a
+    filter such as ``x >= 1`` (NaN is above every number in Spark) drops the
+    row group holding 0.5 and NaN, and its NaN row with it. lakelayout prunes
+    with its own Delta statistics, which account for NaN, so the Parquet ones
+    are simply not written for floating-point columns.
+    """
+    buffer = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), buffer)
+    parquet = pq.ParquetFile(pa.BufferReader(buffer.getvalue())).schema
+    return [
+        parquet.column(i).path
+        for i in range(len(parquet))
+        if parquet.column(i).physical_type not in ("FLOAT", "DOUBLE")
+    ]
+
+
+_WORKER_ERROR = re.compile(r"lakelayout\.errors\.(\w+): ([^\n]*)")
+
+
+@contextlib.contextmanager
+def task_errors() -> Iterator[None]:
+    """A LakelayoutError raised inside a Spark task surfaces on the driver as itself.
+
+    Spark wraps it in a ``PythonException`` whose text holds the worker's
+    traceback; the last ``lakelayout.errors.<Class>: message`` line there is
+    raised again as that class, so callers (and the CLI) see a one-line error.
+    Jobs run before any commit, so such a failure leaves the table as it was.
+    """
+    try:
+        yield
+    except LakelayoutError:
+        raise
+    except Exception as exc:
+        found = _WORKER_ERROR.findall(str(exc))
+        if not found:
+            raise
+        name, message = found[-1]
+        kind = getattr(errors, name, None)
+        if not (isinstance(kind, type) and issubclass(kind, LakelayoutError)):
+            raise
+        raise kind(message.strip()) from None
+
+
 def write_files(
     df: DataFrame,
     table_uri: str,
@@ -402,7 +465,8 @@ def write_files(
     location = normalize_uri(table_uri)
     prepare_location(location)
     task = TaskWriter(location, schema, target_file_size, prefix, codec, tuple(collectors))
-    rows = _select_in_table_order(df, schema).mapInArrow(task, DESCRIPTOR_DDL).collect()
+    with task_errors():
+        rows = _select_in_table_order(df, schema).mapInArrow(task, DESCRIPTOR_DDL).collect()
     return [
         WrittenFile(
             path=row["path"],

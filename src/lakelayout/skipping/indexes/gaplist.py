@@ -59,7 +59,11 @@ def _sizes(low: pa.Array, high: pa.Array) -> np.ndarray:
             a = a.cast(pa.date32()).cast(pa.int32())
         elif pa.types.is_timestamp(t):
             a = a.cast(pa.int64())
-        return np.asarray(a.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+        # nearest double, not a range error: a timestamp past 2255 or a bigint past 2**53 has
+        # no exact double, and widths only rank the gaps
+        return np.asarray(
+            a.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False), dtype=np.float64
+        )
 
     with np.errstate(invalid="ignore", over="ignore"):
         widths = num(high) - num(low)

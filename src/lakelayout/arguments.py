@@ -1,0 +1,133 @@
+"""Checking the types of public arguments, with one clear error.
+
+A list passed where a DataFrame belongs would otherwise fail deep inside
+PySpark or pyarrow with an ``AttributeError``; every public entry point
+checks its arguments first and raises :class:`~lakelayout.errors.InvalidOption`
+naming the method, the argument, the type expected and the type given:
+
+>>> require_int("10", "version", "Table.snapshot", optional=True)
+Traceback (most recent call last):
+...
+lakelayout.errors.InvalidOption: Table.snapshot: version must be an int or None, got str
+
+PySpark types are checked without importing PySpark at import time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from lakelayout.errors import InvalidOption
+
+
+def _fail(where: str, name: str, expected: str, value: object, optional: bool) -> InvalidOption:
+    wanted = f"{expected} or None" if optional else expected
+    return InvalidOption(f"{where}: {name} must be {wanted}, got {type(value).__name__}")
+
+
+def require_str(value: object, name: str, where: str, *, optional: bool = False) -> None:
+    """A string (or None when ``optional``)."""
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        raise _fail(where, name, "a string", value, optional)
+
+
+def require_path(value: object, name: str, where: str) -> None:
+    """A table location: a string or an ``os.PathLike``."""
+    if not isinstance(value, str | os.PathLike):
+        raise _fail(where, name, "a path or URI string", value, False)
+
+
+def require_int(value: object, name: str, where: str, *, optional: bool = False) -> None:
+    """An int, not a bool (or None when ``optional``)."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(where, name, "an int", value, optional)
+
+
+def require_bool(value: object, name: str, where: str) -> None:
+    if not isinstance(value, bool):
+        raise _fail(where, name, "True or False", value, False)
+
+
+def require_names(value: object, name: str, where: str, *, optional: bool = False) -> None:
+    """A list or tuple of strings (a single string is refused: it is not a list of names)."""
+    if value is None and optional:
+        return
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise _fail(where, name, "a list of strings", value, optional)
+    for item in value:
+        if not isinstance(item, str):
+            raise InvalidOption(
+                f"{where}: {name} must be a list of strings, got a {type(item).__name__} in it"
+            )
+
+
+def require_str_mapping(value: object, name: str, where: str, *, optional: bool = False) -> None:
+    """A mapping of strings to strings (table properties)."""
+    if value is None and optional:
+        return
+    if not isinstance(value, Mapping):
+        raise _fail(where, name, "a dict of strings", value, optional)
+    for key, item in value.items():
+        if not isinstance(key, str) or not isinstance(item, str | None):
+            raise InvalidOption(
+                f"{where}: {name} must map strings to strings, got {key!r}: {type(item).__name__}"
+            )
+
+
+def require_mapping(value: object, name: str, where: str, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, Mapping):
+        raise _fail(where, name, "a dict", value, optional)
+
+
+def require_schema(value: object, name: str, where: str, *, optional: bool = False) -> None:
+    """A ``pyarrow.Schema``."""
+    if value is None and optional:
+        return
+    if not isinstance(value, pa.Schema):
+        raise _fail(where, name, "a pyarrow.Schema", value, optional)
+
+
+def require_dataframe(value: object, name: str, where: str, *, optional: bool = False) -> None:
+    """A Spark DataFrame (classic or Connect)."""
+    if value is None and optional:
+        return
+    if not _is_instance(value, "DataFrame"):
+        raise _fail(where, name, "a Spark DataFrame", value, optional)
+
+
+def require_spark(value: object, name: str, where: str, *, optional: bool = False) -> None:
+    """A SparkSession (classic or Connect)."""
+    if value is None and optional:
+        return
+    if not _is_instance(value, "SparkSession"):
+        raise _fail(where, name, "a SparkSession", value, optional)
+
+
+def _is_instance(value: Any, kind: str) -> bool:
+    from pyspark import sql
+
+    return isinstance(value, getattr(sql, kind))
+
+
+__all__ = [
+    "require_bool",
+    "require_dataframe",
+    "require_int",
+    "require_mapping",
+    "require_names",
+    "require_path",
+    "require_schema",
+    "require_spark",
+    "require_str",
+    "require_str_mapping",
+]

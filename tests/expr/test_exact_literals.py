@@ -1,0 +1,78 @@
+"""Literals keep every digit Spark keeps: no 28-digit default context anywhere.
+
+Regressions for issue 10, part 1 (a negated 29-digit literal was rounded before
+binding) and the places the audit found doing decimal arithmetic in Python's
+default context.
+"""
+
+from __future__ import annotations
+
+import decimal
+
+import pyarrow as pa
+import pytest
+
+from lakelayout.errors import PredicateError
+from lakelayout.expr import parse_predicate
+from lakelayout.expr.nodes import Compare, Literal
+from lakelayout.expr.parse import literal_of
+from lakelayout.expr.types import exact_scale_and_range
+
+D = decimal.Decimal
+SCHEMA = pa.schema([("dec", pa.decimal128(38, 18)), ("d0", pa.decimal128(38, 0))])
+
+
+def _bound(sql: str) -> Compare:
+    pred = parse_predicate(sql, SCHEMA)
+    assert isinstance(pred, Compare), pred
+    return pred
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "-12345678901.123456789012345678",
+        "-99999999999999999999.999999999999999999",
+        "-0.000000000000000001",
+        "-1234567890123456789012345678901234567.8",
+    ],
+)
+def test_negated_decimal_literal_keeps_every_digit(text: str) -> None:
+    import sqlglot
+
+    lit = literal_of(sqlglot.parse_one(text, read="spark"), "UTC")
+    assert lit is not None and lit.value == D(text)
+    digits = lit.value.as_tuple()  # type: ignore[union-attr]
+    scale = -int(digits.exponent)
+    assert lit.dtype == pa.decimal128(max(len(digits.digits), scale), scale)  # Spark's typing
+
+
+def test_repro_literal_binds_exactly() -> None:
+    pred = _bound("dec >= -12345678901.123456789012345678")
+    assert pred.value == Literal(D("-12345678901.123456789012345678"))
+    assert pred.op == ">="
+
+
+def test_cast_to_decimal_38_rounds_half_up_at_full_precision() -> None:
+    pred = _bound("dec = CAST('-12345678901.1234567890123456785' AS DECIMAL(38,18))")
+    assert pred.value == Literal(D("-12345678901.123456789012345679"))
+    pred = _bound("d0 = CAST('-99999999999999999999999999999999999998.5' AS DECIMAL(38,0))")
+    assert pred.value == Literal(D("-99999999999999999999999999999999999999"))
+
+
+def test_cast_that_overflows_the_decimal_type_is_an_error() -> None:
+    with pytest.raises(PredicateError) as err:
+        parse_predicate(
+            "dec = CAST('99999999999999999999999999999999999999.5' AS DECIMAL(38,0))", SCHEMA
+        )
+    assert str(err.value) == (
+        "cannot cast '99999999999999999999999999999999999999.5' to DECIMAL(38,0)"
+    )
+
+
+@pytest.mark.parametrize("scale", [0, 1, 18, 37, 38])
+def test_decimal_38_range_is_exact(scale: int) -> None:
+    got_scale, lowest, highest = exact_scale_and_range(pa.decimal128(38, scale))
+    nines = "9" * (38 - scale) + "." + "9" * scale
+    assert (got_scale, lowest, highest) == (scale, D("-" + nines), D(nines))
+    assert len(highest.as_tuple().digits) == 38

@@ -1,0 +1,191 @@
+"""Errors that stay ours (issue 10, part 5), on real Spark and Delta tables.
+
+Each is a LakelayoutError subclass with a message naming the problem, raised
+before anything is committed; the tests compare the messages and check that
+the table (or folder) is as it was.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakelayout import InvalidOption, LocationNotEmpty, SchemaMismatch, TableExists
+from lakelayout.api import Table
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def table(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Table:
+    path = tmp_path_factory.mktemp("errors") / "t"
+    return Table.create(str(path), spark.range(10).selectExpr("id", "cast(id as string) s"))
+
+
+def _ids(t: Table) -> list[int]:
+    return sorted(r["id"] for r in t.to_df().select("id").collect())
+
+
+def test_nulls_into_a_not_null_column_are_refused_and_nothing_is_committed(
+    spark: Any, table: Table
+) -> None:
+    assert not table.schema.field("id").nullable  # spark.range's id is NOT NULL
+    before = table.version
+    df = spark.sql("select cast(null as bigint) id, 'x' s union all select 77, 'y'")
+    with pytest.raises(SchemaMismatch) as err:
+        table.append(df.repartition(2))
+    assert str(err.value) == (
+        "column 'id' is NOT NULL in the table but the data holds NULL values in it; "
+        "nothing was committed (filter or fill the NULLs first)"
+    )
+    assert table.version == before
+    assert _ids(table) == list(range(10))
+
+
+def test_a_nullable_dataframe_without_nulls_appends(spark: Any, tmp_path: Path) -> None:
+    t = Table.create(str(tmp_path / "t"), spark.range(3))
+    t.append(spark.sql("select cast(id + 3 as bigint) id from range(2)").selectExpr("id"))
+    assert _ids(t) == [0, 1, 2, 3, 4]
+
+
+def test_create_in_a_folder_holding_data_is_refused(spark: Any, tmp_path: Path) -> None:
+    folder = tmp_path / "old"
+    spark.range(5).write.parquet(str(folder))
+    before = sorted(os.listdir(folder))
+    with pytest.raises(LocationNotEmpty) as err:
+        Table.create(str(folder), spark.range(3))
+    shown = ", ".join(before[:5]) + (f", ... ({len(before)} in all)" if len(before) > 5 else "")
+    assert str(err.value) == (
+        f"cannot create a table at '{folder}': the folder already holds {shown} and no "
+        "Delta table; create tables in an empty or new folder"
+    )
+    assert isinstance(err.value, TableExists)
+    assert sorted(os.listdir(folder)) == before  # nothing written, no _delta_log
+
+
+def test_create_from_a_schema_in_a_folder_holding_data_is_refused(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    folder = tmp_path / "old"
+    folder.mkdir()
+    (folder / "notes.csv").write_text("a,b\n")
+    (folder / "sub").mkdir()
+    with pytest.raises(LocationNotEmpty) as err:
+        Table.create(str(folder), schema=pa.schema([("a", pa.int64())]))
+    assert str(err.value) == (
+        f"cannot create a table at '{folder}': the folder already holds notes.csv, sub/ and no "
+        "Delta table; create tables in an empty or new folder"
+    )
+
+
+def test_create_in_an_empty_folder_works(spark: Any, tmp_path: Path) -> None:
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    assert _ids(Table.create(str(folder), spark.range(2))) == [0, 1]
+
+
+CALLS: list[tuple[str, Callable[[Table, Path], Any], str]] = [
+    ("Table()", lambda t, p: Table(123), "Table(): uri must be a path or URI string, got int"),
+    (
+        "Table(spark=)",
+        lambda t, p: Table(t.uri, spark="local"),
+        "Table(): spark must be a SparkSession or None, got str",
+    ),
+    (
+        "create(df=list)",
+        lambda t, p: Table.create(str(p / "n"), [1, 2]),
+        "Table.create: df must be a Spark DataFrame or None, got list",
+    ),
+    (
+        "create(schema=dict)",
+        lambda t, p: Table.create(str(p / "n"), schema={"a": "int"}),
+        "Table.create: schema must be a pyarrow.Schema or None, got dict",
+    ),
+    (
+        "create(cluster_by=str)",
+        lambda t, p: Table.create(str(p / "n"), t.to_df(), cluster_by="id"),
+        "Table.create: cluster_by must be a list of strings or None, got str",
+    ),
+    (
+        "create(properties=)",
+        lambda t, p: Table.create(str(p / "n"), t.to_df(), properties={"a": 1}),
+        "Table.create: properties must map strings to strings, got 'a': int",
+    ),
+    (
+        "create(target_file_size=)",
+        lambda t, p: Table.create(str(p / "n"), t.to_df(), target_file_size="1MB"),
+        "Table.create: target_file_size must be an int or None, got str",
+    ),
+    (
+        "append(list)",
+        lambda t, p: t.append([{"id": 1}]),
+        "Table.append: df must be a Spark DataFrame, got list",
+    ),
+    (
+        "append(pandas-like)",
+        lambda t, p: t.append(t.to_df().toArrow()),
+        "Table.append: df must be a Spark DataFrame, got Table",
+    ),
+    ("scan(int)", lambda t, p: t.scan(5), "Table.scan: where must be a string or None, got int"),
+    (
+        "scan(columns=str)",
+        lambda t, p: t.scan("id > 1", columns="id"),
+        "Table.scan: columns must be a list of strings or None, got str",
+    ),
+    (
+        "scan(measure=)",
+        lambda t, p: t.scan("id > 1", measure="yes"),
+        "Table.scan: measure must be True or False, got str",
+    ),
+    (
+        "delete(None)",
+        lambda t, p: t.delete(None),
+        "Table.delete: where must be a string, got NoneType",
+    ),
+    (
+        "snapshot(str)",
+        lambda t, p: t.snapshot("1"),
+        "Table.snapshot: version must be an int or None, got str",
+    ),
+    (
+        "to_df(float)",
+        lambda t, p: t.to_df(version=1.5),
+        "Table.to_df: version must be an int or None, got float",
+    ),
+    (
+        "history(str)",
+        lambda t, p: t.history("x"),
+        "Table.history: limit must be an int or None, got str",
+    ),
+    (
+        "describe(None)",
+        lambda t, p: t.describe(history=None),
+        "Table.describe: history must be an int, got NoneType",
+    ),
+    (
+        "cluster_by(str)",
+        lambda t, p: t.cluster_by("id"),
+        "Table.cluster_by: columns must be a list of strings or None, got str",
+    ),
+    (
+        "optimize.zorder(str)",
+        lambda t, p: t.optimize.zorder("id"),
+        "optimize.zorder: columns must be a list of strings, got str",
+    ),
+]
+
+
+@pytest.mark.parametrize(("label", "call", "message"), CALLS, ids=[c[0] for c in CALLS])
+def test_wrong_argument_types_name_the_argument(
+    table: Table, tmp_path: Path, label: str, call: Callable[[Table, Path], Any], message: str
+) -> None:
+    before = table.version
+    with pytest.raises(InvalidOption) as err:
+        call(table, tmp_path)
+    assert str(err.value) == message
+    assert table.version == before
+    assert not (tmp_path / "n").exists()
