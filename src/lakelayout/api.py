@@ -9,22 +9,24 @@ session given, or on :func:`spark_session` created on first use.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
-from lakelayout.errors import InvalidOption, PredicateError, closest
+from lakelayout.errors import InvalidOption, PredicateError, UnsupportedTable, closest
 from lakelayout.expr.nodes import BoolConst, Predicate
 from lakelayout.expr.parse import parse_predicate
+from lakelayout.skipping.minmax import might_match
 from lakelayout.skipping.report import Measured, ScanReport
 from lakelayout.stats.model import FileStats
 from lakelayout.table import delta
-from lakelayout.table.location import file_uri_path, normalize_uri
+from lakelayout.table.features import Kind
+from lakelayout.table.location import normalize_uri
+from lakelayout.table.reader import FILE_COLUMN
 from lakelayout.table.schema import check_append_schema
 
 if TYPE_CHECKING:
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
     from lakelayout.skipping.indexes.base import Udf
     from lakelayout.table.delta import Snapshot
 
+#: ``ScanReport.skipped_by`` key of the files ruled out by their partition values alone
+PARTITION = "partition"
 #: table property holding the target size of written files, in bytes
 TARGET_FILE_SIZE = "lakelayout.targetFileSize"
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
@@ -124,6 +128,7 @@ class Table:
         name: str | None = None,
         description: str | None = None,
         cluster_by: Sequence[str] | None = None,
+        partition_by: Sequence[str] | None = None,
     ) -> Table:
         """Create a Delta table at ``uri`` from a DataFrame, or empty from a schema.
 
@@ -132,7 +137,15 @@ class Table:
         a liquid-clustered table: they are validated before anything is written
         and stored as ``lakelayout.clusteringColumns``; ``optimize.run()`` then
         clusters incrementally (see :mod:`lakelayout.cluster`).
+
+        ``partition_by`` makes a partitioned table, written as Delta writes one
+        (``part=a/...parquet`` files without the partition columns, values in
+        ``partitionValues``); the columns are checked first (they exist, are of
+        an atomic type, are not all the columns, and the table is not also
+        clustered, as Delta requires). An empty string partition value is
+        stored as NULL, as every Delta reader reads it.
         """
+        from lakelayout.table.datafile import TableFormat
         from lakelayout.table.writer import arrow_schema_of, write_files
 
         if (df is None) == (schema is None):
@@ -142,15 +155,22 @@ class Table:
         if target_file_size is not None:
             config[TARGET_FILE_SIZE] = str(_check_target_size(target_file_size))
         table_schema = schema if schema is not None else arrow_schema_of(df)  # type: ignore[arg-type]
+        partitions = check_partition_columns(partition_by, table_schema)
+        if partitions and cluster_by is not None:
+            raise InvalidOption(
+                "a table cannot be both partitioned and clustered (Delta refuses "
+                "PARTITIONED BY with CLUSTER BY); drop partition_by= or cluster_by="
+            )
         if cluster_by is not None:
             config.update(_clustering_config(cluster_by, table_schema))
+        fmt = TableFormat.plain(table_schema, partitions)
         files = []
         if df is not None:
             delta.ensure_absent(root)
             size = _check_target_size(
                 target_file_size or int(config.get(TARGET_FILE_SIZE, DEFAULT_TARGET_FILE_SIZE))
             )
-            files = write_files(df, root, schema=table_schema, target_file_size=size)
+            files = write_files(df, root, schema=table_schema, target_file_size=size, fmt=fmt)
         delta.create_table(
             root,
             table_schema,
@@ -158,6 +178,7 @@ class Table:
             name=name,
             description=description,
             configuration=config or None,
+            partition_by=partitions,
         )
         return cls(root, spark=spark if spark is not None else _session_of(df))
 
@@ -230,13 +251,23 @@ class Table:
         snap = self.snapshot()
         check_append_schema(snap.schema, arrow_schema_of(df))
         df = _select_in_table_order(df, snap.schema)
+        delta.check_commit(snap, Kind.APPEND, spark=self.spark)  # refuse before writing
         size = _check_target_size(target_file_size or self._target_file_size(snap))
         # skipping indexes: collected by the writer, stored after the commit (lakelayout.indexing)
         indexes = self.indexes.for_write(snap.schema)
         files = write_files(
-            df, self.uri, schema=snap.schema, target_file_size=size, collectors=indexes
+            df,
+            self.uri,
+            schema=snap.schema,
+            target_file_size=size,
+            collectors=indexes,
+            fmt=snap.table_format,
         )
-        version = delta.commit(self.uri, adds=files, operation="WRITE") if files else snap.version
+        version = (
+            delta.commit(self.uri, adds=files, operation="WRITE", spark=self.spark)
+            if files
+            else snap.version
+        )
         self.indexes.record_written(files, indexes)
         return WriteMetrics(
             version=version,
@@ -274,15 +305,25 @@ class Table:
         pruning_seconds = time.perf_counter() - started
         kept = snap.files.take(keep)
 
-        df = self._read(kept, snap.schema)
+        df = self._read(snap, kept, with_file=measure)
         if where is not None:
             from pyspark.sql import functions as F
 
             self.indexes.register_in_spark(self.spark)
             df = df.where(F.expr(where))
-        measured = self._measure(df, kept) if measure else None
+        measured = None
+        if measure:
+            measured = self._measure(df, snap, kept)
+            df = df.drop(FILE_COLUMN)
         if select is not None:
             df = df.select(*select)
+        partition_skips = _partition_skips(predicate, snap)
+        if partition_skips:
+            pruned = replace(
+                pruned,
+                skipped_by={**pruned.skipped_by, PARTITION: partition_skips[0]},
+                bytes_skipped_by={**pruned.bytes_skipped_by, PARTITION: partition_skips[1]},
+            )
         files = snap.files
         report = ScanReport(
             predicate=where or "",
@@ -304,7 +345,7 @@ class Table:
     def to_df(self, *, version: int | None = None) -> DataFrame:
         """Every row of the table (at ``version``) as a Spark DataFrame."""
         snap = self.snapshot(version)
-        return self._read(snap.files, snap.schema)
+        return self._read(snap, snap.files)
 
     # ------------------------------------------------------------ clustering & OPTIMIZE
     # (lakelayout.cluster holds the logic; these are the Table-level verbs)
@@ -319,9 +360,13 @@ class Table:
     @property
     def clustering_columns(self) -> list[str] | None:
         """The liquid clustering columns/expressions, or None when not clustered."""
+        from lakelayout.cluster import delta_liquid
         from lakelayout.cluster.config import parse_clustering
 
-        return parse_clustering(self.snapshot().configuration)
+        snap = self.snapshot()
+        if delta_liquid.is_delta_clustered(snap):
+            return delta_liquid.clustering_columns(snap, self.spark)
+        return parse_clustering(snap.configuration)
 
     def cluster_by(self, columns: Sequence[str] | None, *, max_columns: int = 4) -> int:
         """ALTER TABLE CLUSTER BY (``columns``) or NONE (``None``); the new version.
@@ -329,6 +374,7 @@ class Table:
         Only data not yet clustered by the new columns is clustered by them:
         files already clustered by older columns are left as they are.
         """
+        from lakelayout.cluster import delta_liquid
         from lakelayout.cluster.config import (
             CLUSTERING_COLUMNS,
             clustering_property,
@@ -336,6 +382,17 @@ class Table:
         )
 
         snap = self.snapshot()
+        if delta_liquid.is_delta_clustered(snap):
+            raise UnsupportedTable(
+                f"'{self.uri}' is clustered by Delta's liquid clustering: change its clustering "
+                "columns with Delta (ALTER TABLE ... CLUSTER BY); lakelayout follows them"
+            )
+        partitions = snap.table_format.partition_columns
+        if partitions and columns is not None:
+            raise InvalidOption(
+                f"'{self.uri}' is partitioned by {list(partitions)}: a partitioned table cannot "
+                "be clustered (Delta refuses CLUSTER BY on partitioned tables)"
+            )
         checked = validate_clustering(columns, snap.schema, max_columns=max_columns)
         value = clustering_property(checked)
         if snap.configuration.get(CLUSTERING_COLUMNS, "") == value:
@@ -344,9 +401,11 @@ class Table:
 
     def detail(self) -> TableDetail:
         """DESCRIBE DETAIL: clustering columns, files, sizes, cubes (no Spark job)."""
+        from lakelayout.cluster import delta_liquid
         from lakelayout.cluster.detail import detail
 
-        return detail(self.uri)
+        clustered_by_delta = delta_liquid.is_delta_clustered(self.snapshot())
+        return detail(self.uri, self.spark if clustered_by_delta else self._spark)
 
     def delete(self, where: str, *, hooks: OptimizeHooks | None = None) -> OptimizeMetrics:
         """Delete rows where ``where`` (Spark SQL) is TRUE; only affected files are rewritten."""
@@ -375,30 +434,22 @@ class Table:
         functions = self.indexes.functions()  # st_within_box and registered UDFs
         return parse_predicate(where, schema, functions=functions, timezone=timezone)
 
-    def _read(self, files: FileStats, schema: pa.Schema) -> DataFrame:
-        from pyspark.sql.pandas.types import from_arrow_schema
+    # --- reading data files (lakelayout.table.reader: partitions, deletion vectors, mapping) ---
+    def _read(self, snap: Snapshot, files: FileStats, *, with_file: bool = False) -> DataFrame:
+        """The live rows of ``files`` of ``snap``; ``__ll_file`` holds each row's file."""
+        from lakelayout.table.reader import read_table_files
 
-        spark_schema = from_arrow_schema(schema)
-        if len(files) == 0:
-            return self.spark.createDataFrame([], spark_schema)
-        paths = [os.path.join(self.uri, str(p)) for p in files.paths]
-        return self.spark.read.schema(spark_schema).parquet(*paths)
+        data = snap.data_files_for([str(p) for p in files.paths])
+        return read_table_files(self.spark, self.uri, snap.table_format, data, with_file=with_file)
 
-    def _measure(self, filtered: DataFrame, kept: FileStats) -> Measured:
+    # --- end reading data files ---
+
+    def _measure(self, filtered: DataFrame, snap: Snapshot, kept: FileStats) -> Measured:
         """Count matching rows per kept file with one Spark job."""
-        from pyspark.sql import functions as F
-
-        rows = (
-            filtered.select(F.col("_metadata.file_path").alias("file"))
-            .groupBy("file")
-            .count()
-            .collect()
-        )
-        matching = {file_uri_path(r["file"]): int(r["count"]) for r in rows}
+        rows = filtered.groupBy(FILE_COLUMN).count().collect()
+        matching = {str(r[FILE_COLUMN]): int(r["count"]) for r in rows}
         relevant = [
-            int(n)
-            for p, n in zip(kept.paths, kept.num_records, strict=True)
-            if matching.get(os.path.join(self.uri, str(p)), 0) > 0
+            max(snap.live_rows(str(p)), 0) for p in kept.paths if matching.get(str(p), 0) > 0
         ]
         return Measured(
             rows_matching=sum(matching.values()),
@@ -425,6 +476,53 @@ def _clustering_config(
 
     checked = validate_clustering(columns, schema, max_columns=max_columns)
     return {CLUSTERING_COLUMNS: clustering_property(checked)}
+
+
+def check_partition_columns(columns: Sequence[str] | None, schema: pa.Schema) -> tuple[str, ...]:
+    """Partition columns in the table's spelling, or InvalidOption naming what Delta refuses."""
+    from lakelayout.table.datafile import partitionable
+
+    if columns is None:
+        return ()
+    if isinstance(columns, str):
+        raise InvalidOption("partition_by= takes a list of column names, not a single string")
+    by_lower = {name.lower(): name for name in schema.names}
+    out: list[str] = []
+    for name in columns:
+        resolved = by_lower.get(str(name).lower())
+        if resolved is None:
+            hint = closest(str(name), schema.names)
+            raise InvalidOption(f"partition column '{name}' is not in the table.{hint}".rstrip("."))
+        if resolved in out:
+            raise InvalidOption(f"partition column '{resolved}' is given twice")
+        dtype = schema.field(resolved).type
+        if not partitionable(dtype):
+            raise InvalidOption(
+                f"cannot partition by '{resolved}' of type {dtype}: partition columns must be "
+                "string, boolean, integer, floating point, decimal, date or timestamp"
+            )
+        out.append(resolved)
+    if out and len(out) == len(schema):
+        raise InvalidOption(
+            "cannot use all columns as partition columns (Delta needs at least one data column)"
+        )
+    return tuple(out)
+
+
+def _partition_skips(predicate: Predicate, snap: Snapshot) -> tuple[int, int] | None:
+    """Files and bytes the partition values alone rule out (None: not partitioned).
+
+    Partition values are exact bounds in the snapshot's statistics, so the
+    min/max rules already skip by them; this attributes those skips in the
+    scan report (``skipped_by["partition"]``).
+    """
+    parts = snap.table_format.partition_columns
+    if not parts:
+        return None
+    files = snap.files
+    only = replace(files, columns={c: files.columns[c] for c in parts if c in files.columns})
+    keep = np.asarray(might_match(predicate, only), dtype=bool) | (files.num_records == 0)
+    return int((~keep).sum()), int(np.asarray(files.sizes)[~keep].sum())
 
 
 def _check_target_size(size: int) -> int:

@@ -46,7 +46,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lakelayout.cluster.logical import prune as prune_by_layout  # logical layout indexes
 from lakelayout.errors import InvalidOption, LakelayoutError, PredicateError, closest
@@ -60,6 +59,7 @@ from lakelayout.skipping.minmax import might_match
 from lakelayout.skipping.store import MetadataStore, metadata_rows
 from lakelayout.stats.model import FileStats
 from lakelayout.table import delta
+from lakelayout.table.datafile import DataFile, TableFormat, read_data_file
 from lakelayout.table.files import WrittenFile
 from lakelayout.table.location import resolve_location
 from lakelayout.table.writer import INDEX_METADATA, collect_file_metadata, decode_metadata
@@ -74,8 +74,6 @@ WITHIN_BOX_SQL = (
     "RETURNS BOOLEAN RETURN "
     "lat >= lat_min AND lat <= lat_max AND lng >= lng_min AND lng <= lng_max"
 )
-#: rows per Arrow batch when a refresh task reads a data file
-READ_BATCH_ROWS = 65_536
 _UDF_HINT = "pass udfs= to Table(...) or call table.indexes.register_udfs(...)"
 
 
@@ -298,7 +296,7 @@ class Indexes:
             needed = [n for n in names if n not in current or not current[n][position].is_valid]
             if needed:
                 todo[str(path)] = needed
-        computed = self._collect(todo, indexes, snap.schema) if todo else {}
+        computed = self._collect(todo, indexes, snap) if todo else {}
         carried = [c for c in self.store.columns() if c not in names]
         self._write_rows(files, todo, computed, indexes, current, carried)
         return RefreshMetrics(
@@ -311,12 +309,23 @@ class Indexes:
         )
 
     def _collect(
-        self, todo: Mapping[str, Sequence[str]], indexes: Sequence[Index], schema: pa.Schema
+        self, todo: Mapping[str, Sequence[str]], indexes: Sequence[Index], snap: delta.Snapshot
     ) -> dict[str, dict[str, Any]]:
-        """Run the collectors of ``todo`` (path -> index names) in Spark tasks."""
+        """Run the collectors of ``todo`` (path -> index names) in Spark tasks.
+
+        Files are read like every other reader reads them
+        (:func:`~lakelayout.table.datafile.read_data_file`): partition columns
+        from the log, physical names mapped, deleted rows dropped.
+        """
         spark = self._spark()
-        jobs = [(path, tuple(needed)) for path, needed in todo.items()]
-        task = _RefreshTask(self.uri, tuple(jobs), tuple(indexes), _column_map(indexes, schema))
+        jobs = [(snap.data_file(path), tuple(needed)) for path, needed in todo.items()]
+        task = _RefreshTask(
+            self.uri,
+            snap.table_format,
+            tuple(jobs),
+            tuple(indexes),
+            _column_map(indexes, snap.schema),
+        )
         slices = max(1, min(len(jobs), spark.sparkContext.defaultParallelism * 2))
         rows = spark.range(0, len(jobs), 1, slices).mapInArrow(task, _REFRESH_DDL).collect()
         return {row["path"]: decode_metadata(row["meta"]) for row in rows}
@@ -606,7 +615,8 @@ class _RefreshTask:
     """``mapInArrow`` over file ids: open each file with pyarrow, run its missing collectors."""
 
     uri: str
-    jobs: tuple[tuple[str, tuple[str, ...]], ...]
+    format: TableFormat
+    jobs: tuple[tuple[DataFile, tuple[str, ...]], ...]
     indexes: tuple[Index, ...]
     columns: Mapping[str, tuple[str, ...] | None]
 
@@ -615,16 +625,14 @@ class _RefreshTask:
         by_name = {i.name: i for i in self.indexes}
         for batch in batches:
             for file_id in batch.column(0).to_pylist():
-                path, needed = self.jobs[int(file_id)]
+                file, needed = self.jobs[int(file_id)]
                 specs = [by_name[n] for n in needed]
-                with filesystem.open_input_file(f"{root}/{path}") as source:
-                    reader = pq.ParquetFile(source)
-                    data = reader.iter_batches(
-                        batch_size=READ_BATCH_ROWS, columns=self._columns(needed)
-                    )
-                    meta = collect_file_metadata(specs, data)
+                data = read_data_file(
+                    filesystem, root, self.format, file, columns=self._columns(needed)
+                )
+                meta = collect_file_metadata(specs, data)
                 yield pa.RecordBatch.from_pylist(
-                    [{"path": path, "meta": meta}], schema=_REFRESH_SCHEMA
+                    [{"path": file.path, "meta": meta}], schema=_REFRESH_SCHEMA
                 )
 
     def _columns(self, needed: Sequence[str]) -> builtins.list[str] | None:

@@ -52,6 +52,7 @@ def from_add_actions(
     *,
     string_prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH,
     nan_safe: bool | None = None,
+    partition_columns: Sequence[str] = (),
 ) -> FileStats:
     """From ``DeltaTable.get_add_actions(flatten=True)`` (arro3 or pyarrow).
 
@@ -61,21 +62,32 @@ def from_add_actions(
     true again as described in the module docstring. ``nan_safe`` says
     whether float maxima respect NaN; by default only files named with
     :data:`LAKELAYOUT_FILE_PREFIX` are trusted.
+
+    ``partition_columns`` are read from the typed ``partition.<c>`` columns:
+    a file's partition value is an *exact* bound (min = max = the value, no
+    nulls), and a NULL partition means every row is null, so every pruning
+    rule prunes partitions without knowing they are partitions.
     """
     check_prefix_length(string_prefix_length)
     table = _as_table(actions)
     arrow_schema = pa.schema(schema)
     n = table.num_rows
     paths = _object_column(table, "path", n)
+    num_records = _int_column(table, "num_records", n, unknown=-1)
+    parts = set(partition_columns)
     columns = {
-        name: _column_from_actions(table, name, dtype, string_prefix_length)
+        name: (
+            _partition_column(table, name, dtype, num_records)
+            if name in parts
+            else _column_from_actions(table, name, dtype, string_prefix_length)
+        )
         for name, dtype in leaf_fields(arrow_schema)
     }
     _drop_unsafe_float_max(columns, paths, nan_safe)
     return FileStats(
         paths=paths,
         sizes=_int_column(table, "size_bytes", n, unknown=0),
-        num_records=_int_column(table, "num_records", n, unknown=-1),
+        num_records=num_records,
         modification_times=_int_column(table, "modification_time", n, unknown=0),
         columns=columns,
         schema=arrow_schema,
@@ -188,6 +200,21 @@ def _column_from_actions(
     low = _bound_column(table, f"min.{name}", target)
     high = _bound_column(table, f"max.{name}", target)
     return ColumnStats(_true_min(low), _true_max(high, prefix_length), null_count)
+
+
+def _partition_column(
+    table: pa.Table, name: str, dtype: pa.DataType, num_records: np.ndarray
+) -> ColumnStats:
+    """Exact bounds of a partition column: each file's value, or all-null for NULL."""
+    n = table.num_rows
+    target = stats_type(dtype)
+    value = _bound_column(table, f"partition.{name}", target)
+    if f"partition.{name}" not in table.column_names or not has_bounds(dtype):
+        return ColumnStats(pa.nulls(n, target), pa.nulls(n, target), np.full(n, -1, np.int64))
+    is_null = np.asarray(value.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    null_count = np.where(is_null, num_records, 0).astype(np.int64)
+    exact = nan_to_null(value)
+    return ColumnStats(exact, exact, null_count)
 
 
 def _bound_column(table: pa.Table, column: str, target: pa.DataType) -> pa.Array:
