@@ -85,6 +85,13 @@ def test_rows_are_ordered_by_key_alone_for_curves(spark: Any) -> None:
     ]
     per_file = Router(("a", "b"), "/t", file_blocks={"x": 0})
     assert _names(_row_order(per_file, [])) == [BLOCK_COLUMN]
+    # partitioned: each partition of a block is one run, so a file holds one partition
+    from lakelayout.table.datafile import TableFormat
+
+    fmt = TableFormat.plain(pa.schema([("a", pa.int64()), ("b", pa.int64())]), ["b"])
+    routed = Router(("a", "b"), "/t", layout=curve)
+    assert _names(_row_order(routed, [], fmt)) == [BLOCK_COLUMN, "b", KEY_COLUMN]
+    assert _names(_row_order(per_file, [], fmt)) == [BLOCK_COLUMN, "b"]
 
 
 @pytest.mark.spark

@@ -403,7 +403,9 @@ def write_routed(
     ]
 
 
-def _row_order(router: Router, sort_columns: Sequence[Any], fmt: TableFormat) -> list[Any]:
+def _row_order(
+    router: Router, sort_columns: Sequence[Any], fmt: TableFormat | None = None
+) -> list[Any]:
     """Sort columns inside a shuffle partition: rows grouped by block, in key order.
 
     A curve's blocks are ranges of its key, so the key alone gives both; that
@@ -415,7 +417,8 @@ def _row_order(router: Router, sort_columns: Sequence[Any], fmt: TableFormat) ->
     """
     from pyspark.sql import functions as F
 
-    parts = [F.col(f"`{c.replace('`', '``')}`") for c in fmt.partition_columns]
+    partition_columns = fmt.partition_columns if fmt is not None else ()
+    parts = [F.col(f"`{c.replace('`', '``')}`") for c in partition_columns]
     layout = router.layout
     if layout is None or not router.use_sort_key:
         return [F.col(BLOCK_COLUMN), *parts, *sort_columns]

@@ -238,12 +238,11 @@ class DataFile:
     num_records: int = -1
     partition_values: Mapping[str, Any] = field(default_factory=dict)
     deleted_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    #: the deletion vector descriptor exactly as the log holds it (None: no vector)
-    deletion_vector: Mapping[str, Any] | None = None
 
     @property
     def has_deletions(self) -> bool:
-        return self.deletion_vector is not None or len(self.deleted_rows) > 0
+        """Whether a deletion vector removes rows of this file."""
+        return len(self.deleted_rows) > 0
 
     @property
     def live_rows(self) -> int:

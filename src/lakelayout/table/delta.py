@@ -67,7 +67,7 @@ from lakelayout.table.datafile import (
     serialize_partition_value,
     table_format,
 )
-from lakelayout.table.features import Committer, Kind, plan_commit
+from lakelayout.table.features import Committer, Kind, check_readable, plan_commit
 from lakelayout.table.files import WrittenFile
 from lakelayout.table.location import is_local, normalize_uri, prepare_location
 
@@ -535,6 +535,7 @@ def snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Snapsho
     """
     location = normalize_uri(uri)
     table = open_table(location, version)
+    check_readable(location, table.protocol().reader_features or ())
     delta_schema = table.schema()
     schema = _without_field_metadata(pa.schema(delta_schema.to_arrow()))
     meta = table.metadata()

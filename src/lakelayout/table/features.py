@@ -41,6 +41,19 @@ DELTA_RS_WRITES = frozenset(
     }
 )
 
+#: reader features lakelayout's readers honour (datafile.read_data_file and delta-rs's snapshot)
+READS = frozenset(
+    {
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "typeWidening",
+        "typeWidening-preview",
+    }
+)
+
 #: features whose values or checks an append would have to compute
 APPEND_REFUSED = {
     "generatedColumns": "generated columns (lakelayout does not compute them)",
@@ -130,6 +143,19 @@ def plan_commit(
         + " and ".join(reasons)
         + f"; {_CONNECTOR_HINT}"
     )
+
+
+def check_readable(location: str, reader_features: Collection[str]) -> None:
+    """UnsupportedTable naming the reader features lakelayout would read wrongly.
+
+    (Widened types read right: files are cast to the table's type.)
+    """
+    unknown = sorted(set(reader_features) - READS)
+    if unknown:
+        raise UnsupportedTable(
+            f"'{location}' needs reader features {unknown}, which lakelayout does not "
+            f"support (it reads {sorted(READS)})"
+        )
 
 
 def _true(value: str | None) -> bool:
