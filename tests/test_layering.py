@@ -17,6 +17,8 @@ PURE = (
     "lakelayout.online",
     "lakelayout.cluster.plan",
     "lakelayout.table.collect",
+    "lakelayout.table.datafile",
+    "lakelayout.table.features",
     "lakelayout.table.files",
     "lakelayout.table.location",
     "lakelayout.table.schema",

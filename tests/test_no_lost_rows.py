@@ -1,7 +1,9 @@
 """No lost rows, property-based, on real Spark and real Delta tables.
 
 Hypothesis draws a table (nulls, NaN, unicode, long shared prefixes, dates,
-timestamps, decimals, booleans), splits it into files by a random layout, and
+timestamps, decimals, booleans), optionally partitioned by one or two of its
+columns (partition values are then exact per-file bounds from the log, and
+``''`` becomes NULL), splits it into files by a random layout, and
 draws predicates from the grammar lakelayout prunes with. For every predicate
 a single Spark job computes, per file, whether any row matches (the truth);
 pruning must keep every such file. A sample of predicates is also checked end
@@ -145,6 +147,8 @@ def predicates(depth: int = 2) -> st.SearchStrategy[str]:
 
 
 LAYOUTS = st.sampled_from(["random", "id", "i", "f", "s", "d", "ts", "dec"])
+#: partition columns a table may be created with (values from the log: exact bounds)
+PARTITIONS = st.sampled_from([None, None, ["b"], ["d"], ["s"], ["dec", "b"]])
 
 
 @settings(
@@ -156,6 +160,7 @@ LAYOUTS = st.sampled_from(["random", "id", "i", "f", "s", "d", "ts", "dec"])
     data=tables(),
     layout=LAYOUTS,
     parts=st.integers(1, 6),
+    partition_by=PARTITIONS,
     preds=st.lists(predicates(), min_size=PREDICATES_PER_TABLE, max_size=PREDICATES_PER_TABLE),
 )
 def test_property_pruning_never_drops_a_matching_file(
@@ -164,19 +169,23 @@ def test_property_pruning_never_drops_a_matching_file(
     data: pa.Table,
     layout: str,
     parts: int,
+    partition_by: list[str] | None,
     preds: list[str],
 ) -> None:
     from pyspark.sql import functions as F
 
+    from lakelayout.table.reader import FILE_COLUMN, read_table_files
+
     df = spark.createDataFrame(data)
     df = df.repartition(parts) if layout == "random" else df.repartitionByRange(parts, layout)
     path = tmp_path_factory.mktemp("prop")
-    t = Table.create(str(path / "t"), df)
+    t = Table.create(str(path / "t"), df, partition_by=partition_by)
     snap = t.snapshot()
+    files = snap.data_files_for([str(p) for p in snap.files.paths])
 
     # truth: per file, does any row satisfy predicate k? One Spark job for all.
-    full = t.to_df().select(
-        F.col("_metadata.file_name").alias("file"),
+    full = read_table_files(spark, t.uri, snap.table_format, files, with_file=True).select(
+        F.col(FILE_COLUMN).alias("file"),
         *[
             F.coalesce(F.expr(p), F.lit(False)).cast("int").alias(f"p{k}")
             for k, p in enumerate(preds)
@@ -184,7 +193,7 @@ def test_property_pruning_never_drops_a_matching_file(
     )
     sums = full.groupBy("file").agg(*[F.sum(f"p{k}").alias(f"p{k}") for k in range(len(preds))])
     truth = {r["file"]: r for r in sums.collect()}
-    names = [os.path.basename(str(p)) for p in snap.files.paths]
+    names = [str(p) for p in snap.files.paths]
 
     for k, text in enumerate(preds):
         keep = might_match(t._bind(text, snap.schema), snap.files)

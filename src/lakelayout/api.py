@@ -28,6 +28,7 @@ from lakelayout.errors import (
     InvalidOption,
     LakelayoutError,
     PredicateError,
+    UnsupportedTable,
     closest,
 )
 from lakelayout.expr.nodes import BoolConst, Predicate
@@ -37,7 +38,10 @@ from lakelayout.skipping.scan_report import Measured, ScanReport
 from lakelayout.stats.bounds import stats_key
 from lakelayout.stats.model import FileStats
 from lakelayout.table import delta
-from lakelayout.table.location import file_uri_path, normalize_uri
+from lakelayout.table.datafile import raw_path
+from lakelayout.table.features import Kind
+from lakelayout.table.location import normalize_uri
+from lakelayout.table.reader import FILE_COLUMN
 from lakelayout.table.schema import check_append_schema
 
 if TYPE_CHECKING:
@@ -152,6 +156,7 @@ class Table:
         description: str | None = None,
         cluster_by: Sequence[str] | None = None,
         auto_optimize: bool = False,
+        partition_by: Sequence[str] | None = None,
     ) -> Table:
         """Create a Delta table at ``uri`` from a DataFrame, or empty from a schema.
 
@@ -162,7 +167,15 @@ class Table:
         clusters incrementally (see :mod:`lakelayout.cluster`).
         ``auto_optimize=True`` sets ``lakelayout.autoOptimize=true``: every append
         then asks the advisor whether a rewrite pays (:mod:`lakelayout.advisor`).
+
+        ``partition_by`` makes a partitioned table, written as Delta writes one
+        (``part=a/...parquet`` files without the partition columns, values in
+        ``partitionValues``); the columns are checked first (they exist, are of
+        an atomic type, are not all the columns, and the table is not also
+        clustered, as Delta requires). An empty string partition value is
+        stored as NULL, as every Delta reader reads it.
         """
+        from lakelayout.table.datafile import TableFormat
         from lakelayout.table.writer import arrow_schema_of, write_files
 
         where = "Table.create"
@@ -175,6 +188,7 @@ class Table:
         args.require_str(name, "name", where, optional=True)
         args.require_str(description, "description", where, optional=True)
         args.require_names(cluster_by, "cluster_by", where, optional=True)
+        args.require_names(partition_by, "partition_by", where, optional=True)
         if (df is None) == (schema is None):
             raise InvalidOption("Table.create needs exactly one of df= or schema=")
         root = normalize_uri(uri)
@@ -183,16 +197,23 @@ class Table:
         if target_file_size is not None:
             config[TARGET_FILE_SIZE] = str(_check_target_size(target_file_size))
         table_schema = schema if schema is not None else arrow_schema_of(df)  # type: ignore[arg-type]
+        partitions = check_partition_columns(partition_by, table_schema)
+        if partitions and cluster_by is not None:
+            raise InvalidOption(
+                "a table cannot be both partitioned and clustered (Delta refuses "
+                "PARTITIONED BY with CLUSTER BY); drop partition_by= or cluster_by="
+            )
         if cluster_by is not None:
             config.update(_clustering_config(cluster_by, table_schema))
         if auto_optimize:
             config["lakelayout.autoOptimize"] = "true"
+        fmt = TableFormat.plain(table_schema, partitions)
         files = []
         if df is not None:
             size = _check_target_size(
                 target_file_size or int(config.get(TARGET_FILE_SIZE, DEFAULT_TARGET_FILE_SIZE))
             )
-            files = write_files(df, root, schema=table_schema, target_file_size=size)
+            files = write_files(df, root, schema=table_schema, target_file_size=size, fmt=fmt)
         delta.create_table(
             root,
             table_schema,
@@ -200,6 +221,7 @@ class Table:
             name=name,
             description=description,
             configuration=config or None,
+            partition_by=partitions,
         )
         return cls(root, spark=spark if spark is not None else _session_of(df))
 
@@ -277,11 +299,17 @@ class Table:
         snap = self.snapshot()
         check_append_schema(snap.schema, arrow_schema_of(df))
         df = _select_in_table_order(df, snap.schema)
+        delta.check_commit(snap, Kind.APPEND, spark=self.spark)  # refuse before writing
         size = _check_target_size(target_file_size or self._target_file_size(snap))
         # skipping indexes: collected by the writer, stored after the commit (lakelayout.indexing)
         indexes = self.indexes.for_write(snap.schema)
         files = write_files(
-            df, self.uri, schema=snap.schema, target_file_size=size, collectors=indexes
+            df,
+            self.uri,
+            schema=snap.schema,
+            target_file_size=size,
+            collectors=indexes,
+            fmt=snap.table_format,
         )
         version, retries = self._commit_append(files, snap) if files else (snap.version, 0)
         self.indexes.record_written(files, indexes)
@@ -310,7 +338,7 @@ class Table:
         def attempt(n: int) -> int:
             if n > 0:
                 check_append_schema(delta.snapshot(self.uri).schema, snap.schema)
-            return delta.commit(self.uri, adds=files, operation="WRITE")
+            return delta.commit(self.uri, adds=files, operation="WRITE", spark=self.spark)
 
         try:
             return run_with_retries(self.uri, "append", attempt)
@@ -377,13 +405,16 @@ class Table:
         planned = self._plan(predicate, snap, zone)
         kept = planned.kept
 
-        df = self._read(kept, snap.schema)
+        df = self._read(snap, kept, with_file=measure)
         if where is not None:
             from pyspark.sql import functions as F
 
             self.indexes.register_in_spark(self.spark)
             df = df.where(F.expr(where))
-        measured = self._measure(df, kept) if measure else None
+        measured = None
+        if measure:
+            measured = self._measure(df, snap, kept)
+            df = df.drop(FILE_COLUMN)
         if select is not None:
             df = df.select(*select)
         report = ScanReport(
@@ -409,7 +440,7 @@ class Table:
         """Every row of the table (at ``version``) as a Spark DataFrame."""
         args.require_int(version, "version", "Table.to_df", optional=True)
         snap = self.snapshot(version)
-        return self._read(snap.files, snap.schema)
+        return self._read(snap, snap.files)
 
     # ------------------------------------------------------------ clustering & OPTIMIZE
     # (lakelayout.cluster holds the logic; these are the Table-level verbs)
@@ -434,9 +465,13 @@ class Table:
     @property
     def clustering_columns(self) -> list[str] | None:
         """The liquid clustering columns/expressions, or None when not clustered."""
+        from lakelayout.cluster import delta_liquid
         from lakelayout.cluster.config import parse_clustering
 
-        return parse_clustering(self.snapshot().configuration)
+        snap = self.snapshot()
+        if delta_liquid.is_delta_clustered(snap):
+            return delta_liquid.clustering_columns(snap, self.spark)
+        return parse_clustering(snap.configuration)
 
     def cluster_by(self, columns: Sequence[str] | None, *, max_columns: int = 4) -> int:
         """ALTER TABLE CLUSTER BY (``columns``) or NONE (``None``); the new version.
@@ -444,6 +479,7 @@ class Table:
         Only data not yet clustered by the new columns is clustered by them:
         files already clustered by older columns are left as they are.
         """
+        from lakelayout.cluster import delta_liquid
         from lakelayout.cluster.config import (
             CLUSTERING_COLUMNS,
             clustering_property,
@@ -453,6 +489,17 @@ class Table:
         args.require_names(columns, "columns", "Table.cluster_by", optional=True)
         args.require_int(max_columns, "max_columns", "Table.cluster_by")
         snap = self.snapshot()
+        if delta_liquid.is_delta_clustered(snap):
+            raise UnsupportedTable(
+                f"'{self.uri}' is clustered by Delta's liquid clustering: change its clustering "
+                "columns with Delta (ALTER TABLE ... CLUSTER BY); lakelayout follows them"
+            )
+        partitions = snap.table_format.partition_columns
+        if partitions and columns is not None:
+            raise InvalidOption(
+                f"'{self.uri}' is partitioned by {list(partitions)}: a partitioned table cannot "
+                "be clustered (Delta refuses CLUSTER BY on partitioned tables)"
+            )
         checked = validate_clustering(columns, snap.schema, max_columns=max_columns)
         value = clustering_property(checked)
         if snap.configuration.get(CLUSTERING_COLUMNS, "") == value:
@@ -461,9 +508,11 @@ class Table:
 
     def detail(self) -> TableDetail:
         """DESCRIBE DETAIL: clustering columns, files, sizes, cubes (no Spark job)."""
+        from lakelayout.cluster import delta_liquid
         from lakelayout.cluster.detail import detail
 
-        return detail(self.uri)
+        clustered_by_delta = delta_liquid.is_delta_clustered(self.snapshot())
+        return detail(self.uri, self.spark if clustered_by_delta else self._spark)
 
     def delete(
         self,
@@ -598,33 +647,23 @@ class Table:
             layouts=layout_blocks(self.uri, snap.files, snap.schema),
             unused=unusable,
             timezone=timezone,
+            partition_columns=snap.table_format.partition_columns,
         )
         return dataclasses.replace(planned, seconds=time.perf_counter() - started)
 
-    def _read(self, files: FileStats, schema: pa.Schema) -> DataFrame:
-        from pyspark.sql.pandas.types import from_arrow_schema
+    def _read(self, snap: Snapshot, files: FileStats, *, with_file: bool = False) -> DataFrame:
+        """The live rows of ``files`` of ``snap``; ``__ll_file`` holds each row's file."""
+        from lakelayout.table.reader import read_table_files
 
-        spark_schema = from_arrow_schema(schema)
-        if len(files) == 0:
-            return self.spark.createDataFrame([], spark_schema)
-        paths = [os.path.join(self.uri, str(p)) for p in files.paths]
-        return self.spark.read.schema(spark_schema).parquet(*paths)
+        data = snap.data_files_for([str(p) for p in files.paths])
+        return read_table_files(self.spark, self.uri, snap.table_format, data, with_file=with_file)
 
-    def _measure(self, filtered: DataFrame, kept: FileStats) -> Measured:
+    def _measure(self, filtered: DataFrame, snap: Snapshot, kept: FileStats) -> Measured:
         """Count matching rows per kept file with one Spark job."""
-        from pyspark.sql import functions as F
-
-        rows = (
-            filtered.select(F.col("_metadata.file_path").alias("file"))
-            .groupBy("file")
-            .count()
-            .collect()
-        )
-        matching = {file_uri_path(r["file"]): int(r["count"]) for r in rows}
+        rows = filtered.groupBy(FILE_COLUMN).count().collect()
+        matching = {str(r[FILE_COLUMN]): int(r["count"]) for r in rows}
         relevant = [
-            int(n)
-            for p, n in zip(kept.paths, kept.num_records, strict=True)
-            if matching.get(os.path.join(self.uri, str(p)), 0) > 0
+            max(snap.live_rows(str(p)), 0) for p in kept.paths if matching.get(str(p), 0) > 0
         ]
         return Measured(
             rows_matching=sum(matching.values()),
@@ -651,6 +690,37 @@ def _clustering_config(
 
     checked = validate_clustering(columns, schema, max_columns=max_columns)
     return {CLUSTERING_COLUMNS: clustering_property(checked)}
+
+
+def check_partition_columns(columns: Sequence[str] | None, schema: pa.Schema) -> tuple[str, ...]:
+    """Partition columns in the table's spelling, or InvalidOption naming what Delta refuses."""
+    from lakelayout.table.datafile import partitionable
+
+    if columns is None:
+        return ()
+    if isinstance(columns, str):
+        raise InvalidOption("partition_by= takes a list of column names, not a single string")
+    by_lower = {name.lower(): name for name in schema.names}
+    out: list[str] = []
+    for name in columns:
+        resolved = by_lower.get(str(name).lower())
+        if resolved is None:
+            hint = closest(str(name), schema.names)
+            raise InvalidOption(f"partition column '{name}' is not in the table.{hint}".rstrip("."))
+        if resolved in out:
+            raise InvalidOption(f"partition column '{resolved}' is given twice")
+        dtype = schema.field(resolved).type
+        if not partitionable(dtype):
+            raise InvalidOption(
+                f"cannot partition by '{resolved}' of type {dtype}: partition columns must be "
+                "string, boolean, integer, floating point, decimal, date or timestamp"
+            )
+        out.append(resolved)
+    if out and len(out) == len(schema):
+        raise InvalidOption(
+            "cannot use all columns as partition columns (Delta needs at least one data column)"
+        )
+    return tuple(out)
 
 
 def _check_target_size(size: int) -> int:
@@ -689,7 +759,7 @@ def _remove_written(root: str, paths: Sequence[str]) -> None:
         return
     for path in paths:
         with contextlib.suppress(OSError):
-            os.remove(os.path.join(root, path))
+            os.remove(os.path.join(root, raw_path(path)))  # log paths are URI-encoded
 
 
 def _session_of(df: DataFrame | None) -> SparkSession | None:

@@ -31,6 +31,8 @@ from lakelayout.table.index_job import collect_metadata
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from lakelayout.table.delta import Snapshot
+
 #: SQL text registering ``st_within_box`` in a Spark session
 WITHIN_BOX_SQL = (
     f"CREATE OR REPLACE TEMPORARY FUNCTION {WITHIN_BOX}("
@@ -69,11 +71,15 @@ class Indexes(IndexCatalog):
 
     def _collect(
         self,
+        snap: Snapshot,
         todo: Mapping[str, Sequence[str]],
         indexes: Sequence[Index],
         columns: Mapping[str, tuple[str, ...] | None],
     ) -> Mapping[str, Mapping[str, Any]]:
-        return collect_metadata(self._spark(), self.uri, todo, indexes, columns)
+        files = {path: snap.data_file(path) for path in todo}
+        return collect_metadata(
+            self._spark(), self.uri, snap.table_format, files, todo, indexes, columns
+        )
 
     def register_in_spark(self, spark: SparkSession) -> None:
         """Register ``st_within_box`` and the Python UDFs in ``spark`` (once per session)."""

@@ -147,7 +147,7 @@ def measure_alpha(
         nbytes += int(size)
     spark = table.spark
     with tempfile.TemporaryDirectory(prefix="ll-alpha-") as tmp:
-        df = read_files(spark, table.uri, paths, snap.schema, with_file=False)
+        df = read_files(spark, snap, paths, with_file=False)
         target = max(1024, nbytes // max(len(paths), 1))
         # the table's own class (importing lakelayout.api here would make an import cycle)
         scratch = type(table).create(

@@ -85,6 +85,13 @@ def test_rows_are_ordered_by_key_alone_for_curves(spark: Any) -> None:
     ]
     per_file = Router(("a", "b"), "/t", file_blocks={"x": 0})
     assert _names(_row_order(per_file, [])) == [BLOCK_COLUMN]
+    # partitioned: each partition of a block is one run, so a file holds one partition
+    from lakelayout.table.datafile import TableFormat
+
+    fmt = TableFormat.plain(pa.schema([("a", pa.int64()), ("b", pa.int64())]), ["b"])
+    routed = Router(("a", "b"), "/t", layout=curve)
+    assert _names(_row_order(routed, [], fmt)) == [BLOCK_COLUMN, "b", KEY_COLUMN]
+    assert _names(_row_order(per_file, [], fmt)) == [BLOCK_COLUMN, "b"]
 
 
 @pytest.mark.spark
@@ -119,6 +126,7 @@ def test_file_router_reads_in_table_schema_and_tags_the_source_file(tmp_path: Pa
     import pyarrow as pa
 
     from lakelayout.cluster.rewrite import FILE_COLUMN, PART_COLUMN, FileRouter, FileSource
+    from lakelayout.table.datafile import DataFile, TableFormat
 
     schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("score", pa.float64())])
     pq.write_table(
@@ -128,14 +136,17 @@ def test_file_router_reads_in_table_schema_and_tags_the_source_file(tmp_path: Pa
     router = Router(
         tuple(schema.names), str(tmp_path), file_blocks={"a.parquet": 0, "b.parquet": 1}
     )
-    groups = (("a.parquet", "b.parquet"),)
+    groups = ((DataFile("a.parquet", 1), DataFile("b.parquet", 1)),)
+    fmt = TableFormat.plain(schema)
     out = pa.Table.from_batches(
-        list(FileRouter(router, schema, groups)(iter([pa.record_batch({"id": [0]})])))
+        list(FileRouter(router, fmt, groups)(iter([pa.record_batch({"id": [0]})])))
     )
     assert out.column_names == [*schema.names, BLOCK_COLUMN, KEY_COLUMN, PART_COLUMN]
     assert out.column("id").to_pylist() == [1, 2, 3]
     assert out.column("score").to_pylist() == [None, None, 0.5]
     assert out.column(BLOCK_COLUMN).to_pylist() == [0, 0, 1]
     assert FILE_COLUMN not in out.column_names
-    sizes = FileSource(None, ("a", "b", "c", "d"), (10, 40, 30, 20)).groups(2)  # type: ignore[arg-type]
-    assert sorted(map(sorted, sizes)) == [["a", "b"], ["c", "d"]]  # 50 bytes each
+    files = tuple(DataFile(p, s) for p, s in zip("abcd", (10, 40, 30, 20), strict=True))
+    groups_by_size = FileSource(None, files, fmt).groups(2)  # type: ignore[arg-type]
+    paths = sorted(sorted(f.path for f in g) for g in groups_by_size)
+    assert paths == [["a", "b"], ["c", "d"]]  # 50 bytes each

@@ -455,13 +455,15 @@ class Advisor:
         return sample, np.concatenate(ids) if ids else np.zeros(0, np.int64)
 
     def _sample_files(self, paths: Sequence[str], schema: pa.Schema, fraction: float) -> None:
-        from lakelayout.cluster.rewrite import FILE_COLUMN, read_files, relative_path
+        from lakelayout.cluster.rewrite import FILE_COLUMN, read_files
 
-        df = read_files(self.table.spark, self.table.uri, list(paths), schema, with_file=True)
+        # read as every reader does: partition values, deletion vectors, column mapping
+        snap = self.table.snapshot()
+        df = read_files(self.table.spark, snap, list(paths), with_file=True)
         if fraction < 1.0:
             df = df.sample(withReplacement=False, fraction=fraction, seed=17)
         data = df.toArrow()
-        files = [relative_path(f, self.table.uri) for f in data.column(FILE_COLUMN).to_pylist()]
+        files = [str(f) for f in data.column(FILE_COLUMN).to_pylist()]  # log paths
         data = _to_schema(data.drop_columns([FILE_COLUMN]), schema)
         # shuffled once, so a prefix of a file's rows is a smaller random sample of it
         shuffle = np.random.default_rng(17).permutation(data.num_rows)

@@ -125,7 +125,7 @@ def _rewrites(table: Table) -> list[RewriteObservation]:
     started = time.perf_counter()
     snap = table.snapshot()
     paths = [str(p) for p in snap.files.paths]
-    df = read_files(table.spark, table.uri, paths, snap.schema, with_file=False)
+    df = read_files(table.spark, snap, paths, with_file=False)
     sample = sample_rows(df, int(snap.files.total_rows), rows=20_000)
     layout = SOPZLayout.fit(sample, list(SOP_FEATURES), columns=["a"], target_blocks=10,
                             conjunctions=False)  # fmt: skip

@@ -10,9 +10,11 @@
 4. The files with matches are rewritten without the matching rows (a row is
    kept where the predicate is FALSE or NULL, exactly Spark's ``WHERE NOT``
    complement), each source file into its own file(s), so the survivors keep
-   the source file's clustering provenance (cube id, block): a subset of a
-   clustered file is still clustered, and the cube's live size shrinks, which
-   is what turns a stable cube partial again after heavy deletes.
+   the source file's clustering provenance (cube id, block) and partition: a
+   subset of a clustered file is still clustered, and the cube's live size
+   shrinks, which is what turns a stable cube partial again after heavy
+   deletes. Rows a deletion vector already removed are not read, so they
+   stay deleted.
 
 Everything is one commit (``data_change=True``) with the snapshot's version
 as ``read_version``.
@@ -39,17 +41,19 @@ import numpy as np
 from lakelayout.cluster.optimize import (
     NO_HOOKS,
     OptimizeHooks,
+    check_rewrite,
     commit_rewrite,
     load_context,
     metrics_for,
 )
 from lakelayout.cluster.optimize_metrics import OptimizeMetrics
 from lakelayout.cluster.provenance import FileProvenance
-from lakelayout.cluster.rewrite import FILE_COLUMN, Router, read_files, relative_path, write_routed
+from lakelayout.cluster.rewrite import FILE_COLUMN, Router, read_files, write_routed
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.skipping.stats_rules import all_rows_match, might_match
 from lakelayout.table import delta
 from lakelayout.table.conflicts import DEFAULT_RETRY, RetryPolicy, run_with_retries
+from lakelayout.table.features import Kind
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -95,17 +99,18 @@ def _delete_once(
     partial = [str(p) for p in files.paths[maybe & ~whole]]
     touched: list[str] = []
     if partial:
-        df = read_files(spark, uri, partial, ctx.schema, with_file=True)
+        df = read_files(spark, ctx.snap, partial, with_file=True)
         counts = df.where(F.expr(where)).groupBy(FILE_COLUMN).count().collect()
-        touched = sorted({relative_path(r[FILE_COLUMN], uri) for r in counts if r["count"] > 0})
+        touched = sorted({str(r[FILE_COLUMN]) for r in counts if r["count"] > 0})
     base = OptimizeMetrics("delete", files_considered=len(files))
     if not dropped and not touched:
         return base
+    check_rewrite(ctx, dropped + touched, Kind.DELETE)  # before anything is written
     written = []
     prov: list[FileProvenance] = []
     if touched:
         blocks = {p: i for i, p in enumerate(touched)}
-        df = read_files(spark, uri, touched, ctx.schema, with_file=True)
+        df = read_files(spark, ctx.snap, touched, with_file=True)
         survivors = df.where(~F.coalesce(F.expr(where), F.lit(False)))
         router = Router(tuple(ctx.schema.names), uri, file_blocks=blocks)
         written = write_routed(
@@ -116,6 +121,7 @@ def _delete_once(
             n_blocks=len(touched),
             target_file_size=max(int(np.max(files.sizes)) * 2, ctx.target_file_size),
             prefix="del",
+            fmt=ctx.snap.table_format,
         )
         by_path = ctx.by_path()
         for w in written:

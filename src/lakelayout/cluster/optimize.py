@@ -29,7 +29,7 @@ import math
 import os
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,9 +37,11 @@ import pyarrow as pa
 
 from lakelayout import arguments as args
 from lakelayout.cluster import config as cfg
+from lakelayout.cluster import delta_liquid
 from lakelayout.cluster.optimize_metrics import OptimizeMetrics
 from lakelayout.cluster.plan import (
     PlannedFile,
+    by_partition,
     compaction_bins,
     plan_cubes,
     planned_files,
@@ -61,6 +63,8 @@ from lakelayout.layouts.zorder import CurveLayout, ZOrderLayout
 from lakelayout.table import delta
 from lakelayout.table.conflicts import describe as describe_winners
 from lakelayout.table.conflicts import waiting_operations
+from lakelayout.table.datafile import file_location
+from lakelayout.table.features import Kind
 
 #: the file size a rewrite rolls at with ``one_file_per_block``: never reached
 UNBOUNDED_FILE_SIZE = 1 << 62
@@ -134,15 +138,38 @@ class _Context:
     def by_path(self) -> dict[str, PlannedFile]:
         return {f.path: f for f in self.files}
 
+    @property
+    def delta_clustered(self) -> bool:
+        """Clustered by Delta's liquid clustering (commits carry its tags)."""
+        return delta_liquid.is_delta_clustered(self.snap)
+
+    def clustering(self) -> list[str] | None:
+        """The clustering columns: lakelayout's property, or Delta's domain metadata."""
+        if self.delta_clustered:
+            return delta_liquid.clustering_columns(self.snap, self.spark)
+        return cfg.parse_clustering(self.snap.configuration)
+
 
 def load_context(uri: str, spark: SparkSession) -> _Context:
-    """Snapshot + provenance of the table at ``uri``."""
+    """Snapshot + provenance of the table at ``uri``.
+
+    Planned files carry their live rows (rows a deletion vector removed are
+    not counted: a rewrite drops them) and their partition values.
+    """
     snap = delta.snapshot(uri)
     store = ProvenanceStore(uri)
     paths = [str(p) for p in snap.files.paths]
-    prov = store.read(paths)
+    # Delta's own cubes (ZCUBE_ID tags) count as cubes; lakelayout's sidecar wins
+    prov = {**delta_liquid.cube_provenance(snap, spark), **store.read(paths)}
+    data = snap.data_files_for(paths)
+    parts = snap.table_format.partition_columns
     files = planned_files(
-        paths, snap.files.sizes, snap.files.num_records, snap.files.modification_times, prov
+        paths,
+        snap.files.sizes,
+        [f.live_rows for f in data],
+        snap.files.modification_times,
+        prov,
+        [tuple(f.partition_values.get(c) for c in parts) for f in data],
     )
     target = cfg.target_file_size(snap.configuration)
     return _Context(uri, spark, snap, store, files, target)
@@ -179,7 +206,7 @@ class Optimizer:
         args.require_bool(full, "full", "optimize.run")
         args.require_bool(one_file_per_block, "one_file_per_block", "optimize.run")
         ctx = self._ctx()
-        columns = cfg.parse_clustering(ctx.snap.configuration)
+        columns = ctx.clustering()
         if columns is None:
             return _compact(ctx, hooks or NO_HOOKS)
         roll = _roll_size(ctx, one_file_per_block)
@@ -251,7 +278,7 @@ class Optimizer:
         one_file_per_block: bool,
     ) -> OptimizeMetrics:
         ctx = self._ctx()
-        clustered = cfg.parse_clustering(ctx.snap.configuration)
+        clustered = ctx.clustering()
         if clustered is not None:
             raise InvalidOption(
                 f"OPTIMIZE ZORDER BY is not allowed on a clustered table (clustered by "
@@ -317,7 +344,7 @@ def fit_curve(
     by_path = ctx.by_path()
     nbytes = sum(by_path[p].size for p in paths)
     rows = sum(max(by_path[p].rows, 0) for p in paths)
-    df = read_files(ctx.spark, ctx.uri, paths, ctx.schema, with_file=False)
+    df = read_files(ctx.spark, ctx.snap, paths, with_file=False)
     names = {n.lower(): n for n in ctx.schema.names}
     plain = [names.get(d.lower()) for d in dims]
     # plain columns: sample only them (the sample job reads far less)
@@ -334,8 +361,7 @@ def fit_curve(
 
 def file_source(ctx: _Context, paths: Sequence[str]) -> FileSource:
     """``paths`` for a rewrite whose routing tasks read the files themselves."""
-    by_path = ctx.by_path()
-    return FileSource(ctx.spark, tuple(paths), tuple(by_path[p].size for p in paths))
+    return FileSource(ctx.spark, tuple(ctx.snap.data_files_for(paths)), ctx.snap.table_format)
 
 
 def metrics_for(
@@ -363,6 +389,7 @@ def commit_rewrite(
     hooks: OptimizeHooks,
     index: int,
     data_change: bool = False,
+    add_tags: Mapping[str, Mapping[str, str]] | None = None,
 ) -> int:
     """Record provenance, then commit adds + removes in ONE transaction; the version.
 
@@ -370,6 +397,8 @@ def commit_rewrite(
     references them); a data-changing operation (DELETE) gets the error, a
     rewrite (``data_change=False``) raises :class:`Yielded` naming the winner
     instead, as it does when a user operation is waiting to commit.
+    ``add_tags`` (log path -> tags) go on the adds of a table clustered by
+    Delta, which is committed through Delta's connector.
     """
     ctx.store.record(provenance, removed=())
     if hooks.before_commit is not None:
@@ -386,6 +415,9 @@ def commit_rewrite(
             data_change=data_change,
             read_version=ctx.snap.version,
             operation=operation,
+            spark=ctx.spark,
+            add_tags=add_tags,
+            clustered=add_tags is not None,
         )
     except CommitConflict as exc:
         _delete_files(ctx.uri, [w.file.path for w in written])
@@ -398,10 +430,19 @@ def commit_rewrite(
     return version
 
 
+def check_rewrite(ctx: _Context, paths: Sequence[str], kind: Kind = Kind.REWRITE) -> None:
+    """UnsupportedTable before anything is written if removing ``paths`` cannot be committed.
+
+    (Files with deletion vectors, or table features delta-rs cannot commit
+    to, need Delta's connector in the session: :mod:`lakelayout.table.features`.)
+    """
+    delta.check_commit(ctx.snap, kind, removes=paths, spark=ctx.spark)
+
+
 def _delete_files(root: str, paths: Sequence[str]) -> None:
     for path in paths:
         with contextlib.suppress(OSError):
-            os.remove(os.path.join(root, path))
+            os.remove(file_location(root, path))
 
 
 # --------------------------------------------------------------------------- compaction
@@ -421,6 +462,7 @@ def _compact(ctx: _Context, hooks: OptimizeHooks) -> OptimizeMetrics:
         return _done(_yielded(base, reason), started, hooks)
     file_blocks = {p: i for i, b in enumerate(bins) for p in b}
     paths = list(file_blocks)
+    check_rewrite(ctx, paths)
     df = file_source(ctx, paths)
     router = Router(tuple(ctx.schema.names), ctx.uri, file_blocks=file_blocks)
     written = write_routed(
@@ -470,7 +512,12 @@ def _done(m: OptimizeMetrics, started: float, hooks: OptimizeHooks) -> OptimizeM
 def _curve_all(
     ctx: _Context, dims: Sequence[str], family: str, hooks: OptimizeHooks, roll_size: int
 ) -> OptimizeMetrics:
-    """OPTIMIZE ZORDER BY / Hilbert on every file: one rewrite, one commit."""
+    """OPTIMIZE ZORDER BY / Hilbert on every file: one rewrite, one commit.
+
+    On a partitioned table each partition gets its own curve (fitted on its
+    own rows, as Delta's ZORDER BY works within partitions); all partitions
+    are still committed together.
+    """
     started = time.perf_counter()
     paths = [f.path for f in ctx.files]
     base = OptimizeMetrics(family, files_considered=len(paths), clustering_columns=tuple(dims))
@@ -479,25 +526,41 @@ def _curve_all(
     reason = waiting_reason(ctx.uri)
     if reason is not None:
         return _done(_yielded(base, reason), started, hooks)
-    layout, df = fit_curve(ctx, paths, dims, family, nearest=roll_size == UNBOUNDED_FILE_SIZE)
-    written = _write_layout(ctx, layout, df, paths, base, hooks, family, roll_size)
-    return _done(written, started, hooks)
+    check_rewrite(ctx, paths)
+    nearest = roll_size == UNBOUNDED_FILE_SIZE
+    groups = [[f.path for f in g] for g in by_partition(ctx.files)]
+    if len(groups) == 1:
+        layout, df = fit_curve(ctx, paths, dims, family, nearest=nearest)
+        one = _write_layout(ctx, layout, df, paths, base, hooks, family, roll_size)
+        return _done(one, started, hooks)
+    rewritten = [
+        _route_layout(ctx, *fit_curve(ctx, group, dims, family, nearest=nearest), family, roll_size)
+        for group in groups
+    ]
+    written = [w for _, files in rewritten for w in files]
+    prov = [p for layout_prov, _ in rewritten for p in layout_prov]
+    try:
+        version = commit_rewrite(
+            ctx,
+            removed=paths,
+            written=written,
+            provenance=prov,
+            operation="OPTIMIZE",
+            hooks=hooks,
+            index=0,
+        )
+    except Yielded as y:
+        return _done(_yielded(base, y.reason), started, hooks)
+    metrics = base.plus(metrics_for(family, ctx, paths, written))
+    blocks = sum(len({w.block for w in files}) for _, files in rewritten)
+    metrics = metrics.plus(OptimizeMetrics(family, cubes_touched=blocks))
+    return _done(_with_versions(metrics, (version,)), started, hooks)
 
 
-def _write_layout(
-    ctx: _Context,
-    layout: Layout,
-    df: Any,
-    paths: Sequence[str],
-    base: OptimizeMetrics,
-    hooks: OptimizeHooks,
-    operation: str,
-    roll_size: int,
-) -> OptimizeMetrics:
-    """Route ``df`` through ``layout``, commit replacing ``paths``, record block ids.
-
-    Files are rolled at ``roll_size`` inside a block.
-    """
+def _route_layout(
+    ctx: _Context, layout: Layout, df: Any, operation: str, roll_size: int
+) -> tuple[list[FileProvenance], list[RoutedFile]]:
+    """Write ``df`` routed by ``layout``; the files and their provenance (nothing committed)."""
     from pyspark.sql import functions as F
 
     sort_columns: list[Any] = []
@@ -515,6 +578,7 @@ def _write_layout(
         target_file_size=roll_size,
         sort_columns=sort_columns,
         prefix=operation,
+        fmt=ctx.snap.table_format,
     )
     layout_id = ctx.store.save_layout(layout)
     prov = [
@@ -527,6 +591,25 @@ def _write_layout(
         )
         for w in written
     ]
+    return prov, written
+
+
+def _write_layout(
+    ctx: _Context,
+    layout: Layout,
+    df: Any,
+    paths: Sequence[str],
+    base: OptimizeMetrics,
+    hooks: OptimizeHooks,
+    operation: str,
+    roll_size: int,
+) -> OptimizeMetrics:
+    """Route ``df`` through ``layout``, commit replacing ``paths``, record block ids.
+
+    Files are rolled at ``roll_size`` inside a block (and split by partition
+    on a partitioned table).
+    """
+    prov, written = _route_layout(ctx, layout, df, operation, roll_size)
     try:
         version = commit_rewrite(
             ctx,
@@ -556,6 +639,7 @@ def _apply(
     reason = waiting_reason(ctx.uri)
     if reason is not None:
         return _done(_yielded(base, reason), started, hooks)
+    check_rewrite(ctx, paths)
     df = file_source(ctx, paths)
     written = _write_layout(ctx, layout, df, paths, base, hooks, "apply", roll_size)
     return _done(written, started, hooks)
@@ -590,6 +674,7 @@ def _liquid(
         "liquid", files_considered=len(ctx.files), clustering_columns=tuple(columns)
     )
     family = "hilbert"
+    check_rewrite(ctx, plan.candidate_paths)
     for index, paths in enumerate(plan.bins):
         reason = waiting_reason(ctx.uri)
         if reason is not None:
@@ -607,6 +692,7 @@ def _liquid(
             n_blocks=layout.n_blocks,
             target_file_size=roll_size,
             prefix="cube",
+            fmt=ctx.snap.table_format,
         )
         prov = [
             FileProvenance(
@@ -619,6 +705,11 @@ def _liquid(
             )
             for w in written
         ]
+        tags = (
+            {w.file.path: delta_liquid.cube_tags(cube_id, columns) for w in written}
+            if ctx.delta_clustered
+            else None
+        )
         try:
             version = commit_rewrite(
                 ctx,
@@ -628,6 +719,7 @@ def _liquid(
                 operation="OPTIMIZE",
                 hooks=hooks,
                 index=index,
+                add_tags=tags,
             )
         except Yielded as y:
             return _done(_yielded(total, y.reason), started, hooks)

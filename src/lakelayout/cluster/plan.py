@@ -24,6 +24,11 @@ Two planners over the live files of a snapshot:
   reach ``target_cube_size`` (not a hard max, as in Delta). Each bin becomes
   one new cube and one commit. A bin holding a single partial cube and no
   fresh file is dropped: re-clustering it alone would produce the same cube.
+
+On a partitioned table both planners work *within each partition* (as
+Delta's OPTIMIZE does): a bin, and so a cube or a compacted file, never mixes
+files of two partitions (:attr:`PlannedFile.partition`), so a rewrite can
+keep every row in its partition.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ class PlannedFile:
     rows: int
     modification_time: int
     provenance: FileProvenance | None = None
+    #: the file's partition values (in partition column order; () when unpartitioned)
+    partition: tuple[object, ...] = ()
 
     @property
     def cube_id(self) -> str | None:
@@ -84,12 +91,33 @@ def planned_files(
     rows: Sequence[int] | np.ndarray,
     mtimes: Sequence[int] | np.ndarray,
     provenance: Mapping[str, FileProvenance],
+    partitions: Sequence[tuple[object, ...]] | None = None,
 ) -> list[PlannedFile]:
     """Zip snapshot columns and provenance into :class:`PlannedFile` records."""
+    keys = partitions if partitions is not None else [()] * len(paths)
     return [
-        PlannedFile(str(p), int(s), int(r), int(m), provenance.get(str(p)))
-        for p, s, r, m in zip(paths, sizes, rows, mtimes, strict=True)
+        PlannedFile(str(p), int(s), int(r), int(m), provenance.get(str(p)), tuple(k))
+        for p, s, r, m, k in zip(paths, sizes, rows, mtimes, keys, strict=True)
     ]
+
+
+def by_partition(files: Sequence[PlannedFile]) -> list[list[PlannedFile]]:
+    """``files`` grouped by partition, groups in order of their first file.
+
+    >>> fs = [PlannedFile("a", 1, 1, 0, partition=("x",)), PlannedFile("b", 1, 1, 0, partition=("y",)),
+    ...       PlannedFile("c", 1, 1, 0, partition=("x",))]
+    >>> [[f.path for f in g] for g in by_partition(fs)]
+    [['a', 'c'], ['b']]
+    """
+    groups: dict[tuple[object, ...], list[PlannedFile]] = {}
+    for f in files:
+        groups.setdefault(_key(f.partition), []).append(f)
+    return list(groups.values())
+
+
+def _key(partition: tuple[object, ...]) -> tuple[object, ...]:
+    """A hashable key of partition values (NaN equal to NaN)."""
+    return tuple("NaN" if isinstance(v, float) and v != v else v for v in partition)
 
 
 def _arrival_order(files: Sequence[PlannedFile]) -> list[PlannedFile]:
@@ -104,7 +132,18 @@ def compaction_bins(
     >>> fs = [PlannedFile(f"f{i}", s, 1, i) for i, s in enumerate([10, 10, 100, 10, 10, 10])]
     >>> compaction_bins(fs, min_file_size=50, target_file_size=25)
     [['f0', 'f1'], ['f3', 'f4']]
+
+    Bins never mix partitions.
     """
+    bins: list[list[str]] = []
+    for group in by_partition(_arrival_order(files)):
+        bins.extend(_pack_small(group, min_file_size, target_file_size))
+    return bins
+
+
+def _pack_small(
+    files: Sequence[PlannedFile], min_file_size: int, target_file_size: int
+) -> list[list[str]]:
     small = [f for f in _arrival_order(files) if f.size < min_file_size]
     bins: list[list[str]] = []
     current: list[str] = []
@@ -174,7 +213,35 @@ def plan_cubes(
     target_cube_size: int,
     full: bool = False,
 ) -> CubePlan:
-    """ZCube bins for one incremental OPTIMIZE (see the module docstring)."""
+    """ZCube bins for one incremental OPTIMIZE (see the module docstring), per partition."""
+    plans = [
+        _plan_partition(
+            group,
+            columns,
+            min_cube_size=min_cube_size,
+            target_cube_size=target_cube_size,
+            full=full,
+        )
+        for group in by_partition(files)
+    ]
+    if len(plans) == 1:
+        return plans[0]
+    return CubePlan(
+        bins=[b for p in plans for b in p.bins],
+        cubes=[c for p in plans for c in p.cubes],
+        fresh=[f for p in plans for f in p.fresh],
+        skipped=[s for p in plans for s in p.skipped],
+    )
+
+
+def _plan_partition(
+    files: Sequence[PlannedFile],
+    columns: Sequence[str],
+    *,
+    min_cube_size: int,
+    target_cube_size: int,
+    full: bool,
+) -> CubePlan:
     cubes = describe_cubes(files, columns, min_cube_size)
     fresh = [f for f in _arrival_order(files) if f.cube_id is None]
     by_path = {f.path: f for f in files}

@@ -28,28 +28,29 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import os
-import urllib.parse
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lakelayout.errors import LakelayoutError
 from lakelayout.layouts.base import Layout
+from lakelayout.table.datafile import DataFile, TableFormat, read_data_file
 from lakelayout.table.files import WrittenFile
-from lakelayout.table.writer import FileRoller, TaskWriter
+from lakelayout.table.reader import FILE_COLUMN, read_table_files, spread, with_file_column
+from lakelayout.table.writer import FileRoller, FinishedFile, TaskWriter
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakelayout.table.delta import Snapshot
+
 BLOCK_COLUMN = "__ll_block"
 KEY_COLUMN = "__ll_key"
 PART_COLUMN = "__ll_part"
-FILE_COLUMN = "__ll_file"
 #: rows sampled from the rewritten files to fit ranks and key ranges
 SAMPLE_ROWS = 50_000
 
@@ -59,10 +60,11 @@ _DESCRIPTOR_SCHEMA = pa.schema(
         ("size", pa.int64()),
         ("rows", pa.int64()),
         ("stats", pa.string()),
+        ("partition", pa.string()),
         ("block", pa.int64()),
     ]
 )
-_DESCRIPTOR_DDL = "path string, size long, rows long, stats string, block long"
+_DESCRIPTOR_DDL = "path string, size long, rows long, stats string, partition string, block long"
 
 
 @dataclass(frozen=True)
@@ -77,30 +79,18 @@ class RoutedFile:
 
 
 def read_files(
-    spark: SparkSession, root: str, paths: Sequence[str], schema: pa.Schema, *, with_file: bool
+    spark: SparkSession, snap: Snapshot, paths: Sequence[str], *, with_file: bool
 ) -> DataFrame:
-    """The rows of ``paths`` (table-relative) as a DataFrame with the table schema.
+    """The live rows of ``paths`` (log paths of ``snap``) as a DataFrame with the table schema.
 
-    With ``with_file`` a ``__ll_file`` column holds the table-relative path of
-    the file each row came from.
+    Partition values, deletion vectors and column mapping are applied
+    (:func:`lakelayout.table.reader.read_table_files`). With ``with_file`` a
+    ``__ll_file`` column holds the log path of the file each row came from.
     """
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     if not paths:
         raise LakelayoutError("nothing to read: no files given")
-    full = [os.path.join(root, p) for p in paths]
-    df = spark.read.schema(from_arrow_schema(schema)).parquet(*full)
-    if with_file:
-        df = df.withColumn(FILE_COLUMN, F.col("_metadata.file_path"))
-    return df
-
-
-def relative_path(file_uri: str, root: str) -> str:
-    """Table-relative path of a file URI Spark reports in ``_metadata.file_path``."""
-    parsed = urllib.parse.urlparse(file_uri)
-    local = urllib.parse.unquote(parsed.path) if parsed.scheme in ("file", "") else file_uri
-    return os.path.relpath(local, root)
+    files = snap.data_files_for(paths)
+    return read_table_files(spark, snap.uri, snap.table_format, files, with_file=with_file)
 
 
 def sample_rows(df: DataFrame, total_rows: int, *, rows: int = SAMPLE_ROWS) -> pa.Table:
@@ -121,27 +111,22 @@ class FileSource:
     Reading in the routing task skips Spark's Parquet reader -> rows -> Arrow
     round trip before the router (the largest cost of a rewrite after the
     shuffle; see docs/benchmarks.md, B3). Files are the unit of work: they are
-    spread over tasks by size (largest first onto the lightest task).
+    spread over tasks by size (largest first onto the lightest task). Rows are
+    read by :func:`~lakelayout.table.datafile.read_data_file`: partition
+    values from the log, deleted rows dropped, physical names mapped.
     """
 
     spark: SparkSession
-    paths: tuple[str, ...]
-    sizes: tuple[int, ...]
+    files: tuple[DataFile, ...]
+    format: TableFormat
 
-    def groups(self, tasks: int) -> list[list[str]]:
-        """``paths`` cut into at most ``tasks`` groups of about equal bytes."""
-        n = max(1, min(tasks, len(self.paths)))
-        loads = [0] * n
-        groups: list[list[str]] = [[] for _ in range(n)]
-        for size, path in sorted(zip(self.sizes, self.paths, strict=True), reverse=True):
-            lightest = loads.index(min(loads))
-            groups[lightest].append(path)
-            loads[lightest] += max(size, 1)
-        return [g for g in groups if g]
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(f.path for f in self.files)
 
-
-#: rows per Arrow batch when a rewrite task reads Parquet itself
-READ_BATCH_ROWS = 65_536
+    def groups(self, tasks: int) -> list[list[DataFile]]:
+        """``files`` cut into at most ``tasks`` groups of about equal bytes."""
+        return spread(self.files, tasks)
 
 
 # --------------------------------------------------------------------------- routing
@@ -152,7 +137,8 @@ class Router:
     """``mapInArrow`` function: append the block id and sort key of every row.
 
     Exactly one of ``layout`` (rows routed by ``layout.assign``) and
-    ``file_blocks`` (table-relative path -> block, for per-file rewrites) is set.
+    ``file_blocks`` (log path -> block, for per-file rewrites; rows carry
+    their file's log path in ``__ll_file``) is set.
     """
 
     names: tuple[str, ...]
@@ -196,7 +182,7 @@ class Router:
             return block, (np.asarray(key, dtype=np.int64) if key is not None else zeros)
         assert self.file_blocks is not None
         files = batch.column(FILE_COLUMN).to_pylist()
-        lookup = {u: self.file_blocks[relative_path(u, self.root)] for u in set(files)}
+        lookup = {u: self.file_blocks[u] for u in set(files)}
         return np.array([lookup[u] for u in files], dtype=np.int64), zeros
 
 
@@ -204,46 +190,30 @@ class Router:
 class FileRouter:
     """``mapInArrow`` function over task ids: read a group of files, route their rows.
 
-    Task ``i`` reads ``groups[i]`` with pyarrow, in the table schema (columns by
-    name, cast like the writer casts; a column a file lacks reads as NULL, as
-    Spark's reader does) and passes every batch through ``router`` with the
-    file's location in ``__ll_file`` when the router routes by file.
+    Task ``i`` reads ``groups[i]`` with :func:`read_data_file` (the table's
+    logical schema, the file's live rows) and passes every batch through
+    ``router``, with the file's log path in ``__ll_file`` when the router
+    routes by file.
     """
 
     router: Router
-    schema: pa.Schema
-    groups: tuple[tuple[str, ...], ...]
+    format: TableFormat
+    groups: tuple[tuple[DataFile, ...], ...]
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from lakelayout.table.location import resolve_location
         from lakelayout.table.writer import conform_batch
 
         filesystem, root = resolve_location(self.router.root)
+        by_file = self.router.file_blocks is not None
         for batch in batches:
             for task in batch.column(0).to_pylist():
-                for path in self.groups[int(task)]:
-                    with filesystem.open_input_file(f"{root}/{path}") as handle:
-                        parquet = pq.ParquetFile(handle)
-                        present = set(parquet.schema_arrow.names)
-                        wanted = [n for n in self.schema.names if n in present]
-                        for raw in parquet.iter_batches(READ_BATCH_ROWS, columns=wanted):
-                            data = conform_batch(self._complete(raw), self.schema)
-                            yield from self.router(iter([self._with_file(data, path)]))
-
-    def _complete(self, raw: pa.RecordBatch) -> pa.RecordBatch:
-        columns = [
-            raw.column(f.name) if f.name in raw.schema.names else pa.nulls(raw.num_rows, f.type)
-            for f in self.schema
-        ]
-        return pa.RecordBatch.from_arrays(columns, names=self.schema.names)
-
-    def _with_file(self, data: pa.RecordBatch, path: str) -> pa.RecordBatch:
-        if self.router.file_blocks is None:
-            return data
-        location = pa.array([f"{self.router.root}/{path}"] * data.num_rows, pa.string())
-        return pa.RecordBatch.from_arrays(
-            [*data.columns, location], names=[*data.schema.names, FILE_COLUMN]
-        )
+                for file in self.groups[int(task)]:
+                    for raw in read_data_file(filesystem, root, self.format, file):
+                        data = conform_batch(raw, self.format.schema)
+                        if by_file:
+                            data = with_file_column(data, file.path)
+                        yield from self.router(iter([data]))
 
 
 def block_partitions(block: np.ndarray, n_blocks: int, parts: int) -> np.ndarray:
@@ -353,12 +323,16 @@ class RoutedWriter:
             yield _descriptor(roller.finish(), current)
 
 
-def _descriptor(done: tuple[str, int, int, str], block: int) -> pa.RecordBatch:
-    path, size, rows, stats = done
-    return pa.RecordBatch.from_pylist(
-        [{"path": path, "size": size, "rows": rows, "stats": stats, "block": block}],
-        schema=_DESCRIPTOR_SCHEMA,
-    )
+def _descriptor(done: FinishedFile, block: int) -> pa.RecordBatch:
+    row = {
+        "path": done.path,
+        "size": done.size,
+        "rows": done.rows,
+        "stats": done.stats,
+        "partition": done.partition_json,
+        "block": block,
+    }
+    return pa.RecordBatch.from_pylist([row], schema=_DESCRIPTOR_SCHEMA)
 
 
 def write_routed(
@@ -371,6 +345,7 @@ def write_routed(
     target_file_size: int,
     sort_columns: Sequence[Any] = (),
     prefix: str = "opt",
+    fmt: TableFormat | None = None,
 ) -> list[RoutedFile]:
     """Route, shuffle by block, sort, write; one :class:`RoutedFile` per file written.
 
@@ -378,6 +353,11 @@ def write_routed(
     routing by file) or a :class:`FileSource` the routing tasks read
     themselves. ``sort_columns`` (Spark columns) replace the routed key as the
     order inside a block when given (a linear layout sorts by its dimensions).
+
+    On a partitioned table (``fmt``, or the source's format) rows of a block
+    are also ordered by the partition columns and a file never holds two
+    partitions: a block that spans partitions becomes one or more files per
+    partition, each with its ``partitionValues``.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -396,15 +376,17 @@ def write_routed(
     parallelism = _parallelism(spark)
     parts = max(1, min(n_blocks, parallelism * 4))
     router = dataclasses.replace(router, part_keys=partition_keys(parts), n_blocks=n_blocks)
+    if fmt is None:
+        fmt = source.format if isinstance(source, FileSource) else TableFormat.plain(schema)
     if isinstance(source, FileSource):
         groups = tuple(tuple(g) for g in source.groups(parallelism * 2))
         tasks = spark.range(0, len(groups), 1, numPartitions=len(groups))
-        routed = tasks.mapInArrow(FileRouter(router, schema, groups), routed_schema)
+        routed = tasks.mapInArrow(FileRouter(router, fmt, groups), routed_schema)
     else:
         routed = source.mapInArrow(router, routed_schema)
-    order = _row_order(router, sort_columns)
+    order = _row_order(router, sort_columns, fmt)
     shuffled = routed.repartition(parts, F.col(PART_COLUMN)).sortWithinPartitions(*order)
-    spec = TaskWriter(root, schema, target_file_size, prefix, "zstd")
+    spec = TaskWriter(root, schema, target_file_size, prefix, "zstd", format=fmt)
     from lakelayout.table.writer import task_errors
 
     with task_errors():
@@ -412,7 +394,11 @@ def write_routed(
     return [
         RoutedFile(
             WrittenFile(
-                path=r["path"], size=r["size"], num_records=r["rows"], stats_json=r["stats"]
+                path=r["path"],
+                size=r["size"],
+                num_records=r["rows"],
+                stats_json=r["stats"],
+                partition_values=json.loads(r["partition"] or "{}"),
             ),
             int(r["block"]),
         )
@@ -420,23 +406,28 @@ def write_routed(
     ]
 
 
-def _row_order(router: Router, sort_columns: Sequence[Any]) -> list[Any]:
+def _row_order(
+    router: Router, sort_columns: Sequence[Any], fmt: TableFormat | None = None
+) -> list[Any]:
     """Sort columns inside a shuffle partition: rows grouped by block, in key order.
 
     A curve's blocks are ranges of its key, so the key alone gives both; that
     matters because Spark sorts on a prefix of the first column and a first
     column constant within a partition (the block) makes every comparison a
     full-row one. Without a layout key only the block (and ``sort_columns``)
-    orders rows.
+    orders rows. On a partitioned table the partition columns follow the
+    block, so each partition of a block is one run (one file sequence).
     """
     from pyspark.sql import functions as F
 
+    partition_columns = fmt.partition_columns if fmt is not None else ()
+    parts = [F.col(f"`{c.replace('`', '``')}`") for c in partition_columns]
     layout = router.layout
     if layout is None or not router.use_sort_key:
-        return [F.col(BLOCK_COLUMN), *sort_columns]
-    if layout.key_orders_blocks and not sort_columns:
+        return [F.col(BLOCK_COLUMN), *parts, *sort_columns]
+    if layout.key_orders_blocks and not sort_columns and not parts:
         return [F.col(KEY_COLUMN)]
-    return [F.col(BLOCK_COLUMN), *sort_columns, F.col(KEY_COLUMN)]
+    return [F.col(BLOCK_COLUMN), *parts, *sort_columns, F.col(KEY_COLUMN)]
 
 
 def _parallelism(spark: SparkSession) -> int:

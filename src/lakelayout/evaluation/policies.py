@@ -284,7 +284,7 @@ def sort_files(table: Table, files: Sequence[str], column: str) -> OptimizeMetri
         for p, n in zip(snap.files.paths, snap.files.num_records, strict=True)
         if str(p) in chosen
     )
-    df = read_files(table.spark, table.uri, list(files), snap.schema, with_file=False)
+    df = read_files(table.spark, snap, list(files), with_file=False)
     sample = sample_rows(df.select(column), rows)
     layout = LinearLayout.fit(sample, columns=[column], target_blocks=max(1, len(files)))
     return table.optimize.apply(layout, files, one_file_per_block=True)

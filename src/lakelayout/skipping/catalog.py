@@ -52,11 +52,17 @@ from lakelayout.table.files import INDEX_METADATA, WrittenFile
 _UDF_HINT = "pass udfs= to Table(...) or call table.indexes.register_udfs(...)"
 
 Collect = Callable[
-    [Mapping[str, Sequence[str]], Sequence[Index], Mapping[str, "tuple[str, ...] | None"]],
+    [
+        delta.Snapshot,
+        Mapping[str, Sequence[str]],
+        Sequence[Index],
+        Mapping[str, "tuple[str, ...] | None"],
+    ],
     Mapping[str, Mapping[str, Any]],
 ]
-"""Computes metadata: (path -> index names, bound indexes, index -> columns it reads)
-to path -> index name -> value."""
+"""Computes metadata: (the snapshot, path -> index names, bound indexes, index ->
+columns it reads) to path -> index name -> value. The snapshot says how each
+file's rows are read (partition values, deletion vectors, column mapping)."""
 
 
 @dataclass(frozen=True)
@@ -255,7 +261,7 @@ class IndexCatalog:
             needed = [n for n in names if n not in current or not current[n][position].is_valid]
             if needed:
                 todo[str(path)] = needed
-        computed = collect(todo, indexes, column_map(indexes, snap.schema)) if todo else {}
+        computed = collect(snap, todo, indexes, column_map(indexes, snap.schema)) if todo else {}
         carried = [c for c in self.store.columns() if c not in names]
         self._write_rows(files, todo, computed, indexes, current, carried)
         return RefreshMetrics(

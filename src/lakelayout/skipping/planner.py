@@ -4,6 +4,10 @@
 virtual files alike (``block_stats`` of a sample split into a layout's
 blocks). In one pass it combines
 
+* ``partition`` -- the partition values of a partitioned table, which the
+  snapshot holds as exact per-file bounds of the partition columns: the
+  statistics rules on those columns alone (partition pruning, before
+  min/max; min/max on all columns includes it);
 * ``minmax`` -- the files' statistics (:mod:`lakelayout.skipping.stats_rules`),
   on the whole predicate and as one more labeller in the clause merge;
 * every declared index (:mod:`lakelayout.skipping.indexes`) that labels some
@@ -15,8 +19,8 @@ blocks). In one pass it combines
   ``p`` relaxed to the columns ``L`` knows (:func:`relax`);
 
 and returns one :class:`ScanPlan`: the files kept, and per source
-(``minmax``, index names, ``layout(<family>)``) the files and bytes that
-source *alone* rules out. Sources overlap, so the counts may sum to more than
+(``partition``, ``minmax``, index names, ``layout(<family>)``) the files and
+bytes that source *alone* rules out. Sources overlap, so the counts may sum to more than
 the files skipped; zero-row files are attributed to ``minmax``.
 
 Everything unknown keeps a file: missing statistics or metadata, stale or
@@ -26,6 +30,7 @@ beyond what a ``metadata`` source does when asked for its columns.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,10 +46,13 @@ from lakelayout.skipping.clauses import Labeller, Merged, evaluate, generate
 from lakelayout.skipping.indexes.base import Clause, Index
 from lakelayout.skipping.indexes.geobox import expand_within_box
 from lakelayout.skipping.stats_rules import might_match
+from lakelayout.stats.bounds import stats_key
 from lakelayout.stats.model import FileStats
 
 MINMAX = "minmax"
 """Source name of the files' min/max statistics."""
+PARTITION = "partition"
+"""Source name of the files' partition values (partitioned tables only)."""
 
 
 # ---------------------------------------------------------------- inputs
@@ -156,6 +164,7 @@ def plan(
     layouts: Sequence[LayoutBlocks] = (),
     unused: Mapping[str, str] | None = None,
     timezone: str = "UTC",
+    partition_columns: Sequence[str] = (),
 ) -> ScanPlan:
     """Which of ``files`` may hold rows matching ``predicate`` (a bound, normalized tree).
 
@@ -164,7 +173,9 @@ def plan(
     read only for the indexes the predicate can use); ``layouts`` the logical
     indexes of the layouts some files were written by; ``unused`` the
     declared indexes that could not be bound (reported as is); ``timezone``
-    the session time zone functions of timestamps use.
+    the session time zone functions of timestamps use; ``partition_columns``
+    the table's partition columns, whose statistics are the files' partition
+    values (exact bounds): what they alone rule out is ``skipped_by["partition"]``.
 
     >>> import pyarrow as pa
     >>> from lakelayout.expr.parse import parse_predicate
@@ -179,8 +190,14 @@ def plan(
     expanded = expand_within_box(predicate)
     n = len(files)
     sizes = np.asarray(files.sizes, dtype=np.int64)
+    ruled_out: dict[str, np.ndarray] = {}
+    by_partition = _partition_keep(expanded, files, partition_columns, timezone)
+    if by_partition is not None:
+        ruled_out[PARTITION] = ~by_partition
     keep = np.asarray(might_match(expanded, files, timezone=timezone), dtype=bool)
-    ruled_out = {MINMAX: ~keep}
+    ruled_out[MINMAX] = ~keep
+    if by_partition is not None:
+        keep &= by_partition
     used: list[str] = []
     merged: Merged | None = None
 
@@ -220,6 +237,27 @@ def plan(
         clause=merged,
         ruled_out=ruled_out,
     )
+
+
+# ---------------------------------------------------------------- partitions
+
+
+def _partition_keep(
+    predicate: Predicate, files: FileStats, partition_columns: Sequence[str], timezone: str
+) -> np.ndarray | None:
+    """Files the partition values alone may match (None: no partition column is known).
+
+    The statistics rules on the partition columns only: every other column's
+    bounds are dropped, so they read as unknown and keep the file. Files
+    without rows are left to ``minmax``, as everywhere in the plan.
+    """
+    keys = [stats_key((c,)) for c in partition_columns]
+    present = [k for k in keys if k in files.columns]
+    if not present:
+        return None
+    only = dataclasses.replace(files, columns={c: files.columns[c] for c in present})
+    keep = np.asarray(might_match(predicate, only, timezone=timezone), dtype=bool)
+    return keep | np.asarray(files.num_records == 0, dtype=bool)
 
 
 # ---------------------------------------------------------------- min/max as a labeller
@@ -368,6 +406,7 @@ class _Relax(PredicateVisitor[Predicate]):
 
 __all__ = [
     "MINMAX",
+    "PARTITION",
     "LayoutBlocks",
     "LogicalLayout",
     "MetadataSource",

@@ -56,6 +56,7 @@ def from_add_actions(
     *,
     string_prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH,
     nan_safe: bool | None = None,
+    partition_columns: Sequence[str] = (),
 ) -> FileStats:
     """From ``DeltaTable.get_add_actions()`` (arro3 or pyarrow), nested or flattened.
 
@@ -70,6 +71,12 @@ def from_add_actions(
     maxima respect NaN; by default only files named with
     :data:`LAKELAYOUT_FILE_PREFIX` are trusted, and only their timestamp maxima
     are taken as written (lakelayout rounds them up itself).
+
+    ``partition_columns`` (top-level columns) are read from the typed
+    ``partition`` struct (or flattened ``partition.<c>`` columns): a file's
+    partition value is an *exact* bound (min = max = the value, no nulls), and
+    a NULL partition means every row is null, so every pruning rule prunes
+    partitions without knowing they are partitions.
     """
     check_prefix_length(string_prefix_length)
     table = _as_table(actions)
@@ -77,15 +84,21 @@ def from_add_actions(
     n = table.num_rows
     paths = _object_column(table, "path", n)
     ours = _written_by_lakelayout(paths)
+    num_records = _int_column(table, "num_records", n, unknown=-1)
+    parts = set(partition_columns)
     columns = {
-        stats_key(path): _column_from_actions(table, path, dtype, string_prefix_length, ours)
+        stats_key(path): (
+            _partition_column(table, path, dtype, num_records)
+            if len(path) == 1 and path[0] in parts
+            else _column_from_actions(table, path, dtype, string_prefix_length, ours)
+        )
         for path, dtype in leaf_paths(arrow_schema)
     }
     _drop_unsafe_float_max(columns, ours if nan_safe is None else np.full(n, nan_safe, dtype=bool))
     return FileStats(
         paths=paths,
         sizes=_int_column(table, "size_bytes", n, unknown=0),
-        num_records=_int_column(table, "num_records", n, unknown=-1),
+        num_records=num_records,
         modification_times=_int_column(table, "modification_time", n, unknown=0),
         columns=columns,
         schema=arrow_schema,
@@ -213,8 +226,24 @@ def _column_from_actions(
     return ColumnStats(_true_min(low), _true_max(high, prefix_length, ours), null_count)
 
 
+def _partition_column(
+    table: pa.Table, path: tuple[str, ...], dtype: pa.DataType, num_records: np.ndarray
+) -> ColumnStats:
+    """Exact bounds of a partition column: each file's value, or all-null for NULL."""
+    n = table.num_rows
+    target = stats_type(dtype)
+    found = _leaf_array(table, "partition", path)
+    if found is None or not has_bounds(dtype):
+        return ColumnStats(pa.nulls(n, target), pa.nulls(n, target), np.full(n, -1, np.int64))
+    value = _typed(found, target, n)
+    is_null = np.asarray(value.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    null_count = np.where(is_null, num_records, 0).astype(np.int64)
+    exact = nan_to_null(value)
+    return ColumnStats(exact, exact, null_count)
+
+
 def _leaf_array(table: pa.Table, kind: str, path: tuple[str, ...]) -> pa.Array | None:
-    """The ``kind`` (``min``, ``max``, ``null_count``) values of one leaf, or None when absent.
+    """The ``kind`` (``min``, ``max``, ``null_count``, ``partition``) values of one leaf, or None.
 
     Nested form: struct column ``kind`` entered field by field (a null struct
     makes its fields null). Flattened form: the column ``kind.<stats key>``,

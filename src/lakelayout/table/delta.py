@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import os
 import time
+import urllib.parse
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake import Schema as DeltaSchema
@@ -57,9 +59,20 @@ from lakelayout.errors import (
 )
 from lakelayout.stats.delta_stats import from_add_actions
 from lakelayout.stats.model import FileStats
+from lakelayout.table import connector
 from lakelayout.table.conflicts import CommitSummary
 from lakelayout.table.conflicts import describe as describe_winners
 from lakelayout.table.conflicts import winners as conflict_winners
+from lakelayout.table.datafile import (
+    DataFile,
+    TableFormat,
+    log_path,
+    partition_values_map,
+    raw_path,
+    serialize_partition_value,
+    table_format,
+)
+from lakelayout.table.features import Committer, Kind, check_readable, plan_commit
 from lakelayout.table.files import WrittenFile
 from lakelayout.table.location import (
     existing_entries,
@@ -85,7 +98,13 @@ class TableMetadata:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One version of a table: schema, live files with statistics, configuration."""
+    """One version of a table: schema, live files with statistics, configuration.
+
+    ``format`` says how data files store the rows (partition columns, column
+    mapping) and ``data_files`` what the log adds to each file (partition
+    values, deleted rows), keyed by log path like ``files.paths``: every
+    reader of data files goes through them (:mod:`lakelayout.table.datafile`).
+    """
 
     uri: str
     version: int
@@ -93,6 +112,35 @@ class Snapshot:
     files: FileStats
     configuration: Mapping[str, str] = field(default_factory=dict)
     metadata: TableMetadata | None = None
+    format: TableFormat | None = None
+    data_files: Mapping[str, DataFile] = field(default_factory=dict)
+    #: writer features of the table's protocol (empty for legacy protocols)
+    writer_features: tuple[str, ...] = ()
+
+    @property
+    def table_format(self) -> TableFormat:
+        """The format (a plain, unpartitioned one when the snapshot was built without it)."""
+        return self.format if self.format is not None else TableFormat.plain(self.schema)
+
+    def data_file(self, path: str) -> DataFile:
+        """What the log says about the live file ``path``."""
+        found = self.data_files.get(path)
+        if found is not None:
+            return found
+        at = np.flatnonzero(self.files.paths == path)
+        size = int(self.files.sizes[at[0]]) if len(at) else 0
+        return DataFile(path=path, size=size)
+
+    def data_files_for(self, paths: Sequence[str]) -> list[DataFile]:
+        return [self.data_file(str(p)) for p in paths]
+
+    def live_rows(self, path: str) -> int:
+        """Rows of ``path`` a reader sees (deleted rows excluded; -1 when unknown)."""
+        return self.data_file(path).live_rows
+
+    @property
+    def has_deletion_vectors(self) -> bool:
+        return any(f.has_deletions for f in self.data_files.values())
 
 
 # --------------------------------------------------------------------------- helpers
@@ -149,7 +197,7 @@ def _delta_schema(schema: pa.Schema) -> DeltaSchema:
 
 def _add_action(written: WrittenFile, modification_time: int, data_change: bool) -> AddAction:
     return AddAction(
-        path=written.path,
+        path=raw_path(written.path),  # delta-rs encodes it (see datafile.raw_path)
         size=written.size,
         partition_values=dict(written.partition_values),
         modification_time=modification_time,
@@ -219,6 +267,7 @@ def create_table(
     name: str | None = None,
     description: str | None = None,
     configuration: Mapping[str, str | None] | None = None,
+    partition_by: Sequence[str] = (),
 ) -> int:
     """Create a Delta table at ``uri`` holding ``files``; the version reached.
 
@@ -240,6 +289,7 @@ def create_table(
             _delta_schema(schema),
             [_add_action(f, now, True) for f in files],
             mode="error",
+            partition_by=list(partition_by) or None,
             name=name,
             description=description,
             configuration=delta_props or None,
@@ -270,16 +320,36 @@ def _check_unique_paths(adds: Sequence[WrittenFile], removes: Sequence[str]) -> 
         raise InvalidOption(f"files {sorted(both)} are both added and removed in one commit")
 
 
+def _format_of(table: DeltaTable) -> TableFormat:
+    delta_schema = table.schema()
+    schema = _without_field_metadata(pa.schema(delta_schema.to_arrow()))
+    meta = table.metadata()
+    return table_format(
+        schema, delta_schema.to_json(), meta.partition_columns, dict(meta.configuration)
+    )
+
+
 def _live_files(table: DeltaTable) -> dict[str, tuple[int, dict[str, str | None]]]:
-    """path -> (size, partition values) of every live file."""
-    actions = pa.table(table.get_add_actions(flatten=False))
+    """path -> (size, ``partitionValues`` as the log stores them) of every live file."""
+    fmt = _format_of(table)
+    actions = pa.table(table.get_add_actions(flatten=True))
     paths = actions.column("path").to_pylist()
     sizes = actions.column("size_bytes").to_pylist()
-    if "partition_values" in actions.column_names:
-        parts = actions.column("partition_values").to_pylist()
-    else:
-        parts = [None] * len(paths)
-    return {p: (s, dict(v or {})) for p, s, v in zip(paths, sizes, parts, strict=True)}
+    columns = [
+        actions.column(f"partition.{name}").to_pylist()
+        if f"partition.{name}" in actions.column_names
+        else [None] * len(paths)
+        for name in fmt.partition_columns
+    ]
+    fields = fmt.partition_fields()
+    out: dict[str, tuple[int, dict[str, str | None]]] = {}
+    for i, (path, size) in enumerate(zip(paths, sizes, strict=True)):
+        values = [
+            serialize_partition_value(column[i], f.type)
+            for column, f in zip(columns, fields, strict=True)
+        ]
+        out[path] = (size, partition_values_map(fmt, values))
+    return out
 
 
 def _check_removes_live(
@@ -324,6 +394,9 @@ def commit(
     read_version: int | None = None,
     operation: str = "WRITE",
     configuration_updates: Mapping[str, str | None] | None = None,
+    spark: Any = None,
+    add_tags: Mapping[str, Mapping[str, str]] | None = None,
+    clustered: bool = False,
 ) -> int:
     """Add and remove files in ONE Delta transaction; the new version.
 
@@ -337,6 +410,13 @@ def commit(
     ``configuration_updates`` cannot join the data commit (delta-rs commits
     metadata separately): they are committed right after it by
     :func:`set_properties`, and the version returned is then that later one.
+
+    A commit delta-rs cannot make (removing files with deletion vectors, a
+    table with writer features delta-rs refuses) goes through Delta's own
+    transaction API in ``spark`` (:mod:`lakelayout.table.connector`), with
+    ``add_tags`` and ``clustered`` passed on to the adds; without the
+    connector it raises :class:`UnsupportedTable` (callers check with
+    :func:`check_commit` before writing anything).
     """
     location = normalize_uri(uri)
     removes = list(removes)
@@ -345,12 +425,50 @@ def commit(
         raise InvalidOption("a file is removed twice in one commit")
     table = open_table(location)
     live = _check_removes_live(table, removes, read_version, location)
+    missing = connector.missing_reason(spark)
+    committer = plan_commit(
+        location,
+        table.protocol().writer_features or (),
+        dict(table.metadata().configuration),
+        _kind_of(removes, data_change),
+        removes_deletion_vectors=bool(
+            removes and set(_deleted_rows(table, location, list(live))).intersection(removes)
+        ),
+        removes_foreign_paths=any(not delta_rs_can_remove(p) for p in removes),
+        connector=missing is None,
+        connector_missing=missing or "",
+    )
+    if committer is Committer.CONNECTOR:
+        base = table.version() if read_version is None else read_version
+        try:
+            version = connector.commit(
+                spark,
+                location,
+                adds=adds,
+                removes=removes,
+                data_change=data_change,
+                read_version=base,
+                add_tags=add_tags,
+                clustered=clustered,
+            )
+        except CommitConflict as exc:  # name the winners, as for delta-rs's conflicts
+            found, unchanged = conflict_winners(
+                location, base, DeltaTable(location).version(), removes
+            )
+            raise CommitConflict(
+                f"{exc}; winner: {describe_winners(found)}",
+                winners=found,
+                rows_unchanged=unchanged,
+            ) from exc
+        if configuration_updates:
+            return set_properties(location, configuration_updates)
+        return version
     commit_id = str(uuid.uuid4())
     now = _now_ms()
     actions: list[AddAction | RemoveAction] = [_add_action(f, now, data_change) for f in adds]
     for path in removes:
         size, partition_values = live[path]
-        actions.append(RemoveAction(path, data_change, now, size, partition_values))
+        actions.append(RemoveAction(raw_path(path), data_change, now, size, partition_values))
     info = {COMMIT_INFO_KEY: {"operation": operation, "commitId": commit_id}}
     try:
         table.create_write_transaction(
@@ -382,6 +500,49 @@ def _version_of_commit(location: str, commit_id: str, read_version: int) -> int:
         if isinstance(mark, dict) and mark.get("commitId") == commit_id:
             return int(entry["version"])
     raise LakelayoutError(f"commit {commit_id} to '{location}' is not in the table's history")
+
+
+def _kind_of(removes: Sequence[str], data_change: bool) -> Kind:
+    if not removes:
+        return Kind.APPEND
+    return Kind.DELETE if data_change else Kind.REWRITE
+
+
+def check_commit(
+    snap: Snapshot,
+    kind: Kind,
+    *,
+    removes: Sequence[str] = (),
+    spark: Any = None,
+) -> Committer:
+    """Before writing anything: the committer a commit of ``kind`` will use, or UnsupportedTable.
+
+    ``removes`` are the log paths the commit will remove; a file among them
+    with a deletion vector needs Delta's connector (see
+    :mod:`lakelayout.table.features`).
+    """
+    with_vectors = any(snap.data_file(p).has_deletions for p in removes)
+    missing = connector.missing_reason(spark)
+    return plan_commit(
+        snap.uri,
+        snap.writer_features,
+        snap.configuration,
+        kind,
+        removes_deletion_vectors=with_vectors,
+        removes_foreign_paths=any(not delta_rs_can_remove(p) for p in removes),
+        connector=missing is None,
+        connector_missing=missing or "",
+    )
+
+
+def delta_rs_can_remove(path: str) -> bool:
+    """Whether delta-rs's remove of log path ``path`` names the same string as the add.
+
+    delta-rs encodes the decoded path it is given and matches the result
+    literally; a path another writer encoded differently (Delta's connector
+    leaves ``ü`` as is) would not match.
+    """
+    return log_path(raw_path(path)) == path
 
 
 # --------------------------------------------------------------------------- properties
@@ -421,13 +582,25 @@ def set_properties(uri: str | os.PathLike[str], props: Mapping[str, str | None])
 
 
 def snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Snapshot:
-    """The table at ``version`` (default: latest) with per-file statistics."""
+    """The table at ``version`` (default: latest) with per-file statistics.
+
+    Partition values become exact per-file bounds of the partition columns;
+    with column mapping, statistics (kept under physical names in the log)
+    are read under the logical names; rows deleted by deletion vectors are
+    read from the log (``data_files``).
+    """
     location = normalize_uri(uri)
     table = open_table(location, version)
-    refuse_deletion_vectors(table, location)
-    schema = pa.schema(table.schema().to_arrow())
-    actions = pa.table(table.get_add_actions(flatten=False))
+    check_readable(location, table.protocol().reader_features or ())
+    delta_schema = table.schema()
+    schema = _without_field_metadata(pa.schema(delta_schema.to_arrow()))
     meta = table.metadata()
+    configuration = dict(meta.configuration)
+    fmt = table_format(schema, delta_schema.to_json(), meta.partition_columns, configuration)
+    actions = pa.table(table.get_add_actions(flatten=False))
+    if fmt.column_mapping:
+        actions = _logical_stats_names(actions, fmt)
+    files = from_add_actions(actions, schema, partition_columns=fmt.partition_columns)
     created = (
         datetime.fromtimestamp(meta.created_time / 1000, tz=timezone.utc)
         if meta.created_time
@@ -437,41 +610,178 @@ def snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Snapsho
         uri=location,
         version=table.version(),
         schema=schema,
-        files=from_add_actions(actions, schema),
-        configuration=dict(meta.configuration),
+        files=files,
+        configuration=configuration,
         metadata=TableMetadata(
             id=str(meta.id),
             name=meta.name,
             description=meta.description,
             created_time=created,
-            partition_columns=tuple(meta.partition_columns),
+            partition_columns=fmt.partition_columns,
         ),
+        format=fmt,
+        data_files=_data_files(table, actions, fmt, location),
+        writer_features=tuple(table.protocol().writer_features or ()),
     )
 
 
-def refuse_deletion_vectors(table: DeltaTable, location: str) -> None:
-    """Raise :class:`UnsupportedTable` if any live file carries a deletion vector.
+def _without_field_metadata(schema: pa.Schema) -> pa.Schema:
+    """The schema without field metadata (column mapping ids live in TableFormat)."""
 
-    lakelayout reads data files as plain Parquet (scans through Spark's Parquet
-    reader, rewrites with pyarrow); rows a deletion vector marks as deleted
-    would come back in scans and be rewritten into new files. Tables that only
-    enable the feature, with no deletion vector on a live file, are fine.
+    def clean(t: pa.DataType) -> pa.DataType:
+        if pa.types.is_struct(t):
+            return pa.struct(
+                [
+                    pa.field(f.name, clean(f.type), f.nullable)
+                    for f in (t.field(i) for i in range(t.num_fields))
+                ]
+            )
+        if pa.types.is_list(t):
+            return pa.list_(
+                pa.field(t.value_field.name, clean(t.value_type), t.value_field.nullable)
+            )
+        if pa.types.is_large_list(t):
+            return pa.large_list(
+                pa.field(t.value_field.name, clean(t.value_type), t.value_field.nullable)
+            )
+        if pa.types.is_map(t):
+            return pa.map_(
+                clean(t.key_type),
+                pa.field(t.item_field.name, clean(t.item_type), t.item_field.nullable),
+            )
+        return t
+
+    return pa.schema([pa.field(f.name, clean(f.type), f.nullable) for f in schema])
+
+
+def _logical_stats_names(actions: pa.Table, fmt: TableFormat) -> pa.Table:
+    """Statistics structs (``min``, ``max``, ``null_count``, ``partition``) under logical names.
+
+    With column mapping the log keeps statistics under physical names
+    (``col-<uuid>``, nested fields too); each struct level is renamed through
+    the table's physical and logical schemas. Fields already named logically,
+    or unknown, keep their names.
+    """
+    physical = list(fmt.physical)
+    logical = list(fmt.schema)
+    for kind in ("min", "max", "null_count", "partition"):
+        if kind not in actions.column_names:
+            continue
+        column = actions.column(kind).combine_chunks()
+        if not pa.types.is_struct(column.type):
+            continue
+        index = actions.column_names.index(kind)
+        actions = actions.set_column(index, kind, _logical_struct(column, physical, logical))
+    return actions
+
+
+def _logical_struct(
+    array: pa.StructArray, physical: Sequence[pa.Field], logical: Sequence[pa.Field]
+) -> pa.Array:
+    names = {p.name: (p, q) for p, q in zip(physical, logical, strict=True)}
+    if array.type.num_fields == 0:
+        return array
+    children, labels = [], []
+    for i in range(array.type.num_fields):
+        name = array.type.field(i).name
+        child = array.field(i)
+        found = names.get(name)
+        if found is not None:
+            p, q = found
+            name = q.name
+            if pa.types.is_struct(child.type) and pa.types.is_struct(p.type):
+                child = _logical_struct(
+                    child,
+                    [p.type.field(k) for k in range(p.type.num_fields)],
+                    [q.type.field(k) for k in range(q.type.num_fields)],
+                )
+        children.append(child)
+        labels.append(name)
+    mask = array.is_null() if array.null_count else None
+    return pa.StructArray.from_arrays(children, names=labels, mask=mask)
+
+
+def _data_files(
+    table: DeltaTable, actions: pa.Table, fmt: TableFormat, location: str
+) -> dict[str, DataFile]:
+    """Per live file: size, rows, typed partition values and deleted rows."""
+    paths = [str(p) for p in actions.column("path").to_pylist()]
+    sizes = actions.column("size_bytes").to_pylist()
+    rows = (
+        actions.column("num_records").to_pylist()
+        if "num_records" in actions.column_names
+        else [None] * len(paths)
+    )
+    values: dict[str, list[Any]] = {}
+    parts = (
+        actions.column("partition").combine_chunks()
+        if fmt.partition_columns and "partition" in actions.column_names
+        else None
+    )
+    for name in fmt.partition_columns:
+        at = -1
+        if parts is not None and pa.types.is_struct(parts.type):
+            at = parts.type.get_field_index(name)
+        if at < 0:
+            raise UnsupportedTable(
+                f"'{location}': the log gives no values for partition column '{name}'"
+            )
+        values[name] = parts.field(at).to_pylist()  # type: ignore[union-attr]
+    deleted = _deleted_rows(table, location, paths)
+    out = {}
+    for i, path in enumerate(paths):
+        count = rows[i]
+        out[path] = DataFile(
+            path=path,
+            size=int(sizes[i] or 0),
+            num_records=-1 if count is None else int(count),
+            partition_values={name: column[i] for name, column in values.items()},
+            deleted_rows=deleted.get(path, _NO_ROWS),
+        )
+    return out
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+
+
+def _deleted_rows(table: DeltaTable, location: str, paths: Sequence[str]) -> dict[str, np.ndarray]:
+    """Log path -> sorted row indexes its deletion vector removes (files with one only).
+
+    delta-rs (``DeltaTable.deletion_vectors``) decodes the vectors (inline or
+    in ``deletion_vector_*.bin`` files, RoaringBitmap with Delta's magic
+    number) into a keep mask per file; rows past the mask's end are kept.
+    A vector that cannot be read, or that names a file lakelayout cannot
+    match to a live file, makes the table unreadable (UnsupportedTable):
+    returning its deleted rows would be wrong.
     """
     if "deletionVectors" not in (table.protocol().reader_features or []):
-        return
-    advice = "purge them first (Delta: REORG TABLE ... APPLY (PURGE))"
+        return {}
     try:
-        marked = pa.table(table.deletion_vectors()).num_rows
+        vectors = pa.table(table.deletion_vectors())
     except DeltaError as exc:
         raise UnsupportedTable(
             f"'{location}' has deletion vectors that cannot be read ({exc}); "
-            f"lakelayout does not apply deletion vectors: {advice}"
+            "purge them first (Delta: REORG TABLE ... APPLY (PURGE))"
         ) from exc
-    if marked:
-        raise UnsupportedTable(
-            f"'{location}' has deletion vectors on {marked} live file(s); lakelayout reads "
-            f"data files as plain Parquet and would return deleted rows: {advice}"
-        )
+    if vectors.num_rows == 0:
+        return {}
+    root = str(table.table_uri).rstrip("/") + "/"
+    known = set(paths)
+    by_decoded = {urllib.parse.unquote(p): p for p in paths}
+    out: dict[str, np.ndarray] = {}
+    for uri, keep in zip(
+        vectors.column("filepath").to_pylist(),
+        vectors.column("selection_vector").to_pylist(),
+        strict=True,
+    ):
+        relative = uri[len(root) :] if uri.startswith(root) else uri
+        path = relative if relative in known else by_decoded.get(urllib.parse.unquote(relative))
+        if path is None:
+            raise UnsupportedTable(
+                f"'{location}' has a deletion vector for '{uri}', which is not a live file"
+            )
+        out[path] = np.flatnonzero(~np.asarray(keep, dtype=bool)).astype(np.int64)
+    return out
 
 
 def history(uri: str | os.PathLike[str], limit: int | None = None) -> list[dict[str, Any]]:

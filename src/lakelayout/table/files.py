@@ -19,10 +19,13 @@ INDEX_METADATA = "indexes"
 class WrittenFile:
     """One data file written by a task, ready to become a Delta ``add`` action.
 
-    ``path`` is relative to the table root; ``stats_json`` is the Delta stats
-    object (``numRecords``, ``minValues``, ``maxValues``, ``nullCount``) as JSON
-    text; ``partition_values`` maps partition columns to their value as Delta
-    writes it in ``partitionValues`` (empty for unpartitioned tables);
+    ``path`` is relative to the table root, in the URI-encoded form the log
+    (and so every snapshot) lists it (``part=a%20b/...`` for the directory
+    ``part=a b``; see :func:`lakelayout.table.datafile.log_path`);
+    ``stats_json`` is the Delta stats object (``numRecords``, ``minValues``,
+    ``maxValues``, ``nullCount``) as JSON text; ``partition_values`` is the
+    ``partitionValues`` map exactly as the log stores it (physical column
+    names, serialized values; empty for unpartitioned tables);
     ``extra`` holds lakelayout's extended metadata (e.g. skipping-index values).
     """
 

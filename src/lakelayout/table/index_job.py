@@ -1,7 +1,9 @@
 """The Spark job that computes skipping-index metadata for existing data files.
 
-One job over a DataFrame of file ids: each task opens the files it is given
-with pyarrow, reads only the columns the missing indexes use, and runs their
+One job over a DataFrame of file ids: each task reads the files it is given
+as every reader does (:func:`lakelayout.table.datafile.read_data_file`:
+partition values from the log, physical names mapped, rows deleted by a
+deletion vector dropped), only the columns the missing indexes use, and runs their
 collectors (:func:`lakelayout.table.writer.collect_file_metadata`, the same
 code the writer runs on the batches it writes). The driver gets one row per
 file back. :meth:`lakelayout.skipping.catalog.IndexCatalog.refresh` decides
@@ -18,8 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from lakelayout.table.datafile import DataFile, TableFormat, read_data_file
 from lakelayout.table.location import resolve_location
 from lakelayout.table.session import default_parallelism
 from lakelayout.table.writer import IndexSpec, collect_file_metadata, decode_metadata
@@ -27,23 +29,24 @@ from lakelayout.table.writer import IndexSpec, collect_file_metadata, decode_met
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-#: rows per Arrow batch when a task reads a data file
-READ_BATCH_ROWS = 65_536
-
 
 def collect_metadata(
     spark: SparkSession,
     uri: str,
+    fmt: TableFormat,
+    files: Mapping[str, DataFile],
     todo: Mapping[str, Sequence[str]],
     indexes: Sequence[IndexSpec],
     columns: Mapping[str, tuple[str, ...] | None],
 ) -> dict[str, dict[str, Any]]:
     """Metadata of ``todo``'s files (path -> index names), one Spark job; path -> name -> value.
 
-    ``columns`` maps an index name to the table columns it reads (None: every column).
+    ``fmt`` and ``files`` (log path -> what the log says about it) say how the
+    rows are read; ``columns`` maps an index name to the table columns it
+    reads (None: every column).
     """
-    jobs = [(path, tuple(needed)) for path, needed in todo.items()]
-    task = _MetadataTask(uri, tuple(jobs), tuple(indexes), dict(columns))
+    jobs = [(files[path], tuple(needed)) for path, needed in todo.items()]
+    task = _MetadataTask(uri, fmt, tuple(jobs), tuple(indexes), dict(columns))
     slices = max(1, min(len(jobs), default_parallelism(spark) * 2))
     rows = spark.range(0, len(jobs), 1, slices).mapInArrow(task, _TASK_DDL).collect()
     return {row["path"]: decode_metadata(row["meta"]) for row in rows}
@@ -58,7 +61,8 @@ class _MetadataTask:
     """``mapInArrow`` over file ids: open each file with pyarrow, run its missing collectors."""
 
     uri: str
-    jobs: tuple[tuple[str, tuple[str, ...]], ...]
+    format: TableFormat
+    jobs: tuple[tuple[DataFile, tuple[str, ...]], ...]
     indexes: tuple[IndexSpec, ...]
     columns: Mapping[str, tuple[str, ...] | None]
 
@@ -67,16 +71,14 @@ class _MetadataTask:
         by_name = {i.name: i for i in self.indexes}
         for batch in batches:
             for file_id in batch.column(0).to_pylist():
-                path, needed = self.jobs[int(file_id)]
+                file, needed = self.jobs[int(file_id)]
                 specs = [by_name[n] for n in needed]
-                with filesystem.open_input_file(f"{root}/{path}") as source:
-                    reader = pq.ParquetFile(source)
-                    data = reader.iter_batches(
-                        batch_size=READ_BATCH_ROWS, columns=self._columns(needed)
-                    )
-                    meta = collect_file_metadata(specs, data)
+                data = read_data_file(
+                    filesystem, root, self.format, file, columns=self._columns(needed)
+                )
+                meta = collect_file_metadata(specs, data)
                 yield pa.RecordBatch.from_pylist(
-                    [{"path": path, "meta": meta}], schema=_TASK_SCHEMA
+                    [{"path": file.path, "meta": meta}], schema=_TASK_SCHEMA
                 )
 
     def _columns(self, needed: Sequence[str]) -> builtins.list[str] | None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import math
 import re
 import uuid
@@ -47,6 +48,13 @@ from lakelayout import errors
 from lakelayout.errors import InvalidOption, LakelayoutError, SchemaMismatch
 from lakelayout.stats.bounds import LAKELAYOUT_FILE_PREFIX
 from lakelayout.table.collect import StatsCollector, stats_json
+from lakelayout.table.datafile import (
+    TableFormat,
+    log_path,
+    partition_directory,
+    partition_runs,
+    partition_values_map,
+)
 from lakelayout.table.files import INDEX_METADATA, WrittenFile
 from lakelayout.table.location import normalize_uri, prepare_location, resolve_location
 from lakelayout.table.schema import check_append_schema
@@ -56,7 +64,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 #: Spark DDL of the rows a writing task yields (one per file)
-DESCRIPTOR_DDL = "path string, size long, rows long, stats string, meta binary"
+DESCRIPTOR_DDL = "path string, size long, rows long, stats string, partition string, meta binary"
 #: Arrow bytes of one file buffered before they are flushed as a row group
 ROW_GROUP_ARROW_BYTES = 128 * 1024 * 1024
 #: rows of the in-memory sample compressed to guess the first file's ratio
@@ -210,11 +218,35 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
 # --------------------------------------------------------------------------- task side
 
 
+@dataclass(frozen=True)
+class FinishedFile:
+    """A data file a task closed: log path, bytes, rows, Delta stats, ``partitionValues``."""
+
+    path: str
+    size: int
+    rows: int
+    stats: str
+    partition_values: Mapping[str, str | None]
+
+    @property
+    def partition_json(self) -> str:
+        return json.dumps(dict(self.partition_values))
+
+
 class FileRoller:
-    """Writes the batches of one task into files of about ``target`` bytes."""
+    """Writes the batches of one task into files of about ``target`` bytes.
+
+    On a partitioned table every file holds one partition: a batch is split
+    into runs of equal partition values (:func:`partition_runs`) and a change
+    of partition closes the open file. Files go to the partition's directory
+    (``part=a/ll-...parquet``, as Delta writes them) and hold only the data
+    columns, under their physical names; the statistics describe what the
+    file holds (physical names, no partition columns), as Delta's do.
+    """
 
     def __init__(self, spec: TaskWriter, partition_id: int) -> None:
         self.spec = spec
+        self.format = spec.table_format
         self.filesystem, self.root = resolve_location(spec.table_uri)
         self.partition_id = partition_id
         self.file_index = 0
@@ -227,6 +259,7 @@ class FileRoller:
         self.sink: Any = None
         self.writer: pq.ParquetWriter | None = None
         self.path = ""
+        self.partition: tuple[str | None, ...] = ()
         self.rows = 0
         self.file_arrow_bytes = 0.0
         self.pending: list[pa.RecordBatch] = []
@@ -245,11 +278,19 @@ class FileRoller:
         pq.write_table(pa.Table.from_batches([sample]), buffer, compression=self.spec.codec)
         return max(buffer.tell() / max(sample.nbytes, 1), 1e-3)
 
-    def add(self, batch: pa.RecordBatch) -> Iterator[tuple[str, int, int, str]]:
-        """Write ``batch``; yield the descriptor of every file it completes."""
+    def add(self, batch: pa.RecordBatch) -> Iterator[FinishedFile]:
+        """Write ``batch`` (table columns); yield every file it completes."""
         if batch.num_rows == 0:
             return
         batch = conform_batch(batch, self.spec.schema)
+        for key, run in partition_runs(batch, self.format):
+            if self.writer is not None and key != self.partition and self.rows > 0:
+                yield self.finish()
+            yield from self._add_run(run, key)
+
+    def _add_run(
+        self, batch: pa.RecordBatch, key: tuple[str | None, ...]
+    ) -> Iterator[FinishedFile]:
         if self.ratio is None:
             self.ratio = self._calibrate(batch)
         per_row = batch.nbytes / batch.num_rows
@@ -261,58 +302,80 @@ class FileRoller:
                 yield self.finish()
                 continue
             take = min(batch.num_rows - offset, max(fit, 1))
-            self._append(batch.slice(offset, take), take * per_row)
+            self._append(batch.slice(offset, take), take * per_row, key)
             offset += take
             if take == fit:
                 yield self.finish()
 
-    def _append(self, part: pa.RecordBatch, arrow_bytes: float) -> None:
+    def _append(
+        self, part: pa.RecordBatch, arrow_bytes: float, key: tuple[str | None, ...]
+    ) -> None:
         if self.writer is None:
-            self._open()
+            self._open(key)
         assert self.collector is not None
-        self.collector.add(part)
+        stored = self.format.to_physical(part) if self._reshapes else part
+        self.collector.add(stored)
         for index_collector in self.index_collectors:
             index_collector.add(part)
-        self.pending.append(part)
+        self.pending.append(stored)
         self.pending_bytes += arrow_bytes
         self.file_arrow_bytes += arrow_bytes
         self.rows += part.num_rows
         if self.pending_bytes >= ROW_GROUP_ARROW_BYTES:
             self._flush()
 
-    def _open(self) -> None:
+    @property
+    def _reshapes(self) -> bool:
+        return self.format.partitioned or self.format.column_mapping
+
+    def _open(self, key: tuple[str | None, ...]) -> None:
         spec = self.spec
-        self.path = (
+        name = (
             f"{LAKELAYOUT_FILE_PREFIX}{spec.prefix}-{self.partition_id:05d}-{uuid.uuid4()}"
             f"-c{self.file_index:03d}.{spec.codec}.parquet"
         )
+        directory = partition_directory(self.format, key) if self.format.partitioned else ""
+        relative = f"{directory}/{name}" if directory else name
+        self.path = log_path(relative)
+        self.partition = key
         self.file_index += 1
-        self.sink = self.filesystem.open_output_stream(f"{self.root}/{self.path}")
+        if directory:
+            self.filesystem.create_dir(f"{self.root}/{directory}", recursive=True)
+        self.sink = self.filesystem.open_output_stream(f"{self.root}/{relative}")
+        schema = self.format.file_schema if self._reshapes else spec.schema
         self.writer = pq.ParquetWriter(
             self.sink,
-            spec.schema,
+            schema,
             compression=spec.codec,
-            write_statistics=statistics_columns(spec.schema),
+            write_statistics=statistics_columns(schema),
         )
-        self.collector = StatsCollector(spec.schema, string_prefix_length=32)
+        self.collector = StatsCollector(schema, string_prefix_length=32)
         self.index_collectors = [_GuardedCollector(index) for index in spec.indexes]
 
     def _flush(self) -> None:
         if self.pending and self.writer is not None:
-            table = pa.Table.from_batches(self.pending, schema=self.spec.schema)
+            table = pa.Table.from_batches(self.pending)
             self.writer.write_table(table, row_group_size=max(table.num_rows, 1))
         self.pending = []
         self.pending_bytes = 0.0
 
-    def finish(self) -> tuple[str, int, int, str]:
-        """Close the open file; its descriptor ``(path, size, rows, stats)``."""
+    def finish(self) -> FinishedFile:
+        """Close the open file; its descriptor."""
         assert self.writer is not None and self.collector is not None
         self._flush()
         self.writer.close()
         size = int(self.sink.tell())
         self.sink.close()
         self.ratio = max(size / max(self.file_arrow_bytes, 1.0), 1e-3)
-        descriptor = (self.path, size, self.rows, stats_json(self.collector.result()))
+        done = FinishedFile(
+            path=self.path,
+            size=size,
+            rows=self.rows,
+            stats=stats_json(self.collector.result()),
+            partition_values=(
+                partition_values_map(self.format, self.partition) if self.format.partitioned else {}
+            ),
+        )
         if self.spec.indexes:
             values = {
                 index.name: collector.result()
@@ -320,7 +383,7 @@ class FileRoller:
             }
             self.metadata[self.path] = encode_metadata(self.spec.indexes, values)
         self._reset()
-        return descriptor
+        return done
 
     @property
     def has_open_file(self) -> bool:
@@ -338,6 +401,12 @@ class TaskWriter:
     codec: str
     #: declared skipping indexes collected on the same batches (bound, picklable)
     indexes: tuple[IndexSpec, ...] = ()
+    #: partition columns and physical names (default: unpartitioned, no column mapping)
+    format: TableFormat | None = None
+
+    @property
+    def table_format(self) -> TableFormat:
+        return self.format if self.format is not None else TableFormat.plain(self.schema)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -345,11 +414,11 @@ class TaskWriter:
         context = TaskContext.get()
         roller = FileRoller(self, context.partitionId() if context is not None else 0)
         for batch in batches:
-            for descriptor in roller.add(batch):
-                yield _descriptor_batch(descriptor, roller.metadata.pop(descriptor[0], None))
+            for done in roller.add(batch):
+                yield _descriptor_batch(done, roller.metadata.pop(done.path, None))
         if roller.has_open_file:
-            descriptor = roller.finish()
-            yield _descriptor_batch(descriptor, roller.metadata.pop(descriptor[0], None))
+            done = roller.finish()
+            yield _descriptor_batch(done, roller.metadata.pop(done.path, None))
 
 
 _DESCRIPTOR_SCHEMA = pa.schema(
@@ -358,15 +427,21 @@ _DESCRIPTOR_SCHEMA = pa.schema(
         ("size", pa.int64()),
         ("rows", pa.int64()),
         ("stats", pa.string()),
+        ("partition", pa.string()),
         ("meta", pa.binary()),
     ]
 )
 
 
-def _descriptor_batch(
-    descriptor: tuple[str, int, int, str], meta: bytes | None = None
-) -> pa.RecordBatch:
-    row = dict(zip(_DESCRIPTOR_SCHEMA.names, (*descriptor, meta), strict=True))
+def _descriptor_batch(done: FinishedFile, meta: bytes | None = None) -> pa.RecordBatch:
+    row = {
+        "path": done.path,
+        "size": done.size,
+        "rows": done.rows,
+        "stats": done.stats,
+        "partition": done.partition_json,
+        "meta": meta,
+    }
     return pa.RecordBatch.from_pylist([row], schema=_DESCRIPTOR_SCHEMA)
 
 
@@ -375,13 +450,11 @@ def _descriptor_batch(
 
 def _select_in_table_order(df: DataFrame, schema: pa.Schema) -> DataFrame:
     """``df``'s columns in table order, renamed to the table's spelling."""
-    from pyspark.sql import functions as F
 
     by_lower = {name.lower(): name for name in df.columns}
     columns = []
     for name in schema.names:
-        source = by_lower[name.lower()]
-        columns.append(F.col(f"`{source.replace('`', '``')}`").alias(name))
+        columns.append(_quoted(by_lower[name.lower()]).alias(name))
     return df.select(*columns)
 
 
@@ -442,6 +515,7 @@ def write_files(
     prefix: str = "part",
     codec: str = "zstd",
     collectors: Sequence[IndexSpec] = (),
+    fmt: TableFormat | None = None,
 ) -> list[WrittenFile]:
     """Write ``df`` as Parquet data files under ``table_uri``; one descriptor per file.
 
@@ -454,6 +528,11 @@ def write_files(
     ``collectors`` are bound skipping indexes: each task runs their collectors
     on the same batches it writes, and every file's values come back in
     ``WrittenFile.extra[INDEX_METADATA]`` (index name -> value, None = unknown).
+
+    ``fmt`` (the table's :class:`TableFormat`) makes a partitioned write: the
+    rows of each task are sorted by the partition columns, so a task writes
+    one run of files per partition it holds, each with its
+    ``partitionValues``; with column mapping, files use physical names.
     """
     if not isinstance(target_file_size, int) or target_file_size <= 0:
         raise InvalidOption(f"target_file_size must be a positive int, got {target_file_size!r}")
@@ -464,16 +543,50 @@ def write_files(
     check_append_schema(schema, arrow_schema_of(df))
     location = normalize_uri(table_uri)
     prepare_location(location)
-    task = TaskWriter(location, schema, target_file_size, prefix, codec, tuple(collectors))
+    task = TaskWriter(location, schema, target_file_size, prefix, codec, tuple(collectors), fmt)
+    ordered = _select_in_table_order(df, schema)
+    if fmt is not None and fmt.partitioned:
+        ordered = ordered.sortWithinPartitions(*[_quoted(c) for c in fmt.partition_columns])
     with task_errors():
-        rows = _select_in_table_order(df, schema).mapInArrow(task, DESCRIPTOR_DDL).collect()
-    return [
+        rows = ordered.mapInArrow(task, DESCRIPTOR_DDL).collect()
+    written = [
         WrittenFile(
             path=row["path"],
             size=row["size"],
             num_records=row["rows"],
             stats_json=row["stats"],
+            partition_values=json.loads(row["partition"] or "{}"),
             extra={INDEX_METADATA: decode_metadata(row["meta"])} if collectors else {},
         )
         for row in rows
     ]
+    if fmt is not None and fmt.partitioned:
+        _check_partition_nulls(written, fmt, location)
+    return written
+
+
+def _check_partition_nulls(written: Sequence[WrittenFile], fmt: TableFormat, root: str) -> None:
+    """SchemaMismatch (written files deleted, nothing committed) for a NULL partition value
+    of a non-nullable column; an empty string is one too, as a partition stores it as NULL."""
+    from lakelayout.table.datafile import file_location
+
+    for f in fmt.partition_fields():
+        if f.nullable:
+            continue
+        key = fmt.physical_name(f.name)
+        bad = [w for w in written if w.partition_values.get(key) is None]
+        if bad:
+            filesystem, base = resolve_location(root)
+            for w in written:
+                with contextlib.suppress(OSError):
+                    filesystem.delete_file(file_location(base, w.path))
+            raise SchemaMismatch(
+                f"column '{f.name}' is not nullable, but {sum(w.num_records for w in bad)} "
+                "row(s) have NULL or an empty string there (a partition stores '' as NULL)"
+            )
+
+
+def _quoted(name: str) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.col(f"`{name.replace('`', '``')}`")

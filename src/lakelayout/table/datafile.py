@@ -1,0 +1,576 @@
+"""How the rows of one Delta data file are read and written: the one place that knows.
+
+A Delta table's rows are not simply "the Parquet files": the log adds to each
+file what the file itself does not hold, and every reader must apply it.
+
+* **Partition values** (``add.partitionValues``): partition columns are not
+  stored in the data files; each file's value comes from the log, typed by
+  the table schema (delta-rs parses the strings with Delta's serialization
+  rules). A NULL partition value is a NULL for every row of the file.
+* **Deletion vectors** (``add.deletionVector``): rows of the file that a
+  DELETE/UPDATE/MERGE marked as deleted without rewriting it. They are
+  skipped by row index (position in the file, 0-based, over all row groups).
+* **Column mapping** (``delta.columnMapping.mode = name``): columns (nested
+  fields too) are stored under *physical* names (``col-<uuid>``) that never
+  change when a column is renamed; statistics and ``partitionValues`` use them
+  as well. Readers look columns up by physical name and present the logical
+  names.
+* **Paths** in the log are URI-encoded and relative to the table root (or
+  absolute URIs); the file on disk is the decoded path.
+
+:class:`TableFormat` is what a table says about all its files (schema,
+physical names, partition columns); :class:`DataFile` is what the log says
+about one file. :func:`read_data_file` turns both into Arrow batches in the
+table's logical schema; scans (Spark, :mod:`lakelayout.table.reader`), the
+rewrite tasks of OPTIMIZE/DELETE and index refresh all read through it, so
+they cannot disagree on which rows a file holds.
+
+The write side is here too: :func:`partition_runs` splits a batch into runs of
+one partition, :func:`partition_directory` names the directory Delta would
+write those rows to (Hive-style ``col=value`` with Spark's escaping, NULL as
+``__HIVE_DEFAULT_PARTITION__``), :func:`serialize_partition_value` gives the
+``partitionValues`` string (Delta's partition value serialization), and
+:meth:`TableFormat.to_physical` the batch a data file stores.
+
+Pure: pyarrow and numpy only.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal as _decimal
+import itertools
+import json
+import math
+import urllib.parse
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from lakelayout.errors import InvalidOption, UnsupportedTable
+
+#: Parquet field metadata key pyarrow writes as the field id
+PARQUET_FIELD_ID = b"PARQUET:field_id"
+#: column metadata keys of Delta's column mapping
+PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
+FIELD_ID_KEY = "delta.columnMapping.id"
+#: the directory name of a NULL partition value (Hive's convention, kept by Delta)
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+#: rows per Arrow batch when a data file is read with pyarrow
+READ_BATCH_ROWS = 65_536
+
+#: characters Spark escapes in a partition directory name (ExternalCatalogUtils), and NUL
+_PATH_ESCAPES = frozenset([chr(c) for c in range(0x00, 0x20)] + list("\"#%'*/:=?\\\x7f{[]^"))
+
+
+# --------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class TableFormat:
+    """What every data file of a table shares: logical schema, physical names, partitions.
+
+    ``physical`` has exactly the structure of ``schema`` with every field
+    (nested ones included) under its physical name; without column mapping
+    the two are equal. ``partition_columns`` are logical names in the table's
+    spelling, in the order of the table's ``partitionColumns``.
+    """
+
+    schema: pa.Schema
+    physical: pa.Schema
+    partition_columns: tuple[str, ...] = ()
+
+    @classmethod
+    def plain(cls, schema: pa.Schema, partition_columns: Sequence[str] = ()) -> TableFormat:
+        """A table without column mapping."""
+        return cls(schema, schema, tuple(partition_columns))
+
+    @property
+    def column_mapping(self) -> bool:
+        """Whether any column is stored under another name."""
+        return not _same_names(self.schema, self.physical)
+
+    @property
+    def partitioned(self) -> bool:
+        return bool(self.partition_columns)
+
+    def is_partition(self, name: str) -> bool:
+        return name in self.partition_columns
+
+    def physical_name(self, name: str) -> str:
+        """The physical name of top-level column ``name`` (logical, table spelling)."""
+        return str(self.physical.field(self.schema.get_field_index(name)).name)
+
+    @property
+    def data_schema(self) -> pa.Schema:
+        """The logical columns a data file holds (partition columns are in the log)."""
+        return pa.schema([f for f in self.schema if f.name not in self.partition_columns])
+
+    @property
+    def file_schema(self) -> pa.Schema:
+        """The Parquet schema of a data file: physical names, no partition columns."""
+        keep = [i for i, f in enumerate(self.schema) if f.name not in self.partition_columns]
+        return pa.schema([self.physical.field(i) for i in keep])
+
+    def partition_fields(self) -> list[pa.Field]:
+        return [self.schema.field(name) for name in self.partition_columns]
+
+    def to_physical(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """The part of a logical batch (table schema) a data file stores, under physical names."""
+        target = self.file_schema
+        columns = []
+        for logical, physical in zip(self.schema, self.physical, strict=True):
+            if logical.name in self.partition_columns:
+                continue
+            column = batch.column(batch.schema.get_field_index(logical.name))
+            columns.append(relabel(column, physical.type) if self.column_mapping else column)
+        return pa.RecordBatch.from_arrays(columns, schema=target)
+
+
+def _same_names(a: pa.Schema | pa.DataType, b: pa.Schema | pa.DataType) -> bool:
+    return _names_of(a) == _names_of(b)
+
+
+def _names_of(t: pa.Schema | pa.DataType) -> Any:
+    if isinstance(t, pa.Schema):
+        return tuple((f.name, _names_of(f.type)) for f in t)
+    if pa.types.is_struct(t):
+        return tuple((t.field(i).name, _names_of(t.field(i).type)) for i in range(t.num_fields))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return ("list", _names_of(t.value_type))
+    if pa.types.is_map(t):
+        return ("map", _names_of(t.key_type), _names_of(t.item_type))
+    return None
+
+
+def table_format(
+    schema: pa.Schema,
+    schema_json: str | None,
+    partition_columns: Sequence[str],
+    configuration: Mapping[str, str],
+) -> TableFormat:
+    """The format of a table from its Arrow schema, Delta schema JSON and configuration.
+
+    Column mapping in ``name`` mode is read from the schema's field metadata;
+    ``id`` mode (columns matched by Parquet field id) is refused by name.
+    """
+    mode = (configuration.get("delta.columnMapping.mode") or "none").lower()
+    if mode == "id":
+        raise UnsupportedTable(
+            "column mapping mode 'id' (columns matched by Parquet field id) is not supported; "
+            "lakelayout reads column mapping mode 'name'"
+        )
+    by_lower = {name.lower(): name for name in schema.names}
+    parts = []
+    for name in partition_columns:
+        if name.lower() not in by_lower:
+            raise UnsupportedTable(f"partition column '{name}' is not in the table schema")
+        parts.append(by_lower[name.lower()])
+    if mode != "name" or not schema_json:
+        return TableFormat.plain(schema, parts)
+    fields = json.loads(schema_json).get("fields", [])
+    physical = pa.schema(
+        [_physical_field(f, node) for f, node in zip(schema, fields, strict=True)],
+        metadata=schema.metadata,
+    )
+    return TableFormat(schema, physical, tuple(parts))
+
+
+def _physical_field(logical: pa.Field, node: Mapping[str, Any]) -> pa.Field:
+    meta = node.get("metadata") or {}
+    name = str(meta.get(PHYSICAL_NAME_KEY) or logical.name)
+    field_meta = (
+        {PARQUET_FIELD_ID: str(meta[FIELD_ID_KEY]).encode()} if FIELD_ID_KEY in meta else {}
+    )
+    return pa.field(
+        name,
+        _physical_type(logical.type, node.get("type")),
+        nullable=logical.nullable,
+        metadata=field_meta or None,
+    )
+
+
+def _physical_type(logical: pa.DataType, node: Any) -> pa.DataType:
+    if not isinstance(node, Mapping):
+        return logical
+    if pa.types.is_struct(logical) and node.get("type") == "struct":
+        children = node.get("fields", [])
+        return pa.struct(
+            [_physical_field(logical.field(i), children[i]) for i in range(logical.num_fields)]
+        )
+    if (pa.types.is_list(logical) or pa.types.is_large_list(logical)) and "elementType" in node:
+        item = _physical_type(logical.value_type, node["elementType"])
+        factory = pa.large_list if pa.types.is_large_list(logical) else pa.list_
+        return factory(pa.field(logical.value_field.name, item, logical.value_field.nullable))
+    if pa.types.is_map(logical) and "keyType" in node:
+        return pa.map_(
+            _physical_type(logical.key_type, node["keyType"]),
+            pa.field(
+                logical.item_field.name,
+                _physical_type(logical.item_type, node["valueType"]),
+                logical.item_field.nullable,
+            ),
+        )
+    return logical
+
+
+# --------------------------------------------------------------------------- one file
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One live data file as the log describes it.
+
+    ``path`` is the log's path (URI-encoded, table-relative, or an absolute
+    URI); ``partition_values`` maps each partition column (logical name) to
+    its typed value (``None``: NULL); ``deleted_rows`` holds the sorted row
+    indexes a deletion vector removed (empty: none).
+    """
+
+    path: str
+    size: int
+    num_records: int = -1
+    partition_values: Mapping[str, Any] = field(default_factory=dict)
+    deleted_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    @property
+    def has_deletions(self) -> bool:
+        """Whether a deletion vector removes rows of this file."""
+        return len(self.deleted_rows) > 0
+
+    @property
+    def live_rows(self) -> int:
+        """Rows a reader sees (-1 when the file's row count is unknown)."""
+        if self.num_records < 0:
+            return -1
+        return self.num_records - len(self.deleted_rows)
+
+
+def file_location(root: str, path: str) -> str:
+    """Where the file of log path ``path`` is, for a pyarrow filesystem rooted like ``root``.
+
+    Log paths are URI-encoded: ``a%20b`` names the file ``a b``.
+
+    >>> file_location("/data/t", "p=a%20b%253A/f.parquet")
+    '/data/t/p=a b%3A/f.parquet'
+    """
+    if "://" in path:
+        parsed = urllib.parse.urlparse(path)
+        return urllib.parse.unquote(parsed.path)
+    return f"{root.rstrip('/')}/{urllib.parse.unquote(path)}"
+
+
+def is_plain_path(path: str) -> bool:
+    """A log path that is a bare file name whose URI form is itself (Spark reads it as is).
+
+    >>> is_plain_path("ll-part-00000-ab.zstd.parquet"), is_plain_path("p=1/x.parquet")
+    (True, False)
+    """
+    return bool(path) and all(c.isalnum() or c in "._-+" for c in path)
+
+
+def read_data_file(
+    filesystem: pafs.FileSystem,
+    root: str,
+    fmt: TableFormat,
+    file: DataFile,
+    *,
+    columns: Sequence[str] | None = None,
+    batch_rows: int = READ_BATCH_ROWS,
+) -> Iterator[pa.RecordBatch]:
+    """The live rows of ``file`` as batches of the table's logical schema (or ``columns``).
+
+    Partition columns are filled from the log, columns found under their
+    physical names and relabelled, a column the file lacks reads as NULL (as
+    Spark's reader does), other types are cast to the table's (e.g. INT96
+    timestamps), and rows in the deletion vector are dropped.
+    """
+    wanted = [fmt.schema.field(name) for name in (columns or fmt.schema.names)]
+    out_schema = pa.schema(wanted)
+    physical = {f.name: fmt.physical.field(fmt.schema.get_field_index(f.name)) for f in wanted}
+    deleted = np.asarray(file.deleted_rows, dtype=np.int64)
+    with filesystem.open_input_file(file_location(root, file.path)) as handle:
+        parquet = pq.ParquetFile(handle)
+        present = set(parquet.schema_arrow.names)
+        read = [
+            physical[f.name].name
+            for f in wanted
+            if not fmt.is_partition(f.name) and physical[f.name].name in present
+        ]
+        offset = 0
+        for raw in parquet.iter_batches(batch_rows, columns=read):
+            n = raw.num_rows
+            arrays = []
+            for f in wanted:
+                source = physical[f.name]
+                if fmt.is_partition(f.name):
+                    arrays.append(_constant(file.partition_values.get(f.name), f.type, n))
+                elif source.name in raw.schema.names:
+                    arrays.append(align(raw.column(source.name), source.type, f.type))
+                else:
+                    arrays.append(pa.nulls(n, f.type))
+            batch = pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+            if len(deleted):
+                rows = np.arange(offset, offset + n, dtype=np.int64)
+                batch = batch.filter(pa.array(~np.isin(rows, deleted)))
+            offset += n
+            if batch.num_rows:
+                yield batch
+
+
+def _constant(value: Any, dtype: pa.DataType, n: int) -> pa.Array:
+    try:
+        return pa.repeat(pa.scalar(value, dtype), n)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+        raise UnsupportedTable(f"partition value {value!r} cannot be read as {dtype}") from exc
+
+
+def align(array: pa.Array, physical: pa.DataType, logical: pa.DataType) -> pa.Array:
+    """``array`` (read under physical names) as type ``logical``.
+
+    Struct children are matched by their physical name (a child the file lacks
+    is NULL), lists and maps recurse, and leaves are cast when the file's type
+    differs (``large_string``, INT96 nanoseconds, a naive UTC timestamp).
+    """
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if pa.types.is_struct(logical) and pa.types.is_struct(array.type):
+        present = {array.type.field(i).name: i for i in range(array.type.num_fields)}
+        children = []
+        for i in range(logical.num_fields):
+            target, source = logical.field(i), physical.field(i)
+            at = present.get(source.name)
+            if at is None:
+                children.append(pa.nulls(len(array), target.type))
+            else:
+                children.append(align(array.field(at), source.type, target.type))
+        mask = array.is_null() if array.null_count else None
+        return pa.StructArray.from_arrays(children, fields=list(logical), mask=mask)
+    if _is_list(logical) and _is_list(array.type):
+        values = align(array.values, physical.value_type, logical.value_type)
+        rebuilt = type(array).from_arrays(
+            array.offsets, values, mask=array.is_null() if array.null_count else None
+        )
+        return rebuilt if rebuilt.type == logical else rebuilt.cast(logical)
+    if pa.types.is_map(logical) and pa.types.is_map(array.type):
+        keys = align(array.keys, physical.key_type, logical.key_type)
+        items = align(array.items, physical.item_type, logical.item_type)
+        rebuilt = pa.MapArray.from_arrays(
+            array.offsets, keys, items, mask=array.is_null() if array.null_count else None
+        )
+        return rebuilt if rebuilt.type == logical else rebuilt.cast(logical)
+    if array.type == logical:
+        return array
+    return array.cast(logical)
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t)
+
+
+def relabel(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array:
+    """``array`` with the field names of ``target`` (same structure): logical -> physical."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if array.type == target:
+        return array
+    return array.view(target) if _same_layout(array.type, target) else array.cast(target)
+
+
+def _same_layout(a: pa.DataType, b: pa.DataType) -> bool:
+    if pa.types.is_struct(a) and pa.types.is_struct(b):
+        return a.num_fields == b.num_fields and all(
+            _same_layout(a.field(i).type, b.field(i).type) for i in range(a.num_fields)
+        )
+    if _is_list(a) and _is_list(b):
+        return type(a) is type(b) and _same_layout(a.value_type, b.value_type)
+    if pa.types.is_map(a) and pa.types.is_map(b):
+        return _same_layout(a.key_type, b.key_type) and _same_layout(a.item_type, b.item_type)
+    return a == b
+
+
+# --------------------------------------------------------------------------- partitions (write)
+
+
+def partitionable(dtype: pa.DataType) -> bool:
+    """Whether lakelayout can partition by a column of this type (Delta's atomic types)."""
+    t = dtype
+    return bool(
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_date32(t)
+        or pa.types.is_timestamp(t)
+    )
+
+
+def serialize_partition_value(value: Any, dtype: pa.DataType) -> str | None:
+    """A partition value as Delta's ``partitionValues`` stores it (None: NULL).
+
+    Delta's rules: numbers as their text, dates ``YYYY-MM-DD``, booleans
+    ``true``/``false``, timestamps in ISO 8601 adjusted to UTC
+    (``2020-01-01T10:00:00.123456Z``, what Delta's connector writes),
+    timestamps without zone as ``YYYY-MM-DD HH:MM:SS.ffffff``; an empty string
+    is NULL for every reader, so it is written as NULL.
+
+    >>> serialize_partition_value(_dt.date(2020, 1, 2), pa.date32())
+    '2020-01-02'
+    >>> serialize_partition_value(_decimal.Decimal("1.50"), pa.decimal128(5, 2))
+    '1.50'
+    >>> serialize_partition_value(float("nan"), pa.float64()), serialize_partition_value("", pa.string())
+    ('NaN', None)
+    """
+    if value is None:
+        return None
+    t = dtype
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return str(value) or None
+    if pa.types.is_boolean(t):
+        return "true" if value else "false"
+    if pa.types.is_integer(t):
+        return str(int(value))
+    if pa.types.is_floating(t):
+        number = float(value)
+        if math.isnan(number):
+            return "NaN"
+        if math.isinf(number):
+            return "Infinity" if number > 0 else "-Infinity"
+        return repr(number)
+    if pa.types.is_decimal(t):
+        return format(_decimal.Decimal(value), "f")
+    if pa.types.is_date32(t):
+        return value.isoformat()  # type: ignore[no-any-return]
+    if pa.types.is_timestamp(t):
+        moment: _dt.datetime = value
+        if t.tz is None:
+            return moment.strftime("%Y-%m-%d %H:%M:%S.%f")
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=_dt.timezone.utc)
+        return moment.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    raise InvalidOption(f"cannot partition by a column of type {dtype}")
+
+
+def escape_path_name(text: str) -> str:
+    """``text`` as Spark writes it in a partition directory name (``%XX`` escapes).
+
+    >>> escape_path_name("a b:c/d%")
+    'a b%3Ac%2Fd%25'
+    """
+    return "".join(f"%{ord(c):02X}" if c in _PATH_ESCAPES else c for c in text)
+
+
+def partition_directory(fmt: TableFormat, values: Sequence[str | None]) -> str:
+    """``col=value/...`` for serialized partition ``values`` (in partition column order).
+
+    >>> partition_directory(TableFormat.plain(pa.schema([("p", pa.string())]), ["p"]), [None])
+    'p=__HIVE_DEFAULT_PARTITION__'
+    """
+    parts = []
+    for f, value in zip(fmt.partition_fields(), values, strict=True):
+        shown = _directory_value(value, f.type)
+        text = NULL_PARTITION if shown is None else escape_path_name(shown)
+        parts.append(f"{escape_path_name(fmt.physical_name(f.name))}={text}")
+    return "/".join(parts)
+
+
+def _directory_value(value: str | None, dtype: pa.DataType) -> str | None:
+    """A serialized partition value as Spark renders it in a directory name.
+
+    Only timestamps differ: the log holds ISO 8601 in UTC
+    (``2021-03-01T10:00:00.500000Z``), the directory Spark's rendering in UTC
+    (``2021-03-01 10:00:00.5``), as Delta's connector writes both. Readers
+    that parse directory names (polars does) then see one format per column.
+
+    >>> _directory_value("2021-03-01T10:00:00.500000Z", pa.timestamp("us", tz="UTC"))
+    '2021-03-01 10:00:00.5'
+    >>> _directory_value("2021-03-01T10:00:00.000000Z", pa.timestamp("us", tz="UTC"))
+    '2021-03-01 10:00:00'
+    """
+    if value is None or not pa.types.is_timestamp(dtype):
+        return value
+    text = value.replace("T", " ").removesuffix("Z")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+#: characters delta-rs leaves unencoded in a log path (checked on delta-rs 1.6.6)
+LOG_PATH_SAFE = "/!$&'()+,:;=@"
+
+
+def log_path(relative: str) -> str:
+    """The URI-encoded form of a table-relative file path, exactly as delta-rs stores it.
+
+    delta-rs encodes the paths of the actions it commits (``AddAction`` and
+    ``RemoveAction`` take the *decoded* path, see :func:`raw_path`); the
+    snapshot then lists this form, so lakelayout names its files by it.
+
+    >>> log_path("p=a b%3A/f.parquet")
+    'p=a%20b%253A/f.parquet'
+    """
+    return urllib.parse.quote(relative, safe=LOG_PATH_SAFE)
+
+
+def raw_path(path: str) -> str:
+    """The decoded form of a log path: what delta-rs's ``AddAction``/``RemoveAction`` take.
+
+    Passing a log path as is would encode it twice (``%20`` -> ``%2520``) and
+    name another file: a remove would silently not match its add.
+
+    >>> raw_path("p=a%20b%253A/f.parquet")
+    'p=a b%3A/f.parquet'
+    """
+    return urllib.parse.unquote(path)
+
+
+def partition_runs(
+    batch: pa.RecordBatch, fmt: TableFormat
+) -> Iterator[tuple[tuple[str | None, ...], pa.RecordBatch]]:
+    """Split a logical batch into runs of rows with equal partition values.
+
+    Yields ``(serialized values, rows)``; rows sorted by the partition
+    columns give one run per partition. An unpartitioned table gives the
+    whole batch with ``()``.
+    """
+    n = batch.num_rows
+    if not fmt.partitioned or n == 0:
+        if n:
+            yield (), batch
+        return
+    fields = fmt.partition_fields()
+    columns = [batch.column(batch.schema.get_field_index(f.name)) for f in fields]
+    change = np.zeros(max(n - 1, 0), dtype=bool)
+    for column in columns:
+        change |= _changes(column)
+    starts = [0, *(np.flatnonzero(change) + 1).tolist(), n]
+    for lo, hi in itertools.pairwise(starts):
+        key = tuple(
+            serialize_partition_value(column[lo].as_py(), f.type)
+            for column, f in zip(columns, fields, strict=True)
+        )
+        yield key, batch.slice(lo, hi - lo)
+
+
+def _changes(column: pa.Array) -> np.ndarray:
+    """``out[i]``: whether row ``i + 1`` differs from row ``i`` (NULL equals NULL)."""
+    after, before = column.slice(1), column.slice(0, len(column) - 1)
+    same = pc.fill_null(pc.equal(after, before), False)
+    both_null = pc.and_(pc.is_null(after), pc.is_null(before))
+    return ~np.asarray(pc.or_(same, both_null).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def partition_values_map(fmt: TableFormat, values: Sequence[str | None]) -> dict[str, str | None]:
+    """``partitionValues`` of a file: physical column name -> serialized value."""
+    return {
+        fmt.physical_name(name): value
+        for name, value in zip(fmt.partition_columns, values, strict=True)
+    }

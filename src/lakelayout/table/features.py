@@ -1,0 +1,164 @@
+"""Which Delta table features lakelayout can write to, and through which committer.
+
+lakelayout commits through delta-rs by default. delta-rs (1.6.6, checked on
+this machine) commits to tables with the writer features in
+:data:`DELTA_RS_WRITES`; it refuses others (``clustering`` and
+``domainMetadata``: "Unsupported table features required: [ClusteredTable,
+DomainMetadata]"), and its ``RemoveAction`` cannot carry a deletion vector,
+so it cannot remove a file that has one (the remove would not match the add
+and the file would stay live, its rows duplicated by the rewrite). Such
+commits go through Delta's own transaction API in the Spark session
+(:mod:`lakelayout.table.connector`) when Delta's connector is loaded, and
+are refused by name otherwise.
+
+Some features need work at write time that lakelayout's writer does not do
+(computing generated or identity columns, checking CHECK constraints,
+writing change data files for a DELETE): those operations are refused by
+name whatever the committer. Rewrites that keep every row as it is
+(OPTIMIZE) are not affected by them.
+
+:func:`plan_commit` decides, before anything is written. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from enum import Enum
+
+from lakelayout.errors import UnsupportedTable
+
+#: writer features delta-rs 1.6.6 commits to (lakelayout honours each of them)
+DELTA_RS_WRITES = frozenset(
+    {
+        "appendOnly",
+        "invariants",
+        "deletionVectors",
+        "columnMapping",
+        "timestampNtz",
+        "changeDataFeed",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+    }
+)
+
+#: reader features lakelayout's readers honour (datafile.read_data_file and delta-rs's snapshot)
+READS = frozenset(
+    {
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "typeWidening",
+        "typeWidening-preview",
+    }
+)
+
+#: features whose values or checks an append would have to compute
+APPEND_REFUSED = {
+    "generatedColumns": "generated columns (lakelayout does not compute them)",
+    "identityColumns": "identity columns (lakelayout does not assign their values)",
+    "checkConstraints": "CHECK constraints (lakelayout does not check rows against them)",
+    "allowColumnDefaults": "column defaults (lakelayout does not fill them)",
+}
+
+_CONNECTOR_HINT = (
+    "start the Spark session with Delta's connector (delta-spark jars on spark.jars, "
+    "as lakelayout's spark_session() does when they are installed) so lakelayout "
+    "commits through Delta's own transaction API"
+)
+
+
+class Kind(Enum):
+    """What a commit does to rows."""
+
+    APPEND = "append"
+    REWRITE = "rewrite"  # OPTIMIZE: the same rows in new files
+    DELETE = "delete"  # rows removed (files rewritten without them)
+
+
+class Committer(Enum):
+    DELTA_RS = "delta-rs"
+    CONNECTOR = "delta-spark"
+
+
+def plan_commit(
+    location: str,
+    writer_features: Collection[str],
+    configuration: Mapping[str, str],
+    kind: Kind,
+    *,
+    removes_deletion_vectors: bool = False,
+    removes_foreign_paths: bool = False,
+    connector: bool = False,
+    connector_missing: str = _CONNECTOR_HINT,
+) -> Committer:
+    """The committer for this commit, or UnsupportedTable naming what stops it.
+
+    ``removes_foreign_paths``: a file to remove is named in the log in a form
+    delta-rs does not produce (another writer left ``ü`` unencoded where
+    delta-rs writes ``%C3%BC``); delta-rs matches removes to adds by the
+    exact string, so its remove would not match (checked) and the rewritten
+    rows would be duplicated. ``connector_missing`` says why Delta's connector
+    cannot be used when ``connector`` is False (named in the refusal).
+    """
+    features = set(writer_features)
+    if kind is Kind.APPEND:
+        for feature, why in APPEND_REFUSED.items():
+            if feature in features:
+                raise UnsupportedTable(f"cannot append to '{location}': it uses {why}")
+        constraints = sorted(k for k in configuration if k.startswith("delta.constraints."))
+        if constraints:
+            raise UnsupportedTable(
+                f"cannot append to '{location}': it has CHECK constraints {constraints} "
+                "(lakelayout does not check rows against them)"
+            )
+    if kind is Kind.DELETE:
+        if _true(configuration.get("delta.appendOnly")):
+            raise UnsupportedTable(
+                f"cannot DELETE from '{location}': it is append-only (delta.appendOnly=true)"
+            )
+        if _true(configuration.get("delta.enableChangeDataFeed")):
+            raise UnsupportedTable(
+                f"cannot DELETE from '{location}': it has the change data feed enabled and "
+                "lakelayout writes no change data files; use Delta's DELETE"
+            )
+    others = sorted(features - DELTA_RS_WRITES)
+    reasons = []
+    if others:
+        reasons.append(f"table features {others}, which delta-rs cannot commit to")
+    if removes_foreign_paths:
+        reasons.append(
+            "files whose log paths delta-rs encodes differently (its remove would not match them)"
+        )
+    if removes_deletion_vectors:
+        reasons.append(
+            "files with deletion vectors to remove (delta-rs cannot remove a file's "
+            "deletion vector with it)"
+        )
+    if not reasons:
+        return Committer.DELTA_RS
+    if connector:
+        return Committer.CONNECTOR
+    raise UnsupportedTable(
+        f"cannot commit this {kind.value} to '{location}': it needs "
+        + " and ".join(reasons)
+        + f"; {connector_missing}"
+    )
+
+
+def check_readable(location: str, reader_features: Collection[str]) -> None:
+    """UnsupportedTable naming the reader features lakelayout would read wrongly.
+
+    (Widened types read right: files are cast to the table's type.)
+    """
+    unknown = sorted(set(reader_features) - READS)
+    if unknown:
+        raise UnsupportedTable(
+            f"'{location}' needs reader features {unknown}, which lakelayout does not "
+            f"support (it reads {sorted(READS)})"
+        )
+
+
+def _true(value: str | None) -> bool:
+    return (value or "").strip().lower() == "true"

@@ -1,0 +1,130 @@
+"""Reading a table's data files in Spark: the rows of a set of live files as a DataFrame.
+
+:func:`read_table_files` is the one entry point every Spark-side read of table
+data goes through (scans, ``to_df``, DELETE's matching job, samples for
+fitting layouts). It honours what the log adds to each file
+(:mod:`lakelayout.table.datafile`): partition values, deletion vectors,
+column mapping, URI-encoded paths.
+
+Two ways, same rows:
+
+* **Spark's Parquet reader** when nothing needs the log: no partition
+  columns, no column mapping, no deleted rows, and file names that are their
+  own URI form. This is the path of every table lakelayout writes without
+  partitions, and it keeps Spark's vectorized reader and Parquet filter
+  pushdown.
+* **pyarrow in Spark tasks** otherwise: files are spread over tasks by size
+  (largest first onto the lightest task), and each task reads its files with
+  :func:`~lakelayout.table.datafile.read_data_file`, the same function the
+  rewrite tasks of OPTIMIZE and DELETE use, so a scan and a rewrite can never
+  disagree on the rows of a file.
+
+With ``with_file`` a ``__ll_file`` column holds the log path of the file
+each row came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from lakelayout.table.datafile import (
+    DataFile,
+    TableFormat,
+    file_location,
+    is_plain_path,
+    read_data_file,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: column holding the log path of the file a row was read from
+FILE_COLUMN = "__ll_file"
+
+
+def needs_log(fmt: TableFormat, files: Sequence[DataFile]) -> bool:
+    """Whether the rows of ``files`` differ from what Spark's Parquet reader returns."""
+    return (
+        fmt.partitioned
+        or fmt.column_mapping
+        or any(f.has_deletions or not is_plain_path(f.path) for f in files)
+    )
+
+
+def read_table_files(
+    spark: SparkSession,
+    root: str,
+    fmt: TableFormat,
+    files: Sequence[DataFile],
+    *,
+    with_file: bool = False,
+) -> DataFrame:
+    """The live rows of ``files`` in the table's logical schema (see the module docstring)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schema = _output_schema(fmt.schema, with_file)
+    if not files:
+        return spark.createDataFrame([], from_arrow_schema(schema))
+    if not needs_log(fmt, files):
+        locations = [file_location(root, f.path) for f in files]
+        df = spark.read.schema(from_arrow_schema(fmt.schema)).parquet(*locations)
+        return df.withColumn(FILE_COLUMN, F.col("_metadata.file_name")) if with_file else df
+    groups = spread(files, _parallelism(spark) * 2)
+    tasks = spark.range(0, len(groups), 1, numPartitions=len(groups))
+    reader = FileReader(root, fmt, tuple(tuple(g) for g in groups), with_file)
+    return tasks.mapInArrow(reader, from_arrow_schema(schema))
+
+
+def spread(files: Sequence[DataFile], tasks: int) -> list[list[DataFile]]:
+    """``files`` cut into at most ``tasks`` groups of about equal bytes."""
+    n = max(1, min(tasks, len(files)))
+    loads = [0] * n
+    groups: list[list[DataFile]] = [[] for _ in range(n)]
+    for file in sorted(files, key=lambda f: (f.size, f.path), reverse=True):
+        lightest = loads.index(min(loads))
+        groups[lightest].append(file)
+        loads[lightest] += max(file.size, 1)
+    return [g for g in groups if g]
+
+
+def _output_schema(schema: pa.Schema, with_file: bool) -> pa.Schema:
+    return schema.append(pa.field(FILE_COLUMN, pa.string())) if with_file else schema
+
+
+@dataclass(frozen=True)
+class FileReader:
+    """``mapInArrow`` function over task ids: task ``i`` reads ``groups[i]`` with pyarrow."""
+
+    root: str
+    format: TableFormat
+    groups: tuple[tuple[DataFile, ...], ...]
+    with_file: bool = False
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from lakelayout.table.location import resolve_location
+
+        filesystem, root = resolve_location(self.root)
+        for batch in batches:
+            for task in batch.column(0).to_pylist():
+                for file in self.groups[int(task)]:
+                    for data in read_data_file(filesystem, root, self.format, file):
+                        yield with_file_column(data, file.path) if self.with_file else data
+
+
+def with_file_column(data: pa.RecordBatch, path: str) -> pa.RecordBatch:
+    """``data`` plus a ``__ll_file`` column holding ``path``."""
+    location = pa.repeat(pa.scalar(path, pa.string()), data.num_rows)
+    return pa.RecordBatch.from_arrays(
+        [*data.columns, location], names=[*data.schema.names, FILE_COLUMN]
+    )
+
+
+def _parallelism(spark: SparkSession) -> int:
+    from lakelayout.table.session import default_parallelism
+
+    return default_parallelism(spark)

@@ -1,0 +1,229 @@
+"""How a data file's rows are read and written (pure: pyarrow only, no JVM).
+
+The reader applies what the log adds to a file: partition values, deleted
+rows, physical column names; the writer side serializes partition values
+and names directories as Delta does. The commit planner refuses by name
+what lakelayout cannot write.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import pytest
+
+from lakelayout.errors import UnsupportedTable
+from lakelayout.table.datafile import (
+    DataFile,
+    TableFormat,
+    align,
+    escape_path_name,
+    file_location,
+    log_path,
+    partition_directory,
+    partition_runs,
+    raw_path,
+    read_data_file,
+    serialize_partition_value,
+    table_format,
+)
+from lakelayout.table.features import Committer, Kind, plan_commit
+
+SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("st", pa.struct([("x", pa.int64()), ("y", pa.string())])),
+        ("part", pa.string()),
+    ]
+)
+#: Delta's schema JSON of SCHEMA with column mapping (name mode), as Delta writes it
+MAPPED_JSON = json.dumps(
+    {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True,
+             "metadata": {"delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "col-a"}},
+            {"name": "st", "nullable": True,
+             "type": {"type": "struct", "fields": [
+                 {"name": "x", "type": "long", "nullable": True,
+                  "metadata": {"delta.columnMapping.id": 3, "delta.columnMapping.physicalName": "col-x"}},
+                 {"name": "y", "type": "string", "nullable": True,
+                  "metadata": {"delta.columnMapping.id": 4, "delta.columnMapping.physicalName": "col-y"}},
+             ]},
+             "metadata": {"delta.columnMapping.id": 2, "delta.columnMapping.physicalName": "col-st"}},
+            {"name": "part", "type": "string", "nullable": True,
+             "metadata": {"delta.columnMapping.id": 5, "delta.columnMapping.physicalName": "col-p"}},
+        ],
+    }
+)  # fmt: skip
+MAPPED = {"delta.columnMapping.mode": "name"}
+
+
+def test_partition_values_serialize_as_delta_does() -> None:
+    moment = dt.datetime(2020, 1, 1, 10, 0, 0, 123456, tzinfo=dt.timezone.utc)
+    cases = [
+        (moment, pa.timestamp("us", tz="UTC"), "2020-01-01T10:00:00.123456Z"),
+        (moment.replace(tzinfo=None), pa.timestamp("us"), "2020-01-01 10:00:00.123456"),
+        (dt.date(2021, 3, 9), pa.date32(), "2021-03-09"),
+        (True, pa.bool_(), "true"),
+        (-7, pa.int16(), "-7"),
+        (decimal.Decimal("-0.50"), pa.decimal128(4, 2), "-0.50"),
+        (decimal.Decimal("1E+3"), pa.decimal128(6, 0), "1000"),
+        (1.5, pa.float32(), "1.5"),
+        (float("-inf"), pa.float64(), "-Infinity"),
+        ("", pa.string(), None),
+        (None, pa.int32(), None),
+        ("a b", pa.string(), "a b"),
+    ]
+    for value, dtype, want in cases:
+        assert serialize_partition_value(value, dtype) == want, (value, dtype)
+
+
+def test_paths_escape_like_spark_and_encode_like_delta_rs() -> None:
+    assert escape_path_name("a b:c/d%=?\x01") == "a b%3Ac%2Fd%25%3D%3F%01"
+    fmt = TableFormat.plain(SCHEMA, ["part"])
+    directory = partition_directory(fmt, ["x:y"])
+    assert directory == "part=x%3Ay"
+    assert log_path(f"{directory}/f.parquet") == "part=x%253Ay/f.parquet"
+    assert raw_path(log_path("p=ü é/f")) == "p=ü é/f"
+    assert file_location("/t", "p=%2525x/f") == "/t/p=%25x/f"
+
+
+def test_partition_runs_follow_changes_of_any_partition_column() -> None:
+    schema = pa.schema([("a", pa.string()), ("b", pa.int32()), ("v", pa.int64())])
+    fmt = TableFormat.plain(schema, ["a", "b"])
+    batch = pa.record_batch(
+        {"a": ["x", "x", None, None, "x", ""], "b": [1, 1, 2, 2, 2, 2], "v": range(6)},
+        schema=schema,
+    )
+    runs = [(key, run.column("v").to_pylist()) for key, run in partition_runs(batch, fmt)]
+    assert runs == [
+        (("x", "1"), [0, 1]),
+        ((None, "2"), [2, 3]),
+        (("x", "2"), [4]),
+        ((None, "2"), [5]),  # '' is NULL: same partition as rows 2-3, another run
+    ]
+    plain = TableFormat.plain(schema)
+    assert [k for k, _ in partition_runs(batch, plain)] == [()]
+
+
+def _write(path: Path, table: pa.Table) -> int:
+    pq.write_table(table, path, row_group_size=3)
+    return path.stat().st_size
+
+
+def test_read_applies_partition_values_deleted_rows_and_physical_names(tmp_path: Path) -> None:
+    fmt = table_format(SCHEMA, MAPPED_JSON, ["part"], MAPPED)
+    assert fmt.column_mapping and fmt.physical_name("st") == "col-st"
+    assert fmt.file_schema.names == ["col-a", "col-st"]
+    assert fmt.file_schema.field("col-st").type.field(0).name == "col-x"
+    stored = pa.table(
+        {
+            "col-st": pa.array(
+                [{"col-x": i, "col-y": f"s{i}"} if i != 4 else None for i in range(8)],
+                pa.struct([("col-x", pa.int64()), ("col-y", pa.large_string())]),
+            ),
+            "col-a": pa.array(range(8), pa.int32()),  # another int width, another order
+        }
+    )
+    size = _write(tmp_path / "f.parquet", stored)
+    file = DataFile(
+        "f.parquet",
+        size,
+        8,
+        partition_values={"part": "ü"},
+        deleted_rows=np.array([0, 3, 7], dtype=np.int64),  # across row groups of 3 rows
+    )
+    out = pa.Table.from_batches(
+        list(read_data_file(pafs.LocalFileSystem(), str(tmp_path), fmt, file, batch_rows=2))
+    )
+    assert out.schema == SCHEMA
+    assert out.column("id").to_pylist() == [1, 2, 4, 5, 6]
+    assert out.column("st").to_pylist()[:2] == [{"x": 1, "y": "s1"}, {"x": 2, "y": "s2"}]
+    assert out.column("st").to_pylist()[2] is None
+    assert out.column("part").to_pylist() == ["ü"] * 5
+    only = list(read_data_file(pafs.LocalFileSystem(), str(tmp_path), fmt, file, columns=["part"]))
+    assert sum(b.num_rows for b in only) == 5
+
+
+def test_writing_maps_logical_batches_to_physical_files() -> None:
+    fmt = table_format(SCHEMA, MAPPED_JSON, ["part"], MAPPED)
+    batch = pa.record_batch({"id": [1], "st": [{"x": 2, "y": "z"}], "part": ["p"]}, schema=SCHEMA)
+    stored = fmt.to_physical(batch)
+    assert stored.schema.names == ["col-a", "col-st"]
+    assert stored.column(1).to_pylist() == [{"col-x": 2, "col-y": "z"}]
+    assert stored.schema.field("col-a").metadata == {b"PARQUET:field_id": b"1"}
+    # and back: the reader's alignment restores the logical names
+    back = align(stored.column(1), fmt.physical.field("col-st").type, SCHEMA.field("st").type)
+    assert back.to_pylist() == [{"x": 2, "y": "z"}]
+
+
+def test_column_mapping_by_id_is_refused_by_name() -> None:
+    with pytest.raises(UnsupportedTable, match="column mapping mode 'id'"):
+        table_format(SCHEMA, MAPPED_JSON, [], {"delta.columnMapping.mode": "id"})
+
+
+@pytest.mark.parametrize(
+    ("features", "config", "kind", "vectors", "connector", "outcome"),
+    [
+        (["appendOnly", "invariants"], {}, Kind.APPEND, False, False, Committer.DELTA_RS),
+        (["deletionVectors"], {}, Kind.REWRITE, False, False, Committer.DELTA_RS),
+        (["deletionVectors"], {}, Kind.REWRITE, True, True, Committer.CONNECTOR),
+        (["deletionVectors"], {}, Kind.REWRITE, True, False, "deletion vectors"),
+        (["clustering", "domainMetadata"], {}, Kind.APPEND, False, True, Committer.CONNECTOR),
+        (["clustering", "domainMetadata"], {}, Kind.REWRITE, False, False, "'clustering'"),
+        (["generatedColumns"], {}, Kind.APPEND, False, True, "generated columns"),
+        (["generatedColumns"], {}, Kind.REWRITE, False, True, Committer.CONNECTOR),
+        ([], {"delta.constraints.pos": "id > 0"}, Kind.APPEND, False, False, "CHECK"),
+        ([], {"delta.appendOnly": "true"}, Kind.DELETE, False, False, "append-only"),
+        ([], {"delta.appendOnly": "true"}, Kind.REWRITE, False, False, Committer.DELTA_RS),
+        ([], {"delta.enableChangeDataFeed": "true"}, Kind.DELETE, False, True, "change data"),
+    ],
+)
+def test_commits_lakelayout_cannot_make_are_refused_by_name(
+    features: list[str],
+    config: dict[str, str],
+    kind: Kind,
+    vectors: bool,
+    connector: bool,
+    outcome: Committer | str,
+) -> None:
+    def plan() -> Committer:
+        return plan_commit(
+            "/t", features, config, kind, removes_deletion_vectors=vectors, connector=connector
+        )
+
+    if isinstance(outcome, Committer):
+        assert plan() is outcome
+    else:
+        with pytest.raises(UnsupportedTable, match=outcome):
+            plan()
+
+
+def test_paths_delta_rs_would_encode_differently_need_the_connector() -> None:
+    from lakelayout.table.delta import delta_rs_can_remove
+
+    assert delta_rs_can_remove("s=%C3%BC/f.parquet")
+    assert delta_rs_can_remove("ts=2021-03-01%2010%253A00/f.parquet")
+    assert not delta_rs_can_remove("s=ü/f.parquet")  # Delta's connector leaves it unencoded
+    with pytest.raises(UnsupportedTable, match="encodes differently"):
+        plan_commit("/t", [], {}, Kind.REWRITE, removes_foreign_paths=True)
+    assert (
+        plan_commit("/t", [], {}, Kind.REWRITE, removes_foreign_paths=True, connector=True)
+        is Committer.CONNECTOR
+    )
+
+
+def test_unknown_reader_features_are_refused_by_name() -> None:
+    from lakelayout.table.features import check_readable
+
+    check_readable("/t", ["deletionVectors", "columnMapping", "v2Checkpoint"])
+    with pytest.raises(UnsupportedTable, match=r"reader features \['variantType'\]"):
+        check_readable("/t", ["deletionVectors", "variantType"])

@@ -1,0 +1,309 @@
+"""Tables written by Delta's own Spark connector, with its features, under lakelayout.
+
+Delta's connector writes deletion vectors (DELETE on a table that enables
+them), column mapping by name (physical names in files, statistics and
+partition values), checkpoints (classic and v2 with sidecars) and liquid
+clustering (``delta.clustering`` domain metadata, ``ZCUBE_ID`` tags). For each,
+lakelayout reads the rows Delta's reader returns, and its writes (append,
+OPTIMIZE, DELETE) leave a table whose rows, read by Delta's reader, are the
+expected multiset. Round trips go both ways: Delta deletes rows of a table
+lakelayout wrote, lakelayout optimizes the result.
+
+Tables are built once per module (Delta's writes are the slow part) and
+copied for each test that changes them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from lakelayout.api import Table
+from lakelayout.errors import UnsupportedTable
+from lakelayout.table import delta
+from lakelayout.table.features import Kind
+
+pytestmark = pytest.mark.spark
+
+
+def rows_of(values: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    def norm(v: Any) -> Any:
+        if isinstance(v, dt.datetime):
+            return v.astimezone(dt.timezone.utc)
+        if isinstance(v, dict):
+            return tuple(sorted((k, norm(x)) for k, x in v.items()))
+        if hasattr(v, "asDict"):
+            return norm(v.asDict())
+        return v
+
+    return sorted((tuple(norm(v) for v in row.values()) for row in values), key=repr)
+
+
+def collected(df: Any, columns: list[str]) -> list[tuple[Any, ...]]:
+    return rows_of([r.asDict() for r in df.select(*columns).collect()])
+
+
+def delta_rows(spark: Any, path: str, columns: list[str]) -> list[tuple[Any, ...]]:
+    """The rows Delta's own reader returns: the reference."""
+    return collected(spark.read.format("delta").load(path), columns)
+
+
+def assert_same_as_delta(
+    spark: Any, path: str, expected: Any = None, *, delta_rs: bool = False
+) -> list[tuple[Any, ...]]:
+    """lakelayout reads what Delta's reader reads (and ``expected`` when given).
+
+    delta-rs 1.6.6 is compared only where it can read the table: its reader
+    refuses the ``deletionVectors`` and ``v2Checkpoint`` reader features, and
+    returns NULLs for the columns of a column-mapped table once a column was
+    renamed (its snapshot and add actions are right: lakelayout uses only those).
+    """
+    columns = [f.name for f in Table(path, spark=spark).schema]
+    want = delta_rows(spark, path, columns)
+    assert collected(Table(path, spark=spark).to_df(), columns) == want
+    if delta_rs:
+        assert rows_of(DeltaTable(path).to_pyarrow_table().select(columns).to_pylist()) == want
+    if expected is not None:
+        assert collected(expected, columns) == want
+    return want
+
+
+def copy_of(path: str, tmp_path: Path) -> str:
+    target = str(tmp_path / "copy")
+    shutil.copytree(path, target)
+    return target
+
+
+def source(spark: Any, start: int, n: int) -> Any:
+    return spark.sql(
+        f"""SELECT id, CAST(id % 3 AS STRING) AS part, CAST(id % 7 AS INT) AS k,
+                   named_struct('x', id * 2, 'y', CAST(id AS STRING)) AS st
+            FROM range({start}, {start + n})"""
+    )
+
+
+# --------------------------------------------------------------------------- deletion vectors
+
+
+@pytest.fixture(scope="module")
+def with_vectors(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Partitioned by ``part``, a struct column, deletion vectors from two DELETEs."""
+    path = str(tmp_path_factory.mktemp("dv") / "t")
+    spark.sql(
+        f"""CREATE TABLE delta.`{path}` (id BIGINT, part STRING, k INT,
+                st STRUCT<x: BIGINT, y: STRING>)
+            USING delta PARTITIONED BY (part)
+            TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"""
+    )
+    source(spark, 0, 60).repartition(2).write.format("delta").mode("append").save(path)
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id % 5 = 0")
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE k = 3")
+    return path
+
+
+def _vectors(path: str) -> int:
+    return pa.table(DeltaTable(path).deletion_vectors()).num_rows
+
+
+def test_deleted_rows_are_never_returned(spark: Any, with_vectors: str) -> None:
+    assert _vectors(with_vectors) > 0  # Delta wrote deletion vectors, not new files
+    t = Table(with_vectors, spark=spark)
+    want = assert_same_as_delta(
+        spark, with_vectors, source(spark, 0, 60).where("NOT (id % 5 = 0 OR k = 3)")
+    )
+    assert len(want) == 60 - 12 - 9 + 2  # id % 5 = 0, k = 3, both
+    res = t.scan("k = 4 AND part = '1'")
+    assert sorted(r["id"] for r in res.df.collect()) == [
+        i for i in range(60) if i % 7 == 4 and i % 3 == 1 and i % 5 != 0
+    ]
+    assert t.scan("k = 3").df.count() == 0
+
+
+def test_optimize_purges_the_vectors_it_rewrites(
+    spark: Any, with_vectors: str, tmp_path: Path
+) -> None:
+    path = copy_of(with_vectors, tmp_path)
+    t = Table(path, spark=spark)
+    before = assert_same_as_delta(spark, path)
+    t.optimize.zorder(["k", "id"])
+    assert _vectors(path) == 0
+    assert assert_same_as_delta(spark, path) == before
+    live = pa.table(DeltaTable(path).get_add_actions(flatten=True))
+    assert sum(live.column("num_records").to_pylist()) == len(before)  # no dead rows kept
+
+
+def test_delete_on_a_table_with_vectors(spark: Any, with_vectors: str, tmp_path: Path) -> None:
+    path = copy_of(with_vectors, tmp_path)
+    t = Table(path, spark=spark)
+    t.delete("k = 4 OR id < 10")
+    expected = source(spark, 0, 60).where("NOT (id % 5 = 0 OR k = 3 OR k = 4 OR id < 10)")
+    assert_same_as_delta(spark, path, expected)
+    t.optimize.compact()
+    assert_same_as_delta(spark, path, expected)
+
+
+def test_without_the_connector_removing_a_vector_is_refused_up_front(with_vectors: str) -> None:
+    snap = delta.snapshot(with_vectors)
+    marked = [p for p, f in snap.data_files.items() if f.has_deletions]
+    plain = [p for p, f in snap.data_files.items() if not f.has_deletions]
+    assert marked
+    with pytest.raises(UnsupportedTable, match="deletion vectors"):
+        delta.check_commit(snap, Kind.REWRITE, removes=marked[:1], spark=None)
+    assert delta.check_commit(snap, Kind.REWRITE, removes=plain[:1], spark=None).value == "delta-rs"
+
+
+def test_delta_deletes_rows_of_a_lakelayout_table_then_lakelayout_optimizes(
+    spark: Any, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "t")
+    t = Table.create(path, source(spark, 0, 30).repartition(3))
+    spark.sql(
+        f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
+    )
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE k IN (1, 2)")
+    assert _vectors(path) > 0
+    expected = source(spark, 0, 30).where("k NOT IN (1, 2)")
+    assert_same_as_delta(spark, path, expected)
+    assert t.scan("k = 1").df.count() == 0
+    t.optimize.hilbert(["k", "id"])
+    assert _vectors(path) == 0
+    assert_same_as_delta(spark, path, expected)
+
+
+# --------------------------------------------------------------------------- column mapping
+
+
+@pytest.fixture(scope="module")
+def mapped(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Column mapping by name, a renamed column, a struct, a partition, checkpoints every 2."""
+    path = str(tmp_path_factory.mktemp("cm") / "t")
+    spark.sql(
+        f"""CREATE TABLE delta.`{path}` (id BIGINT, part STRING, k INT,
+                st STRUCT<x: BIGINT, y: STRING>)
+            USING delta PARTITIONED BY (part)
+            TBLPROPERTIES ('delta.columnMapping.mode' = 'name', 'delta.checkpointInterval' = '2')"""
+    )
+    for start in (0, 20, 40):
+        source(spark, start, 20).write.format("delta").mode("append").save(path)
+    spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN k TO kind")
+    return path
+
+
+def test_column_mapping_reads_physical_names_and_skips_on_their_stats(
+    spark: Any, mapped: str
+) -> None:
+    t = Table(mapped, spark=spark)
+    assert [f.name for f in t.schema] == ["id", "part", "kind", "st"]
+    assert t.snapshot().table_format.column_mapping
+    want = assert_same_as_delta(spark, mapped)
+    assert len(want) == 60
+    res = t.scan("kind = 6 AND st.x >= 80")
+    assert sorted(r["id"] for r in res.df.collect()) == [41, 48, 55]
+    assert res.report.skipped_by["minmax"] > 0  # statistics read under physical names
+    assert res.report.files_kept < res.report.files_total
+
+
+def test_column_mapping_round_trip_through_lakelayout_writes(
+    spark: Any, mapped: str, tmp_path: Path
+) -> None:
+    path = copy_of(mapped, tmp_path)
+    t = Table(path, spark=spark)
+    more = source(spark, 60, 15).withColumnRenamed("k", "kind")
+    t.append(more)
+    expected = source(spark, 0, 75).withColumnRenamed("k", "kind")
+    assert_same_as_delta(spark, path, expected)
+    t.optimize.zorder(["kind", "id"])
+    assert_same_as_delta(spark, path, expected)
+    t.delete("st.x < 20")
+    expected = expected.where("st.x >= 20")
+    assert_same_as_delta(spark, path, expected)
+    # Delta keeps writing to it after lakelayout did
+    spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN kind TO kind2")
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE kind2 = 0")
+    assert_same_as_delta(
+        spark, path, expected.where("kind <> 0").withColumnRenamed("kind", "kind2")
+    )
+
+
+def test_checkpoints_are_read(spark: Any, mapped: str) -> None:
+    log = sorted(p.name for p in Path(mapped, "_delta_log").iterdir())
+    assert any(".checkpoint." in name for name in log)
+    snap = Table(mapped, spark=spark).snapshot()
+    reference = spark.sql(f"DESCRIBE DETAIL delta.`{mapped}`").collect()[0]
+    assert len(snap.files) == reference["numFiles"]
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{mapped}`").collect()
+    assert snap.version == max(r["version"] for r in history)
+
+
+# --------------------------------------------------------------------------- liquid clustering
+
+
+@pytest.fixture(scope="module")
+def clustered(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """CLUSTER BY (k, id), v2 checkpoints every 2 commits, one OPTIMIZE: Delta's cube."""
+    path = str(tmp_path_factory.mktemp("cl") / "t")
+    spark.sql(
+        f"""CREATE TABLE delta.`{path}` (id BIGINT, k INT, s STRING) USING delta
+            CLUSTER BY (k, id)
+            TBLPROPERTIES ('delta.checkpointPolicy' = 'v2', 'delta.checkpointInterval' = '2',
+                           'lakelayout.minCubeSize' = '1',
+                           'lakelayout.targetCubeSize' = '1000000000')"""
+    )
+    for start in (0, 20):
+        spark.sql(
+            f"INSERT INTO delta.`{path}` SELECT id, CAST(id % 7 AS INT), CAST(id AS STRING) "
+            f"FROM range({start}, {start + 20})"
+        )
+    spark.sql(f"OPTIMIZE delta.`{path}`")
+    return path
+
+
+def _tags(spark: Any, path: str) -> dict[str, dict[str, str]]:
+    from lakelayout.table.connector import live_actions
+
+    return {p: dict(a.get("tags") or {}) for p, a in live_actions(spark, path).items()}
+
+
+def test_delta_clustering_is_read_from_domain_metadata_and_tags(spark: Any, clustered: str) -> None:
+    assert any("checkpoint" in p.name for p in Path(clustered, "_delta_log").iterdir())
+    t = Table(clustered, spark=spark)
+    assert t.clustering_columns == ["k", "id"]
+    detail = t.detail()
+    assert detail.clustering_columns == ["k", "id"]
+    cube_ids = {tags["ZCUBE_ID"] for tags in _tags(spark, clustered).values()}
+    assert [c.cube_id for c in detail.cubes] == sorted(cube_ids)
+    assert detail.unclustered_files == 0
+    assert_same_as_delta(spark, clustered)
+
+
+def test_incremental_optimize_keeps_delta_cubes_and_tags_its_own(
+    spark: Any, clustered: str, tmp_path: Path
+) -> None:
+    path = copy_of(clustered, tmp_path)
+    before = _tags(spark, path)
+    spark.sql(
+        f"INSERT INTO delta.`{path}` SELECT id, CAST(id % 7 AS INT), CAST(id AS STRING) "
+        "FROM range(40, 60)"
+    )
+    fresh = set(_tags(spark, path)) - set(before)
+    t = Table(path, spark=spark)
+    metrics = t.optimize.run()
+    assert metrics.files_removed == len(fresh)  # only the new files: Delta's cube is stable
+    after = _tags(spark, path)
+    assert set(before) <= set(after)  # Delta's cube untouched
+    new = [tags for p, tags in after.items() if p not in before]
+    assert new and all(json.loads(tags["ZCUBE_ZORDER_BY"]) == ["k", "id"] for tags in new)
+    assert len({tags["ZCUBE_ID"] for tags in new}) == 1
+    expected = spark.sql(
+        "SELECT id, CAST(id % 7 AS INT) AS k, CAST(id AS STRING) AS s FROM range(60)"
+    )
+    assert_same_as_delta(spark, path, expected)
+    spark.sql(f"OPTIMIZE delta.`{path}`")  # Delta's OPTIMIZE accepts what lakelayout wrote
+    assert_same_as_delta(spark, path, expected)
