@@ -1,10 +1,13 @@
 """Child process of the deployment tests: lakelayout's verbs on one Spark session, results as JSON.
 
-``python deploy_flow.py MASTER TABLE OUT``, where MASTER is a cluster URL
+``python deploy_flow.py MASTER TABLE OUT [DV_TABLE]``, where MASTER is a cluster URL
 (``spark://127.0.0.1:7077``) or a Spark Connect URL (``sc://127.0.0.1:15002``).
 Runs create / append / scan / optimize / delete / index refresh / indexed
 scan and writes what each returned to OUT; the test checks it against values
 it computes itself and against the table read by another Delta reader.
+DV_TABLE, a partitioned table with deletion vectors Delta's connector wrote,
+is scanned (rows read through pyarrow tasks) and deleted from: that commit
+needs Delta's transaction API, so on Spark Connect it must be refused.
 
 A separate process because a Python process holds one classic SparkContext
 (the test suite's local one), and a Spark Connect client changes how
@@ -18,7 +21,7 @@ import sys
 from typing import Any
 
 
-def flow(master: str, path: str) -> dict[str, Any]:
+def flow(master: str, path: str, with_vectors: str | None = None) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     from lakelayout.api import Table
@@ -59,7 +62,25 @@ def flow(master: str, path: str) -> dict[str, Any]:
     out["version"] = t.version
     if not remote:  # Delta's own connector, shipped to the executors, reads the table
         out["delta_connector_rows"] = spark.read.format("delta").load(path).count()
+    if with_vectors is not None:
+        out["vectors"] = _with_vectors(Table(with_vectors, spark=spark))
     spark.stop()
+    return out
+
+
+def _with_vectors(t: Any) -> dict[str, Any]:
+    """Scan a table with deletion vectors, then try a DELETE that must remove a vector."""
+    from lakelayout.errors import UnsupportedTable
+
+    out: dict[str, Any] = {"ids": sorted(r["id"] for r in t.to_df().select("id").collect())}
+    out["scan_ids"] = sorted(r["id"] for r in t.scan("part = '1'").df.select("id").collect())
+    version = t.version
+    try:
+        t.delete("id = 1 OR id = 4")
+        out["delete_error"] = None
+    except UnsupportedTable as exc:
+        out["delete_error"] = str(exc)
+    out["version_unchanged"] = t.version == version
     return out
 
 
@@ -69,6 +90,6 @@ def _small() -> dict[str, str]:
 
 
 if __name__ == "__main__":
-    result = flow(sys.argv[1], sys.argv[2])
+    result = flow(sys.argv[1], sys.argv[2], sys.argv[4] if len(sys.argv) > 4 else None)
     with open(sys.argv[3], "w", encoding="utf-8") as handle:
         json.dump(result, handle)

@@ -153,3 +153,43 @@ def test_the_plan_reports_totals_and_the_kept_files() -> None:
     assert (planned.files_total, planned.files_kept, planned.files_skipped) == (4, 1, 3)
     assert planned.bytes_kept == 1000 and planned.bytes_total == 1000 + 1001 + 1002 + 1003
     assert planned.rows_kept == 2 and planned.rows_total == 6
+
+
+def test_partition_values_prune_first_and_are_reported_apart(tmp_path: Path) -> None:
+    """A table another writer partitioned: the planner rules files out by partition value
+    (``skipped_by["partition"]``), exactly, NULL partitions included, floats too."""
+    from deltalake import write_deltalake
+
+    from lakelayout.skipping.planner import PARTITION
+    from lakelayout.table import delta
+
+    data = pa.table(
+        {
+            "x": pa.array(range(12), pa.int64()),
+            "p": ["a", "b", None, "a", "b", None, "a", "b", None, "a", "b", None],
+            "f": [1.5, 2.5] * 6,
+        }
+    )
+    write_deltalake(str(tmp_path), data, partition_by=["p", "f"])
+    snap = delta.snapshot(str(tmp_path))
+    files, parts = snap.files, snap.table_format.partition_columns
+    assert parts == ("p", "f") and len(files) == 6  # delta-rs wrote the files, not lakelayout
+
+    def run(where: str) -> Any:
+        return plan(parse_predicate(where, snap.schema), files, partition_columns=parts)
+
+    values = [snap.data_file(str(p)).partition_values for p in files.paths]
+    result = run("p = 'a' AND x > 100")
+    assert result.keep.tolist() == [False] * 6
+    assert result.skipped_by[PARTITION] == sum(v["p"] != "a" for v in values)
+    assert result.skipped_by[MINMAX] == 6  # min/max includes the partition values
+    nulls = run("p IS NULL")
+    assert nulls.keep.tolist() == [v["p"] is None for v in values]
+    # a float partition value is exact for every writer (a float max from delta-rs's
+    # statistics is not trusted, a partition value is)
+    high = run("f >= 2.0")
+    assert high.keep.tolist() == [v["f"] == 2.5 for v in values]
+    assert high.skipped_by[PARTITION] == 3
+    data_only = run("x > 100")
+    assert data_only.skipped_by[PARTITION] == 0 and data_only.skipped_by[MINMAX] == 6
+    assert PARTITION not in plan(parse_predicate("p = 'a'", snap.schema), files).skipped_by

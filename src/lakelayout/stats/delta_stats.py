@@ -94,7 +94,11 @@ def from_add_actions(
         )
         for path, dtype in leaf_paths(arrow_schema)
     }
-    _drop_unsafe_float_max(columns, ours if nan_safe is None else np.full(n, nan_safe, dtype=bool))
+    safe = ours if nan_safe is None else np.full(n, nan_safe, dtype=bool)
+    exact = {stats_key((p,)) for p in parts}
+    measured = {k: c for k, c in columns.items() if k not in exact}
+    _drop_unsafe_float_max(measured, safe)  # partition values are exact: never dropped
+    columns.update(measured)
     return FileStats(
         paths=paths,
         sizes=_int_column(table, "size_bytes", n, unknown=0),
