@@ -227,3 +227,16 @@ def test_unknown_reader_features_are_refused_by_name() -> None:
     check_readable("/t", ["deletionVectors", "columnMapping", "v2Checkpoint"])
     with pytest.raises(UnsupportedTable, match=r"reader features \['variantType'\]"):
         check_readable("/t", ["deletionVectors", "variantType"])
+    # a type feature without a column of that type (delta-rs adds variantType to the
+    # tables it creates with features) is readable; with one, or unknown, it is not
+    plain = '{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,"metadata":{}}]}'
+    nested = (
+        '{"type":"struct","fields":[{"name":"s","type":{"type":"array","elementType":'
+        '{"type":"struct","fields":[{"name":"v","type":"variant","nullable":true,'
+        '"metadata":{}}]},"containsNull":true},"nullable":true,"metadata":{}}]}'
+    )
+    check_readable("/t", ["deletionVectors", "variantType"], plain)
+    with pytest.raises(UnsupportedTable, match=r"reader features \['variantType'\]"):
+        check_readable("/t", ["variantType"], nested)
+    with pytest.raises(UnsupportedTable, match=r"reader features \['newFeature'\]"):
+        check_readable("/t", ["variantType", "newFeature"], plain)

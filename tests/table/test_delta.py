@@ -294,8 +294,9 @@ def test_check_append_schema_nested_types() -> None:
 
 def _commit_deletion_vector(location: Path) -> None:
     """Commit 1 re-adds the table's file with an inline deletion vector, as Delta Spark's
-    DELETE does (delta-rs writes none itself). Its payload is not a valid bitmap: the
-    refusal must not depend on lakelayout decoding deletion vectors."""
+    DELETE does (delta-rs writes none itself). Its payload is not a valid bitmap: a
+    vector that cannot be decoded must make the snapshot refuse the table, never read
+    the file whole (its deleted rows would come back)."""
     add = pa.table(DeltaTable(str(location)).get_add_actions(flatten=True)).to_pylist()[0]
     vector = {"storageType": "i", "pathOrInlineDv": "wi5b=000010000siXQKl0rr91000f5",
               "sizeInBytes": 24, "cardinality": 1}  # fmt: skip
@@ -309,7 +310,7 @@ def _commit_deletion_vector(location: Path) -> None:
     log.write_text("".join(json.dumps(a) + "\n" for a in actions))
 
 
-def test_tables_with_deletion_vectors_are_refused_before_any_read(tmp_path: Path) -> None:
+def test_deletion_vectors_that_cannot_be_read_are_refused_before_any_read(tmp_path: Path) -> None:
     from deltalake import write_deltalake
 
     from lakelayout.errors import UnsupportedTable
@@ -319,6 +320,6 @@ def test_tables_with_deletion_vectors_are_refused_before_any_read(tmp_path: Path
     write_deltalake(str(location), pa.table({"a": [1, 2, 3]}), configuration=enabled)
     assert delta.snapshot(str(location)).files.num_records.tolist() == [3]  # feature alone: fine
     _commit_deletion_vector(location)
-    with pytest.raises(UnsupportedTable, match="deletion vectors"):
+    with pytest.raises(UnsupportedTable, match="deletion vectors that cannot be read"):
         delta.snapshot(str(location))
     assert delta.snapshot(str(location), version=0).version == 0  # before the vector: readable

@@ -139,7 +139,9 @@ def test_the_shared_session_reads_a_lakelayout_table_through_delta(
 
 def test_no_code_path_needs_the_jvm_gateway() -> None:
     """A Spark Connect session has no ``sparkContext``, ``_jvm`` or RDDs: outside the
-    session factory (where every use is behind ``is_connect``) no module may touch them."""
+    session factory (where every use is behind ``is_connect``) and Delta's connector over
+    py4j (used only once ``connector.missing_reason`` found a classic session with the
+    connector; on Connect the operation is refused by name) no module may touch them."""
     import re
 
     import lakelayout
@@ -149,7 +151,7 @@ def test_no_code_path_needs_the_jvm_gateway() -> None:
     offenders = [
         f"{path.relative_to(root)}:{number}: {line.strip()}"
         for path in sorted(root.rglob("*.py"))
-        if path.name != "session.py" or path.parent.name != "table"
+        if path.name not in ("session.py", "connector.py") or path.parent.name != "table"
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if pattern.search(line)
     ]
@@ -163,3 +165,28 @@ def test_connect_sessions_are_recognized_without_a_server() -> None:
 
     assert is_connect(RemoteSession.__new__(RemoteSession))
     assert not is_connect(object())
+
+
+def test_commits_needing_delta_s_connector_are_refused_on_spark_connect() -> None:
+    """No py4j on Connect: a commit only Delta's transaction API can make is refused,
+    naming the feature and Spark Connect, before anything is written."""
+    from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+    from lakelayout.errors import UnsupportedTable
+    from lakelayout.table.connector import missing_reason
+    from lakelayout.table.features import Kind, plan_commit
+
+    remote = RemoteSession.__new__(RemoteSession)
+    reason = missing_reason(remote)
+    assert reason is not None and "Spark Connect" in reason and "py4j" in reason
+    assert "no Spark session" in (missing_reason(None) or "")
+    with pytest.raises(UnsupportedTable, match=r"deletion vectors.*Spark Connect"):
+        plan_commit(
+            "/t",
+            ["deletionVectors"],
+            {},
+            Kind.DELETE,
+            removes_deletion_vectors=True,
+            connector=False,
+            connector_missing=reason,
+        )

@@ -591,8 +591,8 @@ def snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Snapsho
     """
     location = normalize_uri(uri)
     table = open_table(location, version)
-    check_readable(location, table.protocol().reader_features or ())
     delta_schema = table.schema()
+    check_readable(location, table.protocol().reader_features or (), delta_schema.to_json())
     schema = _without_field_metadata(pa.schema(delta_schema.to_arrow()))
     meta = table.metadata()
     configuration = dict(meta.configuration)

@@ -22,8 +22,10 @@ name whatever the committer. Rewrites that keep every row as it is
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping
 from enum import Enum
+from typing import Any
 
 from lakelayout.errors import UnsupportedTable
 
@@ -38,6 +40,7 @@ DELTA_RS_WRITES = frozenset(
         "changeDataFeed",
         "v2Checkpoint",
         "vacuumProtocolCheck",
+        "variantType",  # delta-rs puts it on tables it creates; no variant column is read
     }
 )
 
@@ -53,6 +56,9 @@ READS = frozenset(
         "typeWidening-preview",
     }
 )
+
+#: reader/writer features that only announce a column type: harmless while no column has it
+TYPE_FEATURES = {"variantType": "variant", "variantType-preview": "variant"}
 
 #: features whose values or checks an append would have to compute
 APPEND_REFUSED = {
@@ -147,17 +153,43 @@ def plan_commit(
     )
 
 
-def check_readable(location: str, reader_features: Collection[str]) -> None:
+def check_readable(
+    location: str, reader_features: Collection[str], schema_json: str | None = None
+) -> None:
     """UnsupportedTable naming the reader features lakelayout would read wrongly.
 
-    (Widened types read right: files are cast to the table's type.)
+    (Widened types read right: files are cast to the table's type.) A type
+    feature such as ``variantType`` only matters when a column has the type:
+    delta-rs 1.6.6 puts ``variantType`` in the protocol of every table it
+    creates with table features (e.g. with deletion vectors enabled), so it is
+    refused only when ``schema_json`` (the Delta schema) has a column of that
+    type, or is not given.
     """
-    unknown = sorted(set(reader_features) - READS)
+    used = _types_in(schema_json) if schema_json is not None else None
+    unknown = sorted(
+        f
+        for f in set(reader_features) - READS
+        if not (f in TYPE_FEATURES and used is not None and TYPE_FEATURES[f] not in used)
+    )
     if unknown:
         raise UnsupportedTable(
             f"'{location}' needs reader features {unknown}, which lakelayout does not "
             f"support (it reads {sorted(READS)})"
         )
+
+
+def _types_in(schema_json: str) -> set[str]:
+    """Every type name in a Delta schema JSON (nested struct, array and map types too)."""
+    found: set[str] = set()
+    stack: list[Any] = [json.loads(schema_json)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            found.add(node)
+        elif isinstance(node, dict):
+            stack.extend(node.get(k) for k in ("type", "elementType", "keyType", "valueType"))
+            stack.extend(node.get("fields") or [])
+    return found
 
 
 def _true(value: str | None) -> bool:
