@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakelayout.api import Table
+from lakelayout.cluster.config import SMALL_REWRITE_SIZE
 from lakelayout.cluster.provenance import ProvenanceStore
 from lakelayout.cluster.rewrite import (
     BLOCK_COLUMN,
@@ -87,12 +88,30 @@ def test_rows_are_ordered_by_key_alone_for_curves(spark: Any) -> None:
     assert _names(_row_order(per_file, [])) == [BLOCK_COLUMN]
 
 
+#: table properties that send a rewrite down the shuffle path (any input is "large")
+SHUFFLED = {SMALL_REWRITE_SIZE: "1"}
+
+
 @pytest.mark.spark
-def test_hilbert_writes_one_block_per_file_in_key_order(spark: Any, tmp_path: Path) -> None:
-    """More blocks than shuffle partitions: every file still holds one block, sorted by key."""
-    t = Table.create(str(tmp_path / "t"), gen(spark, 20_000, 5, parts=8), target_file_size=24_000)
+@pytest.mark.parametrize("properties", [None, SHUFFLED], ids=["small", "shuffled"])
+def test_hilbert_writes_one_block_per_file_in_key_order(
+    spark: Any, tmp_path: Path, properties: dict[str, str] | None
+) -> None:
+    """More blocks than shuffle partitions: every file still holds one block, sorted by key.
+
+    Both paths: no shuffle for a small input, Spark's shuffle and sort otherwise.
+    """
+    t = Table.create(
+        str(tmp_path / "t"),
+        gen(spark, 20_000, 5, parts=8),
+        target_file_size=24_000,
+        properties=properties,
+    )
     v0 = t.version
-    t.optimize.hilbert(["a", "b"])
+    m = t.optimize.hilbert(["a", "b"])
+    # only the no-shuffle path times reading in its tasks (the shuffle's map side reports none)
+    assert (m.task_steps["read"] > 0) == (properties is None)
+    assert m.task_steps["write"] > 0 and set(m.steps) >= {"plan", "sample", "fit", "rewrite"}
     store = ProvenanceStore(t.uri)
     prov = store.read(live_paths(t))
     layout_ids = {p.layout_id for p in prov.values()}
@@ -139,3 +158,63 @@ def test_file_router_reads_in_table_schema_and_tags_the_source_file(tmp_path: Pa
     assert FILE_COLUMN not in out.column_names
     sizes = FileSource(None, ("a", "b", "c", "d"), (10, 40, 30, 20)).groups(2)  # type: ignore[arg-type]
     assert sorted(map(sorted, sizes)) == [["a", "b"], ["c", "d"]]  # 50 bytes each
+
+
+@pytest.mark.spark
+def test_small_and_shuffled_rewrites_route_every_row_alike(spark: Any, tmp_path: Path) -> None:
+    """One layout applied on both paths: the same rows in the same blocks, none lost or doubled."""
+    import shutil
+
+    from lakelayout.layouts import ZOrderLayout
+
+    base = Table.create(
+        str(tmp_path / "base"), gen(spark, 6000, 7, parts=6), target_file_size=16_000
+    )
+    layout = ZOrderLayout.fit(base.to_df().toArrow(), columns=["a", "b"], target_blocks=5)
+    placed: dict[str, set[tuple[int, int]]] = {}
+    for name, properties in (("small", {}), ("shuffled", SHUFFLED)):
+        shutil.copytree(base.uri, tmp_path / name)
+        t = Table(str(tmp_path / name), spark=spark)
+        if properties:
+            from lakelayout.table.delta import set_properties
+
+            set_properties(t.uri, properties)
+        m = t.optimize.apply(layout)
+        assert m.rows_added == 6000 and m.rows_removed == 6000
+        rows: list[tuple[int, int]] = []
+        for path, p in ProvenanceStore(t.uri).read(live_paths(t)).items():
+            data = pq.read_table(os.path.join(t.uri, path))
+            block, key = layout.route(data)
+            assert key is not None and (np.diff(key) >= 0).all()  # sorted by the curve key
+            assert set(block.tolist()) == {p.block_id}  # one block per file
+            rows += [(int(i), int(p.block_id)) for i in data.column("id").to_pylist()]  # type: ignore[arg-type]
+        assert len(rows) == len(set(rows)) == 6000
+        placed[name] = set(rows)
+        assert same_rows(base.to_df(), t.to_df())
+    assert placed["small"] == placed["shuffled"]
+
+
+def test_driver_sample_reads_only_the_columns_asked_in_table_types(tmp_path: Path) -> None:
+    """The driver-side curve sample: a Bernoulli sample of the asked columns, table-typed."""
+    import pyarrow as pa
+
+    from lakelayout.cluster.rewrite import sample_files
+
+    schema = pa.schema([("id", pa.int64()), ("a", pa.int64()), ("s", pa.string())])
+    pq.write_table(pa.table({"id": pa.array(range(30_000), pa.int32())}), tmp_path / "x.parquet")
+    pq.write_table(
+        pa.table({"id": range(30_000, 60_000), "a": range(30_000), "s": ["v"] * 30_000}),
+        tmp_path / "y.parquet",
+    )
+    every = sample_files(
+        str(tmp_path), ["x.parquet", "y.parquet"], schema, ["id", "a"], 60_000, rows=60_000
+    )
+    assert every.schema == pa.schema([("id", pa.int64()), ("a", pa.int64())])
+    assert sorted(every.column("id").to_pylist()) == list(range(60_000))
+    assert every.column("a").null_count == 30_000  # x.parquet has no column a: NULL, as Spark reads
+    part = sample_files(
+        str(tmp_path), ["x.parquet", "y.parquet"], schema, ["id"], 60_000, rows=6000
+    )
+    ids = part.column("id").to_numpy()
+    assert 5000 < len(ids) < 7000 and len(set(ids.tolist())) == len(ids)
+    assert 0.4 < (ids < 30_000).mean() < 0.6  # both files sampled at the same rate

@@ -25,6 +25,7 @@ Liquid clustering commits once per cube, so yielding (or a crash) after
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import time
@@ -37,7 +38,7 @@ import pyarrow as pa
 
 from lakelayout import arguments as args
 from lakelayout.cluster import config as cfg
-from lakelayout.cluster.optimize_metrics import OptimizeMetrics
+from lakelayout.cluster.optimize_metrics import OptimizeMetrics, StepClock
 from lakelayout.cluster.plan import (
     PlannedFile,
     compaction_bins,
@@ -46,10 +47,12 @@ from lakelayout.cluster.plan import (
 )
 from lakelayout.cluster.provenance import FileProvenance, ProvenanceStore
 from lakelayout.cluster.rewrite import (
+    DRIVER_SAMPLE_MAX_ROWS,
     FileSource,
     RoutedFile,
     Router,
     read_files,
+    sample_files,
     sample_rows,
     write_routed,
 )
@@ -122,6 +125,8 @@ class _Context:
     store: ProvenanceStore
     files: list[PlannedFile]
     target_file_size: int
+    #: where the operation's time goes (``OptimizeMetrics.steps``)
+    clock: StepClock = dataclasses.field(default_factory=StepClock)
 
     @property
     def schema(self) -> pa.Schema:
@@ -136,7 +141,13 @@ class _Context:
 
 
 def load_context(uri: str, spark: SparkSession) -> _Context:
-    """Snapshot + provenance of the table at ``uri``."""
+    """Snapshot + provenance of the table at ``uri`` (timed as the ``plan`` step)."""
+    clock = StepClock()
+    with clock.step("plan"):
+        return _load_context(uri, spark, clock)
+
+
+def _load_context(uri: str, spark: SparkSession, clock: StepClock) -> _Context:
     snap = delta.snapshot(uri)
     store = ProvenanceStore(uri)
     paths = [str(p) for p in snap.files.paths]
@@ -145,7 +156,7 @@ def load_context(uri: str, spark: SparkSession) -> _Context:
         paths, snap.files.sizes, snap.files.num_records, snap.files.modification_times, prov
     )
     target = cfg.target_file_size(snap.configuration)
-    return _Context(uri, spark, snap, store, files, target)
+    return _Context(uri, spark, snap, store, files, target, clock)
 
 
 class Optimizer:
@@ -313,29 +324,51 @@ def fit_curve(
     """A curve layout fitted on a sample of ``paths``, and the rows to route (a FileSource).
 
     It has ``bytes / target file size`` blocks, rounded up (``nearest``: rounded).
+    Times the ``sample`` and ``fit`` steps.
     """
     by_path = ctx.by_path()
     nbytes = sum(by_path[p].size for p in paths)
+    with ctx.clock.step("sample"):
+        sample = _curve_sample(ctx, paths, dims)
+    with ctx.clock.step("fit"):
+        cls = curve_class(family, len(dims))
+        layout = cls.fit(
+            sample,
+            columns=list(dims),
+            target_blocks=_blocks_for(nbytes, ctx.target_file_size, nearest=nearest),
+        )
+    return layout, file_source(ctx, paths)
+
+
+def _curve_sample(ctx: _Context, paths: Sequence[str], dims: Sequence[str]) -> pa.Table:
+    """The rows a curve is fitted on: a Bernoulli sample of ``paths``.
+
+    Drawn on the driver with pyarrow when that is cheap (plain clustering
+    columns up to :data:`DRIVER_SAMPLE_MAX_ROWS` rows, or a small input:
+    :attr:`FileSource.small`): only those columns are decoded and no Spark job
+    starts. Larger inputs, or clustering expressions over a large input, are
+    sampled by a Spark job (``DataFrame.sample``). Both are the same kind of
+    sample: every row kept with probability ``SAMPLE_ROWS / rows``.
+    """
+    by_path = ctx.by_path()
     rows = sum(max(by_path[p].rows, 0) for p in paths)
-    df = read_files(ctx.spark, ctx.uri, paths, ctx.schema, with_file=False)
     names = {n.lower(): n for n in ctx.schema.names}
     plain = [names.get(d.lower()) for d in dims]
+    columns = [c for c in plain if c] if all(plain) else list(ctx.schema.names)
+    if (all(plain) and rows <= DRIVER_SAMPLE_MAX_ROWS) or file_source(ctx, paths).small:
+        return sample_files(ctx.uri, paths, ctx.schema, list(dict.fromkeys(columns)), rows)
+    df = read_files(ctx.spark, ctx.uri, paths, ctx.schema, with_file=False)
     # plain columns: sample only them (the sample job reads far less)
     source = df.select(*plain) if all(plain) else df  # type: ignore[arg-type]
-    sample = sample_rows(source, rows)
-    cls = curve_class(family, len(dims))
-    layout = cls.fit(
-        sample,
-        columns=list(dims),
-        target_blocks=_blocks_for(nbytes, ctx.target_file_size, nearest=nearest),
-    )
-    return layout, file_source(ctx, paths)
+    return sample_rows(source, rows)
 
 
 def file_source(ctx: _Context, paths: Sequence[str]) -> FileSource:
     """``paths`` for a rewrite whose routing tasks read the files themselves."""
     by_path = ctx.by_path()
-    return FileSource(ctx.spark, tuple(paths), tuple(by_path[p].size for p in paths))
+    sizes = tuple(by_path[p].size for p in paths)
+    small = cfg.small_rewrite_size(ctx.snap.configuration)
+    return FileSource(ctx.spark, tuple(paths), sizes, small)
 
 
 def metrics_for(
@@ -371,7 +404,8 @@ def commit_rewrite(
     rewrite (``data_change=False``) raises :class:`Yielded` naming the winner
     instead, as it does when a user operation is waiting to commit.
     """
-    ctx.store.record(provenance, removed=())
+    with ctx.clock.step("provenance"):
+        ctx.store.record(provenance, removed=())
     if hooks.before_commit is not None:
         hooks.before_commit(index)
     reason = None if data_change else waiting_reason(ctx.uri)
@@ -379,20 +413,22 @@ def commit_rewrite(
         _delete_files(ctx.uri, [w.file.path for w in written])
         raise Yielded(reason)
     try:
-        version = delta.commit(
-            ctx.uri,
-            adds=[w.file for w in written],
-            removes=list(removed),
-            data_change=data_change,
-            read_version=ctx.snap.version,
-            operation=operation,
-        )
+        with ctx.clock.step("commit"):
+            version = delta.commit(
+                ctx.uri,
+                adds=[w.file for w in written],
+                removes=list(removed),
+                data_change=data_change,
+                read_version=ctx.snap.version,
+                operation=operation,
+            )
     except CommitConflict as exc:
         _delete_files(ctx.uri, [w.file.path for w in written])
         if data_change:
             raise
         raise Yielded(f"lost to {describe_winners(exc.winners)}") from exc
-    ctx.store.record((), removed=removed)
+    with ctx.clock.step("provenance"):
+        ctx.store.record((), removed=removed)
     if hooks.after_commit is not None:
         hooks.after_commit(index, version)
     return version
@@ -415,10 +451,10 @@ def _compact(ctx: _Context, hooks: OptimizeHooks) -> OptimizeMetrics:
     bins = compaction_bins(eligible, min_file_size=min_size, target_file_size=ctx.target_file_size)
     base = OptimizeMetrics("compaction", files_considered=len(ctx.files))
     if not bins:
-        return _done(base, started, hooks)
+        return _done(base, started, hooks, ctx)
     reason = waiting_reason(ctx.uri)
     if reason is not None:
-        return _done(_yielded(base, reason), started, hooks)
+        return _done(_yielded(base, reason), started, hooks, ctx)
     file_blocks = {p: i for i, b in enumerate(bins) for p in b}
     paths = list(file_blocks)
     df = file_source(ctx, paths)
@@ -431,6 +467,7 @@ def _compact(ctx: _Context, hooks: OptimizeHooks) -> OptimizeMetrics:
         n_blocks=len(bins),
         target_file_size=ctx.target_file_size,
         prefix="compact",
+        clock=ctx.clock,
     )
     try:
         version = commit_rewrite(
@@ -443,9 +480,9 @@ def _compact(ctx: _Context, hooks: OptimizeHooks) -> OptimizeMetrics:
             index=0,
         )
     except Yielded as y:
-        return _done(_yielded(base, y.reason), started, hooks)
+        return _done(_yielded(base, y.reason), started, hooks, ctx)
     metrics = base.plus(metrics_for("compaction", ctx, paths, written))
-    return _done(_with_versions(metrics, (version,)), started, hooks)
+    return _done(_with_versions(metrics, (version,)), started, hooks, ctx)
 
 
 def _unclustered(p: FileProvenance) -> bool:
@@ -456,12 +493,16 @@ def _with_versions(m: OptimizeMetrics, versions: tuple[int, ...]) -> OptimizeMet
     return m.plus(OptimizeMetrics(m.operation, versions=versions))
 
 
-def _done(m: OptimizeMetrics, started: float, hooks: OptimizeHooks) -> OptimizeMetrics:
+def _done(
+    m: OptimizeMetrics, started: float, hooks: OptimizeHooks, ctx: _Context | None = None
+) -> OptimizeMetrics:
+    """``m`` with the operation's seconds (and ``ctx``'s steps: where they went)."""
     if hooks.progress is not None and not m.versions:
         hooks.progress(0, 0)
-    from dataclasses import replace
-
-    return replace(m, seconds=time.perf_counter() - started)
+    steps = dict(ctx.clock.seconds) if ctx is not None else {}
+    tasks = dict(ctx.clock.task_seconds) if ctx is not None else {}
+    seconds = time.perf_counter() - started + steps.get("plan", 0.0)
+    return dataclasses.replace(m, seconds=seconds, steps=steps, task_steps=tasks)
 
 
 # --------------------------------------------------------------------------- ZORDER BY
@@ -475,13 +516,13 @@ def _curve_all(
     paths = [f.path for f in ctx.files]
     base = OptimizeMetrics(family, files_considered=len(paths), clustering_columns=tuple(dims))
     if not paths:
-        return _done(base, started, hooks)
+        return _done(base, started, hooks, ctx)
     reason = waiting_reason(ctx.uri)
     if reason is not None:
-        return _done(_yielded(base, reason), started, hooks)
+        return _done(_yielded(base, reason), started, hooks, ctx)
     layout, df = fit_curve(ctx, paths, dims, family, nearest=roll_size == UNBOUNDED_FILE_SIZE)
     written = _write_layout(ctx, layout, df, paths, base, hooks, family, roll_size)
-    return _done(written, started, hooks)
+    return _done(written, started, hooks, ctx)
 
 
 def _write_layout(
@@ -515,8 +556,10 @@ def _write_layout(
         target_file_size=roll_size,
         sort_columns=sort_columns,
         prefix=operation,
+        clock=ctx.clock,
     )
-    layout_id = ctx.store.save_layout(layout)
+    with ctx.clock.step("provenance"):
+        layout_id = ctx.store.save_layout(layout)
     prov = [
         FileProvenance(
             w.file.path,
@@ -552,13 +595,13 @@ def _apply(
     started = time.perf_counter()
     base = OptimizeMetrics("apply", files_considered=len(ctx.files))
     if not paths:
-        return _done(base, started, hooks)
+        return _done(base, started, hooks, ctx)
     reason = waiting_reason(ctx.uri)
     if reason is not None:
-        return _done(_yielded(base, reason), started, hooks)
+        return _done(_yielded(base, reason), started, hooks, ctx)
     df = file_source(ctx, paths)
     written = _write_layout(ctx, layout, df, paths, base, hooks, "apply", roll_size)
-    return _done(written, started, hooks)
+    return _done(written, started, hooks, ctx)
 
 
 # --------------------------------------------------------------------------- liquid
@@ -593,7 +636,7 @@ def _liquid(
     for index, paths in enumerate(plan.bins):
         reason = waiting_reason(ctx.uri)
         if reason is not None:
-            return _done(_yielded(total, reason), started, hooks)
+            return _done(_yielded(total, reason), started, hooks, ctx)
         layout, df = fit_curve(
             ctx, paths, columns, family, nearest=roll_size == UNBOUNDED_FILE_SIZE
         )
@@ -607,6 +650,7 @@ def _liquid(
             n_blocks=layout.n_blocks,
             target_file_size=roll_size,
             prefix="cube",
+            clock=ctx.clock,
         )
         prov = [
             FileProvenance(
@@ -630,10 +674,10 @@ def _liquid(
                 index=index,
             )
         except Yielded as y:
-            return _done(_yielded(total, y.reason), started, hooks)
+            return _done(_yielded(total, y.reason), started, hooks, ctx)
         cube = metrics_for("liquid", ctx, paths, written)
         total = total.plus(cube.plus(OptimizeMetrics("liquid", cubes_touched=1)))
         total = _with_versions(total, (version,))
         if hooks.progress is not None:
             hooks.progress(index + 1, len(plan.bins))
-    return _done(total, started, hooks)
+    return _done(total, started, hooks, ctx)

@@ -21,6 +21,18 @@ One mechanism serves compaction, curve clustering, :meth:`apply` and DELETE:
    key range), and a block larger than the target is cut into consecutive key
    ranges: no record cap ever mixes distant keys into one file (delta#1718).
 
+Small inputs (at most ``lakelayout.smallRewriteSize`` bytes of files, 128
+MiB by default, read by the routing tasks themselves) skip Spark's shuffle and sort: each of a few tasks
+reads every file, keeps the rows of its own blocks, orders them by
+``(block, key)`` in Arrow and writes them with the same writer
+(:class:`LocalRewrite`); one Spark stage instead of two, and no row ever
+leaves Arrow. The routing, the order inside a block and the files written
+are the same as on the shuffle path.
+
+Each descriptor carries the seconds its task spent reading, routing, sorting
+and writing since the previous descriptor (summed into
+``OptimizeMetrics.task_steps`` by :func:`write_routed`).
+
 Nothing here commits: the caller commits the returned descriptors.
 """
 
@@ -29,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+import time
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,6 +51,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakelayout.cluster.config import DEFAULT_SMALL_REWRITE_SIZE
+from lakelayout.cluster.optimize_metrics import StepClock
 from lakelayout.errors import LakelayoutError
 from lakelayout.layouts.base import Layout
 from lakelayout.table.files import WrittenFile
@@ -52,6 +67,10 @@ PART_COLUMN = "__ll_part"
 FILE_COLUMN = "__ll_file"
 #: rows sampled from the rewritten files to fit ranks and key ranges
 SAMPLE_ROWS = 50_000
+#: the driver samples the clustering columns itself (no Spark job) up to this many rows
+DRIVER_SAMPLE_MAX_ROWS = 10_000_000
+#: task-side steps a descriptor reports seconds for (``OptimizeMetrics.task_steps``)
+TASK_TIMERS = ("read", "route", "sort", "write")
 
 _DESCRIPTOR_SCHEMA = pa.schema(
     [
@@ -60,9 +79,30 @@ _DESCRIPTOR_SCHEMA = pa.schema(
         ("rows", pa.int64()),
         ("stats", pa.string()),
         ("block", pa.int64()),
+        *[(f"t_{name}", pa.float64()) for name in TASK_TIMERS],
     ]
 )
-_DESCRIPTOR_DDL = "path string, size long, rows long, stats string, block long"
+_DESCRIPTOR_DDL = "path string, size long, rows long, stats string, block long, " + ", ".join(
+    f"t_{name} double" for name in TASK_TIMERS
+)
+
+
+class TaskTimer:
+    """Seconds a task spent per step since its last descriptor (see :data:`TASK_TIMERS`)."""
+
+    def __init__(self) -> None:
+        self.seconds = dict.fromkeys(TASK_TIMERS, 0.0)
+
+    def add(self, name: str, started: float) -> float:
+        """Add the time since ``started`` to ``name``; the current clock reading."""
+        now = time.perf_counter()
+        self.seconds[name] += now - started
+        return now
+
+    def take(self) -> dict[str, float]:
+        """The seconds so far, then start again from zero."""
+        out, self.seconds = self.seconds, dict.fromkeys(TASK_TIMERS, 0.0)
+        return out
 
 
 @dataclass(frozen=True)
@@ -114,6 +154,58 @@ def sample_rows(df: DataFrame, total_rows: int, *, rows: int = SAMPLE_ROWS) -> p
     return sample
 
 
+def sample_files(
+    root: str,
+    paths: Sequence[str],
+    schema: pa.Schema,
+    columns: Sequence[str],
+    total_rows: int,
+    *,
+    rows: int = SAMPLE_ROWS,
+    seed: int = 17,
+) -> pa.Table:
+    """About ``rows`` rows of ``columns`` of the files, read on the driver (no Spark job).
+
+    Every row is kept with probability ``rows / total_rows`` (all of them when
+    the files are small): the same Bernoulli sample ``DataFrame.sample`` draws,
+    without a job's start-up cost. Only ``columns`` are decoded, one batch at a
+    time, so memory holds a batch and the sample. Columns are read in the
+    table schema, as the rewrite reads them (:class:`FileRouter`).
+    """
+    from lakelayout.table.location import resolve_location
+
+    filesystem, base = resolve_location(root)
+    wanted = pa.schema([schema.field(c) for c in columns])
+    fraction = 1.0 if total_rows <= rows else rows / total_rows
+    rng = np.random.default_rng(seed)
+    parts: list[pa.RecordBatch] = []
+    for path in paths:
+        for batch in read_table_batches(filesystem, f"{base}/{path}", wanted):
+            if fraction < 1.0:
+                batch = batch.filter(pa.array(rng.random(batch.num_rows) < fraction))
+            parts.append(batch)
+    return pa.Table.from_batches(parts, schema=wanted)
+
+
+def read_table_batches(
+    filesystem: Any, location: str, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The rows of one Parquet file as batches of ``schema`` (columns by name, cast as the
+    writer casts; a column the file lacks reads as NULL, as Spark's reader does)."""
+    from lakelayout.table.writer import conform_batch
+
+    with filesystem.open_input_file(location) as handle:
+        parquet = pq.ParquetFile(handle)
+        present = set(parquet.schema_arrow.names)
+        wanted = [n for n in schema.names if n in present]
+        for raw in parquet.iter_batches(READ_BATCH_ROWS, columns=wanted):
+            columns = [
+                raw.column(f.name) if f.name in raw.schema.names else pa.nulls(raw.num_rows, f.type)
+                for f in schema
+            ]
+            yield conform_batch(pa.RecordBatch.from_arrays(columns, names=schema.names), schema)
+
+
 @dataclass(frozen=True)
 class FileSource:
     """Live files a rewrite reads itself: pyarrow in the Spark task that routes their rows.
@@ -127,6 +219,13 @@ class FileSource:
     spark: SparkSession
     paths: tuple[str, ...]
     sizes: tuple[int, ...]
+    #: inputs up to this many bytes are rewritten without a shuffle (:class:`LocalRewrite`)
+    small_bytes: int = DEFAULT_SMALL_REWRITE_SIZE
+
+    @property
+    def small(self) -> bool:
+        """Whether the files are few enough bytes for one task to hold in memory."""
+        return sum(self.sizes) <= self.small_bytes
 
     def groups(self, tasks: int) -> list[list[str]]:
         """``paths`` cut into at most ``tasks`` groups of about equal bytes."""
@@ -215,27 +314,26 @@ class FileRouter:
     groups: tuple[tuple[str, ...], ...]
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from lakelayout.table.location import resolve_location
-        from lakelayout.table.writer import conform_batch
-
-        filesystem, root = resolve_location(self.router.root)
         for batch in batches:
             for task in batch.column(0).to_pylist():
-                for path in self.groups[int(task)]:
-                    with filesystem.open_input_file(f"{root}/{path}") as handle:
-                        parquet = pq.ParquetFile(handle)
-                        present = set(parquet.schema_arrow.names)
-                        wanted = [n for n in self.schema.names if n in present]
-                        for raw in parquet.iter_batches(READ_BATCH_ROWS, columns=wanted):
-                            data = conform_batch(self._complete(raw), self.schema)
-                            yield from self.router(iter([self._with_file(data, path)]))
+                yield from self.routed(self.groups[int(task)], TaskTimer())
 
-    def _complete(self, raw: pa.RecordBatch) -> pa.RecordBatch:
-        columns = [
-            raw.column(f.name) if f.name in raw.schema.names else pa.nulls(raw.num_rows, f.type)
-            for f in self.schema
-        ]
-        return pa.RecordBatch.from_arrays(columns, names=self.schema.names)
+    def routed(self, paths: Sequence[str], timer: TaskTimer) -> Iterator[pa.RecordBatch]:
+        """The rows of ``paths``, routed; reading and routing time go to ``timer``."""
+        from lakelayout.table.location import resolve_location
+
+        filesystem, root = resolve_location(self.router.root)
+        for path in paths:
+            batches = read_table_batches(filesystem, f"{root}/{path}", self.schema)
+            while True:
+                started = time.perf_counter()
+                data = next(batches, None)
+                if data is None:
+                    break
+                started = timer.add("read", started)
+                out = list(self.router(iter([self._with_file(data, path)])))
+                timer.add("route", started)
+                yield from out
 
     def _with_file(self, data: pa.RecordBatch, path: str) -> pa.RecordBatch:
         if self.router.file_blocks is None:
@@ -329,36 +427,113 @@ class RoutedWriter:
         from pyspark import TaskContext
 
         context = TaskContext.get()
-        roller = FileRoller(self.spec, context.partitionId() if context is not None else 0)
+        partition = context.partitionId() if context is not None else 0
+        # waiting for the next batch is the shuffle fetch and Spark's sort
+        yield from self.write(batches, partition, TaskTimer(), waiting="sort")
+
+    def write(
+        self,
+        batches: Iterator[pa.RecordBatch],
+        partition: int,
+        timer: TaskTimer,
+        *,
+        waiting: str | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """Write sorted ``batches``; one descriptor per file, with ``timer``'s seconds.
+
+        Time spent waiting for the next batch goes to step ``waiting`` (not
+        counted when None: the caller timed producing the batches itself).
+        """
+        roller = FileRoller(self.spec, partition)
         names = self.spec.schema.names
         current: int | None = None
-        for batch in batches:
+        done: list[pa.RecordBatch] = []
+        while True:
+            started = time.perf_counter()
+            batch = next(batches, None)
+            if batch is None:
+                break
+            if waiting is not None:
+                started = timer.add(waiting, started)
             blocks = np.asarray(batch.column(BLOCK_COLUMN).to_numpy(zero_copy_only=False))
-            if len(blocks) == 0:
-                continue
             starts = np.flatnonzero(np.diff(blocks)) + 1
-            bounds = [0, *starts.tolist(), len(blocks)]
+            bounds = [0, *starts.tolist(), len(blocks)] if len(blocks) else []
             for lo, hi in itertools.pairwise(bounds):
                 block = int(blocks[lo])
                 if current is not None and block != current and roller.has_open_file:
-                    yield _descriptor(roller.finish(), current)
+                    done.append(_descriptor(roller.finish(), current, timer))
                 current = block
                 part = batch.slice(lo, hi - lo)
                 data = pa.RecordBatch.from_arrays(
                     [part.column(n) for n in names], names=list(names)
                 )
-                for done in roller.add(data):
-                    yield _descriptor(done, block)
+                done.extend(_descriptor(f, block, timer) for f in roller.add(data))
+            timer.add("write", started)
+            yield from done
+            done = []
         if roller.has_open_file and current is not None:
-            yield _descriptor(roller.finish(), current)
+            started = time.perf_counter()
+            finished = roller.finish()
+            timer.add("write", started)
+            yield _descriptor(finished, current, timer)
 
 
-def _descriptor(done: tuple[str, int, int, str], block: int) -> pa.RecordBatch:
+def _descriptor(done: tuple[str, int, int, str], block: int, timer: TaskTimer) -> pa.RecordBatch:
+    """One file's descriptor row; it carries the task seconds spent since the last one."""
     path, size, rows, stats = done
+    seconds = {f"t_{name}": value for name, value in timer.take().items()}
     return pa.RecordBatch.from_pylist(
-        [{"path": path, "size": size, "rows": rows, "stats": stats, "block": block}],
+        [{"path": path, "size": size, "rows": rows, "stats": stats, "block": block, **seconds}],
         schema=_DESCRIPTOR_SCHEMA,
     )
+
+
+@dataclass(frozen=True)
+class LocalRewrite:
+    """``mapInArrow`` over task ids: a rewrite of a small input without a shuffle.
+
+    Task ``i`` (of ``parts``) reads every file through ``reader`` (routing
+    every row), keeps the rows whose block goes to partition ``i`` (the same
+    :func:`block_partitions` split the shuffle path uses), orders them by
+    ``(block, key)`` (stable: without a key, rows of a block keep their read
+    order) and writes them with :class:`RoutedWriter`. Every task holds its
+    rows in Arrow memory, hence the size limit (:attr:`FileSource.small_bytes`).
+    """
+
+    reader: FileRouter
+    writer: RoutedWriter
+    paths: tuple[str, ...]
+    parts: int
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for task in batch.column(0).to_pylist():
+                yield from self._task(int(task))
+
+    def _task(self, task: int) -> Iterator[pa.RecordBatch]:
+        timer = TaskTimer()
+        router = self.reader.router
+        kept: list[pa.RecordBatch] = []
+        for routed in self.reader.routed(self.paths, timer):
+            started = time.perf_counter()
+            block = routed.column(BLOCK_COLUMN).to_numpy()
+            mine = block_partitions(block, router.n_blocks, self.parts) == task
+            if mine.all():
+                kept.append(routed)
+            elif mine.any():
+                kept.append(routed.filter(pa.array(mine)))
+            timer.add("route", started)
+        if not kept:
+            return
+        started = time.perf_counter()
+        table = pa.Table.from_batches(kept)
+        order = np.lexsort(
+            (table.column(KEY_COLUMN).to_numpy(), table.column(BLOCK_COLUMN).to_numpy())
+        )
+        ordered = table.take(pa.array(order)).combine_chunks()
+        del table, kept
+        timer.add("sort", started)
+        yield from self.writer.write(iter(ordered.to_batches(READ_BATCH_ROWS)), task, timer)
 
 
 def write_routed(
@@ -371,6 +546,7 @@ def write_routed(
     target_file_size: int,
     sort_columns: Sequence[Any] = (),
     prefix: str = "opt",
+    clock: StepClock | None = None,
 ) -> list[RoutedFile]:
     """Route, shuffle by block, sort, write; one :class:`RoutedFile` per file written.
 
@@ -378,6 +554,8 @@ def write_routed(
     routing by file) or a :class:`FileSource` the routing tasks read
     themselves. ``sort_columns`` (Spark columns) replace the routed key as the
     order inside a block when given (a linear layout sorts by its dimensions).
+    A small :class:`FileSource` input is rewritten without a shuffle
+    (:class:`LocalRewrite`). ``clock`` receives the task seconds per step.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -394,6 +572,15 @@ def write_routed(
     )
     spark = source.spark if isinstance(source, FileSource) else source.sparkSession
     parallelism = _parallelism(spark)
+    spec = TaskWriter(root, schema, target_file_size, prefix, "zstd")
+    writer = RoutedWriter(spec)
+    if isinstance(source, FileSource) and _is_small(source, router, sort_columns):
+        # one stage: every task reads the (small) input and writes its own blocks
+        parts = max(1, min(n_blocks, parallelism))
+        router = dataclasses.replace(router, n_blocks=n_blocks)
+        local = LocalRewrite(FileRouter(router, schema, ()), writer, source.paths, parts)
+        tasks = spark.range(0, parts, 1, numPartitions=parts)
+        return _collect(tasks.mapInArrow(local, _DESCRIPTOR_DDL), clock)
     parts = max(1, min(n_blocks, parallelism * 4))
     router = dataclasses.replace(router, part_keys=partition_keys(parts), n_blocks=n_blocks)
     if isinstance(source, FileSource):
@@ -404,11 +591,28 @@ def write_routed(
         routed = source.mapInArrow(router, routed_schema)
     order = _row_order(router, sort_columns)
     shuffled = routed.repartition(parts, F.col(PART_COLUMN)).sortWithinPartitions(*order)
-    spec = TaskWriter(root, schema, target_file_size, prefix, "zstd")
+    return _collect(shuffled.mapInArrow(writer, _DESCRIPTOR_DDL), clock)
+
+
+def _is_small(source: FileSource, router: Router, sort_columns: Sequence[Any]) -> bool:
+    """Whether a rewrite takes the no-shuffle path: a small input, ordered by the routed key.
+
+    Spark sort columns (a linear layout's dimensions) need Spark's sort.
+    """
+    return source.small and not sort_columns
+
+
+def _collect(descriptors: DataFrame, clock: StepClock | None) -> list[RoutedFile]:
+    """Run the rewrite job; its files, and its task seconds added to ``clock``."""
     from lakelayout.table.writer import task_errors
 
+    started = time.perf_counter()
     with task_errors():
-        rows = shuffled.mapInArrow(RoutedWriter(spec), _DESCRIPTOR_DDL).collect()
+        rows = descriptors.collect()
+    if clock is not None:
+        clock.add("rewrite", time.perf_counter() - started)
+        for name in TASK_TIMERS:
+            clock.add_task(name, sum(float(r[f"t_{name}"] or 0.0) for r in rows))
     return [
         RoutedFile(
             WrittenFile(
