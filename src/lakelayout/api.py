@@ -163,7 +163,7 @@ class Table:
         ``auto_optimize=True`` sets ``lakelayout.autoOptimize=true``: every append
         then asks the advisor whether a rewrite pays (:mod:`lakelayout.advisor`).
         """
-        from lakelayout.table.writer import arrow_schema_of, write_files
+        from lakelayout.table.writer import arrow_schema_of, row_group_size, write_files
 
         where = "Table.create"
         args.require_path(uri, "uri", where)
@@ -192,7 +192,13 @@ class Table:
             size = _check_target_size(
                 target_file_size or int(config.get(TARGET_FILE_SIZE, DEFAULT_TARGET_FILE_SIZE))
             )
-            files = write_files(df, root, schema=table_schema, target_file_size=size)
+            files = write_files(
+                df,
+                root,
+                schema=table_schema,
+                target_file_size=size,
+                row_group_bytes=row_group_size(config),
+            )
         delta.create_table(
             root,
             table_schema,
@@ -269,7 +275,7 @@ class Table:
 
     def append(self, df: DataFrame, *, target_file_size: int | None = None) -> WriteMetrics:
         """Append the rows of ``df`` in one commit; the schema must match the table's."""
-        from lakelayout.table.writer import arrow_schema_of, write_files
+        from lakelayout.table.writer import arrow_schema_of, row_group_size, write_files
 
         args.require_dataframe(df, "df", "Table.append")
         args.require_int(target_file_size, "target_file_size", "Table.append", optional=True)
@@ -281,7 +287,12 @@ class Table:
         # skipping indexes: collected by the writer, stored after the commit (lakelayout.indexing)
         indexes = self.indexes.for_write(snap.schema)
         files = write_files(
-            df, self.uri, schema=snap.schema, target_file_size=size, collectors=indexes
+            df,
+            self.uri,
+            schema=snap.schema,
+            target_file_size=size,
+            collectors=indexes,
+            row_group_bytes=row_group_size(snap.configuration),
         )
         version, retries = self._commit_append(files, snap) if files else (snap.version, 0)
         self.indexes.record_written(files, indexes)

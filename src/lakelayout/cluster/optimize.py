@@ -64,6 +64,7 @@ from lakelayout.layouts.zorder import CurveLayout, ZOrderLayout
 from lakelayout.table import delta
 from lakelayout.table.conflicts import describe as describe_winners
 from lakelayout.table.conflicts import waiting_operations
+from lakelayout.table.writer import row_group_size
 
 #: the file size a rewrite rolls at with ``one_file_per_block``: never reached
 UNBOUNDED_FILE_SIZE = 1 << 62
@@ -135,6 +136,11 @@ class _Context:
     @property
     def config(self) -> dict[str, str]:
         return dict(self.snap.configuration)
+
+    @property
+    def row_group_bytes(self) -> int:
+        """``lakelayout.rowGroupSize``: Arrow bytes per row group of the files written."""
+        return row_group_size(self.snap.configuration)
 
     def by_path(self) -> dict[str, PlannedFile]:
         return {f.path: f for f in self.files}
@@ -468,6 +474,7 @@ def _compact(ctx: _Context, hooks: OptimizeHooks) -> OptimizeMetrics:
         target_file_size=ctx.target_file_size,
         prefix="compact",
         clock=ctx.clock,
+        row_group_bytes=ctx.row_group_bytes,
     )
     try:
         version = commit_rewrite(
@@ -557,6 +564,7 @@ def _write_layout(
         sort_columns=sort_columns,
         prefix=operation,
         clock=ctx.clock,
+        row_group_bytes=ctx.row_group_bytes,
     )
     with ctx.clock.step("provenance"):
         layout_id = ctx.store.save_layout(layout)
@@ -651,6 +659,7 @@ def _liquid(
             target_file_size=roll_size,
             prefix="cube",
             clock=ctx.clock,
+            row_group_bytes=ctx.row_group_bytes,
         )
         prov = [
             FileProvenance(

@@ -56,7 +56,7 @@ from lakelayout.cluster.optimize_metrics import StepClock
 from lakelayout.errors import LakelayoutError
 from lakelayout.layouts.base import Layout
 from lakelayout.table.files import WrittenFile
-from lakelayout.table.writer import FileRoller, TaskWriter
+from lakelayout.table.writer import ROW_GROUP_ARROW_BYTES, FileRoller, TaskWriter
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -547,6 +547,7 @@ def write_routed(
     sort_columns: Sequence[Any] = (),
     prefix: str = "opt",
     clock: StepClock | None = None,
+    row_group_bytes: int = ROW_GROUP_ARROW_BYTES,
 ) -> list[RoutedFile]:
     """Route, shuffle by block, sort, write; one :class:`RoutedFile` per file written.
 
@@ -556,6 +557,8 @@ def write_routed(
     order inside a block when given (a linear layout sorts by its dimensions).
     A small :class:`FileSource` input is rewritten without a shuffle
     (:class:`LocalRewrite`). ``clock`` receives the task seconds per step.
+    Row groups hold about ``row_group_bytes`` of Arrow data each: rows are in
+    key order, so each row group covers a narrow key range Spark can skip.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -572,7 +575,9 @@ def write_routed(
     )
     spark = source.spark if isinstance(source, FileSource) else source.sparkSession
     parallelism = _parallelism(spark)
-    spec = TaskWriter(root, schema, target_file_size, prefix, "zstd")
+    spec = TaskWriter(
+        root, schema, target_file_size, prefix, "zstd", row_group_bytes=row_group_bytes
+    )
     writer = RoutedWriter(spec)
     if isinstance(source, FileSource) and _is_small(source, router, sort_columns):
         # one stage: every task reads the (small) input and writes its own blocks
