@@ -218,3 +218,40 @@ def test_driver_sample_reads_only_the_columns_asked_in_table_types(tmp_path: Pat
     ids = part.column("id").to_numpy()
     assert 5000 < len(ids) < 7000 and len(set(ids.tolist())) == len(ids)
     assert 0.4 < (ids < 30_000).mean() < 0.6  # both files sampled at the same rate
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_local_rewrite_writes_every_row_once_in_key_order(tmp_path: Path, threads: int) -> None:
+    """The no-shuffle rewrite, run in-process: each partition writes its blocks, keys sorted."""
+    import pyarrow as pa
+
+    from lakelayout.cluster.rewrite import FileRouter, LocalRewrite, RoutedWriter
+    from lakelayout.layouts import ZOrderLayout
+    from lakelayout.table.writer import TaskWriter
+
+    rng = np.random.default_rng(3)
+    schema = pa.schema([("id", pa.int64()), ("a", pa.int64()), ("b", pa.int64())])
+    for i in range(3):
+        ids = np.arange(i * 4000, (i + 1) * 4000)
+        data = {"id": ids, "a": rng.integers(0, 1000, 4000), "b": rng.integers(0, 1000, 4000)}
+        pq.write_table(pa.table(data, schema=schema), tmp_path / f"in{i}.parquet")
+    layout = ZOrderLayout.fit(
+        pq.read_table(tmp_path / "in0.parquet"), columns=["a", "b"], target_blocks=4
+    )
+    router = Router(tuple(schema.names), str(tmp_path), layout=layout, n_blocks=4)
+    writer = RoutedWriter(TaskWriter(str(tmp_path), schema, 1 << 30, "t", "zstd"))
+    paths = tuple(f"in{i}.parquet" for i in range(3))
+    local = LocalRewrite(FileRouter(router, schema, ()), writer, paths, parts=2, threads=threads)
+    out = pa.Table.from_batches(list(local(iter([pa.record_batch({"id": [0, 1]})]))))
+    assert sorted(out.column("block").to_pylist()) == [0, 1, 2, 3]  # one file per block
+    ids: list[int] = []
+    for path, block in zip(
+        out.column("path").to_pylist(), out.column("block").to_pylist(), strict=True
+    ):
+        data = pq.read_table(tmp_path / path)
+        got_block, key = layout.route(data)
+        assert set(got_block.tolist()) == {block} and key is not None
+        assert (np.diff(key) >= 0).all()
+        ids += data.column("id").to_pylist()
+    assert sorted(ids) == list(range(12_000))
+    assert sum(out.column("rows").to_pylist()) == 12_000

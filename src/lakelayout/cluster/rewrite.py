@@ -504,34 +504,66 @@ class LocalRewrite:
     writer: RoutedWriter
     paths: tuple[str, ...]
     parts: int
+    #: files read and routed at once inside a task (cores the other tasks leave idle)
+    threads: int = 1
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for task in batch.column(0).to_pylist():
                 yield from self._task(int(task))
 
-    def _task(self, task: int) -> Iterator[pa.RecordBatch]:
-        timer = TaskTimer()
-        router = self.reader.router
+    def _mine(self, paths: Sequence[str], task: int, timer: TaskTimer) -> list[pa.RecordBatch]:
+        """The routed rows of ``paths`` whose blocks belong to partition ``task``."""
+        n_blocks = self.reader.router.n_blocks
         kept: list[pa.RecordBatch] = []
-        for routed in self.reader.routed(self.paths, timer):
+        for routed in self.reader.routed(paths, timer):
             started = time.perf_counter()
             block = routed.column(BLOCK_COLUMN).to_numpy()
-            mine = block_partitions(block, router.n_blocks, self.parts) == task
+            mine = block_partitions(block, n_blocks, self.parts) == task
             if mine.all():
                 kept.append(routed)
             elif mine.any():
                 kept.append(routed.filter(pa.array(mine)))
             timer.add("route", started)
+        return kept
+
+    def _read(self, task: int, timer: TaskTimer) -> list[pa.RecordBatch]:
+        """Every file's rows of partition ``task``, files read by up to ``threads`` threads.
+
+        Decoding Parquet and computing curve keys (pyarrow, numpy) release the
+        GIL, so threads use cores a one-task rewrite would leave idle.
+        """
+        threads = max(1, min(self.threads, len(self.paths)))
+        if threads == 1:
+            return self._mine(self.paths, task, timer)
+        from concurrent.futures import ThreadPoolExecutor
+
+        timers = [TaskTimer() for _ in self.paths]
+        with ThreadPoolExecutor(threads) as pool:
+            parts = list(
+                pool.map(lambda i: self._mine([self.paths[i]], task, timers[i]), range(len(timers)))
+            )
+        for part_timer in timers:
+            for name, seconds in part_timer.take().items():
+                timer.seconds[name] += seconds
+        return [batch for part in parts for batch in part]
+
+    def _task(self, task: int) -> Iterator[pa.RecordBatch]:
+        timer = TaskTimer()
+        kept = self._read(task, timer)
         if not kept:
             return
         started = time.perf_counter()
-        table = pa.Table.from_batches(kept)
-        order = np.lexsort(
-            (table.column(KEY_COLUMN).to_numpy(), table.column(BLOCK_COLUMN).to_numpy())
-        )
-        ordered = table.take(pa.array(order)).combine_chunks()
-        del table, kept
+        table = pa.Table.from_batches(kept).combine_chunks()
+        del kept
+        key = table.column(KEY_COLUMN).to_numpy()
+        layout = self.reader.router.layout
+        if layout is not None and self.reader.router.use_sort_key and layout.key_orders_blocks:
+            order = np.argsort(key, kind="stable")  # a curve's key orders its blocks too
+        else:
+            order = np.lexsort((key, table.column(BLOCK_COLUMN).to_numpy()))
+        ordered = table.take(pa.array(order))
+        del table
         timer.add("sort", started)
         yield from self.writer.write(iter(ordered.to_batches(READ_BATCH_ROWS)), task, timer)
 
@@ -583,7 +615,8 @@ def write_routed(
         # one stage: every task reads the (small) input and writes its own blocks
         parts = max(1, min(n_blocks, parallelism))
         router = dataclasses.replace(router, n_blocks=n_blocks)
-        local = LocalRewrite(FileRouter(router, schema, ()), writer, source.paths, parts)
+        threads = max(1, parallelism // parts)
+        local = LocalRewrite(FileRouter(router, schema, ()), writer, source.paths, parts, threads)
         tasks = spark.range(0, parts, 1, numPartitions=parts)
         return _collect(tasks.mapInArrow(local, _DESCRIPTOR_DDL), clock)
     parts = max(1, min(n_blocks, parallelism * 4))
