@@ -69,8 +69,6 @@ if TYPE_CHECKING:
     from lakelayout.api import Table
 
 MODES = ("logical", "spark")
-#: target file size while inserting: large, so a range partition is one file
-INSERT_TARGET = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -323,30 +321,17 @@ def replay_policy(
 
 
 def _insert(policy: Policy, ctx: ReplayContext, table_dir: Path, batch: int) -> InsertRecord:
-    from lakelayout.api import Table
-    from lakelayout.cluster.config import TARGET_FILE_SIZE
-    from lakelayout.table import delta
-
     df = ctx.dataset.batch(ctx.spark, batch, ctx.config.rows_per_file)
     started = time.perf_counter()
     if ctx._table is None:
-        table = Table.create(
-            str(table_dir),
-            df,
-            spark=ctx.spark,
-            target_file_size=INSERT_TARGET,
-            cluster_by=policy.cluster_by(ctx),
-        )
+        # lakelayout's writer unless the policy writes itself (Delta's connector for its peers)
+        table = policy.create_table(ctx, str(table_dir), df)
         ctx._table = table
         prepare_table(ctx, table)
         before: set[str] = set()
-        files = table.snapshot().files
-        # rewrites aim at the inserted file size, so every policy keeps about as many files
-        average = int(files.total_bytes) // max(len(files), 1)
-        delta.set_properties(table.uri, {TARGET_FILE_SIZE: str(max(1024, average * 21 // 20))})
     else:
         before = set(map(str, ctx.table.snapshot().files.paths))
-        ctx.table.append(df, target_file_size=INSERT_TARGET)
+        policy.append(ctx, df)
         ctx.refresh_indexes()  # the writer collected them; this fills any gap
     seconds = time.perf_counter() - started
     snap = ctx.table.snapshot().files
@@ -455,6 +440,10 @@ def replay(
         raise InvalidOption(f"unknown replay mode {config.mode!r}; use one of {MODES}")
     if not workload:
         raise InvalidOption("the workload has no queries")
+    if any(p.needs_delta_connector for p in policies):
+        from lakelayout.evaluation.delta_oss import require_connector
+
+        require_connector(spark)  # before any table is written
     started = time.perf_counter()
     dataset.register_functions(spark)  # workload SQL may call the dataset's UDFs
     full_scan = measure_full_scan(spark, dataset, workload, config.full_scans) if workload else 0.0

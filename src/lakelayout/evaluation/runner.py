@@ -14,7 +14,15 @@ from lakelayout.evaluation.policies import make_policies
 from lakelayout.evaluation.replay import ReplayConfig, replay
 from lakelayout.evaluation.report import write_report
 
-DEMO_POLICIES = ("none", "sorted", "zorder-halfway", "liquid", "qdtree", "deltars-zorder")
+DEMO_POLICIES = (
+    "none",
+    "sorted",
+    "zorder-halfway",
+    "liquid",
+    "delta-liquid",
+    "qdtree",
+    "deltars-zorder",
+)
 #: the datasets ``run_bench`` knows, each with its template set (``workloads.TEMPLATE_SETS``)
 DATASETS = ("tpch", "logs", "taxi")
 
