@@ -32,7 +32,7 @@ $(JARS_STAMP): jvm/pom.xml $(STAMP)
 	    -DincludeGroupIds=io.delta -DoutputDirectory=$(abspath $(JARS))
 	@touch $(JARS_STAMP)
 
-demo: java $(STAMP) $(JARS_STAMP)  ## the main job: TPC-H replay of inserts and queries under six layout policies, table + HTML report
+demo: java $(STAMP) $(JARS_STAMP)  ## the main job: TPC-H replay of inserts and queries under seven layout policies, table + HTML report
 	$(BIN)/lakelayout demo
 
 test: java $(STAMP) $(JARS_STAMP) lint  ## lint, type-check and run the whole test suite (Spark included)

@@ -311,7 +311,7 @@ def demo(
     work_dir: Annotated[Path, typer.Option(help="where data and tables go")] = Path("demo-data"),
     queries: Annotated[int, typer.Option(help="queries in the replayed stream")] = 39,
 ) -> None:
-    """TPC-H replay in spark mode: six policies side by side, HTML report written next to it."""
+    """TPC-H replay in spark mode: seven policies side by side, HTML report written next to it."""
     from lakelayout.demo import run_demo
 
     try:

@@ -1,4 +1,5 @@
-"""The main job: a TPC-H replay of inserts and queries under six layout policies.
+"""The main job: a TPC-H replay of inserts and queries under seven layout policies
+(lakelayout's and two peers: delta-rs' Z-order and Delta Lake's own liquid clustering).
 
 Data comes from the ``tpchgen-cli`` package (generated locally, nothing is
 downloaded); lineitem is denormalized with orders, customer, part, supplier,
@@ -81,7 +82,7 @@ def run_demo(
     progress: Callable[[str], None] = print,
 ) -> tuple[dict[str, Any], Path]:
     """The main job: a TPC-H replay (4 insert batches, ``queries`` drifting queries over
-    the 13 lineitem templates) in spark mode under six policies; results and report path.
+    the 13 lineitem templates) in spark mode under seven policies; results and report path.
 
     The report (``results.json``, ``report.html``) goes to ``work_dir/report``.
     """
