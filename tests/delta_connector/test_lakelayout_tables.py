@@ -113,7 +113,7 @@ def test_deltas_reader_returns_the_rows_lakelayout_wrote(spark: Any, tmp_path: P
 
 def test_describe_detail_and_history_see_lakelayouts_commits(spark: Any, tmp_path: Path) -> None:
     t = Table.create(str(tmp_path / "t"), _df(spark, 0, 300, 3), spark=spark, cluster_by=["i", "d"])
-    t.append(_df(spark, 300, 100, 2))
+    appended = t.append(_df(spark, 300, 100, 2)).version
     t.optimize.run()
     snap = t.snapshot()
     detail = spark.sql(f"DESCRIBE DETAIL delta.`{t.uri}`").collect()[0]
@@ -128,6 +128,11 @@ def test_describe_detail_and_history_see_lakelayouts_commits(spark: Any, tmp_pat
     assert [h["operation"] for h in history] == [h["operation"] for h in ours]
     assert history[0]["version"] == snap.version
     assert history[-1]["operation"] == "CREATE TABLE"
+    # an append reads nothing and removes nothing: Delta sees a blind append, so a concurrent
+    # Delta DELETE does not conflict with it; OPTIMIZE is not one
+    blind = {h["version"]: h["isBlindAppend"] for h in history}
+    assert blind[appended] is True
+    assert not blind[snap.version]
 
 
 def test_statistics_past_the_32nd_column_reach_deltas_skipping(spark: Any, tmp_path: Path) -> None:
