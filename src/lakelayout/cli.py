@@ -162,7 +162,8 @@ bench_app = typer.Typer(
 app.add_typer(bench_app, name="bench")
 
 _POLICY_HELP = (
-    "comma-separated: none,sorted,zorder-halfway,liquid,qdtree,pando,sop-z,hilbert,deltars-zorder"
+    "comma-separated: none,sorted,zorder-halfway,liquid,qdtree,pando,sop-z,hilbert,"
+    "deltars-zorder,delta-zorder,delta-liquid (delta-*: Delta Lake's own connector)"
 )
 
 
