@@ -477,8 +477,9 @@ app.add_typer(bench_app, name="bench")
 
 _POLICY_HELP = (
     "comma-separated: none,sorted,zorder-halfway,liquid,qdtree,pando,sop-z,hilbert,"
-    "deltars-zorder,auto (qdtree, pando, sop-z and hilbert are oracles: fitted on the whole "
-    "workload); online: oreo,greedy,regret; oracles: static,offline-optimal"
+    "deltars-zorder,delta-zorder,delta-liquid,auto (delta-*: Delta Lake's own connector; qdtree, "
+    "pando, sop-z and hilbert are oracles: fitted on the whole workload); online: "
+    "oreo,greedy,regret; oracles: static,offline-optimal"
 )
 
 
@@ -703,7 +704,7 @@ def demo(
     work_dir: Annotated[Path, typer.Option(help="where data and tables go")] = Path("demo-data"),
     queries: Annotated[int, typer.Option(help="queries in the replayed stream")] = 39,
 ) -> None:
-    """TPC-H replay in spark mode: seven policies (auto: the advisor) side by side, HTML report."""
+    """TPC-H replay in spark mode: eight policies (auto: the advisor) side by side, HTML report."""
     from lakelayout.demo import run_demo
 
     try:
