@@ -3,6 +3,7 @@ advise, calibrate, decisions), online reorganization, bench, demo."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -731,6 +732,19 @@ def main() -> None:
             _fail(exc)
         except typer.Exit as done:
             raise SystemExit(done.exit_code) from None
+    except Exception as exc:  # a bug or an error from below (Spark, the filesystem)
+        if os.environ.get("LAKELAYOUT_DEBUG"):
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0]
+        console.print(
+            Text.assemble(
+                ("error:", "bold red"),
+                f" unexpected {type(exc).__name__}: {first} "
+                "(set LAKELAYOUT_DEBUG=1 for the traceback)",
+            ),
+            soft_wrap=True,
+        )
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

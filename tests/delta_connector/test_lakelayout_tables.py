@@ -263,3 +263,19 @@ def test_deltas_optimize_on_a_lakelayout_clustered_table(spark: Any, tmp_path: P
     assert same_rows(_delta(spark, t), everything)
     for where in ["i < 5", "d >= DATE'2000-01-30'", "s LIKE 'na%'"]:
         assert same_rows(t.scan(where).df, everything.where(where)), where
+
+
+def test_delta_peer_statements_take_relative_paths(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``make demo`` names its tables relative to the working folder: Delta's ``delta.`path```
+    reads a path only when it is absolute, so the peers' statements make it so."""
+    from lakelayout.evaluation import delta_oss
+
+    monkeypatch.chdir(tmp_path)
+    df = spark.range(300).selectExpr("id", "cast(id % 7 as int) as k")
+    delta_oss.create_clustered(spark, "rel/t", df, ["k"])
+    delta_oss.append(spark, "rel/t", df.selectExpr("id + 300 as id", "k"))
+    delta_oss.optimize(spark, "rel/t")
+    ids = sorted(r["id"] for r in Table(str(tmp_path / "rel" / "t"), spark=spark).to_df().collect())
+    assert ids == list(range(600))

@@ -25,6 +25,7 @@ few functions, so the peer is driven the same way everywhere:
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -63,14 +64,28 @@ def require_connector(spark: SparkSession) -> None:
 
 
 def table_ref(uri: str) -> str:
-    """The SQL name of the Delta table at ``uri``: ``delta.`/path```.
+    """The SQL name of the Delta table at ``uri``: ``delta.`/path```, a relative local path
+    made absolute.
 
     >>> table_ref("/tmp/t")
     'delta.`/tmp/t`'
     >>> table_ref("/tmp/odd`name")
     'delta.`/tmp/odd``name`'
     """
-    return "delta.`" + str(uri).replace("`", "``") + "`"
+    return "delta.`" + absolute(uri).replace("`", "``") + "`"
+
+
+def absolute(uri: str) -> str:
+    """``uri`` with a relative local path made absolute against this process's folder.
+
+    Delta reads ``delta.`...``` as a path only when it is absolute, and the
+    JVM resolves a relative ``save(path)`` against its own working folder,
+    which need not be Python's.
+    """
+    text = str(uri)
+    if "://" in text or text.startswith("file:"):
+        return text
+    return os.path.abspath(text)
 
 
 def quote(column: str) -> str:
@@ -153,7 +168,7 @@ def append(spark: SparkSession, uri: str, df: DataFrame) -> None:
     """Append ``df`` with Delta's writer (one file per non-empty partition)."""
     require_connector(spark)
     with session_conf(spark, WRITE_CONF):
-        df.write.format("delta").mode("append").save(uri)
+        df.write.format("delta").mode("append").save(absolute(uri))
 
 
 def collect_stats_on_every_column(spark: SparkSession, uri: str) -> None:
