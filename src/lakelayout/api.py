@@ -38,7 +38,7 @@ from lakelayout.stats.bounds import stats_key
 from lakelayout.stats.model import FileStats
 from lakelayout.table import delta
 from lakelayout.table.location import file_uri_path, normalize_uri
-from lakelayout.table.schema import check_append_schema
+from lakelayout.table.schema import check_append_schema, stats_columns_property
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -183,6 +183,8 @@ class Table:
         if target_file_size is not None:
             config[TARGET_FILE_SIZE] = str(_check_target_size(target_file_size))
         table_schema = schema if schema is not None else arrow_schema_of(df)  # type: ignore[arg-type]
+        # statistics are written for every column: make readers use them past the 32nd
+        config = {**stats_columns_property(table_schema), **config}
         if cluster_by is not None:
             config.update(_clustering_config(cluster_by, table_schema))
         if auto_optimize:

@@ -114,9 +114,13 @@ def require_spark(value: object, name: str, where: str, *, optional: bool = Fals
 
 
 def _is_instance(value: Any, kind: str) -> bool:
-    from pyspark import sql
-
-    return isinstance(value, getattr(sql, kind))
+    """Whether ``value`` is a pyspark ``kind`` (``SparkSession``, ``DataFrame``), classic or
+    Connect: Connect's classes (``pyspark.sql.connect...``) are not subclasses of the
+    classic ones, so the class hierarchy is matched by name within ``pyspark.sql``."""
+    return any(
+        cls.__name__ == kind and cls.__module__.startswith("pyspark.sql")
+        for cls in type(value).__mro__
+    )
 
 
 __all__ = [
