@@ -32,7 +32,7 @@ $(JARS_STAMP): jvm/pom.xml $(STAMP)
 	    -DincludeGroupIds=io.delta -DoutputDirectory=$(abspath $(JARS))
 	@touch $(JARS_STAMP)
 
-demo: java $(STAMP) $(JARS_STAMP)  ## the main job: TPC-H replay of inserts and queries under seven layout policies (auto: the advisor), table + HTML report
+demo: java $(STAMP) $(JARS_STAMP)  ## the main job: TPC-H replay of inserts and queries under eight layout policies (auto: the advisor; delta-liquid: Delta Lake's own), table + HTML report
 	$(BIN)/lakelayout demo
 
 test: java $(STAMP) $(JARS_STAMP) lint  ## lint, type-check and run the whole test suite (Spark included)

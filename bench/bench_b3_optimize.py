@@ -1,34 +1,53 @@
-"""B3: OPTIMIZE (Hilbert, 2-4 columns) time / a plain Spark rewrite of the same rows.
+"""B3: OPTIMIZE time next to its peers, per table size, with where the time went.
 
-A table of ``--rows`` rows (4 uniform int columns, a double, a 40-char string)
-is written with lakelayout in files of ``--target-mb``. For each number of
-clustering columns (2, 3, 4) a fresh copy is clustered with
-``t.optimize.hilbert(cols)`` (sample -> range ranks -> Hilbert key in Spark
-tasks -> shuffle by block -> sort -> write -> one commit), and the same files
-are rewritten by plain Spark (``read.parquet -> repartition(n) ->
-write.parquet`` with ``n`` = the number of files OPTIMIZE wrote). Each is run
-``--repeats`` times, interleaved, and the medians are compared (single runs
-on a shared 2-core machine swing by 30%). Goal: ratio <= 1.3.
+For each size in ``--rows`` a table (4 uniform int columns, a double, a
+40-char string) is written once with lakelayout; every contender then
+rewrites its own fresh copy of it, clustering on ``--dims`` columns:
 
-    .venv/bin/python bench/bench_b3_optimize.py --rows 2000000
+* ``zorder`` / ``hilbert``: ``t.optimize.zorder(cols)`` / ``.hilbert(cols)``;
+* ``liquid``: ``t.cluster_by(cols)`` (before the clock starts), then
+  ``t.optimize.run()``;
+* ``delta-rs``: ``DeltaTable(copy).optimize.z_order(cols, target_size=...)``;
+* ``plain``: plain Spark, ``read.parquet -> repartition(n) -> write.parquet``
+  with ``n`` the number of files lakelayout's Z-order wrote (no layout, no
+  commit: the floor of any Spark rewrite, B3 in the issue).
+
+The JVM and Python workers are warmed first; repeats are interleaved and the
+order of contenders rotates every repeat, so drift on a shared machine hits
+all of them alike. Printed: median seconds, the ratio of each lakelayout verb
+to delta-rs and to plain Spark (goal: <= 1 for both), the steps of the last
+lakelayout run (``metrics.steps``: plan, sample, fit, rewrite, provenance,
+commit, and the rewrite job's task seconds), and the peak memory of the
+driver's Python process and of the JVM (driver and, in local mode, the
+executors) after the size's runs. Peaks only grow: run one size per process
+(``--rows 8000000``) to read a size's own figure.
+
+    .venv/bin/python bench/bench_b3_optimize.py --rows 500000 2000000 8000000
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
 
 from pyspark.sql import functions as F
 
 from lakelayout.api import Table
+from lakelayout.cluster.optimize_metrics import STEPS, TASK_STEPS
 from lakelayout.table.session import spark_session
 
+LAKELAYOUT = ("zorder", "hilbert", "liquid")
+PEERS = ("delta-rs", "plain")
 
-def make_data(spark, rows: int):  # type: ignore[no-untyped-def]
+
+def make_data(spark: Any, rows: int) -> Any:
     return spark.range(rows).select(
         *[(F.rand(i) * 1_000_000).cast("int").alias(f"k{i}") for i in range(4)],
         F.rand(9).alias("x"),
@@ -36,54 +55,124 @@ def make_data(spark, rows: int):  # type: ignore[no-untyped-def]
     )
 
 
+def peak_memory_mb(spark: Any) -> tuple[float, float]:
+    """Peak resident MB of this (driver) Python process and of the JVM (Linux: VmHWM)."""
+    python = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    jvm = float("nan")
+    try:
+        pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    jvm = int(line.split()[1]) / 1024
+    except (OSError, AttributeError):
+        pass
+    return python, jvm
+
+
+class Run:
+    """One size: the base table and a fresh copy per timed rewrite."""
+
+    def __init__(self, spark: Any, work: str, rows: int, dims: list[str], target: int) -> None:
+        self.spark, self.work, self.dims, self.target = spark, work, dims, target
+        self.base = os.path.join(work, f"base-{rows}")
+        Table.create(self.base, make_data(spark, rows), target_file_size=target)
+        snap = Table(self.base).snapshot()
+        self.paths = [os.path.join(self.base, str(p)) for p in snap.files.paths]
+        self.nbytes = int(snap.files.total_bytes)
+        self.files_written = 1
+        self.steps: dict[str, dict[str, float]] = {}
+        self.task_steps: dict[str, dict[str, float]] = {}
+
+    def copy(self) -> str:
+        out = os.path.join(self.work, f"copy-{time.time_ns()}")
+        shutil.copytree(self.base, out)
+        return out
+
+    def contender(self, name: str) -> Callable[[], float]:
+        """A function that prepares a copy, then times ``name`` on it."""
+
+        def lakelayout() -> float:
+            t = Table(self.copy(), spark=self.spark)
+            if name == "liquid":
+                t.cluster_by(self.dims)
+            started = time.perf_counter()
+            m = t.optimize.run() if name == "liquid" else getattr(t.optimize, name)(self.dims)
+            took = time.perf_counter() - started
+            self.steps[name], self.task_steps[name] = m.steps, m.task_steps
+            if name == "zorder":
+                self.files_written = max(1, m.files_added)
+            return took
+
+        def delta_rs() -> float:
+            from deltalake import DeltaTable
+
+            copy = self.copy()
+            started = time.perf_counter()
+            DeltaTable(copy).optimize.z_order(self.dims, target_size=self.target)
+            return time.perf_counter() - started
+
+        def plain() -> float:
+            out = os.path.join(self.work, f"plain-{time.time_ns()}")
+            started = time.perf_counter()
+            self.spark.read.parquet(*self.paths).repartition(self.files_written).write.parquet(out)
+            return time.perf_counter() - started
+
+        return {"delta-rs": delta_rs, "plain": plain}.get(name, lakelayout)
+
+
+def _steps(steps: dict[str, float], order: tuple[str, ...]) -> str:
+    return ", ".join(f"{n} {steps[n]:.2f}" for n in order if n in steps) or "-"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", type=int, default=2_000_000)
-    ap.add_argument("--target-mb", type=int, default=8)
+    ap.add_argument("--rows", type=int, nargs="+", default=[200_000])
+    ap.add_argument("--dims", type=int, default=3, help="clustering columns (2-4)")
+    ap.add_argument("--target-mb", type=int, default=128, help="target file size")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--only", nargs="+", default=[*LAKELAYOUT, *PEERS], help="contenders to run")
     args = ap.parse_args()
     spark = spark_session()
+    dims = [f"k{i}" for i in range(args.dims)]
+    names = [n for n in (*LAKELAYOUT, *PEERS) if n in args.only]
     work = tempfile.mkdtemp(prefix="b3-")
-    base = os.path.join(work, "base")
-    target = args.target_mb * 1024 * 1024
-    Table.create(base, make_data(spark, args.rows), target_file_size=target)
-    snap = Table(base).snapshot()
-    paths = [os.path.join(base, str(p)) for p in snap.files.paths]
-    print(f"{args.rows:,} rows, {len(paths)} files, {snap.files.total_bytes / 1e6:.1f} MB")
-    spark.read.parquet(*paths).count()  # warm up the JVM and the Python workers
-
-    def plain(n_files: int) -> float:
-        out = os.path.join(work, f"plain-{time.time_ns()}")
-        started = time.perf_counter()
-        spark.read.parquet(*paths).repartition(n_files).write.parquet(out)
-        return time.perf_counter() - started
-
-    def optimize(dims: int, rep: int) -> tuple[float, int]:
-        copy = os.path.join(work, f"copy{dims}-{rep}")
-        shutil.copytree(base, copy)
-        started = time.perf_counter()
-        m = Table(copy, spark=spark).optimize.hilbert([f"k{i}" for i in range(dims)])
-        return time.perf_counter() - started, m.files_added
-
-    print(
-        "median of", args.repeats, "interleaved runs each; plain writes as many files as OPTIMIZE"
-    )
-    for dims in (2, 3, 4):
-        ours, theirs = [], []
-        for rep in range(args.repeats):
-            took, files = optimize(dims, rep)
-            ours.append(took)
-            theirs.append(plain(files))
-        o, p = statistics.median(ours), statistics.median(theirs)
-        print(
-            f"hilbert {dims} cols: OPTIMIZE {o:6.2f} s   plain Spark rewrite {p:6.2f} s   "
-            f"ratio {o / p:.2f}   ({files} files; runs {_fmt(ours)} vs {_fmt(theirs)})"
-        )
-    shutil.rmtree(work, ignore_errors=True)
-
-
-def _fmt(times: list[float]) -> str:
-    return "/".join(f"{t:.2f}" for t in times)
+    try:
+        for rows in args.rows:
+            run = Run(spark, work, rows, dims, args.target_mb << 20)
+            print(
+                f"== {rows:,} rows, {len(run.paths)} files, {run.nbytes / 1e6:.1f} MB; "
+                f"clustering on {', '.join(dims)}; median of {args.repeats} interleaved runs"
+            )
+            spark.read.parquet(*run.paths).count()  # warm the JVM and the Python workers
+            run.contender("zorder")()  # sets plain's file count
+            for name in names:  # warm every code path once
+                run.contender(name)()
+            times: dict[str, list[float]] = {n: [] for n in names}
+            for rep in range(args.repeats):
+                order = names[rep % len(names) :] + names[: rep % len(names)]
+                for name in order:
+                    times[name].append(run.contender(name)())
+            medians = {n: statistics.median(ts) for n, ts in times.items()}
+            for name in names:
+                line = f"   {name:9s} {medians[name]:6.2f} s  ({'/'.join(f'{t:.2f}' for t in times[name])})"
+                if name in LAKELAYOUT:
+                    for peer in PEERS:
+                        if peer in medians:
+                            line += f"   / {peer} {medians[name] / medians[peer]:.2f}"
+                print(line)
+            for name in names:
+                if name in run.steps:
+                    print(
+                        f"   steps of {name} (s): {_steps(run.steps[name], STEPS)}; "
+                        f"task s: {_steps(run.task_steps[name], TASK_STEPS)}"
+                    )
+            python, jvm = peak_memory_mb(spark)
+            print(f"   peak memory so far: driver Python {python:.0f} MB, JVM {jvm:.0f} MB")
+            shutil.rmtree(work, ignore_errors=True)
+            os.makedirs(work, exist_ok=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

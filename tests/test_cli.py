@@ -78,3 +78,21 @@ def test_predicate_errors_are_one_line(table_path: str, where: str, message: str
     result = runner.invoke(app, ["scan", table_path, "--where", where])
     assert result.exit_code == 2
     assert result.output.splitlines() == [message]
+
+
+def test_an_unexpected_error_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """The console script on a table whose log is corrupt: deltalake's own error, one line."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "t" / "_delta_log"
+    log.mkdir(parents=True)
+    (log / "00000000000000000000.json").write_text("{not json\n")
+    script = Path(sys.executable).with_name("lakelayout")
+    done = subprocess.run(
+        [str(script), "scan", str(tmp_path / "t")], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stdout + done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: unexpected "), done.stdout

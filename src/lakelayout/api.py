@@ -40,9 +40,9 @@ from lakelayout.stats.model import FileStats
 from lakelayout.table import delta
 from lakelayout.table.datafile import raw_path
 from lakelayout.table.features import Kind
-from lakelayout.table.location import normalize_uri
+from lakelayout.table.location import file_uri_path, normalize_uri
 from lakelayout.table.reader import FILE_COLUMN
-from lakelayout.table.schema import check_append_schema
+from lakelayout.table.schema import check_append_schema, stats_columns_property
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -176,7 +176,7 @@ class Table:
         stored as NULL, as every Delta reader reads it.
         """
         from lakelayout.table.datafile import TableFormat
-        from lakelayout.table.writer import arrow_schema_of, write_files
+        from lakelayout.table.writer import arrow_schema_of, row_group_size, write_files
 
         where = "Table.create"
         args.require_path(uri, "uri", where)
@@ -203,6 +203,8 @@ class Table:
                 "a table cannot be both partitioned and clustered (Delta refuses "
                 "PARTITIONED BY with CLUSTER BY); drop partition_by= or cluster_by="
             )
+        # statistics are written for every column: make readers use them past the 32nd
+        config = {**stats_columns_property(table_schema), **config}
         if cluster_by is not None:
             config.update(_clustering_config(cluster_by, table_schema))
         if auto_optimize:
@@ -213,7 +215,14 @@ class Table:
             size = _check_target_size(
                 target_file_size or int(config.get(TARGET_FILE_SIZE, DEFAULT_TARGET_FILE_SIZE))
             )
-            files = write_files(df, root, schema=table_schema, target_file_size=size, fmt=fmt)
+            files = write_files(
+                df,
+                root,
+                schema=table_schema,
+                target_file_size=size,
+                fmt=fmt,
+                row_group_bytes=row_group_size(config),
+            )
         delta.create_table(
             root,
             table_schema,
@@ -291,7 +300,7 @@ class Table:
 
     def append(self, df: DataFrame, *, target_file_size: int | None = None) -> WriteMetrics:
         """Append the rows of ``df`` in one commit; the schema must match the table's."""
-        from lakelayout.table.writer import arrow_schema_of, write_files
+        from lakelayout.table.writer import arrow_schema_of, row_group_size, write_files
 
         args.require_dataframe(df, "df", "Table.append")
         args.require_int(target_file_size, "target_file_size", "Table.append", optional=True)
@@ -310,6 +319,7 @@ class Table:
             target_file_size=size,
             collectors=indexes,
             fmt=snap.table_format,
+            row_group_bytes=row_group_size(snap.configuration),
         )
         version, retries = self._commit_append(files, snap) if files else (snap.version, 0)
         self.indexes.record_written(files, indexes)

@@ -3,6 +3,7 @@ advise, calibrate, decisions), online reorganization, bench, demo."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -477,8 +478,9 @@ app.add_typer(bench_app, name="bench")
 
 _POLICY_HELP = (
     "comma-separated: none,sorted,zorder-halfway,liquid,qdtree,pando,sop-z,hilbert,"
-    "deltars-zorder,auto (qdtree, pando, sop-z and hilbert are oracles: fitted on the whole "
-    "workload); online: oreo,greedy,regret; oracles: static,offline-optimal"
+    "deltars-zorder,delta-zorder,delta-liquid,auto (delta-*: Delta Lake's own connector; qdtree, "
+    "pando, sop-z and hilbert are oracles: fitted on the whole workload); online: "
+    "oreo,greedy,regret; oracles: static,offline-optimal"
 )
 
 
@@ -703,7 +705,7 @@ def demo(
     work_dir: Annotated[Path, typer.Option(help="where data and tables go")] = Path("demo-data"),
     queries: Annotated[int, typer.Option(help="queries in the replayed stream")] = 39,
 ) -> None:
-    """TPC-H replay in spark mode: seven policies (auto: the advisor) side by side, HTML report."""
+    """TPC-H replay in spark mode: eight policies (auto: the advisor) side by side, HTML report."""
     from lakelayout.demo import run_demo
 
     try:
@@ -730,6 +732,19 @@ def main() -> None:
             _fail(exc)
         except typer.Exit as done:
             raise SystemExit(done.exit_code) from None
+    except Exception as exc:  # a bug or an error from below (Spark, the filesystem)
+        if os.environ.get("LAKELAYOUT_DEBUG"):
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0]
+        console.print(
+            Text.assemble(
+                ("error:", "bold red"),
+                f" unexpected {type(exc).__name__}: {first} "
+                "(set LAKELAYOUT_DEBUG=1 for the traceback)",
+            ),
+            soft_wrap=True,
+        )
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

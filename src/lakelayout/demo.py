@@ -1,4 +1,6 @@
-"""The main job: a TPC-H replay of inserts and queries under seven layout policies.
+"""The main job: a TPC-H replay of inserts and queries under eight layout policies
+(lakelayout's, its advisor, and two peers: delta-rs' Z-order and Delta Lake's own liquid
+clustering).
 
 Data comes from the ``tpchgen-cli`` package (generated locally, nothing is
 downloaded); lineitem is denormalized with orders, customer, part, supplier,
@@ -81,8 +83,8 @@ def run_demo(
     progress: Callable[[str], None] = print,
 ) -> tuple[dict[str, Any], Path]:
     """The main job: a TPC-H replay (4 insert batches, ``queries`` drifting queries over
-    the 13 lineitem templates) in spark mode under seven policies, ``auto`` (the advisor)
-    among them; results and report path.
+    the 13 lineitem templates) in spark mode under eight policies, ``auto`` (the advisor)
+    and ``delta-liquid`` (Delta Lake's own) among them; results and report path.
 
     The report (``results.json``, ``report.html``) goes to ``work_dir/report``.
     """

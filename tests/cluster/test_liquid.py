@@ -9,6 +9,7 @@ import pytest
 
 from lakelayout.api import Table
 from lakelayout.cluster import MIN_CUBE_SIZE, TARGET_CUBE_SIZE, OptimizeHooks
+from lakelayout.cluster.config import SMALL_REWRITE_SIZE
 
 from .helpers import TARGET, gen, live_paths, same_rows
 
@@ -58,9 +59,15 @@ def test_incremental_optimize_rewrites_only_fresh_data_and_partial_cubes(
     assert t.to_df().select("id").distinct().count() == n + ingested
 
 
-def test_alter_none_and_full(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("properties", [None, {SMALL_REWRITE_SIZE: "1"}], ids=["small", "shuffled"])
+def test_alter_none_and_full(spark: Any, tmp_path: Path, properties: dict[str, str] | None) -> None:
+    """Liquid clustering and compaction, with and without Spark's shuffle."""
     t = Table.create(
-        str(tmp_path / "t"), gen(spark, 6000, 2), target_file_size=TARGET, cluster_by=["a", "b"]
+        str(tmp_path / "t"),
+        gen(spark, 6000, 2),
+        target_file_size=TARGET,
+        cluster_by=["a", "b"],
+        properties=properties,
     )
     v0 = t.version
     t.optimize.run()

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from lakelayout.api import Table
+from lakelayout.cluster.config import SMALL_REWRITE_SIZE
 from lakelayout.cluster.provenance import ProvenanceStore
 from lakelayout.errors import InvalidOption
 from lakelayout.layouts import LinearLayout
@@ -17,10 +18,17 @@ from .helpers import TARGET, gen, live_paths, same_rows
 pytestmark = pytest.mark.spark
 
 
+@pytest.mark.parametrize("properties", [None, {SMALL_REWRITE_SIZE: "1"}], ids=["small", "shuffled"])
 def test_compaction_then_curves_then_apply_preserve_rows_and_cluster(
-    spark: Any, tmp_path: Path
+    spark: Any, tmp_path: Path, properties: dict[str, str] | None
 ) -> None:
-    t = Table.create(str(tmp_path / "t"), gen(spark, 12_000, 1, parts=24), target_file_size=TARGET)
+    """Every rewrite verb, on the no-shuffle path (small input) and the shuffle path."""
+    t = Table.create(
+        str(tmp_path / "t"),
+        gen(spark, 12_000, 1, parts=24),
+        target_file_size=TARGET,
+        properties=properties,
+    )
     v0 = t.version
     before = t.scan("a < 60 AND b < 60").report
     assert before.files_kept >= 0.9 * before.files_total

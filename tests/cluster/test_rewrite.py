@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakelayout.api import Table
+from lakelayout.cluster.config import SMALL_REWRITE_SIZE
 from lakelayout.cluster.provenance import ProvenanceStore
 from lakelayout.cluster.rewrite import (
     BLOCK_COLUMN,
@@ -23,6 +24,7 @@ from lakelayout.cluster.rewrite import (
     spark_hash_long,
 )
 from lakelayout.layouts import HilbertLayout, QdTreeLayout
+from lakelayout.table.datafile import DataFile, TableFormat
 
 from .helpers import gen, live_paths, same_rows
 
@@ -94,12 +96,30 @@ def test_rows_are_ordered_by_key_alone_for_curves(spark: Any) -> None:
     assert _names(_row_order(per_file, [], fmt)) == [BLOCK_COLUMN, "b"]
 
 
+#: table properties that send a rewrite down the shuffle path (any input is "large")
+SHUFFLED = {SMALL_REWRITE_SIZE: "1"}
+
+
 @pytest.mark.spark
-def test_hilbert_writes_one_block_per_file_in_key_order(spark: Any, tmp_path: Path) -> None:
-    """More blocks than shuffle partitions: every file still holds one block, sorted by key."""
-    t = Table.create(str(tmp_path / "t"), gen(spark, 20_000, 5, parts=8), target_file_size=24_000)
+@pytest.mark.parametrize("properties", [None, SHUFFLED], ids=["small", "shuffled"])
+def test_hilbert_writes_one_block_per_file_in_key_order(
+    spark: Any, tmp_path: Path, properties: dict[str, str] | None
+) -> None:
+    """More blocks than shuffle partitions: every file still holds one block, sorted by key.
+
+    Both paths: no shuffle for a small input, Spark's shuffle and sort otherwise.
+    """
+    t = Table.create(
+        str(tmp_path / "t"),
+        gen(spark, 20_000, 5, parts=8),
+        target_file_size=24_000,
+        properties=properties,
+    )
     v0 = t.version
-    t.optimize.hilbert(["a", "b"])
+    m = t.optimize.hilbert(["a", "b"])
+    # only the no-shuffle path times reading in its tasks (the shuffle's map side reports none)
+    assert (m.task_steps["read"] > 0) == (properties is None)
+    assert m.task_steps["write"] > 0 and set(m.steps) >= {"plan", "sample", "fit", "rewrite"}
     store = ProvenanceStore(t.uri)
     prov = store.read(live_paths(t))
     layout_ids = {p.layout_id for p in prov.values()}
@@ -150,3 +170,101 @@ def test_file_router_reads_in_table_schema_and_tags_the_source_file(tmp_path: Pa
     groups_by_size = FileSource(None, files, fmt).groups(2)  # type: ignore[arg-type]
     paths = sorted(sorted(f.path for f in g) for g in groups_by_size)
     assert paths == [["a", "b"], ["c", "d"]]  # 50 bytes each
+
+
+@pytest.mark.spark
+def test_small_and_shuffled_rewrites_route_every_row_alike(spark: Any, tmp_path: Path) -> None:
+    """One layout applied on both paths: the same rows in the same blocks, none lost or doubled."""
+    import shutil
+
+    from lakelayout.layouts import ZOrderLayout
+
+    base = Table.create(
+        str(tmp_path / "base"), gen(spark, 6000, 7, parts=6), target_file_size=16_000
+    )
+    layout = ZOrderLayout.fit(base.to_df().toArrow(), columns=["a", "b"], target_blocks=5)
+    placed: dict[str, set[tuple[int, int]]] = {}
+    for name, properties in (("small", {}), ("shuffled", SHUFFLED)):
+        shutil.copytree(base.uri, tmp_path / name)
+        t = Table(str(tmp_path / name), spark=spark)
+        if properties:
+            from lakelayout.table.delta import set_properties
+
+            set_properties(t.uri, properties)
+        m = t.optimize.apply(layout)
+        assert m.rows_added == 6000 and m.rows_removed == 6000
+        rows: list[tuple[int, int]] = []
+        for path, p in ProvenanceStore(t.uri).read(live_paths(t)).items():
+            data = pq.read_table(os.path.join(t.uri, path))
+            block, key = layout.route(data)
+            assert key is not None and (np.diff(key) >= 0).all()  # sorted by the curve key
+            assert set(block.tolist()) == {p.block_id}  # one block per file
+            rows += [(int(i), int(p.block_id)) for i in data.column("id").to_pylist()]  # type: ignore[arg-type]
+        assert len(rows) == len(set(rows)) == 6000
+        placed[name] = set(rows)
+        assert same_rows(base.to_df(), t.to_df())
+    assert placed["small"] == placed["shuffled"]
+
+
+def test_driver_sample_reads_only_the_columns_asked_in_table_types(tmp_path: Path) -> None:
+    """The driver-side curve sample: a Bernoulli sample of the asked columns, table-typed."""
+    import pyarrow as pa
+
+    from lakelayout.cluster.rewrite import sample_files
+
+    schema = pa.schema([("id", pa.int64()), ("a", pa.int64()), ("s", pa.string())])
+    pq.write_table(pa.table({"id": pa.array(range(30_000), pa.int32())}), tmp_path / "x.parquet")
+    pq.write_table(
+        pa.table({"id": range(30_000, 60_000), "a": range(30_000), "s": ["v"] * 30_000}),
+        tmp_path / "y.parquet",
+    )
+    fmt = TableFormat.plain(schema)
+    files = [DataFile(name, (tmp_path / name).stat().st_size) for name in ("x.parquet", "y.parquet")]
+    every = sample_files(str(tmp_path), files, fmt, ["id", "a"], 60_000, rows=60_000)
+    assert every.schema == pa.schema([("id", pa.int64()), ("a", pa.int64())])
+    assert sorted(every.column("id").to_pylist()) == list(range(60_000))
+    assert every.column("a").null_count == 30_000  # x.parquet has no column a: NULL, as Spark reads
+    part = sample_files(str(tmp_path), files, fmt, ["id"], 60_000, rows=6000)
+    ids = part.column("id").to_numpy()
+    assert 5000 < len(ids) < 7000 and len(set(ids.tolist())) == len(ids)
+    assert 0.4 < (ids < 30_000).mean() < 0.6  # both files sampled at the same rate
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_local_rewrite_writes_every_row_once_in_key_order(tmp_path: Path, threads: int) -> None:
+    """The no-shuffle rewrite, run in-process: each partition writes its blocks, keys sorted."""
+    import pyarrow as pa
+
+    from lakelayout.cluster.rewrite import FileRouter, LocalRewrite, RoutedWriter
+    from lakelayout.layouts import ZOrderLayout
+    from lakelayout.table.writer import TaskWriter
+
+    rng = np.random.default_rng(3)
+    schema = pa.schema([("id", pa.int64()), ("a", pa.int64()), ("b", pa.int64())])
+    for i in range(3):
+        ids = np.arange(i * 4000, (i + 1) * 4000)
+        data = {"id": ids, "a": rng.integers(0, 1000, 4000), "b": rng.integers(0, 1000, 4000)}
+        pq.write_table(pa.table(data, schema=schema), tmp_path / f"in{i}.parquet")
+    layout = ZOrderLayout.fit(
+        pq.read_table(tmp_path / "in0.parquet"), columns=["a", "b"], target_blocks=4
+    )
+    router = Router(tuple(schema.names), str(tmp_path), layout=layout, n_blocks=4)
+    writer = RoutedWriter(TaskWriter(str(tmp_path), schema, 1 << 30, "t", "zstd"))
+    files = tuple(
+        DataFile(f"in{i}.parquet", (tmp_path / f"in{i}.parquet").stat().st_size) for i in range(3)
+    )
+    fmt = TableFormat.plain(schema)
+    local = LocalRewrite(FileRouter(router, fmt, ()), writer, files, parts=2, threads=threads)
+    out = pa.Table.from_batches(list(local(iter([pa.record_batch({"id": [0, 1]})]))))
+    assert sorted(out.column("block").to_pylist()) == [0, 1, 2, 3]  # one file per block
+    ids: list[int] = []
+    for path, block in zip(
+        out.column("path").to_pylist(), out.column("block").to_pylist(), strict=True
+    ):
+        data = pq.read_table(tmp_path / path)
+        got_block, key = layout.route(data)
+        assert set(got_block.tolist()) == {block} and key is not None
+        assert (np.diff(key) >= 0).all()
+        ids += data.column("id").to_pylist()
+    assert sorted(ids) == list(range(12_000))
+    assert sum(out.column("rows").to_pylist()) == 12_000

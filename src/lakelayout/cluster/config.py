@@ -11,6 +11,9 @@ it:
 * ``lakelayout.minCubeSize`` / ``lakelayout.targetCubeSize`` -- ZCube sizes in
   bytes (see :func:`cube_sizes` for the defaults when unset).
 * ``lakelayout.minFileSize`` -- compaction rewrites files smaller than this.
+* ``lakelayout.smallRewriteSize`` -- rewrites of at most this many file bytes
+  skip Spark's shuffle (see :mod:`lakelayout.cluster.rewrite`); default
+  128 MiB.
 
 Validation happens here, before anything is written: unknown columns,
 too many dimensions, unsupported types and non-deterministic expressions are
@@ -33,8 +36,12 @@ MIN_CUBE_SIZE = "lakelayout.minCubeSize"
 TARGET_CUBE_SIZE = "lakelayout.targetCubeSize"
 MIN_FILE_SIZE = "lakelayout.minFileSize"
 TARGET_FILE_SIZE = "lakelayout.targetFileSize"
+SMALL_REWRITE_SIZE = "lakelayout.smallRewriteSize"
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+#: inputs up to this many file bytes are rewritten without a shuffle: a task then
+#: holds its blocks' rows in Arrow memory (about one default target file's worth)
+DEFAULT_SMALL_REWRITE_SIZE = 128 * 1024 * 1024
 #: at most this many clustering columns unless the caller raises the limit (as Delta)
 DEFAULT_MAX_CLUSTERING_COLUMNS = 4
 #: Delta's MIN_CUBE_SIZE default (100 GB): the cap of the table-relative default
@@ -149,6 +156,11 @@ def _positive_int(config: Mapping[str, str], key: str) -> int | None:
 def target_file_size(config: Mapping[str, str]) -> int:
     """``lakelayout.targetFileSize`` or the 128 MiB default."""
     return _positive_int(config, TARGET_FILE_SIZE) or DEFAULT_TARGET_FILE_SIZE
+
+
+def small_rewrite_size(config: Mapping[str, str]) -> int:
+    """``lakelayout.smallRewriteSize``: the largest input rewritten without a shuffle."""
+    return _positive_int(config, SMALL_REWRITE_SIZE) or DEFAULT_SMALL_REWRITE_SIZE
 
 
 def min_file_size(config: Mapping[str, str], target: int) -> int:

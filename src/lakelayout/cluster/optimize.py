@@ -25,6 +25,7 @@ Liquid clustering commits once per cube, so yielding (or a crash) after
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import time
@@ -38,7 +39,7 @@ import pyarrow as pa
 from lakelayout import arguments as args
 from lakelayout.cluster import config as cfg
 from lakelayout.cluster import delta_liquid
-from lakelayout.cluster.optimize_metrics import OptimizeMetrics
+from lakelayout.cluster.optimize_metrics import OptimizeMetrics, StepClock
 from lakelayout.cluster.plan import (
     PlannedFile,
     by_partition,
@@ -48,10 +49,12 @@ from lakelayout.cluster.plan import (
 )
 from lakelayout.cluster.provenance import FileProvenance, ProvenanceStore
 from lakelayout.cluster.rewrite import (
+    DRIVER_SAMPLE_MAX_ROWS,
     FileSource,
     RoutedFile,
     Router,
     read_files,
+    sample_files,
     sample_rows,
     write_routed,
 )
@@ -65,6 +68,7 @@ from lakelayout.table.conflicts import describe as describe_winners
 from lakelayout.table.conflicts import waiting_operations
 from lakelayout.table.datafile import file_location
 from lakelayout.table.features import Kind
+from lakelayout.table.writer import row_group_size
 
 #: the file size a rewrite rolls at with ``one_file_per_block``: never reached
 UNBOUNDED_FILE_SIZE = 1 << 62
@@ -126,6 +130,8 @@ class _Context:
     store: ProvenanceStore
     files: list[PlannedFile]
     target_file_size: int
+    #: where the operation's time goes (``OptimizeMetrics.steps``)
+    clock: StepClock = dataclasses.field(default_factory=StepClock)
 
     @property
     def schema(self) -> pa.Schema:
@@ -134,6 +140,11 @@ class _Context:
     @property
     def config(self) -> dict[str, str]:
         return dict(self.snap.configuration)
+
+    @property
+    def row_group_bytes(self) -> int:
+        """``lakelayout.rowGroupSize``: Arrow bytes per row group of the files written."""
+        return row_group_size(self.snap.configuration)
 
     def by_path(self) -> dict[str, PlannedFile]:
         return {f.path: f for f in self.files}
@@ -151,11 +162,17 @@ class _Context:
 
 
 def load_context(uri: str, spark: SparkSession) -> _Context:
-    """Snapshot + provenance of the table at ``uri``.
+    """Snapshot + provenance of the table at ``uri`` (timed as the ``plan`` step).
 
     Planned files carry their live rows (rows a deletion vector removed are
     not counted: a rewrite drops them) and their partition values.
     """
+    clock = StepClock()
+    with clock.step("plan"):
+        return _load_context(uri, spark, clock)
+
+
+def _load_context(uri: str, spark: SparkSession, clock: StepClock) -> _Context:
     snap = delta.snapshot(uri)
     store = ProvenanceStore(uri)
     paths = [str(p) for p in snap.files.paths]
@@ -172,7 +189,7 @@ def load_context(uri: str, spark: SparkSession) -> _Context:
         [tuple(f.partition_values.get(c) for c in parts) for f in data],
     )
     target = cfg.target_file_size(snap.configuration)
-    return _Context(uri, spark, snap, store, files, target)
+    return _Context(uri, spark, snap, store, files, target, clock)
 
 
 class Optimizer:
@@ -340,28 +357,53 @@ def fit_curve(
     """A curve layout fitted on a sample of ``paths``, and the rows to route (a FileSource).
 
     It has ``bytes / target file size`` blocks, rounded up (``nearest``: rounded).
+    Times the ``sample`` and ``fit`` steps.
     """
     by_path = ctx.by_path()
     nbytes = sum(by_path[p].size for p in paths)
+    with ctx.clock.step("sample"):
+        sample = _curve_sample(ctx, paths, dims)
+    with ctx.clock.step("fit"):
+        cls = curve_class(family, len(dims))
+        layout = cls.fit(
+            sample,
+            columns=list(dims),
+            target_blocks=_blocks_for(nbytes, ctx.target_file_size, nearest=nearest),
+        )
+    return layout, file_source(ctx, paths)
+
+
+def _curve_sample(ctx: _Context, paths: Sequence[str], dims: Sequence[str]) -> pa.Table:
+    """The rows a curve is fitted on: a Bernoulli sample of ``paths``.
+
+    Drawn on the driver with pyarrow when that is cheap (plain clustering
+    columns up to :data:`DRIVER_SAMPLE_MAX_ROWS` rows, or a small input:
+    :attr:`FileSource.small`): only those columns are decoded and no Spark job
+    starts. Larger inputs, or clustering expressions over a large input, are
+    sampled by a Spark job (``DataFrame.sample``). Both are the same kind of
+    sample: every row kept with probability ``SAMPLE_ROWS / rows``.
+    """
+    by_path = ctx.by_path()
     rows = sum(max(by_path[p].rows, 0) for p in paths)
-    df = read_files(ctx.spark, ctx.snap, paths, with_file=False)
     names = {n.lower(): n for n in ctx.schema.names}
     plain = [names.get(d.lower()) for d in dims]
+    columns = [c for c in plain if c] if all(plain) else list(ctx.schema.names)
+    if (all(plain) and rows <= DRIVER_SAMPLE_MAX_ROWS) or file_source(ctx, paths).small:
+        files = ctx.snap.data_files_for(paths)
+        wanted = list(dict.fromkeys(columns))
+        return sample_files(ctx.uri, files, ctx.snap.table_format, wanted, rows)
+    df = read_files(ctx.spark, ctx.snap, paths, with_file=False)
     # plain columns: sample only them (the sample job reads far less)
     source = df.select(*plain) if all(plain) else df  # type: ignore[arg-type]
-    sample = sample_rows(source, rows)
-    cls = curve_class(family, len(dims))
-    layout = cls.fit(
-        sample,
-        columns=list(dims),
-        target_blocks=_blocks_for(nbytes, ctx.target_file_size, nearest=nearest),
-    )
-    return layout, file_source(ctx, paths)
+    return sample_rows(source, rows)
 
 
 def file_source(ctx: _Context, paths: Sequence[str]) -> FileSource:
     """``paths`` for a rewrite whose routing tasks read the files themselves."""
-    return FileSource(ctx.spark, tuple(ctx.snap.data_files_for(paths)), ctx.snap.table_format)
+    small = cfg.small_rewrite_size(ctx.snap.configuration)
+    return FileSource(
+        ctx.spark, tuple(ctx.snap.data_files_for(paths)), ctx.snap.table_format, small
+    )
 
 
 def metrics_for(
@@ -400,7 +442,8 @@ def commit_rewrite(
     ``add_tags`` (log path -> tags) go on the adds of a table clustered by
     Delta, which is committed through Delta's connector.
     """
-    ctx.store.record(provenance, removed=())
+    with ctx.clock.step("provenance"):
+        ctx.store.record(provenance, removed=())
     if hooks.before_commit is not None:
         hooks.before_commit(index)
     reason = None if data_change else waiting_reason(ctx.uri)
@@ -408,23 +451,25 @@ def commit_rewrite(
         _delete_files(ctx.uri, [w.file.path for w in written])
         raise Yielded(reason)
     try:
-        version = delta.commit(
-            ctx.uri,
-            adds=[w.file for w in written],
-            removes=list(removed),
-            data_change=data_change,
-            read_version=ctx.snap.version,
-            operation=operation,
-            spark=ctx.spark,
-            add_tags=add_tags,
-            clustered=add_tags is not None,
-        )
+        with ctx.clock.step("commit"):
+            version = delta.commit(
+                ctx.uri,
+                adds=[w.file for w in written],
+                removes=list(removed),
+                data_change=data_change,
+                read_version=ctx.snap.version,
+                operation=operation,
+                spark=ctx.spark,
+                add_tags=add_tags,
+                clustered=add_tags is not None,
+            )
     except CommitConflict as exc:
         _delete_files(ctx.uri, [w.file.path for w in written])
         if data_change:
             raise
         raise Yielded(f"lost to {describe_winners(exc.winners)}") from exc
-    ctx.store.record((), removed=removed)
+    with ctx.clock.step("provenance"):
+        ctx.store.record((), removed=removed)
     if hooks.after_commit is not None:
         hooks.after_commit(index, version)
     return version
@@ -456,10 +501,10 @@ def _compact(ctx: _Context, hooks: OptimizeHooks) -> OptimizeMetrics:
     bins = compaction_bins(eligible, min_file_size=min_size, target_file_size=ctx.target_file_size)
     base = OptimizeMetrics("compaction", files_considered=len(ctx.files))
     if not bins:
-        return _done(base, started, hooks)
+        return _done(base, started, hooks, ctx)
     reason = waiting_reason(ctx.uri)
     if reason is not None:
-        return _done(_yielded(base, reason), started, hooks)
+        return _done(_yielded(base, reason), started, hooks, ctx)
     file_blocks = {p: i for i, b in enumerate(bins) for p in b}
     paths = list(file_blocks)
     check_rewrite(ctx, paths)
@@ -473,6 +518,8 @@ def _compact(ctx: _Context, hooks: OptimizeHooks) -> OptimizeMetrics:
         n_blocks=len(bins),
         target_file_size=ctx.target_file_size,
         prefix="compact",
+        clock=ctx.clock,
+        row_group_bytes=ctx.row_group_bytes,
     )
     try:
         version = commit_rewrite(
@@ -485,9 +532,9 @@ def _compact(ctx: _Context, hooks: OptimizeHooks) -> OptimizeMetrics:
             index=0,
         )
     except Yielded as y:
-        return _done(_yielded(base, y.reason), started, hooks)
+        return _done(_yielded(base, y.reason), started, hooks, ctx)
     metrics = base.plus(metrics_for("compaction", ctx, paths, written))
-    return _done(_with_versions(metrics, (version,)), started, hooks)
+    return _done(_with_versions(metrics, (version,)), started, hooks, ctx)
 
 
 def _unclustered(p: FileProvenance) -> bool:
@@ -498,12 +545,16 @@ def _with_versions(m: OptimizeMetrics, versions: tuple[int, ...]) -> OptimizeMet
     return m.plus(OptimizeMetrics(m.operation, versions=versions))
 
 
-def _done(m: OptimizeMetrics, started: float, hooks: OptimizeHooks) -> OptimizeMetrics:
+def _done(
+    m: OptimizeMetrics, started: float, hooks: OptimizeHooks, ctx: _Context | None = None
+) -> OptimizeMetrics:
+    """``m`` with the operation's seconds (and ``ctx``'s steps: where they went)."""
     if hooks.progress is not None and not m.versions:
         hooks.progress(0, 0)
-    from dataclasses import replace
-
-    return replace(m, seconds=time.perf_counter() - started)
+    steps = dict(ctx.clock.seconds) if ctx is not None else {}
+    tasks = dict(ctx.clock.task_seconds) if ctx is not None else {}
+    seconds = time.perf_counter() - started + steps.get("plan", 0.0)
+    return dataclasses.replace(m, seconds=seconds, steps=steps, task_steps=tasks)
 
 
 # --------------------------------------------------------------------------- ZORDER BY
@@ -522,17 +573,17 @@ def _curve_all(
     paths = [f.path for f in ctx.files]
     base = OptimizeMetrics(family, files_considered=len(paths), clustering_columns=tuple(dims))
     if not paths:
-        return _done(base, started, hooks)
+        return _done(base, started, hooks, ctx)
     reason = waiting_reason(ctx.uri)
     if reason is not None:
-        return _done(_yielded(base, reason), started, hooks)
+        return _done(_yielded(base, reason), started, hooks, ctx)
     check_rewrite(ctx, paths)
     nearest = roll_size == UNBOUNDED_FILE_SIZE
     groups = [[f.path for f in g] for g in by_partition(ctx.files)]
     if len(groups) == 1:
         layout, df = fit_curve(ctx, paths, dims, family, nearest=nearest)
         one = _write_layout(ctx, layout, df, paths, base, hooks, family, roll_size)
-        return _done(one, started, hooks)
+        return _done(one, started, hooks, ctx)
     rewritten = [
         _route_layout(ctx, *fit_curve(ctx, group, dims, family, nearest=nearest), family, roll_size)
         for group in groups
@@ -550,11 +601,11 @@ def _curve_all(
             index=0,
         )
     except Yielded as y:
-        return _done(_yielded(base, y.reason), started, hooks)
+        return _done(_yielded(base, y.reason), started, hooks, ctx)
     metrics = base.plus(metrics_for(family, ctx, paths, written))
     blocks = sum(len({w.block for w in files}) for _, files in rewritten)
     metrics = metrics.plus(OptimizeMetrics(family, cubes_touched=blocks))
-    return _done(_with_versions(metrics, (version,)), started, hooks)
+    return _done(_with_versions(metrics, (version,)), started, hooks, ctx)
 
 
 def _route_layout(
@@ -579,8 +630,11 @@ def _route_layout(
         sort_columns=sort_columns,
         prefix=operation,
         fmt=ctx.snap.table_format,
+        clock=ctx.clock,
+        row_group_bytes=ctx.row_group_bytes,
     )
-    layout_id = ctx.store.save_layout(layout)
+    with ctx.clock.step("provenance"):
+        layout_id = ctx.store.save_layout(layout)
     prov = [
         FileProvenance(
             w.file.path,
@@ -635,14 +689,14 @@ def _apply(
     started = time.perf_counter()
     base = OptimizeMetrics("apply", files_considered=len(ctx.files))
     if not paths:
-        return _done(base, started, hooks)
+        return _done(base, started, hooks, ctx)
     reason = waiting_reason(ctx.uri)
     if reason is not None:
-        return _done(_yielded(base, reason), started, hooks)
+        return _done(_yielded(base, reason), started, hooks, ctx)
     check_rewrite(ctx, paths)
     df = file_source(ctx, paths)
     written = _write_layout(ctx, layout, df, paths, base, hooks, "apply", roll_size)
-    return _done(written, started, hooks)
+    return _done(written, started, hooks, ctx)
 
 
 # --------------------------------------------------------------------------- liquid
@@ -678,7 +732,7 @@ def _liquid(
     for index, paths in enumerate(plan.bins):
         reason = waiting_reason(ctx.uri)
         if reason is not None:
-            return _done(_yielded(total, reason), started, hooks)
+            return _done(_yielded(total, reason), started, hooks, ctx)
         layout, df = fit_curve(
             ctx, paths, columns, family, nearest=roll_size == UNBOUNDED_FILE_SIZE
         )
@@ -693,6 +747,8 @@ def _liquid(
             target_file_size=roll_size,
             prefix="cube",
             fmt=ctx.snap.table_format,
+            clock=ctx.clock,
+            row_group_bytes=ctx.row_group_bytes,
         )
         prov = [
             FileProvenance(
@@ -722,10 +778,10 @@ def _liquid(
                 add_tags=tags,
             )
         except Yielded as y:
-            return _done(_yielded(total, y.reason), started, hooks)
+            return _done(_yielded(total, y.reason), started, hooks, ctx)
         cube = metrics_for("liquid", ctx, paths, written)
         total = total.plus(cube.plus(OptimizeMetrics("liquid", cubes_touched=1)))
         total = _with_versions(total, (version,))
         if hooks.progress is not None:
             hooks.progress(index + 1, len(plan.bins))
-    return _done(total, started, hooks)
+    return _done(total, started, hooks, ctx)

@@ -21,6 +21,18 @@ One mechanism serves compaction, curve clustering, :meth:`apply` and DELETE:
    key range), and a block larger than the target is cut into consecutive key
    ranges: no record cap ever mixes distant keys into one file (delta#1718).
 
+Small inputs (at most ``lakelayout.smallRewriteSize`` bytes of files, 128
+MiB by default, read by the routing tasks themselves) skip Spark's shuffle and sort: each of a few tasks
+reads every file, keeps the rows of its own blocks, orders them by
+``(block, key)`` in Arrow and writes them with the same writer
+(:class:`LocalRewrite`); one Spark stage instead of two, and no row ever
+leaves Arrow. The routing, the order inside a block and the files written
+are the same as on the shuffle path.
+
+Each descriptor carries the seconds its task spent reading, routing, sorting
+and writing since the previous descriptor (summed into
+``OptimizeMetrics.task_steps`` by :func:`write_routed`).
+
 Nothing here commits: the caller commits the returned descriptors.
 """
 
@@ -29,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,12 +49,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from lakelayout.cluster.config import DEFAULT_SMALL_REWRITE_SIZE
+from lakelayout.cluster.optimize_metrics import StepClock
 from lakelayout.errors import LakelayoutError
 from lakelayout.layouts.base import Layout
 from lakelayout.table.datafile import DataFile, TableFormat, read_data_file
 from lakelayout.table.files import WrittenFile
 from lakelayout.table.reader import FILE_COLUMN, read_table_files, spread, with_file_column
-from lakelayout.table.writer import FileRoller, FinishedFile, TaskWriter
+from lakelayout.table.writer import ROW_GROUP_ARROW_BYTES, FileRoller, FinishedFile, TaskWriter
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -53,6 +68,10 @@ KEY_COLUMN = "__ll_key"
 PART_COLUMN = "__ll_part"
 #: rows sampled from the rewritten files to fit ranks and key ranges
 SAMPLE_ROWS = 50_000
+#: the driver samples the clustering columns itself (no Spark job) up to this many rows
+DRIVER_SAMPLE_MAX_ROWS = 10_000_000
+#: task-side steps a descriptor reports seconds for (``OptimizeMetrics.task_steps``)
+TASK_TIMERS = ("read", "route", "sort", "write")
 
 _DESCRIPTOR_SCHEMA = pa.schema(
     [
@@ -62,9 +81,31 @@ _DESCRIPTOR_SCHEMA = pa.schema(
         ("stats", pa.string()),
         ("partition", pa.string()),
         ("block", pa.int64()),
+        *[(f"t_{name}", pa.float64()) for name in TASK_TIMERS],
     ]
 )
-_DESCRIPTOR_DDL = "path string, size long, rows long, stats string, partition string, block long"
+_DESCRIPTOR_DDL = (
+    "path string, size long, rows long, stats string, partition string, block long, "
+    + ", ".join(f"t_{name} double" for name in TASK_TIMERS)
+)
+
+
+class TaskTimer:
+    """Seconds a task spent per step since its last descriptor (see :data:`TASK_TIMERS`)."""
+
+    def __init__(self) -> None:
+        self.seconds = dict.fromkeys(TASK_TIMERS, 0.0)
+
+    def add(self, name: str, started: float) -> float:
+        """Add the time since ``started`` to ``name``; the current clock reading."""
+        now = time.perf_counter()
+        self.seconds[name] += now - started
+        return now
+
+    def take(self) -> dict[str, float]:
+        """The seconds so far, then start again from zero."""
+        out, self.seconds = self.seconds, dict.fromkeys(TASK_TIMERS, 0.0)
+        return out
 
 
 @dataclass(frozen=True)
@@ -104,6 +145,42 @@ def sample_rows(df: DataFrame, total_rows: int, *, rows: int = SAMPLE_ROWS) -> p
     return sample
 
 
+def sample_files(
+    root: str,
+    files: Sequence[DataFile],
+    fmt: TableFormat,
+    columns: Sequence[str],
+    total_rows: int,
+    *,
+    rows: int = SAMPLE_ROWS,
+    seed: int = 17,
+) -> pa.Table:
+    """About ``rows`` live rows of ``columns`` of the files, read on the driver (no Spark job).
+
+    Every row is kept with probability ``rows / total_rows`` (all of them when
+    the files are small): the same Bernoulli sample ``DataFrame.sample`` draws,
+    without a job's start-up cost. Only ``columns`` are decoded, one batch at a
+    time, so memory holds a batch and the sample. Rows are read as the rewrite
+    reads them (:func:`~lakelayout.table.datafile.read_data_file`: partition
+    values, physical names, deleted rows dropped).
+    """
+    from lakelayout.table.location import resolve_location
+    from lakelayout.table.writer import conform_batch
+
+    filesystem, base = resolve_location(root)
+    wanted = pa.schema([fmt.schema.field(c) for c in columns])
+    fraction = 1.0 if total_rows <= rows else rows / total_rows
+    rng = np.random.default_rng(seed)
+    parts: list[pa.RecordBatch] = []
+    for file in files:
+        for raw in read_data_file(filesystem, base, fmt, file, columns=list(columns)):
+            batch = conform_batch(raw, wanted)
+            if fraction < 1.0:
+                batch = batch.filter(pa.array(rng.random(batch.num_rows) < fraction))
+            parts.append(batch)
+    return pa.Table.from_batches(parts, schema=wanted)
+
+
 @dataclass(frozen=True)
 class FileSource:
     """Live files a rewrite reads itself: pyarrow in the Spark task that routes their rows.
@@ -119,6 +196,13 @@ class FileSource:
     spark: SparkSession
     files: tuple[DataFile, ...]
     format: TableFormat
+    #: inputs up to this many bytes are rewritten without a shuffle (:class:`LocalRewrite`)
+    small_bytes: int = DEFAULT_SMALL_REWRITE_SIZE
+
+    @property
+    def small(self) -> bool:
+        """Whether the files are few enough bytes for one task to hold in memory."""
+        return sum(f.size for f in self.files) <= self.small_bytes
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -201,19 +285,31 @@ class FileRouter:
     groups: tuple[tuple[DataFile, ...], ...]
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for task in batch.column(0).to_pylist():
+                yield from self.routed(self.groups[int(task)], TaskTimer())
+
+    def routed(self, files: Sequence[DataFile], timer: TaskTimer) -> Iterator[pa.RecordBatch]:
+        """The live rows of ``files``, routed; reading and routing time go to ``timer``."""
         from lakelayout.table.location import resolve_location
         from lakelayout.table.writer import conform_batch
 
         filesystem, root = resolve_location(self.router.root)
         by_file = self.router.file_blocks is not None
-        for batch in batches:
-            for task in batch.column(0).to_pylist():
-                for file in self.groups[int(task)]:
-                    for raw in read_data_file(filesystem, root, self.format, file):
-                        data = conform_batch(raw, self.format.schema)
-                        if by_file:
-                            data = with_file_column(data, file.path)
-                        yield from self.router(iter([data]))
+        for file in files:
+            batches = read_data_file(filesystem, root, self.format, file)
+            while True:
+                started = time.perf_counter()
+                raw = next(batches, None)
+                if raw is None:
+                    break
+                data = conform_batch(raw, self.format.schema)
+                if by_file:
+                    data = with_file_column(data, file.path)
+                started = timer.add("read", started)
+                out = list(self.router(iter([data])))
+                timer.add("route", started)
+                yield from out
 
 
 def block_partitions(block: np.ndarray, n_blocks: int, parts: int) -> np.ndarray:
@@ -299,31 +395,60 @@ class RoutedWriter:
         from pyspark import TaskContext
 
         context = TaskContext.get()
-        roller = FileRoller(self.spec, context.partitionId() if context is not None else 0)
+        partition = context.partitionId() if context is not None else 0
+        # waiting for the next batch is the shuffle fetch and Spark's sort
+        yield from self.write(batches, partition, TaskTimer(), waiting="sort")
+
+    def write(
+        self,
+        batches: Iterator[pa.RecordBatch],
+        partition: int,
+        timer: TaskTimer,
+        *,
+        waiting: str | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """Write sorted ``batches``; one descriptor per file, with ``timer``'s seconds.
+
+        Time spent waiting for the next batch goes to step ``waiting`` (not
+        counted when None: the caller timed producing the batches itself).
+        """
+        roller = FileRoller(self.spec, partition)
         names = self.spec.schema.names
         current: int | None = None
-        for batch in batches:
+        done: list[pa.RecordBatch] = []
+        while True:
+            started = time.perf_counter()
+            batch = next(batches, None)
+            if batch is None:
+                break
+            if waiting is not None:
+                started = timer.add(waiting, started)
             blocks = np.asarray(batch.column(BLOCK_COLUMN).to_numpy(zero_copy_only=False))
-            if len(blocks) == 0:
-                continue
             starts = np.flatnonzero(np.diff(blocks)) + 1
-            bounds = [0, *starts.tolist(), len(blocks)]
+            bounds = [0, *starts.tolist(), len(blocks)] if len(blocks) else []
             for lo, hi in itertools.pairwise(bounds):
                 block = int(blocks[lo])
                 if current is not None and block != current and roller.has_open_file:
-                    yield _descriptor(roller.finish(), current)
+                    done.append(_descriptor(roller.finish(), current, timer))
                 current = block
                 part = batch.slice(lo, hi - lo)
                 data = pa.RecordBatch.from_arrays(
                     [part.column(n) for n in names], names=list(names)
                 )
-                for done in roller.add(data):
-                    yield _descriptor(done, block)
+                done.extend(_descriptor(f, block, timer) for f in roller.add(data))
+            timer.add("write", started)
+            yield from done
+            done = []
         if roller.has_open_file and current is not None:
-            yield _descriptor(roller.finish(), current)
+            started = time.perf_counter()
+            finished = roller.finish()
+            timer.add("write", started)
+            yield _descriptor(finished, current, timer)
 
 
-def _descriptor(done: FinishedFile, block: int) -> pa.RecordBatch:
+def _descriptor(done: FinishedFile, block: int, timer: TaskTimer) -> pa.RecordBatch:
+    """One file's descriptor row; it carries the task seconds spent since the last one."""
+    seconds = {f"t_{name}": value for name, value in timer.take().items()}
     row = {
         "path": done.path,
         "size": done.size,
@@ -331,8 +456,89 @@ def _descriptor(done: FinishedFile, block: int) -> pa.RecordBatch:
         "stats": done.stats,
         "partition": done.partition_json,
         "block": block,
+        **seconds,
     }
     return pa.RecordBatch.from_pylist([row], schema=_DESCRIPTOR_SCHEMA)
+
+
+@dataclass(frozen=True)
+class LocalRewrite:
+    """``mapInArrow`` over task ids: a rewrite of a small input without a shuffle.
+
+    Task ``i`` (of ``parts``) reads every file through ``reader`` (routing
+    every row), keeps the rows whose block goes to partition ``i`` (the same
+    :func:`block_partitions` split the shuffle path uses), orders them by
+    ``(block, key)`` (stable: without a key, rows of a block keep their read
+    order) and writes them with :class:`RoutedWriter`. Every task holds its
+    rows in Arrow memory, hence the size limit (:attr:`FileSource.small_bytes`).
+    """
+
+    reader: FileRouter
+    writer: RoutedWriter
+    files: tuple[DataFile, ...]
+    parts: int
+    #: files read and routed at once inside a task (cores the other tasks leave idle)
+    threads: int = 1
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for task in batch.column(0).to_pylist():
+                yield from self._task(int(task))
+
+    def _mine(self, files: Sequence[DataFile], task: int, timer: TaskTimer) -> list[pa.RecordBatch]:
+        """The routed rows of ``files`` whose blocks belong to partition ``task``."""
+        n_blocks = self.reader.router.n_blocks
+        kept: list[pa.RecordBatch] = []
+        for routed in self.reader.routed(files, timer):
+            started = time.perf_counter()
+            block = routed.column(BLOCK_COLUMN).to_numpy()
+            mine = block_partitions(block, n_blocks, self.parts) == task
+            if mine.all():
+                kept.append(routed)
+            elif mine.any():
+                kept.append(routed.filter(pa.array(mine)))
+            timer.add("route", started)
+        return kept
+
+    def _read(self, task: int, timer: TaskTimer) -> list[pa.RecordBatch]:
+        """Every file's rows of partition ``task``, files read by up to ``threads`` threads.
+
+        Decoding Parquet and computing curve keys (pyarrow, numpy) release the
+        GIL, so threads use cores a one-task rewrite would leave idle.
+        """
+        threads = max(1, min(self.threads, len(self.files)))
+        if threads == 1:
+            return self._mine(self.files, task, timer)
+        from concurrent.futures import ThreadPoolExecutor
+
+        timers = [TaskTimer() for _ in self.files]
+        with ThreadPoolExecutor(threads) as pool:
+            parts = list(
+                pool.map(lambda i: self._mine([self.files[i]], task, timers[i]), range(len(timers)))
+            )
+        for part_timer in timers:
+            for name, seconds in part_timer.take().items():
+                timer.seconds[name] += seconds
+        return [batch for part in parts for batch in part]
+
+    def _task(self, task: int) -> Iterator[pa.RecordBatch]:
+        timer = TaskTimer()
+        kept = self._read(task, timer)
+        if not kept:
+            return
+        started = time.perf_counter()
+        table = pa.Table.from_batches(kept).combine_chunks()
+        del kept
+        key = table.column(KEY_COLUMN).to_numpy()
+        layout = self.reader.router.layout
+        if layout is not None and self.reader.router.use_sort_key and layout.key_orders_blocks:
+            order = np.argsort(key, kind="stable")  # a curve's key orders its blocks too
+        else:
+            order = np.lexsort((key, table.column(BLOCK_COLUMN).to_numpy()))
+        ordered = table.take(pa.array(order))
+        del table
+        timer.add("sort", started)
+        yield from self.writer.write(iter(ordered.to_batches(READ_BATCH_ROWS)), task, timer)
 
 
 def write_routed(
@@ -346,6 +552,8 @@ def write_routed(
     sort_columns: Sequence[Any] = (),
     prefix: str = "opt",
     fmt: TableFormat | None = None,
+    clock: StepClock | None = None,
+    row_group_bytes: int = ROW_GROUP_ARROW_BYTES,
 ) -> list[RoutedFile]:
     """Route, shuffle by block, sort, write; one :class:`RoutedFile` per file written.
 
@@ -358,6 +566,10 @@ def write_routed(
     are also ordered by the partition columns and a file never holds two
     partitions: a block that spans partitions becomes one or more files per
     partition, each with its ``partitionValues``.
+    A small :class:`FileSource` input is rewritten without a shuffle
+    (:class:`LocalRewrite`). ``clock`` receives the task seconds per step.
+    Row groups hold about ``row_group_bytes`` of Arrow data each: rows are in
+    key order, so each row group covers a narrow key range Spark can skip.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -374,10 +586,28 @@ def write_routed(
     )
     spark = source.spark if isinstance(source, FileSource) else source.sparkSession
     parallelism = _parallelism(spark)
-    parts = max(1, min(n_blocks, parallelism * 4))
-    router = dataclasses.replace(router, part_keys=partition_keys(parts), n_blocks=n_blocks)
     if fmt is None:
         fmt = source.format if isinstance(source, FileSource) else TableFormat.plain(schema)
+    spec = TaskWriter(
+        root,
+        schema,
+        target_file_size,
+        prefix,
+        "zstd",
+        row_group_bytes=row_group_bytes,
+        format=fmt,
+    )
+    writer = RoutedWriter(spec)
+    if isinstance(source, FileSource) and _is_small(source, router, sort_columns):
+        # one stage: every task reads the (small) input and writes its own blocks
+        parts = max(1, min(n_blocks, parallelism))
+        router = dataclasses.replace(router, n_blocks=n_blocks)
+        threads = max(1, parallelism // parts)
+        local = LocalRewrite(FileRouter(router, fmt, ()), writer, source.files, parts, threads)
+        tasks = spark.range(0, parts, 1, numPartitions=parts)
+        return _collect(tasks.mapInArrow(local, _DESCRIPTOR_DDL), clock)
+    parts = max(1, min(n_blocks, parallelism * 4))
+    router = dataclasses.replace(router, part_keys=partition_keys(parts), n_blocks=n_blocks)
     if isinstance(source, FileSource):
         groups = tuple(tuple(g) for g in source.groups(parallelism * 2))
         tasks = spark.range(0, len(groups), 1, numPartitions=len(groups))
@@ -386,11 +616,30 @@ def write_routed(
         routed = source.mapInArrow(router, routed_schema)
     order = _row_order(router, sort_columns, fmt)
     shuffled = routed.repartition(parts, F.col(PART_COLUMN)).sortWithinPartitions(*order)
-    spec = TaskWriter(root, schema, target_file_size, prefix, "zstd", format=fmt)
+    return _collect(shuffled.mapInArrow(writer, _DESCRIPTOR_DDL), clock)
+
+
+def _is_small(source: FileSource, router: Router, sort_columns: Sequence[Any]) -> bool:
+    """Whether a rewrite takes the no-shuffle path: a small, unpartitioned input, ordered
+    by the routed key.
+
+    Spark sort columns (a linear layout's dimensions) need Spark's sort; so do
+    partitioned tables, whose rows of a block are ordered by partition first.
+    """
+    return source.small and not sort_columns and not source.format.partitioned
+
+
+def _collect(descriptors: DataFrame, clock: StepClock | None) -> list[RoutedFile]:
+    """Run the rewrite job; its files, and its task seconds added to ``clock``."""
     from lakelayout.table.writer import task_errors
 
+    started = time.perf_counter()
     with task_errors():
-        rows = shuffled.mapInArrow(RoutedWriter(spec), _DESCRIPTOR_DDL).collect()
+        rows = descriptors.collect()
+    if clock is not None:
+        clock.add("rewrite", time.perf_counter() - started)
+        for name in TASK_TIMERS:
+            clock.add_task(name, sum(float(r[f"t_{name}"] or 0.0) for r in rows))
     return [
         RoutedFile(
             WrittenFile(

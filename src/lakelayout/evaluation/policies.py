@@ -26,7 +26,18 @@ policy ends the stream with about as many live files as were inserted (the
   one file per curve block;
 * ``deltars-zorder`` calibrates delta-rs' ``target_size`` on a few of the
   table's files first (:func:`deltars_target_size`), since delta-rs' files
-  come out smaller than the target it is given.
+  come out smaller than the target it is given;
+* ``delta-zorder`` and ``delta-liquid`` (Delta Lake's own connector, see
+  :mod:`lakelayout.evaluation.delta_oss`) set Delta's
+  ``spark.databricks.delta.optimize.maxFileSize`` to ``live bytes // files
+  inserted`` for each OPTIMIZE: Delta cuts a bin into ``bin bytes //
+  maxFileSize`` range partitions, one file each.
+
+A policy creates its table from the first insert batch and appends the
+others through :meth:`Policy.create_table` and :meth:`Policy.append`
+(lakelayout's writer by default); ``delta-liquid`` overrides both, since a
+Delta-clustered table is created by Delta (``CLUSTER BY``) and only Delta's
+writer appends to it (delta-rs refuses to write to clustered tables).
 """
 
 from __future__ import annotations
@@ -45,6 +56,7 @@ import pyarrow as pa
 
 from lakelayout.cluster.optimize_metrics import OptimizeMetrics
 from lakelayout.errors import InvalidOption, closest
+from lakelayout.evaluation.tables import INSERT_TARGET
 from lakelayout.evaluation.workloads import Query
 from lakelayout.layouts.base import Layout
 from lakelayout.online.candidates import FAMILIES, check_families, fit_candidates
@@ -53,6 +65,7 @@ from lakelayout.online.manager import Candidate
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.sql import DataFrame
 
     from lakelayout.advisor.costmodel import CostModel
     from lakelayout.api import Table
@@ -104,10 +117,39 @@ class Policy:
     description = "files as inserted, in arrival order"
     #: what the policy knows of the workload ("online": the queries so far; "oracle": all)
     knows = ""
+    #: whether the policy runs Delta Lake's own Spark connector (checked before the replay)
+    needs_delta_connector = False
 
     def cluster_by(self, ctx: Context) -> list[str] | None:
         """Liquid clustering columns to create the table with (None: not clustered)."""
         return None
+
+    def create_table(self, ctx: Context, path: str, df: DataFrame) -> Table:
+        """Create the table at ``path`` from the first insert batch; the table.
+
+        By default lakelayout's writer makes one file per partition of ``df``
+        (clustered by :meth:`cluster_by`), and rewrites aim at the inserted
+        file size, so every policy keeps about as many files.
+        """
+        from lakelayout.api import Table
+        from lakelayout.cluster.config import TARGET_FILE_SIZE
+        from lakelayout.table import delta
+
+        table = Table.create(
+            path,
+            df,
+            spark=df.sparkSession,
+            target_file_size=INSERT_TARGET,
+            cluster_by=self.cluster_by(ctx),
+        )
+        files = table.snapshot().files
+        average = int(files.total_bytes) // max(len(files), 1)
+        delta.set_properties(table.uri, {TARGET_FILE_SIZE: str(max(1024, average * 21 // 20))})
+        return table
+
+    def append(self, ctx: Context, df: DataFrame) -> None:
+        """Append an insert batch (lakelayout's writer: one file per partition of ``df``)."""
+        ctx.table.append(df, target_file_size=INSERT_TARGET)
 
     def prepare(self, ctx: Context) -> None:
         """Called once before the stream (fit static layouts here)."""
@@ -376,22 +418,45 @@ def deltars_zorder(table: Table, columns: Sequence[str], target: int) -> Optimiz
     """Run delta-rs' Z-order over the whole table with ``target_size=target``."""
     from deltalake import DeltaTable
 
+    from lakelayout.evaluation.delta_oss import files_changed
+
     before = table.snapshot().files
     DeltaTable(table.uri).optimize.z_order(list(columns), target_size=target)
-    after = table.snapshot().files
-    old = {str(p) for p in before.paths}
-    new = {str(p) for p in after.paths}
-    added = np.array([str(p) not in old for p in after.paths], dtype=bool)
-    removed = np.array([str(p) not in new for p in before.paths], dtype=bool)
-    return OptimizeMetrics(
-        operation="DELTA-RS ZORDER",
-        files_removed=int(removed.sum()),
-        files_added=int(added.sum()),
-        bytes_removed=int(np.asarray(before.sizes)[removed].sum()),
-        bytes_added=int(np.asarray(after.sizes)[added].sum()),
-        rows_removed=int(np.asarray(before.num_records)[removed].sum()),
-        rows_added=int(np.asarray(after.num_records)[added].sum()),
-    )
+    return files_changed(before, table.snapshot().files, "DELTA-RS ZORDER")
+
+
+class DeltaZOrder(ZOrderHalfway):
+    """The peer: Delta Lake's ``OPTIMIZE ... ZORDER BY`` (its own Spark connector) on the
+    same columns at the same point as ``zorder-halfway``.
+
+    The table is lakelayout's, built from the same inserts; Delta rewrites it
+    whole, with ``maxFileSize`` aimed at the files inserted.
+    """
+
+    name = "delta-zorder"
+    description = "Delta OPTIMIZE ZORDER BY (3 most queried columns) halfway"
+    needs_delta_connector = True
+
+    def create_table(self, ctx: Context, path: str, df: DataFrame) -> Table:
+        from lakelayout.evaluation import delta_oss
+
+        delta_oss.require_connector(df.sparkSession)
+        table = super().create_table(ctx, path, df)
+        # Delta refuses to Z-order on columns it keeps no statistics on (default: first 32)
+        delta_oss.collect_stats_on_every_column(df.sparkSession, table.uri)
+        return table
+
+    def _reorganize(self, ctx: Context) -> None:
+        from lakelayout.evaluation import delta_oss
+
+        columns, table = self.columns, ctx.table
+        self.description = f"Delta OPTIMIZE ZORDER BY ({', '.join(columns)}) halfway"
+        ctx.rewrite(
+            "delta zorder",
+            lambda: delta_oss.optimize(
+                table.spark, table.uri, zorder_by=columns, files=ctx.files_inserted
+            ),
+        )
 
 
 class LiquidPolicy(Policy):
@@ -413,6 +478,52 @@ class LiquidPolicy(Policy):
     def on_insert(self, ctx: Context, new_files: Sequence[str]) -> None:
         aim_file_count(ctx.table, ctx.files_inserted)
         ctx.rewrite("liquid optimize", lambda: ctx.table.optimize.run(one_file_per_block=True))
+
+
+class DeltaLiquid(LiquidPolicy):
+    """The peer: Delta Lake's liquid clustering (its own Spark connector).
+
+    The table is created by Delta (``CREATE TABLE ... CLUSTER BY``, the 3 most
+    queried columns of the workload, as ``liquid``), every batch is appended
+    by Delta's writer and followed by Delta's ``OPTIMIZE`` (incremental: new
+    files and partial ZCubes; below Delta's 100 GiB minimum cube size every
+    cube is partial, so every OPTIMIZE reclusters the whole table).
+    """
+
+    name = "delta-liquid"
+    needs_delta_connector = True
+
+    def __init__(self, columns: Sequence[str] | None = None) -> None:
+        super().__init__(columns)
+        self.description = "Delta liquid clustering, Delta OPTIMIZE after every insert"
+
+    def create_table(self, ctx: Context, path: str, df: DataFrame) -> Table:
+        from lakelayout.api import Table
+        from lakelayout.evaluation import delta_oss
+
+        spark = df.sparkSession
+        delta_oss.require_connector(spark)
+        columns = self.cluster_by(ctx)
+        assert columns is not None
+        self.description = (
+            f"Delta CLUSTER BY ({', '.join(columns)}), Delta OPTIMIZE after every insert"
+        )
+        delta_oss.create_clustered(spark, path, df, columns)
+        return Table(path, spark=spark)
+
+    def append(self, ctx: Context, df: DataFrame) -> None:
+        from lakelayout.evaluation import delta_oss
+
+        delta_oss.append(ctx.table.spark, ctx.table.uri, df)
+
+    def on_insert(self, ctx: Context, new_files: Sequence[str]) -> None:
+        from lakelayout.evaluation import delta_oss
+
+        table = ctx.table
+        ctx.rewrite(
+            "delta optimize",
+            lambda: delta_oss.optimize(table.spark, table.uri, files=ctx.files_inserted),
+        )
 
 
 def _fit_qdtree(ctx: Context, target_blocks: int) -> Layout:
@@ -885,6 +996,8 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "zorder-halfway": ZOrderHalfway,
     "liquid": LiquidPolicy,
     "deltars-zorder": DeltaRsZOrder,
+    "delta-zorder": DeltaZOrder,
+    "delta-liquid": DeltaLiquid,
     "qdtree": lambda: LayoutPolicy("qdtree", _fit_qdtree, "Qd-tree fitted on the whole workload"),
     "pando": lambda: LayoutPolicy(
         "pando", _fit_pando, "Pando k=2 (<=24 leaves/tree) fitted on the whole workload"

@@ -72,7 +72,7 @@ from lakelayout.evaluation.metrics import (
     file_count_warnings,
 )
 from lakelayout.evaluation.policies import Policy
-from lakelayout.evaluation.tables import INSERT_TARGET, ReplayConfig, prepare_table, timed_scan
+from lakelayout.evaluation.tables import ReplayConfig, prepare_table, timed_scan
 from lakelayout.evaluation.workloads import Query
 from lakelayout.expr.evaluate import evaluate
 from lakelayout.expr.nodes import Column, Expr, Func, Predicate
@@ -429,30 +429,17 @@ class Lane:
 
 
 def _insert(policy: Policy, ctx: ReplayContext, table_dir: Path, batch: int) -> InsertRecord:
-    from lakelayout.api import Table
-    from lakelayout.cluster.config import TARGET_FILE_SIZE
-    from lakelayout.table import delta
-
     df = ctx.dataset.batch(ctx.spark, batch, ctx.config.rows_per_file)
     started = time.perf_counter()
     if ctx._table is None:
-        table = Table.create(
-            str(table_dir),
-            df,
-            spark=ctx.spark,
-            target_file_size=INSERT_TARGET,
-            cluster_by=policy.cluster_by(ctx),
-        )
+        # lakelayout's writer unless the policy writes itself (Delta's connector for its peers)
+        table = policy.create_table(ctx, str(table_dir), df)
         ctx._table = table
         prepare_table(table, ctx.dataset, indexes=ctx.indexed)
         before: set[str] = set()
-        files = table.snapshot().files
-        # rewrites aim at the inserted file size, so every policy keeps about as many files
-        average = int(files.total_bytes) // max(len(files), 1)
-        delta.set_properties(table.uri, {TARGET_FILE_SIZE: str(max(1024, average * 21 // 20))})
     else:
         before = set(map(str, ctx.table.snapshot().files.paths))
-        ctx.table.append(df, target_file_size=INSERT_TARGET)
+        policy.append(ctx, df)
         ctx.refresh_indexes()  # the writer collected them; this fills any gap
     seconds = time.perf_counter() - started
     snap = ctx.table.snapshot().files
@@ -551,12 +538,23 @@ def replay(
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise InvalidOption(f"policies must have distinct names; repeated: {', '.join(repeated)}")
+    if any(p.needs_delta_connector for p in policies):
+        from lakelayout.evaluation.delta_oss import require_connector
+
+        require_connector(spark)  # before any table is written
     started = time.perf_counter()
     dataset.register_functions(spark)  # workload SQL may call the dataset's UDFs
     warm = None
     zero = None
     if config.warmup:
-        warm, warm_table = warm_up(spark, dataset, workload, config, work_dir / "warmup")
+        warm, warm_table = warm_up(
+            spark,
+            dataset,
+            workload,
+            config,
+            work_dir / "warmup",
+            delta_connector=any(p.needs_delta_connector for p in policies),
+        )
         progress(
             f"warm-up (untimed): {warm['queries']} queries, a write and a rewrite "
             f"in {warm['seconds']:.1f} s"

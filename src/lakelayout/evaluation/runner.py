@@ -16,7 +16,8 @@ from lakelayout.evaluation.replay import ReplayConfig, replay
 from lakelayout.evaluation.report import write_report
 
 DEMO_POLICIES = (
-    "none", "sorted", "zorder-halfway", "liquid", "qdtree", "deltars-zorder", "auto",
+    "none", "sorted", "zorder-halfway", "liquid", "delta-liquid", "qdtree", "deltars-zorder",
+    "auto",
 )  # fmt: skip
 #: the datasets ``run_bench`` knows, each with its template set (``workloads.TEMPLATE_SETS``)
 DATASETS = ("tpch", "logs", "taxi")

@@ -405,7 +405,10 @@ def commit(
     version the caller planned against: files it removes must still be live,
     else :class:`~lakelayout.errors.CommitConflict` and nothing is committed.
     ``operation`` is recorded as ``commitInfo.lakelayout.operation`` (delta-rs
-    writes its own ``commitInfo.operation``).
+    writes its own ``commitInfo.operation``). A commit that only adds data files
+    is marked ``isBlindAppend``, as Delta marks its own appends: Delta's
+    conflict checker treats every file added by any other commit as data a
+    concurrent DELETE or UPDATE should have read.
 
     ``configuration_updates`` cannot join the data commit (delta-rs commits
     metadata separately): they are committed right after it by
@@ -469,7 +472,11 @@ def commit(
     for path in removes:
         size, partition_values = live[path]
         actions.append(RemoveAction(raw_path(path), data_change, now, size, partition_values))
-    info = {COMMIT_INFO_KEY: {"operation": operation, "commitId": commit_id}}
+    info: dict[str, Any] = {COMMIT_INFO_KEY: {"operation": operation, "commitId": commit_id}}
+    if data_change and adds and not removes:
+        # a blind append (nothing read, nothing removed): Delta's conflict checker then lets
+        # a concurrent DELETE / UPDATE / MERGE commit, as after Delta's own INSERT
+        info["isBlindAppend"] = True
     try:
         table.create_write_transaction(
             actions,

@@ -8,6 +8,41 @@ import pyarrow as pa
 
 from lakelayout.errors import SchemaMismatch, closest
 
+#: table property: how many leading leaf columns Delta readers take statistics from
+STATS_COLUMNS = "delta.dataSkippingNumIndexedCols"
+#: its default (Delta's connector, delta-rs): statistics of later columns are ignored
+DEFAULT_STATS_COLUMNS = 32
+
+
+def leaf_columns(schema: pa.Schema) -> int:
+    """Leaf columns as Delta counts them for statistics (struct fields one by one).
+
+    >>> leaf_columns(pa.schema([("a", pa.int64()), ("s", pa.struct([("x", pa.int8()),
+    ...     ("y", pa.string())])), ("m", pa.map_(pa.string(), pa.int64()))]))
+    4
+    """
+    count = 0
+    stack = list(schema)
+    while stack:
+        f = stack.pop()
+        if pa.types.is_struct(f.type):
+            stack.extend(f.type)
+        else:
+            count += 1
+    return count
+
+
+def stats_columns_property(schema: pa.Schema) -> dict[str, str]:
+    """``{delta.dataSkippingNumIndexedCols: -1}`` for a table wider than Delta's default.
+
+    lakelayout's writer collects statistics on every column, but Delta
+    readers (delta-rs, so lakelayout's own snapshots, and Delta's Spark
+    connector) read them for the first 32 leaf columns only unless the table
+    says otherwise; declaring "all" makes them used. Other writers (Delta's
+    OPTIMIZE, delta-rs) then collect them on every column too.
+    """
+    return {STATS_COLUMNS: "-1"} if leaf_columns(schema) > DEFAULT_STATS_COLUMNS else {}
+
 
 def delta_type_name(data_type: pa.DataType) -> str:
     """The Delta type an Arrow type is stored as (how schemas are compared).

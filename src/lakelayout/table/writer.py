@@ -25,8 +25,20 @@ Inside a task (:class:`TaskWriter` / :class:`FileRoller`):
   task's first batch in memory, then replaced after every finished file by
   that file's real ``size / arrow_nbytes``. Batches are sliced so a file stops
   as soon as the prediction reaches the target; the data of one file is
-  buffered up to :data:`ROW_GROUP_ARROW_BYTES` and then flushed as a row group,
-  and the writer's stream position counts what is already on disk.
+  buffered up to the row group size (table property ``lakelayout.rowGroupSize``,
+  :data:`ROW_GROUP_ARROW_BYTES` of Arrow data by default) and then flushed as
+  a row group, and the writer's stream position counts what is already on
+  disk.
+
+Files are written for Spark's reader to skip *inside* them: several row groups
+per file, each with min/max statistics, and Parquet page indexes (column
+index + offset index, ``write_page_index``), so a selective filter on a
+column whose rows are sorted or clustered in the file reads only the row
+groups and pages that may match. Pages are small (:data:`DATA_PAGE_BYTES`) and
+so are dictionaries (:data:`DICTIONARY_PAGE_BYTES`): a high-cardinality column
+falls back to plain encoding early instead of carrying a 1 MiB dictionary
+page that every read of the chunk must fetch. FLOAT/DOUBLE columns get
+neither statistics nor a column index (see :func:`statistics_columns`).
 """
 
 from __future__ import annotations
@@ -65,8 +77,18 @@ if TYPE_CHECKING:
 
 #: Spark DDL of the rows a writing task yields (one per file)
 DESCRIPTOR_DDL = "path string, size long, rows long, stats string, partition string, meta binary"
-#: Arrow bytes of one file buffered before they are flushed as a row group
-ROW_GROUP_ARROW_BYTES = 128 * 1024 * 1024
+#: Arrow bytes of one file buffered before they are flushed as a row group (the default of
+#: ``lakelayout.rowGroupSize``): about 4-8 MB of Parquet, 10-30 row groups in a 128 MiB file,
+#: so Spark's reader can skip most of a file whose rows are clustered on the filter's columns
+ROW_GROUP_ARROW_BYTES = 16 * 1024 * 1024
+#: table property: Arrow bytes per row group
+ROW_GROUP_SIZE = "lakelayout.rowGroupSize"
+#: encoded bytes per data page (parquet-cpp's default is 1 MiB): the unit the page index skips
+DATA_PAGE_BYTES = 128 * 1024
+#: largest dictionary page before a column chunk falls back to plain encoding (default 1 MiB).
+#: A reader that needs one page of a chunk reads its dictionary page too, so a large
+#: dictionary of a high-cardinality column costs as much as the skipping saves (bench B7)
+DICTIONARY_PAGE_BYTES = 128 * 1024
 #: rows of the in-memory sample compressed to guess the first file's ratio
 CALIBRATION_ROWS = 16_384
 #: Parquet codecs the writer accepts
@@ -301,7 +323,11 @@ class FileRoller:
             if fit <= 0 and self.rows > 0:
                 yield self.finish()
                 continue
-            take = min(batch.num_rows - offset, max(fit, 1))
+            # a row group never spans more than the row group size, however large the batch
+            group_room = math.ceil(
+                (self.spec.row_group_bytes - self.pending_bytes) / max(per_row, 1e-9)
+            )
+            take = min(batch.num_rows - offset, max(fit, 1), max(group_room, 1))
             self._append(batch.slice(offset, take), take * per_row, key)
             offset += take
             if take == fit:
@@ -321,7 +347,7 @@ class FileRoller:
         self.pending_bytes += arrow_bytes
         self.file_arrow_bytes += arrow_bytes
         self.rows += part.num_rows
-        if self.pending_bytes >= ROW_GROUP_ARROW_BYTES:
+        if self.pending_bytes >= self.spec.row_group_bytes:
             self._flush()
 
     @property
@@ -348,6 +374,9 @@ class FileRoller:
             schema,
             compression=spec.codec,
             write_statistics=statistics_columns(schema),
+            write_page_index=True,
+            data_page_size=DATA_PAGE_BYTES,
+            dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES,
         )
         self.collector = StatsCollector(schema, string_prefix_length=32)
         self.index_collectors = [_GuardedCollector(index) for index in spec.indexes]
@@ -401,6 +430,8 @@ class TaskWriter:
     codec: str
     #: declared skipping indexes collected on the same batches (bound, picklable)
     indexes: tuple[IndexSpec, ...] = ()
+    #: Arrow bytes buffered per row group
+    row_group_bytes: int = ROW_GROUP_ARROW_BYTES
     #: partition columns and physical names (default: unpartitioned, no column mapping)
     format: TableFormat | None = None
 
@@ -456,6 +487,22 @@ def _select_in_table_order(df: DataFrame, schema: pa.Schema) -> DataFrame:
     for name in schema.names:
         columns.append(_quoted(by_lower[name.lower()]).alias(name))
     return df.select(*columns)
+
+
+def row_group_size(config: Mapping[str, str]) -> int:
+    """``lakelayout.rowGroupSize`` of a table configuration (Arrow bytes per row group)."""
+    raw = (config.get(ROW_GROUP_SIZE) or "").strip()
+    if not raw:
+        return ROW_GROUP_ARROW_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise InvalidOption(
+            f"table property {ROW_GROUP_SIZE} must be a positive number of bytes, got {raw!r}"
+        )
+    return value
 
 
 @functools.lru_cache(maxsize=64)
@@ -516,6 +563,7 @@ def write_files(
     codec: str = "zstd",
     collectors: Sequence[IndexSpec] = (),
     fmt: TableFormat | None = None,
+    row_group_bytes: int = ROW_GROUP_ARROW_BYTES,
 ) -> list[WrittenFile]:
     """Write ``df`` as Parquet data files under ``table_uri``; one descriptor per file.
 
@@ -533,6 +581,7 @@ def write_files(
     rows of each task are sorted by the partition columns, so a task writes
     one run of files per partition it holds, each with its
     ``partitionValues``; with column mapping, files use physical names.
+    Row groups hold about ``row_group_bytes`` of Arrow data each.
     """
     if not isinstance(target_file_size, int) or target_file_size <= 0:
         raise InvalidOption(f"target_file_size must be a positive int, got {target_file_size!r}")
@@ -543,7 +592,16 @@ def write_files(
     check_append_schema(schema, arrow_schema_of(df))
     location = normalize_uri(table_uri)
     prepare_location(location)
-    task = TaskWriter(location, schema, target_file_size, prefix, codec, tuple(collectors), fmt)
+    task = TaskWriter(
+        location,
+        schema,
+        target_file_size,
+        prefix,
+        codec,
+        tuple(collectors),
+        row_group_bytes=row_group_bytes,
+        format=fmt,
+    )
     ordered = _select_in_table_order(df, schema)
     if fmt is not None and fmt.partitioned:
         ordered = ordered.sortWithinPartitions(*[_quoted(c) for c in fmt.partition_columns])

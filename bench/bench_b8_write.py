@@ -1,0 +1,112 @@
+"""B8: writing a table -- ``Table.create`` / ``append`` next to Spark and delta-rs.
+
+The same rows (``--rows``: 4 int columns, a double, a 40-char string) are
+written by
+
+* ``create``: ``Table.create(path, df)`` (Spark tasks write Parquet with
+  pyarrow and Delta statistics, one delta-rs commit);
+* ``append``: ``Table(path).append(df)`` to a table created empty;
+* ``parquet``: ``df.write.parquet(path)`` (plain Spark, no Delta log, no
+  statistics beyond Parquet's own);
+* ``delta-rs``: ``deltalake.write_deltalake(path, arrow)`` of the same rows
+  already in Arrow on the driver (the collect is not timed).
+
+``df`` is cached and counted first, so every Spark writer reads the same rows
+from memory. The JVM and workers are warmed, repeats interleaved, the order
+rotated. Printed: median seconds and the ratios ``create / parquet`` (goal
+<= 1.2) and ``create / delta-rs`` (goal <= 1).
+
+    .venv/bin/python bench/bench_b8_write.py --rows 2000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql import functions as F
+
+from lakelayout.api import Table
+from lakelayout.table.session import spark_session
+from lakelayout.table.writer import arrow_schema_of
+
+
+def make_data(spark: Any, rows: int) -> Any:
+    return spark.range(rows).select(
+        *[(F.rand(i) * 1_000_000).cast("int").alias(f"k{i}") for i in range(4)],
+        F.rand(9).alias("x"),
+        F.sha1(F.col("id").cast("string")).substr(1, 40).alias("s"),
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=500_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    spark = spark_session()
+    work = tempfile.mkdtemp(prefix="b8-")
+    df = make_data(spark, args.rows).cache()
+    df.count()
+    arrow = df.toArrow()
+    schema = arrow_schema_of(df)
+
+    def out() -> str:
+        return os.path.join(work, f"t-{time.time_ns()}")
+
+    def create() -> float:
+        started = time.perf_counter()
+        Table.create(out(), df)
+        return time.perf_counter() - started
+
+    def append() -> float:
+        t = Table.create(out(), schema=schema)
+        started = time.perf_counter()
+        t.append(df)
+        return time.perf_counter() - started
+
+    def parquet() -> float:
+        started = time.perf_counter()
+        df.write.parquet(out())
+        return time.perf_counter() - started
+
+    def delta_rs() -> float:
+        from deltalake import write_deltalake
+
+        started = time.perf_counter()
+        write_deltalake(out(), arrow)
+        return time.perf_counter() - started
+
+    writers: dict[str, Callable[[], float]] = {
+        "create": create,
+        "append": append,
+        "parquet": parquet,
+        "delta-rs": delta_rs,
+    }
+    for writer in writers.values():  # warm-up
+        writer()
+    names = list(writers)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for rep in range(args.repeats):
+        for name in names[rep % len(names) :] + names[: rep % len(names)]:
+            times[name].append(writers[name]())
+    medians = {n: statistics.median(ts) for n, ts in times.items()}
+    print(f"{args.rows:,} rows; median of {args.repeats} interleaved runs")
+    for name in names:
+        print(f"   {name:9s} {medians[name]:6.2f} s  ({'/'.join(f'{t:.2f}' for t in times[name])})")
+    for ours in ("create", "append"):
+        print(
+            f"   {ours} / parquet {medians[ours] / medians['parquet']:.2f} (goal <= 1.2)   "
+            f"{ours} / delta-rs {medians[ours] / medians['delta-rs']:.2f} (goal <= 1)"
+        )
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
