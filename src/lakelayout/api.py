@@ -40,7 +40,7 @@ from lakelayout.stats.model import FileStats
 from lakelayout.table import delta
 from lakelayout.table.datafile import raw_path
 from lakelayout.table.features import Kind
-from lakelayout.table.location import file_uri_path, normalize_uri
+from lakelayout.table.location import normalize_uri
 from lakelayout.table.reader import FILE_COLUMN
 from lakelayout.table.schema import check_append_schema, stats_columns_property
 

@@ -219,7 +219,9 @@ def test_driver_sample_reads_only_the_columns_asked_in_table_types(tmp_path: Pat
         tmp_path / "y.parquet",
     )
     fmt = TableFormat.plain(schema)
-    files = [DataFile(name, (tmp_path / name).stat().st_size) for name in ("x.parquet", "y.parquet")]
+    files = [
+        DataFile(name, (tmp_path / name).stat().st_size) for name in ("x.parquet", "y.parquet")
+    ]
     every = sample_files(str(tmp_path), files, fmt, ["id", "a"], 60_000, rows=60_000)
     assert every.schema == pa.schema([("id", pa.int64()), ("a", pa.int64())])
     assert sorted(every.column("id").to_pylist()) == list(range(60_000))

@@ -95,6 +95,10 @@ class FileProvenance:
         )
 
 
+#: reads of the sidecar retried when another process replaced its file meanwhile
+READ_ATTEMPTS = 20
+
+
 class ProvenanceStore:
     """The clustering sidecar of one (local) table."""
 
@@ -111,11 +115,24 @@ class ProvenanceStore:
         return self.directory / name if name else None
 
     def read_table(self) -> pa.Table:
-        """Every row (an empty table when nothing was written yet)."""
-        current = self._current()
-        if current is None:
-            return SCHEMA.empty_table()
-        return pq.read_table(current, schema=SCHEMA)
+        """Every row (an empty table when nothing was written yet).
+
+        Another process's :meth:`record` may delete the file ``CURRENT`` named
+        a moment ago (it keeps only its own file and the one before); the new
+        ``CURRENT`` then names a newer file, so the read starts over.
+        """
+        for _ in range(READ_ATTEMPTS):
+            current = self._current()
+            if current is None:
+                return SCHEMA.empty_table()
+            try:
+                return pq.read_table(current, schema=SCHEMA)
+            except FileNotFoundError:
+                continue
+        raise LakelayoutError(
+            f"the clustering sidecar {self.pointer} kept changing while being read "
+            f"({READ_ATTEMPTS} attempts); retry the operation"
+        )
 
     def read(self, paths: Iterable[str] | None = None) -> dict[str, FileProvenance]:
         """path -> provenance, for ``paths`` (all rows when None)."""

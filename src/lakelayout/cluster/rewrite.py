@@ -53,7 +53,7 @@ from lakelayout.cluster.config import DEFAULT_SMALL_REWRITE_SIZE
 from lakelayout.cluster.optimize_metrics import StepClock
 from lakelayout.errors import LakelayoutError
 from lakelayout.layouts.base import Layout
-from lakelayout.table.datafile import DataFile, TableFormat, read_data_file
+from lakelayout.table.datafile import READ_BATCH_ROWS, DataFile, TableFormat, read_data_file
 from lakelayout.table.files import WrittenFile
 from lakelayout.table.reader import FILE_COLUMN, read_table_files, spread, with_file_column
 from lakelayout.table.writer import ROW_GROUP_ARROW_BYTES, FileRoller, FinishedFile, TaskWriter
