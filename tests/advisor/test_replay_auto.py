@@ -90,7 +90,9 @@ def test_auto_in_a_replay_is_labelled_and_counts_its_time(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no calibration: defaults
     ds = logs_dataset(spark, 6_000, tmp_path, batches=2, seed=3)
     queries = wl.generate(wl.LOGS_TEMPLATES, 12, seed=2, shape="drift", segment_length=3)
-    config = ReplayConfig(mode="logical", rows_per_file=1_000, sample_rows=2_000, full_scans=1)
+    config = ReplayConfig(
+        mode="logical", rows_per_file=1_000, sample_rows=2_000, full_scans=1, warmup=False
+    )
     none, auto = make_policies(["none", "auto"])
     assert isinstance(auto, AutoPolicy)
     results = replay([none, auto], ds, queries, tmp_path / "r", config, spark=spark)

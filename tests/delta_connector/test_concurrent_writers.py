@@ -35,12 +35,12 @@ pytestmark = pytest.mark.spark
 
 WRITER = Path(__file__).with_name("delta_writer.py")
 INITIAL = 2000
-ROUNDS = 4
+ROUNDS = 3
 ROWS = 150
 #: generous bound on the other process (JVM start on a loaded machine included)
 WAIT_SECONDS = 1200
 #: lakelayout OPTIMIZEs racing the Delta writer, and the pause after each
-MAX_OPTIMIZES = 8
+MAX_OPTIMIZES = 4
 PAUSE_SECONDS = 0.5
 #: lakelayout DELETE attempts before the test gives up
 MAX_ATTEMPTS = 50

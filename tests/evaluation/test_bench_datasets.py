@@ -76,7 +76,13 @@ def test_indexes_skip_more_files_and_both_modes_agree(spark, tmp_path: Path) -> 
     # spark mode also checks, per query, that Table.scan kept the files the metadata kept
     for name, mode, indexes in (("plain", "logical", False), ("indexed", "spark", True)):
         config = ReplayConfig(
-            mode=mode, rows_per_file=1000, sample_rows=2000, full_scans=1, indexes=indexes
+            mode=mode,
+            rows_per_file=1000,
+            sample_rows=2000,
+            full_scans=1,
+            indexes=indexes,
+            warmup=False,
+            retime=False,
         )
         out[name] = replay(
             make_policies(["none", "sorted"]), ds, queries, tmp_path / name, config, spark=spark

@@ -113,7 +113,7 @@ def test_every_policy_ends_with_the_files_inserted(spark, tmp_path: Path) -> Non
 
     ds = tpch_dataset(spark, 0.005, tmp_path, batches=2)
     queries = wl.generate(wl.TPCH_TEMPLATES, 13, seed=3, shape="drift", segment_length=1)
-    config = ReplayConfig(rows_per_file=1_000, sample_rows=6_000, full_scans=1)
+    config = ReplayConfig(rows_per_file=1_000, sample_rows=6_000, full_scans=1, warmup=False)
     messages: list[str] = []
     out = replay(
         make_policies(MECHANISMS), ds, queries, tmp_path / "r", config, spark=spark,

@@ -42,7 +42,9 @@ def test_a_drifting_replay_under_the_online_policies_and_oracles(
     )  # fmt: skip
     assert len(wl.switches(queries)) == 2
     settings = OnlineSettings(alpha=4.0, window=20, interval=10, families=("qdtree",))
-    config = ReplayConfig(mode="logical", rows_per_file=1_000, sample_rows=3_000, full_scans=1)
+    config = ReplayConfig(
+        mode="logical", rows_per_file=1_000, sample_rows=3_000, full_scans=1, warmup=False
+    )
     results = replay(
         make_policies(NAMES, settings), ds, queries, tmp_path / "r", config, spark=spark
     )

@@ -148,7 +148,9 @@ def test_logical_replay_is_unchanged_by_the_planner(spark, tmp_path: Path) -> No
     assert ds.indexes  # the logs dataset declares skipping indexes: they take part
     queries = wl.generate(wl.LOGS_TEMPLATES, 8, seed=3, shape="mixed")
     policies = [_Checked(p) for p in make_policies(["none", "qdtree"])]
-    config = ReplayConfig(mode="logical", rows_per_file=800, sample_rows=2_000, full_scans=1)
+    config = ReplayConfig(
+        mode="logical", rows_per_file=800, sample_rows=2_000, full_scans=1, warmup=False
+    )
     out = replay(policies, ds, queries, tmp_path / "r", config, spark=spark)
     assert [len(run["queries"]) for run in out["runs"]] == [8, 8]
     assert all(p.checked == 8 for p in policies)
