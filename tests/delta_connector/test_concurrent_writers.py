@@ -40,8 +40,8 @@ ROWS = 150
 #: generous bound on the other process (JVM start on a loaded machine included)
 WAIT_SECONDS = 1200
 #: lakelayout OPTIMIZEs racing the Delta writer, and the pause after each
-MAX_OPTIMIZES = 4
-PAUSE_SECONDS = 0.5
+MAX_OPTIMIZES = 2
+PAUSE_SECONDS = 0.2
 #: lakelayout DELETE attempts before the test gives up
 MAX_ATTEMPTS = 50
 

@@ -35,8 +35,8 @@ from ..test_no_lost_rows import LAYOUTS, predicates, tables
 
 pytestmark = pytest.mark.spark
 
-EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "8"))
-PREDICATES_PER_TABLE = 10
+EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "3"))
+PREDICATES_PER_TABLE = 15
 #: how the predicate grammar spells a NaN literal (the known weaker kind, see above)
 NAN_LITERAL = "CAST('NaN' AS DOUBLE)"
 

@@ -49,7 +49,7 @@ def test_delta_peers_replay_at_equal_file_counts(spark: Any, tmp_path: Path) -> 
     from lakelayout.evaluation.replay import ReplayConfig, replay
 
     ds = tpch_dataset(spark, 0.005, tmp_path, batches=2)
-    queries = wl.generate(wl.TPCH_TEMPLATES, 8, seed=3, shape="drift", segment_length=2)
+    queries = wl.generate(wl.TPCH_TEMPLATES, 4, seed=3, shape="drift", segment_length=2)
     names = ["none", "zorder-halfway", "delta-zorder", "liquid", "delta-liquid"]
     out = {}
     for mode in ("logical", "spark"):
