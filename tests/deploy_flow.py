@@ -85,8 +85,15 @@ def _with_vectors(t: Any) -> dict[str, Any]:
 
 
 def _small() -> dict[str, str]:
-    """Fit two executors' worth of work into the test's one small worker."""
-    return {"spark.executor.memory": "512m", "spark.cores.max": "2", "spark.ui.enabled": "false"}
+    """Fit two executors' worth of work into the test's one small worker (2 cores)."""
+    return {
+        "spark.executor.memory": "512m",
+        "spark.cores.max": "2",
+        "spark.ui.enabled": "false",
+        # what default_conf gives local mode, for a cluster this small
+        "spark.sql.shuffle.partitions": "4",
+        "spark.databricks.delta.snapshotPartitions": "4",
+    }
 
 
 if __name__ == "__main__":

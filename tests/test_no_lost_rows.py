@@ -172,7 +172,6 @@ def test_property_pruning_never_drops_a_matching_file(
     partition_by: list[str] | None,
     preds: list[str],
 ) -> None:
-    from pyspark.sql import functions as F
 
     from lakelayout.table.reader import FILE_COLUMN, read_table_files
 
@@ -184,30 +183,58 @@ def test_property_pruning_never_drops_a_matching_file(
     files = snap.data_files_for([str(p) for p in snap.files.paths])
 
     # truth: per file, does any row satisfy predicate k? One Spark job for all.
-    full = read_table_files(spark, t.uri, snap.table_format, files, with_file=True).select(
-        F.col(FILE_COLUMN).alias("file"),
+    rows = read_table_files(spark, t.uri, snap.table_format, files, with_file=True)
+    truth = matches_per_file(rows.withColumnRenamed(FILE_COLUMN, "file"), preds)
+    names = [str(p) for p in snap.files.paths]
+    for k, text in enumerate(preds):
+        keep = might_match(t._bind(text, snap.schema), snap.files)
+        assert_kept_every_match(names, keep, truth, k, text)
+
+    # end to end for a few predicates: skipping scan == full Spark scan
+    for text in preds[:3]:
+        assert_scan_is_the_filter(t, text)
+        assert_plan_is_what_scan_reads(t, text)
+
+
+def matches_per_file(rows: Any, preds: list[str]) -> dict[str, Any]:
+    """Per file (column ``file``): how many rows satisfy predicate k (``p{k}``). One job."""
+    from pyspark.sql import functions as F
+
+    full = rows.select(
+        "file",
         *[
             F.coalesce(F.expr(p), F.lit(False)).cast("int").alias(f"p{k}")
             for k, p in enumerate(preds)
         ],
     )
     sums = full.groupBy("file").agg(*[F.sum(f"p{k}").alias(f"p{k}") for k in range(len(preds))])
-    truth = {r["file"]: r for r in sums.collect()}
-    names = [str(p) for p in snap.files.paths]
+    return {r["file"]: r for r in sums.collect()}
 
-    for k, text in enumerate(preds):
-        keep = might_match(t._bind(text, snap.schema), snap.files)
-        for name, kept in zip(names, keep, strict=True):
-            row = truth.get(name)
-            if row is not None and row[f"p{k}"] and not kept:
-                raise AssertionError(f"pruning dropped {name} holding rows matching {text!r}")
 
-    # end to end for a few predicates: skipping scan == full Spark scan
-    for text in preds[:3]:
-        got = sorted(r["id"] for r in t.scan(text, columns=["id"]).df.collect())
-        want = sorted(r["id"] for r in t.to_df().where(F.expr(text)).select("id").collect())
-        assert got == want, text
-        assert_plan_is_what_scan_reads(t, text)
+def assert_kept_every_match(
+    names: list[str], keep: Any, truth: dict[str, Any], k: int, text: str
+) -> None:
+    """No file holding a row that matches predicate ``k`` (``text``) was dropped."""
+    for name, kept in zip(names, keep, strict=True):
+        row = truth.get(name)
+        if row is not None and row[f"p{k}"] and not kept:
+            raise AssertionError(f"pruning dropped {name} holding rows matching {text!r}")
+
+
+def assert_scan_is_the_filter(t: Table, text: str) -> None:
+    """A skipping scan returns exactly the ids a full Spark filter returns."""
+    from pyspark.sql import functions as F
+
+    got = sorted(r["id"] for r in t.scan(text, columns=["id"]).df.collect())
+    want = sorted(r["id"] for r in t.to_df().where(F.expr(text)).select("id").collect())
+    assert got == want, text
+
+
+def _file_names(t: Table) -> Any:
+    """Every row of ``t`` with its file's name in column ``file``."""
+    from pyspark.sql import functions as F
+
+    return t.to_df().withColumn("file", F.col("_metadata.file_name"))
 
 
 def assert_plan_is_what_scan_reads(t: Table, text: str) -> None:
@@ -407,25 +434,11 @@ def test_property_planner_kinds_never_drop_a_matching_file(
     t = Table.create(str(tmp_path_factory.mktemp("planner") / "t"), df)
     snap = t.snapshot()
     names = [os.path.basename(str(p)) for p in snap.files.paths]
-    full = t.to_df().select(
-        F.col("_metadata.file_name").alias("file"),
-        *[
-            F.coalesce(F.expr(p), F.lit(False)).cast("int").alias(f"p{k}")
-            for k, p in enumerate(preds)
-        ],
-    )
-    sums = full.groupBy("file").agg(*[F.sum(f"p{k}").alias(f"p{k}") for k in range(len(preds))])
-    truth = {r["file"]: r for r in sums.collect()}  # the domains are small: no ANSI overflow
+    truth = matches_per_file(_file_names(t), preds)  # the domains are small: no ANSI overflow
     for k, text in enumerate(preds):
-        planned = t.plan(text, snapshot=snap)
-        for name, kept in zip(names, planned.keep, strict=True):
-            row = truth.get(name)
-            if row is not None and row[f"p{k}"] and not kept:
-                raise AssertionError(f"the plan dropped {name} holding rows matching {text!r}")
+        assert_kept_every_match(names, t.plan(text, snapshot=snap).keep, truth, k, text)
     for text in preds[:2]:
-        got = sorted(r["id"] for r in t.scan(text, columns=["id"]).df.collect())
-        want = sorted(r["id"] for r in t.to_df().where(F.expr(text)).select("id").collect())
-        assert got == want, text
+        assert_scan_is_the_filter(t, text)
         assert_plan_is_what_scan_reads(t, text)
 
 
@@ -477,23 +490,9 @@ def test_property_extreme_values_never_drop_a_matching_file(
     df = df.repartition(parts) if layout == "random" else df.repartitionByRange(parts, layout)
     t = Table.create(str(tmp_path_factory.mktemp("extreme") / "t"), df)
     snap = t.snapshot()
-    full = t.to_df().select(
-        F.col("_metadata.file_name").alias("file"),
-        *[
-            F.coalesce(F.expr(p), F.lit(False)).cast("int").alias(f"p{k}")
-            for k, p in enumerate(checked)
-        ],
-    )
-    sums = full.groupBy("file").agg(*[F.sum(f"p{k}").alias(f"p{k}") for k in range(len(checked))])
-    truth = {r["file"]: r for r in sums.collect()}
+    truth = matches_per_file(_file_names(t), checked)
     names = [os.path.basename(str(p)) for p in snap.files.paths]
     for k, text in enumerate(checked):
         keep = might_match(t._bind(text, snap.schema), snap.files)
-        for name, kept in zip(names, keep, strict=True):
-            row = truth.get(name)
-            if row is not None and row[f"p{k}"] and not kept:
-                raise AssertionError(f"pruning dropped {name} holding rows matching {text!r}")
-    for text in checked[:1]:
-        got = sorted(r["id"] for r in t.scan(text, columns=["id"]).df.collect())
-        want = sorted(r["id"] for r in t.to_df().where(F.expr(text)).select("id").collect())
-        assert got == want, text
+        assert_kept_every_match(names, keep, truth, k, text)
+    assert_scan_is_the_filter(t, checked[0])

@@ -71,11 +71,15 @@ def test_default_conf_for_local_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTEST_CURRENT_TEST", "x")
     conf = default_conf("local[3]")
     assert conf["spark.sql.shuffle.partitions"] == "6"
+    assert conf["spark.databricks.delta.snapshotPartitions"] == "6"
+    assert conf["spark.sql.sources.parallelPartitionDiscovery.parallelism"] == "6"
     assert conf["spark.sql.session.timeZone"] == "UTC"
     assert conf["spark.pyspark.python"] == sys.executable
     assert conf["spark.sql.execution.arrow.pyspark.enabled"] == "true"
     assert conf["spark.ui.enabled"] == "false"
-    assert "spark.sql.shuffle.partitions" not in default_conf("spark://host:7077")
+    cluster = default_conf("spark://host:7077")
+    assert "spark.sql.shuffle.partitions" not in cluster
+    assert "spark.databricks.delta.snapshotPartitions" not in cluster
 
 
 def test_ui_stays_on_outside_tests_and_ci(monkeypatch: pytest.MonkeyPatch) -> None:
