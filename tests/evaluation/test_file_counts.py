@@ -132,3 +132,7 @@ def test_every_policy_ends_with_the_files_inserted(spark, tmp_path: Path) -> Non
     outside = set(out["file_counts"]["outside"])
     assert outside <= {"deltars-zorder"}
     assert len([m for m in messages if m.startswith("WARNING")]) == len(outside)
+    # progress through the stream: a line every tenth of the queries (here every query)
+    steps = [m.split(" (")[0] for m in messages if m.startswith("query ")]
+    n = len(MECHANISMS)
+    assert steps == [f"query {k}/13 under {n} policies" for k in range(1, 13)]

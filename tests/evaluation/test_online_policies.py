@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from lakelayout.errors import InvalidOption
 from lakelayout.evaluation import workloads as wl
 from lakelayout.evaluation.datasets import taxi_dataset
 from lakelayout.evaluation.online_report import online_rows
-from lakelayout.evaluation.policies import OnlineSettings, make_policies
+from lakelayout.evaluation.policies import OnlineSettings, make_policies, shared
 from lakelayout.evaluation.replay import ReplayConfig, replay
 
 NAMES = ["oreo", "greedy", "regret", "static", "offline-optimal"]
@@ -29,6 +30,23 @@ def test_online_settings_and_names_are_checked_before_anything_runs() -> None:
     policies = make_policies(NAMES, OnlineSettings(alpha=5.0))
     assert [p.name for p in policies] == NAMES
     assert [p.knows for p in policies] == ["online"] * 3 + ["oracle"] * 2
+
+
+def test_shared_results_are_made_once_per_memo() -> None:
+    calls: list[str] = []
+
+    def make(key: str) -> int:
+        calls.append(key)
+        return len(calls)
+
+    ctx = SimpleNamespace(memo={})
+    assert shared(ctx, "a", lambda: make("a")) == 1  # type: ignore[arg-type]
+    assert shared(ctx, "a", lambda: make("a")) == 1  # type: ignore[arg-type]
+    assert shared(ctx, "b", lambda: make("b")) == 2  # type: ignore[arg-type]
+    assert calls == ["a", "b"]
+    # a context that shares nothing makes it every time
+    assert shared(object(), "a", lambda: make("a")) == 3  # type: ignore[arg-type]
+    assert shared(object(), "a", lambda: make("a")) == 4  # type: ignore[arg-type]
 
 
 @pytest.mark.spark
@@ -74,6 +92,11 @@ def test_a_drifting_replay_under_the_online_policies_and_oracles(
     optimal = runs["offline-optimal"]
     assert optimal["description"].startswith("[oracle] exact DP over")
     planned = int(optimal["description"].split(" planned switches")[0].rsplit(", ", 1)[1])
+    # both oracles chose among the same candidates (fitted and priced once, shared)
+    n_static = static["description"].split(" candidates")[0].rsplit("of ", 1)[1]
+    n_optimal = optimal["description"].split(" candidate layouts")[0].rsplit("over ", 1)[1]
+    assert n_static == n_optimal and int(n_static) >= 1
+    assert static["totals"]["fit_seconds"] == optimal["totals"]["fit_seconds"] > 0
     assert rows["offline-optimal"]["switches"] == planned
     assert rows["static"]["static_over_this"] == pytest.approx(1.0)
     assert rows["offline-optimal"]["this_over_optimal"] == pytest.approx(1.0)

@@ -49,7 +49,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -70,6 +70,9 @@ if TYPE_CHECKING:
     from lakelayout.advisor.costmodel import CostModel
     from lakelayout.api import Table
     from lakelayout.expr.nodes import Expr, Predicate
+
+
+_T = TypeVar("_T")
 
 
 class Context(Protocol):
@@ -758,6 +761,17 @@ class OnlinePolicy(Policy):
         )
 
 
+def shared(ctx: Context, key: str, make: Callable[[], _T]) -> _T:
+    """``make()`` once per replay for every policy asking with ``key`` (the context's
+    ``memo``), or every time when the context shares nothing."""
+    memo = getattr(ctx, "memo", None)
+    if memo is None:
+        return make()
+    if key not in memo:
+        memo[key] = make()
+    return cast("_T", memo[key])
+
+
 class OraclePolicy(Policy):
     """``static`` and ``offline-optimal``: know the whole workload in advance (oracle).
 
@@ -785,6 +799,13 @@ class OraclePolicy(Policy):
         self.fit_seconds = 0.0
 
     def prepare(self, ctx: Context) -> None:
+        # static and offline-optimal know the same things: in one replay they fit the
+        # candidates and price them once (the seconds reported are the fitting's)
+        self.candidates, self.fit_seconds = shared(
+            ctx, f"oracle candidates {self.settings!r}", lambda: self._fit(ctx)
+        )
+
+    def _fit(self, ctx: Context) -> tuple[list[Candidate], float]:
         started = time.perf_counter()
         predicates = ctx.predicates(ctx.workload)
         batches = int(getattr(getattr(ctx, "dataset", None), "batches", 1) or 1)
@@ -798,8 +819,7 @@ class OraclePolicy(Policy):
         unique: dict[str, Candidate] = {}
         for cand in found:
             unique.setdefault(cand.layout.to_json(), cand)
-        self.candidates = list(unique.values())
-        self.fit_seconds = time.perf_counter() - started
+        return list(unique.values()), time.perf_counter() - started
 
     def on_insert(self, ctx: Context, new_files: Sequence[str]) -> None:
         if not self.schedule:
@@ -822,8 +842,12 @@ class OraclePolicy(Policy):
         alpha, how = replay_alpha(ctx, self.settings)
         predicates = ctx.predicates(ctx.workload)
         sample = ctx.sample()
-        costs = np.column_stack(
-            [VirtualState(c.layout, sample).costs(predicates) for c in self.candidates]
+        costs = shared(
+            ctx,
+            f"oracle costs {self.settings!r}",
+            lambda: np.column_stack(
+                [VirtualState(c.layout, sample).costs(predicates) for c in self.candidates]
+            ),
         )
         if self.kind == "static":
             best, total = static_best(costs)

@@ -87,6 +87,8 @@ if TYPE_CHECKING:
 MODES = ("logical", "spark")
 #: Arrow bytes all policies' match counters may cache together (split evenly)
 COUNTER_CACHE_BYTES = 4 << 30
+#: a progress line every 1/PROGRESS_STEPS of the stream's queries
+PROGRESS_STEPS = 10
 #: how the results document describes the policy order (``order.scheme``)
 ORDER_SCHEME = (
     "lockstep: each event runs for every policy before the next; per cycle of n events a "
@@ -235,6 +237,8 @@ class ReplayCache:
     sample: pa.Table | None = None
     schema: pa.Schema | None = None
     parsed: dict[int, Predicate] = field(default_factory=dict)
+    #: results policies share by key (the oracles' candidates and their costs)
+    memo: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -270,6 +274,11 @@ class ReplayContext:
     @property
     def time_column(self) -> str:
         return self.dataset.time_column
+
+    @property
+    def memo(self) -> dict[str, Any]:
+        """Results every policy of this replay shares, by key (see :func:`policies.shared`)."""
+        return self.cache.memo
 
     def sample(self) -> pa.Table:
         if self.cache.sample is None:
@@ -584,14 +593,19 @@ def replay(
     columns = sorted({c for p in parsed for c in p.columns()})
     cache_bytes = COUNTER_CACHE_BYTES // max(len(lanes), 1)
     stream_started = time.perf_counter()
+    n_queries = sum(1 for e in events if e.kind != "insert")
+    report_every = max(1, n_queries // PROGRESS_STEPS)
+    done = 0
     for position, event in enumerate(events):
         for slot, name in enumerate(orders[position]):
             lanes[name].step(event, position, slot, columns, cache_bytes)
+        into = f"{time.perf_counter() - stream_started:.0f} s into the stream"
         if event.kind == "insert":
-            progress(
-                f"batch {event.batch} inserted under {len(lanes)} policies "
-                f"({time.perf_counter() - stream_started:.0f} s into the stream)"
-            )
+            progress(f"batch {event.batch} inserted under {len(lanes)} policies ({into})")
+            continue
+        done += 1
+        if done % report_every == 0 and done < n_queries:
+            progress(f"query {done}/{n_queries} under {len(lanes)} policies ({into})")
     runs = [lanes[name].finish() for name in names]
     progress(f"stream: {len(events)} events × {len(lanes)} policies in "
              f"{time.perf_counter() - stream_started:.1f} s")  # fmt: skip

@@ -374,6 +374,7 @@ class FileRoller:
             schema,
             compression=spec.codec,
             write_statistics=statistics_columns(schema),
+            use_dictionary=statistics_columns(schema),
             write_page_index=True,
             data_page_size=DATA_PAGE_BYTES,
             dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES,
@@ -507,14 +508,17 @@ def row_group_size(config: Mapping[str, str]) -> int:
 
 @functools.lru_cache(maxsize=64)
 def statistics_columns(schema: pa.Schema) -> list[str]:
-    """The Parquet columns whose row-group statistics are written: all but FLOAT / DOUBLE.
+    """The Parquet columns whose row-group statistics and dictionaries are written:
+    all but FLOAT / DOUBLE.
 
     parquet-cpp leaves NaN out of a float column's min/max, but Spark's Parquet
     reader prunes row groups with them as if they bounded every value: a
     filter such as ``x >= 1`` (NaN is above every number in Spark) drops the
-    row group holding 0.5 and NaN, and its NaN row with it. lakelayout prunes
-    with its own Delta statistics, which account for NaN, so the Parquet ones
-    are simply not written for floating-point columns.
+    row group holding 0.5 and NaN, and its NaN row with it. Its dictionary
+    filter compares floats bit by bit: ``x = 0.0`` drops a row group whose
+    dictionary holds only ``-0.0``, which SQL's ``=`` matches. lakelayout
+    prunes with its own Delta statistics, which account for both, so neither
+    is written for floating-point columns (they are plain-encoded).
     """
     buffer = pa.BufferOutputStream()
     pq.write_table(schema.empty_table(), buffer)
