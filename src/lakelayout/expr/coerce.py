@@ -130,6 +130,29 @@ def _compare_number(
         raise _mismatch(lit, dtype, hint=str(err)) from None
 
 
+def literal_fold(
+    op: str, term: Expr, lit: Literal, *, via: str = "compare", list_type: pa.DataType | None = None
+) -> bool:
+    """Spark replaces ``term op lit`` by a bare TRUE or FALSE literal, NULL rows included.
+
+    Its ``integralAndDecimalLiteral`` rewrite does so for an integral term
+    against a decimal literal beyond the BIGINT range (``big > 1E30``): under a
+    NOT the result flips for every row, a NULL term included. Every other fold
+    of :func:`compare` decides from the type alone and stays NULL where the
+    term is NULL.
+    """
+    dtype = getattr(term, "dtype", None)
+    value = lit.value
+    return (
+        list_type is None
+        and dtype is not None
+        and isinstance(value, decimal.Decimal)
+        and not isinstance(value, bool)
+        and numbers.strength_reduced(op, dtype, lit, via=via)
+        and not numbers.LONG_MIN <= value <= numbers.LONG_MAX
+    )
+
+
 def _strength_reduced(op: str, term: Expr, dtype: pa.DataType, value: decimal.Decimal) -> Predicate:
     """Integral term vs decimal literal in a range comparison, as Spark rewrites it.
 

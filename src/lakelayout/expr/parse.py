@@ -447,7 +447,10 @@ class Binder:
         if isinstance(left, Literal) and not isinstance(right, Literal):
             left, right, op = right, left, FLIPPED_OP[op]
         if isinstance(right, Literal):
-            return _exact(left, self._coerced(op, left, right, whole, via=via, list_type=list_type))
+            folded = self._coerced(op, left, right, whole, via=via, list_type=list_type)
+            if coerce.literal_fold(op, left, right, via=via, list_type=list_type):
+                return folded
+            return _exact(left, folded)
         if common_type([_dtype(left), _dtype(right)]) is None:
             raise Unsupported("comparison between incompatible types")
         if left.sql() > right.sql():
@@ -1107,10 +1110,10 @@ def _exact(term: Expr, folded: Predicate) -> Predicate:
     ``term IS NULL AND NULL`` and IS NOT NULL is ``term IS NOT NULL OR NULL``;
     both read the same in a WHERE clause and stay right under a NOT.
 
-    A TRUE fold is left alone: it is Spark's own rewrite of an integral term
-    against a decimal literal beyond the BIGINT range (``int_col > -1E30``),
-    which Spark replaces by the literal TRUE -- TRUE even for NULL rows, and
-    FALSE under a NOT.
+    Spark's own rewrite of an integral term against a decimal literal beyond
+    the BIGINT range (``int_col > -1E30``, :func:`coerce.literal_fold`) is not
+    passed here: Spark replaces it by a bare TRUE or FALSE, which holds for
+    NULL rows too and flips for them under a NOT. A TRUE fold is left alone.
     """
     if isinstance(term, Literal):
         return folded

@@ -369,12 +369,13 @@ class FileRoller:
             self.filesystem.create_dir(f"{self.root}/{directory}", recursive=True)
         self.sink = self.filesystem.open_output_stream(f"{self.root}/{relative}")
         schema = self.format.file_schema if self._reshapes else spec.schema
+        filterable = statistics_columns(schema)
         self.writer = pq.ParquetWriter(
             self.sink,
             schema,
             compression=spec.codec,
-            write_statistics=statistics_columns(schema),
-            use_dictionary=statistics_columns(schema),
+            write_statistics=filterable,
+            use_dictionary=filterable,
             write_page_index=True,
             data_page_size=DATA_PAGE_BYTES,
             dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES,
