@@ -19,6 +19,7 @@ or undoes the append.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
 import time
 from collections.abc import Sequence
@@ -43,6 +44,7 @@ from lakelayout.stats.model import FileStats
 
 if TYPE_CHECKING:
     from lakelayout.api import Table
+    from lakelayout.table.delta import Snapshot
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +61,8 @@ DEFAULT_SAMPLE_ROWS = 20_000
 #: following queries a measurement of an applied decision looks at
 MEASURE_QUERIES = 200
 
-#: (table root, file path) -> (sampled fraction, sample rows of that file)
-_SAMPLES: dict[tuple[str, str], tuple[float, pa.Table]] = {}
+#: :func:`_sample_key` -> (sampled fraction, sample rows of that file)
+_SAMPLES: dict[tuple[str, str, str, pa.Schema], tuple[float, pa.Table]] = {}
 _MAX_CACHED_FILES = 20_000
 
 
@@ -114,6 +116,9 @@ class Advisor:
     sample_rows: int = DEFAULT_SAMPLE_ROWS
     families: Sequence[str] = FAMILIES
     hooks: OptimizeHooks | None = None
+    #: end early when an upper bound shows no rewrite can pay (False: price every
+    #: candidate; slower, the same decision — see :func:`recommend`)
+    bounds: bool = True
 
     @property
     def log(self) -> QueryLog:
@@ -135,7 +140,7 @@ class Advisor:
         snap = self.table.snapshot()
         predicates, _, _ = self._window(snap.schema)
         files = _unclustered(self.table.uri, snap.files)
-        sample, _ = self._sample(files, snap.schema) if len(files) else (None, None)
+        sample, _ = self._sample(files, snap) if len(files) else (None, None)
         return analyze(
             predicates,
             sample,
@@ -150,22 +155,25 @@ class Advisor:
         The never-clustered files are sampled only when the cost model's upper
         bound leaves a chance that a rewrite pays.
         """
-        inputs = self.inputs()
-        files, schema = inputs.candidate_files, inputs.schema
+        snap = self.table.snapshot()
+        inputs = self.inputs(snap)
+        files = inputs.candidate_files
         return recommend(
             inputs,
             model=self.cost_model(),
             analyzer=self.analyzer,
             benefit=self.benefit,
             families=self.families,
-            sampler=lambda: self._sample(files, schema),
+            sampler=lambda: self._sample(files, snap),
+            bounds=self.bounds,
         )
 
-    def inputs(self) -> Inputs:
-        """Everything :func:`recommend` needs but the sample, from the log and the table."""
+    def inputs(self, snap: Snapshot | None = None) -> Inputs:
+        """Everything :func:`recommend` needs but the sample, from the log and the table
+        (at ``snap``, default: its current version)."""
         from lakelayout.cluster import config as cluster_config
 
-        snap = self.table.snapshot()
+        snap = self.table.snapshot() if snap is None else snap
         predicates, stamps, unparsed = self._window(snap.schema)
         files = _unclustered(self.table.uri, snap.files)
         indexes, _ = self.table.indexes.usable(snap.schema)
@@ -411,16 +419,14 @@ class Advisor:
         data = self.log.read(since=since, last=self.window, flush=False)
         functions = self.table.indexes.functions()
         timezone = self._timezone()
-        cache: dict[str, Predicate | None] = {}
+        context = (schema, tuple(sorted(functions.items())), timezone)
         predicates: list[Predicate] = []
         stamps: list[dt.datetime] = []
         unparsed = 0
         for text, ts in zip(
             data.column("predicate").to_pylist(), data.column("ts").to_pylist(), strict=True
         ):
-            if text not in cache:
-                cache[text] = _parse(text, schema, functions, timezone)
-            pred = cache[text]
+            pred = _parse_cached(text, context)
             if pred is None:
                 unparsed += 1
                 continue
@@ -428,25 +434,28 @@ class Advisor:
             stamps.append(ts)
         return predicates, stamps, unparsed
 
-    def _sample(self, files: FileStats, schema: pa.Schema) -> tuple[pa.Table, np.ndarray]:
-        """About ``sample_rows`` rows of ``files`` and, per row, the file it came from.
+    def _sample(self, files: FileStats, snap: Snapshot) -> tuple[pa.Table, np.ndarray]:
+        """About ``sample_rows`` rows of ``files`` (live files of ``snap``) and, per row,
+        the file it came from.
 
-        Files sampled before at a higher fraction are subsampled from the cache;
-        the others are read by one Spark job.
+        Files sampled before at a higher fraction are subsampled from the cache
+        (see :func:`_sample_key`); the others are read by one Spark job.
         """
+        schema = snap.schema
         rows = max(1, int(files.total_rows))
         fraction = min(1.0, self.sample_rows / rows)
         paths = [str(p) for p in files.paths]
+        keys = {p: _sample_key(self.table.uri, p, snap) for p in paths}
         todo = []
         for p in paths:
-            cached = _SAMPLES.get((self.table.uri, p))
+            cached = _SAMPLES.get(keys[p])
             if cached is None or cached[0] < fraction * 0.999:
                 todo.append(p)
         if todo:
-            self._sample_files(todo, schema, fraction)
+            self._sample_files(todo, snap, fraction, keys)
         parts, ids = [], []
         for position, p in enumerate(paths):
-            have, data = _SAMPLES[(self.table.uri, p)]
+            have, data = _SAMPLES[keys[p]]
             keep = data.num_rows if have <= fraction else round(data.num_rows * fraction / have)
             part = data.slice(0, keep)
             parts.append(part)
@@ -454,11 +463,17 @@ class Advisor:
         sample = pa.concat_tables(parts) if parts else schema.empty_table()
         return sample, np.concatenate(ids) if ids else np.zeros(0, np.int64)
 
-    def _sample_files(self, paths: Sequence[str], schema: pa.Schema, fraction: float) -> None:
+    def _sample_files(
+        self,
+        paths: Sequence[str],
+        snap: Snapshot,
+        fraction: float,
+        keys: dict[str, tuple[str, str, str, pa.Schema]],
+    ) -> None:
         from lakelayout.cluster.rewrite import FILE_COLUMN, read_files
 
+        schema = snap.schema
         # read as every reader does: partition values, deletion vectors, column mapping
-        snap = self.table.snapshot()
         df = read_files(self.table.spark, snap, list(paths), with_file=True)
         if fraction < 1.0:
             df = df.sample(withReplacement=False, fraction=fraction, seed=17)
@@ -473,13 +488,56 @@ class Advisor:
             _SAMPLES.clear()
         for p in paths:
             rows = np.flatnonzero(files_arr == p)
-            _SAMPLES[(self.table.uri, p)] = (fraction, data.take(pa.array(rows, pa.int64())))
+            _SAMPLES[keys[p]] = (fraction, data.take(pa.array(rows, pa.int64())))
+
+
+def _sample_key(table_uri: str, path: str, snap: Snapshot) -> tuple[str, str, str, pa.Schema]:
+    """The key of a file's cached sample rows: (table root, file path, its deletion
+    vector, the table schema).
+
+    Delta never rewrites a data file in place: a path names the same rows until
+    a deletion vector hides some (a new vector, so a new digest here) or the
+    schema the rows are read under changes (columns added, renamed with column
+    mapping, types widened: a new schema). A file that a later version adds is
+    a new path. So a cached sample is only ever reused for the same rows.
+    """
+    deleted = snap.data_file(path).deleted_rows
+    digest = (
+        "" if len(deleted) == 0 else hashlib.blake2b(deleted.tobytes(), digest_size=16).hexdigest()
+    )
+    return (table_uri, path, digest, snap.schema)
 
 
 def _to_schema(data: pa.Table, schema: pa.Schema) -> pa.Table:
     """Spark's Arrow output in the table's own types (string views, time zones...)."""
     return pa.table([data.column(name).cast(schema.field(name).type) for name in schema.names],
                     schema=schema)  # fmt: skip
+
+
+#: (schema, functions, time zone) a logged predicate is parsed against
+_ParseContext = tuple[pa.Schema, tuple[tuple[str, pa.DataType], ...], str]
+#: (predicate text, parse context) -> the bound predicate (None: it does not parse)
+_PARSED: dict[tuple[str, _ParseContext], Predicate | None] = {}
+_MAX_PARSED = 50_000
+
+
+def _parse_cached(text: str, context: _ParseContext) -> Predicate | None:
+    """:func:`_parse`, memoized across decisions.
+
+    Key: the predicate's text, the table schema, the functions predicates may
+    call (name and type) and the session time zone — everything binding
+    reads, so a changed schema, a new UDF or another time zone parses again.
+    Bound predicates are immutable (frozen nodes), so sharing them is safe.
+    Every decision re-reads the window; without this, most of a decision the
+    upper bound answers is spent parsing the same texts again.
+    """
+    key = (text, context)
+    if key not in _PARSED:
+        if len(_PARSED) >= _MAX_PARSED:
+            _PARSED.clear()
+        schema, functions, timezone = context
+        _PARSED[key] = _parse(text, schema, dict(functions), timezone)
+    return _PARSED[key]
 
 
 def _parse(

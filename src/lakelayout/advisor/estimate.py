@@ -11,7 +11,7 @@ of the comparison are estimated the same way (a sample's block bounds are
 narrower than a real file's; that bias cancels out in the difference).
 
 "Bytes query q reads on files F" is computed in exactly one place,
-:func:`bytes_read`, through the shared scan planner
+:func:`bytes_read` (:func:`read_plan` for which files), through the shared scan planner
 (:func:`lakelayout.skipping.planner.plan`), the same rules real scans use.
 
 Candidate families (§5.2; at most 4 curve dimensions):
@@ -41,8 +41,9 @@ from lakelayout.advisor.analyzer import Analysis
 from lakelayout.errors import LakelayoutError
 from lakelayout.expr.nodes import Predicate
 from lakelayout.layouts.base import Layout
+from lakelayout.layouts.qdtree import Workspace
 from lakelayout.skipping.indexes.base import Index
-from lakelayout.skipping.planner import plan
+from lakelayout.skipping.planner import ScanPlan, plan
 from lakelayout.stats.blocks import block_stats
 from lakelayout.stats.model import FileStats
 
@@ -58,13 +59,24 @@ def bytes_read(
     indexes: Sequence[Index] = (),
     metadata: Mapping[str, pa.Array] | None = None,
 ) -> int:
-    """Bytes of ``files`` a query with ``predicate`` reads (the files pruning keeps).
+    """Bytes of ``files`` a query with ``predicate`` reads (the files pruning keeps)."""
+    return read_plan(predicate, files, indexes=indexes, metadata=metadata).bytes_kept
+
+
+def read_plan(
+    predicate: Predicate,
+    files: FileStats,
+    *,
+    indexes: Sequence[Index] = (),
+    metadata: Mapping[str, pa.Array] | None = None,
+) -> ScanPlan:
+    """Which of ``files`` a query with ``predicate`` reads (``.keep``, ``.bytes_kept``).
 
     The one call into the planner for the whole advisor: min/max statistics
     plus the given indexes (``metadata`` maps index names to per-file values
     aligned with ``files``).
     """
-    return plan(predicate, files, indexes=list(indexes), metadata=dict(metadata or {})).bytes_kept
+    return plan(predicate, files, indexes=list(indexes), metadata=dict(metadata or {}))
 
 
 @dataclass(frozen=True)
@@ -76,15 +88,22 @@ class VirtualFiles:
     indexes: tuple[Index, ...]
 
     def fractions(self, predicates: Sequence[Predicate]) -> np.ndarray:
-        """Per query, the share of the virtual bytes it reads."""
+        """Per query, the share of the virtual bytes it reads.
+
+        A window repeats queries (the same text, hence the same bound
+        predicate): each distinct one (by its canonical SQL) is planned once.
+        """
         total = float(self.stats.total_bytes)
         out = np.zeros(len(predicates), dtype=np.float64)
         if total <= 0:
             return out
+        seen: dict[str, float] = {}
         for i, pred in enumerate(predicates):
-            out[i] = (
-                bytes_read(pred, self.stats, indexes=self.indexes, metadata=self.metadata) / total
-            )
+            key = pred.sql()
+            if key not in seen:
+                kept = bytes_read(pred, self.stats, indexes=self.indexes, metadata=self.metadata)
+                seen[key] = kept / total
+            out[i] = seen[key]
         return out
 
 
@@ -98,15 +117,20 @@ def virtual_files(
     """
     ids = np.asarray(block_ids, dtype=np.int64)
     stats = block_stats(sample, ids)
+    kept: list[Index] = []
+    metadata: dict[str, pa.Array] = {}
+    if not indexes:
+        return VirtualFiles(stats, metadata, tuple(kept))
     order = np.argsort(ids, kind="stable")
     _, starts = np.unique(ids[order], return_index=True)  # blocks in ascending id, as from_blocks
     bounds = [*starts.tolist(), len(order)]
-    groups = [order[bounds[i] : bounds[i + 1]] for i in range(len(starts))]
-    kept: list[Index] = []
-    metadata: dict[str, pa.Array] = {}
+    # one gather in block order; each block is then a zero-copy slice (its rows in
+    # their sample order, as a take of the block's rows would give them)
+    ordered = sample.take(pa.array(order))
+    blocks = [ordered.slice(bounds[i], bounds[i + 1] - bounds[i]) for i in range(len(starts))]
     for index in indexes:
         try:
-            values = [index.collect(sample.take(pa.array(rows))) for rows in groups]
+            values = [index.collect(block) for block in blocks]
             metadata[index.name] = pa.array(values, type=index.arrow_type)
         except Exception:
             continue
@@ -155,6 +179,7 @@ def candidates(
         sop_workload += [f.node] * max(1, f.queries)
     sop_keys = [f.key for f in sop]
     plain = [p for p in predicates if not _calls_any(p, analysis)]
+    trees = _SharedWorkspace(plain)
     fits: list[tuple[str, list[str], list[str], _Fit]] = []
     if curve and "zorder" in families:
         fits.append(("zorder", curve, [], _curve_fit("zorder", curve, target_blocks)))
@@ -166,9 +191,9 @@ def candidates(
     if sop and not curve and "sop" in families:
         fits.append(("sop", [], sop_keys, _sop_fit(sop_workload, target_blocks)))
     if plain and "qdtree" in families:
-        fits.append(("qdtree", [], [], _qdtree_fit(plain, target_blocks)))
+        fits.append(("qdtree", [], [], _qdtree_fit(plain, target_blocks, trees)))
     if plain and "pando" in families:
-        fits.append(("pando", [], [], _pando_fit(plain, target_blocks)))
+        fits.append(("pando", [], [], _pando_fit(plain, target_blocks, trees)))
     out = []
     for family, columns, keys, fit in fits:
         cand = Candidate(family, list(columns), list(keys))
@@ -210,17 +235,49 @@ def _sop_fit(workload: list[Predicate], blocks: int) -> _Fit:
     )
 
 
-def _qdtree_fit(workload: list[Predicate], blocks: int) -> _Fit:
+class _SharedWorkspace:
+    """The tree layouts' :class:`~lakelayout.layouts.qdtree.Workspace`, built once.
+
+    Qd-tree and Pando, at every block count :func:`_near` tries, fit the same
+    sample and workload, and their workspace (candidate cuts evaluated on the
+    sample, which queries each cut side rules out) depends on nothing else:
+    building it once instead of up to ``2 × TREE_FITS`` times changes no fit.
+    It lives for one :func:`candidates` call and is rebuilt for another
+    sample object.
+    """
+
+    def __init__(self, workload: list[Predicate]) -> None:
+        self.workload = workload
+        self._built: tuple[pa.Table, Workspace] | None = None
+
+    def get(self, sample: pa.Table, family: str) -> Workspace:
+        from lakelayout.layouts.qdtree import bind_queries
+
+        if self._built is None or self._built[0] is not sample:
+            queries = bind_queries(self.workload, sample, family)
+            self._built = (sample, Workspace.build(sample, queries))
+        return self._built[1]
+
+
+def _qdtree_fit(workload: list[Predicate], blocks: int, shared: _SharedWorkspace) -> _Fit:
     from lakelayout.layouts import QdTreeLayout
 
-    return _near(lambda s, t: QdTreeLayout.fit(s, workload, target_blocks=t), blocks)
+    return _near(
+        lambda s, t: QdTreeLayout.fit(
+            s, workload, target_blocks=t, workspace=shared.get(s, "qdtree")
+        ),
+        blocks,
+    )
 
 
-def _pando_fit(workload: list[Predicate], blocks: int) -> _Fit:
+def _pando_fit(workload: list[Predicate], blocks: int, shared: _SharedWorkspace) -> _Fit:
     from lakelayout.layouts import PandoLayout
 
     return _near(
-        lambda s, t: PandoLayout.fit(s, workload, target_blocks=t, k=2, max_leaves=24), blocks
+        lambda s, t: PandoLayout.fit(
+            s, workload, target_blocks=t, k=2, max_leaves=24, workspace=shared.get(s, "pando")
+        ),
+        blocks,
     )
 
 

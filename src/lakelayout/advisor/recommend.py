@@ -30,8 +30,8 @@ from lakelayout.advisor.estimate import (
     FAMILIES,
     Candidate,
     additional_indexes,
-    bytes_read,
     candidates,
+    read_plan,
     virtual_files,
 )
 from lakelayout.advisor.filters import leaf_filters
@@ -129,15 +129,21 @@ def recommend(
     benefit: BenefitConfig | None = None,
     families: Sequence[str] = FAMILIES,
     sampler: Sampler | None = None,
+    bounds: bool = True,
 ) -> Recommendation:
     """Analyze, fit candidates, price them, decide (see the module docstring).
 
-    Before anything is sampled or fitted, an upper bound is checked: even a
-    layout that made every recent query read nothing of the never-clustered
-    files would save at most ``E × (bytes they read now) × cost per byte``;
-    when that does not beat the cheapest rewrite with the margin, the answer
-    is no and no sample is taken (``sampler`` is only called past that point,
-    when ``inputs.sample`` is None).
+    Two upper bounds on the saving end the work early (``bounds=False``
+    prices every candidate instead; tests compare the two). Before anything
+    is sampled: even a layout that made every recent query read nothing of
+    the never-clustered files would save at most ``E × (bytes they read now)
+    × cost per byte``; when that does not beat the cheapest rewrite (one
+    curve dimension, one file) with the margin, the answer is no and no
+    sample is taken (``sampler`` is only called past that point, when
+    ``inputs.sample`` is None). After sampling and analysis, before any
+    candidate is fitted: the same bound with "read now" measured on the
+    sample as the estimate measures it, against the cheapest rewrite with the
+    statistics every candidate would add (:func:`_cannot_pay`, exact).
     """
     started = time.perf_counter()
     cfg = benefit or BenefitConfig()
@@ -151,7 +157,9 @@ def recommend(
         "target_file_size": inputs.target_file_size,
         "cost_model": model.source,
     }
-    rec = _recommend(inputs, model, analyzer or AnalyzerConfig(), cfg, families, sampler)
+    rec = _recommend(
+        inputs, model, analyzer or AnalyzerConfig(), cfg, families, sampler, bounds=bounds
+    )
     summary["sample_rows"] = 0 if inputs.sample is None else inputs.sample.num_rows
     rec.inputs = summary
     rec.seconds = time.perf_counter() - started
@@ -165,6 +173,8 @@ def _recommend(
     cfg: BenefitConfig,
     families: Sequence[str],
     sampler: Sampler | None,
+    *,
+    bounds: bool = True,
 ) -> Recommendation:
     n = len(inputs.predicates)
     if n < cfg.min_queries:
@@ -195,10 +205,12 @@ def _recommend(
             "in one file of the target size; there is nothing to cluster yet"
         )
         return without_sample()
-    read_now = float(np.mean([bytes_read(p, files) for p in inputs.predicates]))
+    # the cheapest rewrite any candidate can cost: one curve dimension, no SOP feature,
+    # no new statistics, one file written (coefficients are >= 0, so every term only grows)
+    cheapest = model.rewrite_seconds(nbytes, 1, n_curve=1)
+    read_now = _read_now_ceiling(inputs.predicates, files)
     ceiling = rate.expected_queries * read_now * model.query_seconds_per_byte
-    cheapest = model.rewrite_seconds(nbytes, blocks, n_curve=1)
-    if ceiling <= cheapest * cfg.margin:
+    if bounds and ceiling <= cheapest * cfg.margin:
         rec.reason = (
             f"no rewrite: even a layout that made the recent queries read nothing of the "
             f"{nbytes / 2**20:,.2f} MiB of never-clustered data would save at most "
@@ -225,6 +237,8 @@ def _recommend(
     rec.new_indexes = list(virtual_files(sample, sample_files, proposed).indexes)
     n_additional = sum(_features_in(i) for i in rec.new_indexes)
     now = virtual_files(sample, sample_files, inputs.indexes).fractions(inputs.predicates)
+    if bounds and _cannot_pay(rec, now, nbytes, n_additional, inputs.other_bytes, model, cfg):
+        return rec
     rec.candidates = candidates(
         analysis,
         inputs.predicates,
@@ -267,6 +281,74 @@ def _recommend(
         rec.chosen = dataclasses.replace(chosen, minmax_saved_bytes_per_query=saved)
         rec.best = rec.chosen if best is chosen else best
     return rec
+
+
+def _read_now_ceiling(predicates: Sequence[Predicate], files: FileStats) -> float:
+    """Bytes of ``files`` a recent query reads now, on average — the most any layout
+    can save it — from the files' statistics alone (no sample).
+
+    The estimate weighs a file by its *rows* in the sample (a virtual file's
+    size is its rows × the sample's average row size) and a virtual file is
+    kept only if its real file is (its bounds lie within the file's), while
+    this weighs kept files by their bytes; the larger of the two weightings
+    is taken. With the whole table in the sample (small tables, where this
+    check matters most) the rows weighting is exactly the estimate's, so the
+    ceiling is a true upper bound of every candidate's saving; with a partial
+    sample it is one up to the sample's row counts per file.
+    """
+    nbytes = float(files.total_bytes)
+    rows = np.asarray(files.num_records, dtype=np.float64)
+    known = bool((rows >= 0).all()) and float(rows.sum()) > 0
+    seen: dict[str, float] = {}
+    out = []
+    for pred in predicates:
+        key = pred.sql()
+        if key not in seen:
+            kept = read_plan(pred, files)
+            if known:
+                by_rows = float(rows[kept.keep].sum()) / float(rows.sum()) * nbytes
+            else:  # unknown row counts: any kept file may be the whole sample
+                by_rows = nbytes if kept.keep.any() else 0.0
+            seen[key] = max(float(kept.bytes_kept), by_rows)
+        out.append(seen[key])
+    return float(np.mean(out))
+
+
+def _cannot_pay(
+    rec: Recommendation,
+    now: np.ndarray,
+    nbytes: int,
+    n_additional: int,
+    other_bytes: int,
+    model: CostModel,
+    cfg: BenefitConfig,
+) -> bool:
+    """Whether no candidate can pay, from the sample's "now" side alone (then
+    ``rec.reason`` says so and nothing is fitted or priced).
+
+    Exact bound, not a heuristic: a candidate saves ``E × (now − after) ×
+    bytes × cost per byte`` with ``after >= 0``, so at most the same with
+    ``after = 0``; it costs at least a rewrite with one curve dimension, no
+    SOP feature, into one file, with the ``n_additional`` statistics every
+    candidate builds (all coefficients are >= 0). When that saving does not
+    beat that cost × margin, full pricing would say no rewrite as well.
+    """
+    assert rec.rate is not None
+    expected = rec.rate.expected_queries
+    bytes_now = (float(np.mean(now)) if len(now) else 1.0) * nbytes
+    ceiling = expected * bytes_now * model.query_seconds_per_byte
+    floor = model.rewrite_seconds(nbytes, 1, n_curve=1, n_additional=n_additional)
+    floor += model.additional_seconds_per_byte * n_additional * other_bytes
+    if ceiling > floor * cfg.margin:
+        return False
+    rec.reason = (
+        f"no rewrite: even a layout that made the recent queries read nothing of the "
+        f"{nbytes / 2**20:,.2f} MiB of never-clustered data would save at most {ceiling:.3g} s "
+        f"({expected:,.0f} expected queries × {bytes_now / 2**20:,.2f} MiB read now each, "
+        f"estimated on the sample), not more than the cheapest rewrite with its statistics "
+        f"({floor:.3g} s) × {cfg.margin:g}; no candidate layout was fitted"
+    )
+    return True
 
 
 def _features_in(index: Index) -> int:

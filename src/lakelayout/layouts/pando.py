@@ -113,6 +113,7 @@ class PandoLayout(Layout):
         *,
         rows_per_block: int | None = None,
         target_blocks: int | None = None,
+        workspace: Workspace | None = None,
         **opts: Any,
     ) -> PandoLayout:
         """Fit k trees and the blocking on ``sample`` for ``workload``.
@@ -124,7 +125,9 @@ class PandoLayout(Layout):
         leaves so the number of cells, and the quadratic merge, stays small), ``outlier_rows`` (cells below it are
         outliers; default ``max(1, b // 20)``), ``max_outlier_share`` (cap on
         the share of sample rows in outlier blocks, which every query reads;
-        default 0.05), ``max_leaves`` (per tree).
+        default 0.05), ``max_leaves`` (per tree). ``workspace``: a
+        :meth:`~lakelayout.layouts.qdtree.Workspace.build` of this sample and
+        workload, shared between fits (as in :meth:`QdTreeLayout.fit`).
         """
         sample = check_sample(sample, cls.family)
         check_options(opts, cls.OPTIONS, cls.family)
@@ -140,7 +143,7 @@ class PandoLayout(Layout):
         if max_leaves is not None:
             max_leaves = positive_int(max_leaves, "max_leaves")
         queries = bind_queries(workload, sample, cls.family)
-        ws = Workspace.build(sample, queries)
+        ws = Workspace.reuse(workspace, sample, queries, cls.family)
         forest = grow_forest(
             ws, n, k=k, min_leaf_rows=min_leaf, max_leaves=max_leaves, best_cut=JointScorer()
         )

@@ -241,6 +241,9 @@ class Workspace:
     skip_true: np.ndarray
     skip_false: np.ndarray
     query_keys: list[frozenset[str]]
+    #: the sample and the bound queries it was built for (what :meth:`reuse` checks)
+    sample: pa.Table | None = None
+    predicates: list[Predicate] = field(default_factory=list)
 
     @classmethod
     def build(cls, sample: pa.Table, queries: list[Predicate]) -> Workspace:
@@ -279,7 +282,36 @@ class Workspace:
             masks[:, i] = col
         skip_true = np.array(rows_t, dtype=bool).reshape(len(cuts), q)
         skip_false = np.array(rows_f, dtype=bool).reshape(len(cuts), q)
-        return cls(plans, cuts, masks, skip_true, skip_false, qkeys)
+        return cls(plans, cuts, masks, skip_true, skip_false, qkeys, sample, list(queries))
+
+    @classmethod
+    def reuse(
+        cls, given: Workspace | None, sample: pa.Table, queries: list[Predicate], family: str
+    ) -> Workspace:
+        """``given`` when it was built for ``sample`` and ``queries``, else a new build.
+
+        A workspace depends only on the sample and the workload, so fits of one
+        sample and workload at several block sizes (or as Qd-tree and Pando)
+        share it. A workspace of another sample or workload is refused: the
+        sample must be the same table (the same object, or equal rows), each
+        query the same text.
+        """
+        if given is None:
+            return cls.build(sample, queries)
+        same_sample = given.sample is not None and (
+            given.sample is sample or given.sample.equals(sample)
+        )
+        if (
+            not same_sample
+            or len(given.queries) != len(queries)
+            or any(p.sql() != q.sql() for p, q in zip(given.predicates, queries, strict=True))
+        ):
+            raise LayoutError(
+                f"{family}: the workspace given was built for another sample or workload "
+                f"({given.masks.shape[0]} rows, {len(given.queries)} queries; "
+                f"the fit has {sample.num_rows} rows, {len(queries)} queries)"
+            )
+        return given
 
 
 def _skip_rows(
@@ -597,6 +629,7 @@ class QdTreeLayout(Layout):
         *,
         rows_per_block: int | None = None,
         target_blocks: int | None = None,
+        workspace: Workspace | None = None,
         **opts: Any,
     ) -> QdTreeLayout:
         """Grow the tree on ``sample`` for ``workload``.
@@ -604,7 +637,10 @@ class QdTreeLayout(Layout):
         Give exactly one of ``rows_per_block`` (the minimum leaf size, in
         *sample* rows) or ``target_blocks`` (at most that many leaves, each of
         at least ``sample_rows // (2 * target_blocks)`` rows). Option
-        ``min_leaf_rows`` overrides the minimum leaf size.
+        ``min_leaf_rows`` overrides the minimum leaf size. ``workspace``: a
+        :meth:`Workspace.build` of this very sample and workload, to share
+        between several fits of them (it depends on neither the block size nor
+        the family; growing never modifies it).
         """
         sample = check_sample(sample, cls.family)
         check_options(opts, cls.OPTIONS, cls.family)
@@ -612,7 +648,7 @@ class QdTreeLayout(Layout):
         if "min_leaf_rows" in opts:
             min_leaf = positive_int(opts["min_leaf_rows"], "min_leaf_rows")
         queries = bind_queries(workload, sample, cls.family)
-        ws = Workspace.build(sample, queries)
+        ws = Workspace.reuse(workspace, sample, queries, cls.family)
         forest = grow_forest(
             ws, sample.num_rows, k=1, min_leaf_rows=min_leaf, max_leaves=max_leaves
         )

@@ -1,0 +1,145 @@
+"""The advisor's caches on real tables: the same decision warm or cold, and never a
+stale sample after an append or a DELETE (real Spark, real Delta tables)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lakelayout.advisor import advisor as advisor_module
+from lakelayout.advisor.advisor import _unclustered
+from lakelayout.advisor.benefit import BenefitConfig
+from lakelayout.advisor.costmodel import DEFAULTS
+from lakelayout.advisor.recommend import Recommendation
+from lakelayout.api import Table
+
+pytestmark = pytest.mark.spark
+
+#: rewrites cost little and queries a lot: a rewrite pays on these small tables
+CHEAP = dataclasses.replace(
+    DEFAULTS, rewrite_fixed_seconds=0.01, rewrite_per_file_seconds=0.0, query_seconds_per_byte=1e-6
+)
+
+
+def _batch(spark: Any, start: int, n: int, files: int) -> Any:
+    rng = np.random.default_rng(start)
+    rows = pa.table(
+        {
+            "id": pa.array(np.arange(start, start + n), pa.int64()),
+            "ts": pa.array(rng.uniform(0, 1000, n)),
+            "tag": pa.array([f"t{i % 11}" for i in range(start, start + n)]),
+        }
+    )
+    return spark.createDataFrame(rows).repartitionByRange(files, "id").sortWithinPartitions("id")
+
+
+def _scans(t: Table, n: int) -> None:
+    rng = np.random.default_rng(3)
+    for i in range(n):
+        lo = rng.uniform(0, 950)
+        extra = " AND tag LIKE '%1%'" if i % 2 else ""
+        t.scan(f"ts BETWEEN {lo:.1f} AND {lo + 30:.1f}{extra}", columns=["id"])
+
+
+def _decided(rec: Recommendation) -> dict[str, Any]:
+    """The decision and every number behind it, without the timings."""
+    doc = rec.to_dict()
+    doc.pop("seconds")
+    for e in doc["estimates"]:
+        e.pop("fit_seconds", None)
+    return doc
+
+
+def _cold() -> None:
+    advisor_module._SAMPLES.clear()
+    advisor_module._PARSED.clear()
+
+
+def test_the_decision_is_the_same_with_cold_caches_warm_caches_and_no_bounds(
+    spark: Any, tmp_path: Path
+) -> None:
+    t = Table.create(str(tmp_path / "t"), _batch(spark, 0, 6000, 6), target_file_size=15_000)
+    _scans(t, 12)
+    t.advisor.model = CHEAP
+    t.advisor.benefit = BenefitConfig(horizon_queries=1000, min_queries=5)
+    t.advisor.families = ("zorder", "sop-z", "qdtree", "pando")  # pando shares qdtree's cuts
+    _cold()
+    cold = t.advisor.recommend()
+    assert cold.rewrite and cold.chosen is not None and cold.analysis is not None
+    assert cold.analysis.curve == ["ts"] and cold.analysis.sop == ["tag LIKE '%1%'"]
+    assert len(cold.estimates) == 4  # every family was fitted and priced
+    warm = t.advisor.recommend()  # sample and parsed window from the caches
+    assert _decided(warm) == _decided(cold)
+    t.advisor.bounds = False
+    assert _decided(t.advisor.recommend()) == _decided(cold)
+
+    # a decision the bound answers: the default model on this tiny table, a few queries
+    t.advisor.model = DEFAULTS
+    t.advisor.benefit = BenefitConfig(horizon_queries=20, min_queries=5)
+    full = t.advisor.recommend()
+    t.advisor.bounds = True
+    quick = t.advisor.recommend()
+    assert not full.rewrite and not quick.rewrite and full.estimates and not quick.estimates
+    assert quick.reason.startswith("no rewrite: even a layout that made the recent queries")
+    assert quick.analysis is not None and full.analysis is not None
+    # the same features (without a sample the analysis cannot check correlations, and
+    # says so in its notes; no feature here is correlated with another)
+    assert [(f.key, f.kind, f.status) for f in quick.analysis.features] == [
+        (f.key, f.kind, f.status) for f in full.analysis.features
+    ]
+
+
+def test_an_append_samples_the_new_files_and_reuses_the_old_ones(
+    spark: Any, tmp_path: Path
+) -> None:
+    t = Table.create(str(tmp_path / "t"), _batch(spark, 0, 4000, 4), target_file_size=20_000)
+    _cold()
+    snap = t.snapshot()
+    files = _unclustered(t.uri, snap.files)
+    sample, ids = t.advisor._sample(files, snap)
+    assert sample.num_rows == 4000 and set(ids.tolist()) == {0, 1, 2, 3}  # the whole table
+    old = {key[1]: rows for key, (_, rows) in advisor_module._SAMPLES.items()}
+
+    t.append(_batch(spark, 4000, 2000, 2))
+    snap = t.snapshot()
+    files = _unclustered(t.uri, snap.files)
+    sample, ids = t.advisor._sample(files, snap)
+    assert len(files) == 6 and set(ids.tolist()) == set(range(6))
+    assert sorted(sample.column("id").to_pylist()) == list(range(6000))  # the new rows too
+    paths = [str(p) for p in files.paths]
+    for position, path in enumerate(paths):  # each row is attributed to its own file
+        got = sample.filter(pa.array(ids == position)).column("id").to_numpy()
+        assert len(got) and ((got < 4000).all() if path in old else (got >= 4000).all())
+    for key, (_, rows) in advisor_module._SAMPLES.items():  # the old files were not read again
+        if key[1] in old:
+            assert rows is old[key[1]]
+
+
+def test_a_delete_as_deletion_vectors_is_never_served_from_the_cache(
+    spark: Any, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "dv")
+    spark.sql(
+        f"""CREATE TABLE delta.`{path}` (id BIGINT, ts DOUBLE)
+            USING delta TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"""
+    )
+    spark.sql("SELECT id, CAST(id AS DOUBLE) AS ts FROM range(600)").repartition(2).write.format(
+        "delta"
+    ).mode("append").save(path)
+    t = Table(path, spark=spark)
+    _cold()
+    snap = t.snapshot()
+    before, _ = t.advisor._sample(_unclustered(t.uri, snap.files), snap)
+    assert sorted(before.column("id").to_pylist()) == list(range(600))
+
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id % 4 = 0")
+    snap = t.snapshot()
+    assert snap.has_deletion_vectors  # the same files, some rows hidden
+    assert {str(p) for p in snap.files.paths} == {k[1] for k in advisor_module._SAMPLES}
+    after, _ = t.advisor._sample(_unclustered(t.uri, snap.files), snap)
+    assert sorted(after.column("id").to_pylist()) == [i for i in range(600) if i % 4]

@@ -1,0 +1,254 @@
+"""The cheaper decision path decides what the full one decides (pure: no Spark).
+
+Each shortcut is compared with the work it replaces: planning each distinct
+query once against planning every query, one shared Qd-tree/Pando
+workspace against a build per fit, block slices against a take per block,
+memoized parsing against parsing, and the two "cannot pay" exits against
+pricing every candidate, swept across the point where the decision flips.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lakelayout.advisor import advisor as advisor_module
+from lakelayout.advisor.benefit import BenefitConfig
+from lakelayout.advisor.costmodel import DEFAULTS, CostModel
+from lakelayout.advisor.estimate import bytes_read, virtual_files
+from lakelayout.advisor.recommend import Inputs, Recommendation, recommend
+from lakelayout.errors import LayoutError
+from lakelayout.expr.nodes import Opaque
+from lakelayout.expr.parse import parse_predicate
+from lakelayout.layouts import PandoLayout, QdTreeLayout
+from lakelayout.layouts.qdtree import Workspace, bind_queries
+from lakelayout.skipping.indexes import Features, MinMax
+from lakelayout.stats.blocks import block_stats
+
+ROWS = 4_800
+FILES = 16
+RNG = np.random.default_rng(23)
+DATA = pa.table(
+    {
+        "id": np.arange(ROWS),
+        "ts": RNG.uniform(0, 1000, ROWS),
+        "amount": RNG.uniform(0, 100, ROWS),
+        "tag": [f"t{i % 7}" for i in range(ROWS)],
+    }
+)
+FILE_OF_ROW = np.arange(ROWS) // (ROWS // FILES)
+T0 = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+
+
+def _window(n: int, seed: int = 4) -> list[str]:
+    """Range queries on ts, a third of them repeated verbatim, some with an SOP filter."""
+    rng = np.random.default_rng(seed)
+    texts = []
+    for i in range(n):
+        if i % 3 == 2:
+            texts.append(texts[i - 2])  # the window repeats queries
+            continue
+        lo = rng.uniform(0, 960)
+        extra = " AND tag LIKE '%3%'" if i % 4 == 0 else ""
+        texts.append(f"ts BETWEEN {lo:.1f} AND {lo + 30:.1f}{extra}")
+    return texts
+
+
+def _parsed(texts: list[str]) -> list[Any]:
+    cache: dict[str, Any] = {}
+    return [cache.setdefault(t, parse_predicate(t, DATA.schema)) for t in texts]
+
+
+def _inputs(texts: list[str], *, sample_all: bool, scale: float = 1.0) -> Inputs:
+    files = block_stats(DATA, FILE_OF_ROW)
+    files = dataclasses.replace(files, sizes=np.round(files.sizes * scale).astype(np.int64))
+    rows = np.arange(ROWS) if sample_all else np.sort(RNG.choice(ROWS, 1600, replace=False))
+    return Inputs(
+        predicates=_parsed(texts),
+        timestamps=[T0 + dt.timedelta(minutes=i) for i in range(len(texts))],
+        sample=DATA.take(pa.array(rows)),
+        sample_files=FILE_OF_ROW[rows],
+        candidate_files=files,
+        other_bytes=0,
+        target_file_size=int(files.total_bytes // FILES),
+        schema=DATA.schema,
+    )
+
+
+def _decision(rec: Recommendation) -> tuple[Any, ...]:
+    """What is decided: rewrite or not, the layout family and features, the layout."""
+    chosen = rec.chosen
+    layout = None if rec.layout is None else rec.layout.to_dict()
+    features = None if rec.analysis is None else [
+        (f.key, f.kind, f.status) for f in rec.analysis.features
+    ]  # fmt: skip
+    return (rec.rewrite, None if chosen is None else chosen.layout, features, layout)
+
+
+def test_each_distinct_query_is_planned_once_with_the_same_fractions() -> None:
+    preds = _parsed(_window(30))
+    assert len({p.sql() for p in preds}) < len(preds)  # the window repeats queries
+    indexes = [
+        MinMax("amount * 2").bind(DATA.schema),
+        Features(["tag LIKE '%3%'"]).bind(DATA.schema),
+    ]
+    by_ts = np.argsort(np.argsort(DATA["ts"].to_numpy())) // 600
+    vf = virtual_files(DATA, by_ts, indexes)
+    assert [i.name for i in vf.indexes] == [i.name for i in indexes]
+    total = float(vf.stats.total_bytes)
+    one_by_one = [
+        bytes_read(p, vf.stats, indexes=vf.indexes, metadata=vf.metadata) / total for p in preds
+    ]
+    assert vf.fractions(preds).tolist() == one_by_one
+    assert min(one_by_one) > 0 and max(one_by_one) < 1  # the blocks do skip
+
+
+def test_block_slices_give_each_index_what_a_take_per_block_gives() -> None:
+    ids = RNG.integers(0, 40, ROWS)  # blocks interleaved in the sample, one id unused
+    ids[ids == 17] = 18
+    indexes = [
+        MinMax("amount * 2").bind(DATA.schema),
+        Features(["tag LIKE '%3%'"]).bind(DATA.schema),
+    ]
+    vf = virtual_files(DATA, ids, indexes)
+    for index in indexes:
+        expected = [
+            index.collect(DATA.take(pa.array(np.flatnonzero(ids == b)))) for b in np.unique(ids)
+        ]
+        assert (
+            vf.metadata[index.name].to_pylist()
+            == pa.array(expected, type=index.arrow_type).to_pylist()
+        )
+    assert len(vf.stats) == 39
+
+
+@pytest.mark.parametrize("blocks", [6, 15])
+def test_a_shared_workspace_fits_the_same_trees(blocks: int) -> None:
+    preds = _parsed(_window(24))
+    ws = Workspace.build(DATA, bind_queries(preds, DATA, "qdtree"))
+    alone = QdTreeLayout.fit(DATA, preds, target_blocks=blocks)
+    shared = QdTreeLayout.fit(DATA, preds, target_blocks=blocks, workspace=ws)
+    assert shared.to_dict() == alone.to_dict() and alone.n_blocks > 1
+    pando = PandoLayout.fit(DATA, preds, target_blocks=blocks, k=2, max_leaves=24)
+    pando_shared = PandoLayout.fit(
+        DATA, preds, target_blocks=blocks, k=2, max_leaves=24, workspace=ws
+    )
+    assert pando_shared.to_dict() == pando.to_dict()
+    assert np.array_equal(pando_shared.assign(DATA), pando.assign(DATA))
+
+
+def test_a_workspace_of_another_sample_or_workload_is_refused() -> None:
+    preds = _parsed(_window(12))
+    ws = Workspace.build(DATA, bind_queries(preds, DATA, "qdtree"))
+    with pytest.raises(LayoutError, match="workspace given was built for another sample"):
+        QdTreeLayout.fit(DATA.slice(0, ROWS // 2), preds, target_blocks=4, workspace=ws)
+    shuffled = DATA.take(pa.array(RNG.permutation(ROWS)))  # as many rows, not the same sample
+    with pytest.raises(LayoutError, match="workspace given was built for another sample"):
+        QdTreeLayout.fit(shuffled, preds, target_blocks=4, workspace=ws)
+    assert QdTreeLayout.fit(DATA.slice(0), preds, target_blocks=4, workspace=ws).n_blocks > 1
+    other = _parsed(_window(12, seed=99))
+    with pytest.raises(LayoutError, match="pando: the workspace given was built for another"):
+        PandoLayout.fit(DATA, other, target_blocks=4, workspace=ws)
+
+
+def test_parsing_is_memoized_per_schema_functions_and_time_zone() -> None:
+    narrow = pa.schema([("a", pa.int64())])
+    wide = pa.schema([("a", pa.int64()), ("b", pa.int64())])
+    text = "b > 3 AND a < 2"
+    first = advisor_module._parse_cached(text, (narrow, (), "UTC"))
+    assert first is None  # b is unknown in the narrow schema
+    evolved = advisor_module._parse_cached(text, (wide, (), "UTC"))  # a new schema parses again
+    assert evolved is not None and evolved.sql() == parse_predicate(text, wide).sql()
+    assert advisor_module._parse_cached(text, (wide, (), "UTC")) is evolved
+    udf = "f(a) = 'x'"
+    unknown = advisor_module._parse_cached(udf, (wide, (), "UTC"))
+    assert isinstance(unknown, Opaque)  # an unknown function: opaque to lakelayout
+    known = advisor_module._parse_cached(udf, (wide, (("f", pa.string()),), "UTC"))
+    assert known is not None and not isinstance(known, Opaque)  # a declared UDF parses again
+
+
+def _sweep(inputs: Inputs, model: CostModel, horizons: list[float]) -> list[tuple[Any, ...]]:
+    """(horizon, decision with the exits, decision pricing every candidate, reason)."""
+    out = []
+    for h in horizons:
+        cfg = BenefitConfig(horizon_queries=h)
+        fast = recommend(dataclasses.replace(inputs), model=model, benefit=cfg)
+        full = recommend(dataclasses.replace(inputs), model=model, benefit=cfg, bounds=False)
+        out.append((h, _decision(fast), _decision(full), fast.reason))
+    return out
+
+
+def _flip(inputs: Inputs, model: CostModel) -> float:
+    """Expected queries at which the full pricing's best candidate starts to pay."""
+    probe = recommend(
+        dataclasses.replace(inputs), model=model,
+        benefit=BenefitConfig(horizon_queries=100.0), bounds=False,
+    )  # fmt: skip
+    best = probe.best
+    assert best is not None and best.saving_seconds > 0
+    return best.cost_seconds * best.margin / (best.saving_seconds / best.expected_queries)
+
+
+#: rewriting costs the same whatever the layout (one curve dimension's worth, no
+#: per-file, SOP or statistics terms): the cheapest rewrite the exits assume is
+#: exactly what the candidates cost, so the exits sit as close to the flip as they can
+TIGHT = dataclasses.replace(
+    DEFAULTS, rewrite_per_file_seconds=0.0, curve_seconds_per_byte=0.0,
+    sop_seconds_per_byte=0.0, additional_seconds_per_byte=0.0,
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("model", "sample_all"), [(DEFAULTS, False), (TIGHT, True)], ids=["defaults", "tight"]
+)
+def test_the_cannot_pay_exits_never_fire_where_full_pricing_rewrites(
+    model: CostModel, sample_all: bool
+) -> None:
+    inputs = _inputs(_window(36), sample_all=sample_all, scale=40.0)
+    flip = _flip(inputs, model)
+    near = [flip * f for f in (0.99, 0.999, 1.001, 1.01)]
+    far = [flip * f for f in (0.1, 0.6, 3.0)]
+    rows = _sweep(inputs, model, sorted(near + far))
+    for h, fast, full, reason in rows:
+        assert fast == full or (not fast[0] and not full[0] and fast[2] == full[2]), (h, reason)
+        assert fast[0] == full[0] == (h > flip), (h, reason)
+    # an exit was taken below the flip (the sweep exercises them), none above it
+    assert any("even a layout that made" in r for h, _, _, r in rows if h < flip)
+    assert all(r.startswith("rewrite: ") for h, _, _, r in rows if h > flip)
+
+
+def test_the_sample_exit_sits_between_the_first_exit_and_the_flip() -> None:
+    """Near the threshold of the after-sampling exit itself: just below it, it fires
+    and nothing is fitted; just above it, the candidates are fitted and say no.
+
+    The new statistics (a ``Features`` index for the LIKE filter) cost what the
+    first exit cannot know of before the analysis: between the two thresholds
+    only the second one answers.
+    """
+    model = dataclasses.replace(TIGHT, additional_seconds_per_byte=2e-8)
+    inputs = _inputs(_window(36), sample_all=True, scale=40.0)
+    probe = recommend(
+        dataclasses.replace(inputs), model=model,
+        benefit=BenefitConfig(horizon_queries=1.0), bounds=False,
+    )  # fmt: skip
+    best = probe.best
+    assert best is not None
+    bytes_now = best.bytes_now_per_query
+    assert best.n_additional >= 1
+    floor = model.rewrite_seconds(
+        best.candidate_bytes, 1, n_curve=1, n_additional=best.n_additional
+    )
+    edge = floor * 1.5 / (bytes_now * model.query_seconds_per_byte)  # the exit's threshold
+    below = recommend(dataclasses.replace(inputs), model=model,
+                      benefit=BenefitConfig(horizon_queries=edge * 0.999))  # fmt: skip
+    above = recommend(dataclasses.replace(inputs), model=model,
+                      benefit=BenefitConfig(horizon_queries=edge * 1.001))  # fmt: skip
+    assert "estimated on the sample" in below.reason and below.candidates == []
+    assert not below.rewrite and not above.rewrite and above.candidates
+    assert above.best is not None and above.best.saving_seconds < above.best.cost_seconds * 1.5
+    assert edge < _flip(inputs, model)
