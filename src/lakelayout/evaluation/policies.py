@@ -60,6 +60,7 @@ from lakelayout.evaluation.tables import INSERT_TARGET
 from lakelayout.evaluation.workloads import Query
 from lakelayout.layouts.base import Layout
 from lakelayout.online.candidates import FAMILIES, check_families, fit_candidates
+from lakelayout.online.costs import CostBook
 from lakelayout.online.engine import OnlineConfig, OnlineEngine
 from lakelayout.online.manager import Candidate
 
@@ -721,7 +722,9 @@ class OnlinePolicy(Policy):
         def fit(predicates: Sequence[Predicate]) -> list[Candidate]:
             return window_candidates(ctx, predicates, max(1, ctx.files_inserted), families)
 
-        self.engine = OnlineEngine(self.settings.config(self.kind, alpha), ctx.sample(), fit)
+        self.engine = OnlineEngine(
+            self.settings.config(self.kind, alpha), ctx.sample(), fit, book=cost_book(ctx)
+        )
         self._describe()
 
     def on_query(self, ctx: Context, query: Query) -> None:
@@ -770,6 +773,14 @@ def shared(ctx: Context, key: str, make: Callable[[], _T]) -> _T:
     if key not in memo:
         memo[key] = make()
     return cast("_T", memo[key])
+
+
+def cost_book(ctx: Context) -> CostBook:
+    """The replay's one :class:`~lakelayout.online.costs.CostBook` on ``ctx.sample()``: online
+    policies and oracles price the same candidates on the same queries once."""
+    sample = ctx.sample()
+    book = shared(ctx, f"cost book {id(sample)}", lambda: CostBook(sample))
+    return book if book.sample is sample else CostBook(sample)
 
 
 class OraclePolicy(Policy):
@@ -835,19 +846,16 @@ class OraclePolicy(Policy):
 
     def _plan(self, ctx: Context) -> None:
         from lakelayout.online.baselines import offline_optimum, static_best
-        from lakelayout.online.costs import VirtualState
 
         if not self.candidates:
             raise InvalidOption(f"{self.kind}: no candidate layout could be fitted on the workload")
         alpha, how = replay_alpha(ctx, self.settings)
         predicates = ctx.predicates(ctx.workload)
-        sample = ctx.sample()
+        book = cost_book(ctx)
         costs = shared(
             ctx,
             f"oracle costs {self.settings!r}",
-            lambda: np.column_stack(
-                [VirtualState(c.layout, sample).costs(predicates) for c in self.candidates]
-            ),
+            lambda: book.matrix([c.layout for c in self.candidates], predicates),
         )
         if self.kind == "static":
             best, total = static_best(costs)
