@@ -611,9 +611,11 @@ class OnlineSettings:
         )
 
 
-#: (sample id, window SQL, blocks, families) -> fitted candidates, shared by all online
-#: policies and oracles of a replay (they see the same windows of the same stream)
-_FITS: dict[tuple[int, tuple[str, ...], int, tuple[str, ...]], list[Candidate]] = {}
+#: (sample id, window SQL, blocks, families) -> (the sample, fitted candidates), shared by
+#: all online policies and oracles of a replay (they see the same windows of the same
+#: stream); the sample is held and checked, so a later sample with a reused id never hits
+_FITS: dict[tuple[int, tuple[str, ...], int, tuple[str, ...]], tuple[pa.Table, list[Candidate]]]
+_FITS = {}
 #: sample id -> (the sample, α, how it was obtained): one α for every policy of a replay
 _ALPHAS: dict[int, tuple[pa.Table, float, str]] = {}
 #: fits tried per candidate to reach the wanted block count
@@ -626,15 +628,17 @@ def window_candidates(
     """Candidates fitted on ``predicates`` with about ``blocks`` blocks (cached per replay)."""
     sample = ctx.sample()
     key = (id(sample), tuple(p.sql() for p in predicates), blocks, tuple(families))
-    if key not in _FITS:
-        _FITS[key] = fit_candidates(
+    cached = _FITS.get(key)
+    if cached is None or cached[0] is not sample:
+        found = fit_candidates(
             sample,
             predicates,
             blocks=blocks,
             families=families,
             sizer=lambda fit, wanted: fit_with_blocks(fit, wanted, max_fits=ONLINE_MAX_FITS),
         )
-    return _FITS[key]
+        cached = _FITS[key] = (sample, found)
+    return cached[1]
 
 
 def replay_alpha(ctx: Context, settings: OnlineSettings) -> tuple[float, str]:
