@@ -302,3 +302,30 @@ def test_region_never_rules_out_a_matching_row(cuts, query: str, seed: int) -> N
     q = parse_predicate(query, SMALL)
     if (in_region & evaluate(q, rows)).any():
         assert may_intersect(q, r), (r.describe(), q.sql())
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    cuts=st.lists(st.tuples(ATOM_TEMPLATES, st.booleans()), min_size=1, max_size=4),
+    queries=st.lists(predicates(), min_size=1, max_size=6),
+)
+def test_a_region_answers_the_same_with_its_remembered_atoms(cuts, queries: list[str]) -> None:
+    """A region remembers its answer per atom: a region that answered other queries first
+    must answer each query as a fresh region does."""
+    used = Region()
+    fresh_cuts = []
+    for sql, outcome in cuts:
+        cut = cut_of(parse_predicate(sql, SMALL))
+        if cut is not None:
+            used = used.with_outcome(cut.atom, outcome)
+            fresh_cuts.append((cut.atom, outcome))
+    parsed = [parse_predicate(q, SMALL) for q in queries]
+    for q in [*parsed, *parsed]:
+        fresh = Region()
+        for atom, outcome in fresh_cuts:
+            fresh = fresh.with_outcome(atom, outcome)
+        assert may_intersect(q, used) == may_intersect(q, fresh), q.sql()

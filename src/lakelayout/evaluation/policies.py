@@ -60,6 +60,7 @@ from lakelayout.evaluation.tables import INSERT_TARGET
 from lakelayout.evaluation.workloads import Query
 from lakelayout.layouts.base import Layout
 from lakelayout.online.candidates import FAMILIES, check_families, fit_candidates
+from lakelayout.online.costs import CostBook
 from lakelayout.online.engine import OnlineConfig, OnlineEngine
 from lakelayout.online.manager import Candidate
 
@@ -610,9 +611,11 @@ class OnlineSettings:
         )
 
 
-#: (sample id, window SQL, blocks, families) -> fitted candidates, shared by all online
-#: policies and oracles of a replay (they see the same windows of the same stream)
-_FITS: dict[tuple[int, tuple[str, ...], int, tuple[str, ...]], list[Candidate]] = {}
+#: (sample id, window SQL, blocks, families) -> (the sample, fitted candidates), shared by
+#: all online policies and oracles of a replay (they see the same windows of the same
+#: stream); the sample is held and checked, so a later sample with a reused id never hits
+_FITS: dict[tuple[int, tuple[str, ...], int, tuple[str, ...]], tuple[pa.Table, list[Candidate]]]
+_FITS = {}
 #: sample id -> (the sample, α, how it was obtained): one α for every policy of a replay
 _ALPHAS: dict[int, tuple[pa.Table, float, str]] = {}
 #: fits tried per candidate to reach the wanted block count
@@ -625,15 +628,17 @@ def window_candidates(
     """Candidates fitted on ``predicates`` with about ``blocks`` blocks (cached per replay)."""
     sample = ctx.sample()
     key = (id(sample), tuple(p.sql() for p in predicates), blocks, tuple(families))
-    if key not in _FITS:
-        _FITS[key] = fit_candidates(
+    cached = _FITS.get(key)
+    if cached is None or cached[0] is not sample:
+        found = fit_candidates(
             sample,
             predicates,
             blocks=blocks,
             families=families,
             sizer=lambda fit, wanted: fit_with_blocks(fit, wanted, max_fits=ONLINE_MAX_FITS),
         )
-    return _FITS[key]
+        cached = _FITS[key] = (sample, found)
+    return cached[1]
 
 
 def replay_alpha(ctx: Context, settings: OnlineSettings) -> tuple[float, str]:
@@ -721,7 +726,9 @@ class OnlinePolicy(Policy):
         def fit(predicates: Sequence[Predicate]) -> list[Candidate]:
             return window_candidates(ctx, predicates, max(1, ctx.files_inserted), families)
 
-        self.engine = OnlineEngine(self.settings.config(self.kind, alpha), ctx.sample(), fit)
+        self.engine = OnlineEngine(
+            self.settings.config(self.kind, alpha), ctx.sample(), fit, book=cost_book(ctx)
+        )
         self._describe()
 
     def on_query(self, ctx: Context, query: Query) -> None:
@@ -770,6 +777,14 @@ def shared(ctx: Context, key: str, make: Callable[[], _T]) -> _T:
     if key not in memo:
         memo[key] = make()
     return cast("_T", memo[key])
+
+
+def cost_book(ctx: Context) -> CostBook:
+    """The replay's one :class:`~lakelayout.online.costs.CostBook` on ``ctx.sample()``: online
+    policies and oracles price the same candidates on the same queries once."""
+    sample = ctx.sample()
+    book = shared(ctx, f"cost book {id(sample)}", lambda: CostBook(sample))
+    return book if book.sample is sample else CostBook(sample)
 
 
 class OraclePolicy(Policy):
@@ -835,19 +850,16 @@ class OraclePolicy(Policy):
 
     def _plan(self, ctx: Context) -> None:
         from lakelayout.online.baselines import offline_optimum, static_best
-        from lakelayout.online.costs import VirtualState
 
         if not self.candidates:
             raise InvalidOption(f"{self.kind}: no candidate layout could be fitted on the workload")
         alpha, how = replay_alpha(ctx, self.settings)
         predicates = ctx.predicates(ctx.workload)
-        sample = ctx.sample()
+        book = cost_book(ctx)
         costs = shared(
             ctx,
             f"oracle costs {self.settings!r}",
-            lambda: np.column_stack(
-                [VirtualState(c.layout, sample).costs(predicates) for c in self.candidates]
-            ),
+            lambda: book.matrix([c.layout for c in self.candidates], predicates),
         )
         if self.kind == "static":
             best, total = static_best(costs)

@@ -550,6 +550,8 @@ class Region:
     true_atoms: frozenset[str] = frozenset()
     not_true_atoms: frozenset[str] = frozenset()
     _index: dict[str, TermBox] = field(default_factory=dict, compare=False, repr=False)
+    #: :func:`atom_key` -> may the atom hold here? (a region never changes: see _plan_may)
+    _answers: dict[str, bool] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self._index.update(self.boxes)
@@ -598,6 +600,15 @@ class QueryPlan:
     sql: str = ""
     neg_sql: str | None = None
     key: str | None = None
+    #: :func:`atom_key` of ``atom`` (what a region remembers its answer by)
+    memo: str = ""
+
+
+def atom_key(atom: Predicate, sql: str) -> str:
+    """``sql`` with the type of every node of ``atom``: two atoms with the same key are the
+    same bound tree (SQL text alone does not show a column's type)."""
+    types = ";".join(f"{type(n).__name__}:{getattr(n, 'dtype', '')}" for n in atom.walk())
+    return f"{sql}\x00{types}"
 
 
 def plan_query(query: Predicate) -> QueryPlan:
@@ -619,13 +630,19 @@ class _PlanQuery(PredicateVisitor[QueryPlan]):
 
     def _opaque(self, node: Not | Opaque) -> QueryPlan:
         """An atom without a known negation."""
-        return QueryPlan("atom", atom=node, sql=node.sql(), neg_sql=None, key=None)
+        sql = node.sql()
+        return QueryPlan(
+            "atom", atom=node, sql=sql, neg_sql=None, key=None, memo=atom_key(node, sql)
+        )
 
     visit_not = visit_opaque = _opaque
 
     def _atom(self, node: Predicate) -> QueryPlan:
         neg = node.negate().sql()
-        return QueryPlan("atom", atom=node, sql=node.sql(), neg_sql=neg, key=term_key(node))
+        sql = node.sql()
+        return QueryPlan(
+            "atom", atom=node, sql=sql, neg_sql=neg, key=term_key(node), memo=atom_key(node, sql)
+        )
 
     visit_compare = visit_term_compare = visit_in = visit_is_null = _atom
     visit_like = visit_starts_with = visit_ends_with = visit_bool_term = _atom
@@ -654,6 +671,25 @@ def _plan_may(plan: QueryPlan, region: Region) -> bool:
         return any(_plan_may(c, region) for c in plan.children)
     if plan.op == "const":
         return plan.value
+    # an atom's answer depends on the atom and the (immutable) region only; the trees of a
+    # layout ask the same regions about the same atoms again and again (queries of one
+    # template share most atoms), so each region remembers its answers by atom_key
+    if not plan.memo:
+        return _atom_may(plan, region)
+    hit = region._answers.get(plan.memo)
+    if hit is None:
+        hit = _atom_may(plan, region)
+        if len(region._answers) < REGION_ANSWERS:
+            region._answers[plan.memo] = hit
+    return hit
+
+
+#: atom answers a region remembers (beyond that it answers without remembering)
+REGION_ANSWERS = 1024
+
+
+def _atom_may(plan: QueryPlan, region: Region) -> bool:
+    """:func:`_plan_may` of one atom."""
     if plan.sql in region.not_true_atoms:
         return False
     if plan.neg_sql is not None and plan.neg_sql in region.true_atoms:

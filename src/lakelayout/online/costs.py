@@ -19,6 +19,15 @@ with the rules of a real scan: min/max statistics (no declared skipping
 indexes: virtual files have none, so real files are priced without them too)
 and the layout's logical index where it has one (Qd-tree, Pando:
 ``blocks_for``, relaxed to the layout's columns as at scan time).
+
+Pricing many layouts on many queries (the replay's oracles price every
+candidate on every query of the stream; three online policies price the same
+candidates on the same windows) goes through a :class:`CostBook`: one per
+sample, shared, which memoizes ``c(s, q)`` by (layout, predicate) and
+evaluates the min/max rules of one predicate over the virtual files of many
+layouts at once (stacked into one :class:`FileStats`; the rules are per file).
+It gives the same numbers as :meth:`VirtualState.cost` (tested for exact
+equality).
 """
 
 from __future__ import annotations
@@ -33,11 +42,13 @@ import pyarrow as pa
 
 from lakelayout.cluster import logical
 from lakelayout.errors import LayoutError
-from lakelayout.expr.nodes import Predicate
+from lakelayout.expr.nodes import Func, Opaque, Predicate
 from lakelayout.layouts.base import Layout
-from lakelayout.skipping.planner import LayoutBlocks, plan
+from lakelayout.skipping.indexes.geobox import expand_within_box
+from lakelayout.skipping.planner import LayoutBlocks, plan, ruled_out_by_layout
+from lakelayout.skipping.stats_rules import might_match
 from lakelayout.stats.blocks import block_stats
-from lakelayout.stats.model import FileStats
+from lakelayout.stats.model import ColumnStats, FileStats
 
 #: predicates whose cost a state remembers (queries repeat within a window)
 MEMO_SIZE = 4096
@@ -98,11 +109,25 @@ def fraction_read(
     return float(sizes[keep].sum()) / total
 
 
+@dataclass(frozen=True)
+class FixedBlocks:
+    """Logical indexes already joined to one set of files (``layouts`` ignores its arguments)."""
+
+    entries: tuple[LayoutBlocks, ...]
+
+    def layouts(self, files: FileStats, schema: pa.Schema) -> Sequence[LayoutBlocks]:
+        return self.entries
+
+
 def table_costs(
     predicates: Sequence[Predicate], files: FileStats, *, root: str, schema: pa.Schema
 ) -> np.ndarray:
-    """``c(current, q)`` for each predicate, on the table's real files."""
-    index = TableBlocks(root)
+    """``c(current, q)`` for each predicate, on the table's real files.
+
+    The files' logical indexes (provenance joined to ``files``) are looked up
+    once for all predicates: they depend on the files only.
+    """
+    index = FixedBlocks(tuple(TableBlocks(root).layouts(files, schema))) if len(files) else None
     return np.array(
         [fraction_read(p, files, schema=schema, index=index) for p in predicates],
         dtype=np.float64,
@@ -137,3 +162,210 @@ class VirtualState:
 
     def costs(self, predicates: Sequence[Predicate]) -> np.ndarray:
         return np.array([self.cost(p) for p in predicates], dtype=np.float64)
+
+
+#: stacks of virtual files a :class:`CostBook` keeps (one per recent set of layouts priced)
+STACKS = 4
+
+
+def predicate_key(predicate: Predicate) -> tuple[str, Predicate]:
+    """What identifies a predicate for pricing: its SQL text and the bound tree itself.
+
+    The text tells apart what equality of the tree does not (``-0.0`` and
+    ``0.0`` are equal floats); the tree tells apart what the text does not (a
+    column's bound type). Two predicates with the same key prune alike.
+    """
+    return predicate.sql(), predicate
+
+
+def layout_key(layout: Layout) -> str:
+    """What identifies a layout for pricing: its JSON document (it rebuilds the layout)."""
+    return layout.to_json()
+
+
+def stackable(predicate: Predicate) -> bool:
+    """Whether the min/max rules decide ``predicate`` on each file from that file alone.
+
+    True when every term is a plain column or a literal. A function of a
+    column is not: its bounds (``f(min)``, ``f(max)``) and its exact value on
+    single-valued files are computed for all files in one call, and one
+    file's value that makes it fail (``i + 1`` overflowing) makes the rule
+    give up for every file of the call. Stacking the files of several layouts
+    would let one layout's files change another's cost, so such predicates
+    are priced one layout at a time.
+    """
+    return not any(isinstance(node, Func | Opaque) for node in predicate.walk())
+
+
+@dataclass(frozen=True)
+class _Stack:
+    """The virtual files of several layouts, one after the other, with each one's slice."""
+
+    keys: tuple[str, ...]
+    files: FileStats
+    offsets: np.ndarray
+
+
+def stack_files(parts: Sequence[FileStats]) -> FileStats:
+    """``parts`` concatenated into one :class:`FileStats` (same statistics columns and types;
+    virtual files of one sample always have them)."""
+    first = parts[0]
+    columns = {}
+    for name in first.columns:
+        stats = [p.columns[name] for p in parts]
+        columns[name] = ColumnStats(
+            _concat([c.min for c in stats]),
+            _concat([c.max for c in stats]),
+            np.concatenate([np.asarray(c.null_count, dtype=np.int64) for c in stats]),
+        )
+    return FileStats(
+        paths=np.concatenate([p.paths for p in parts]),
+        sizes=np.concatenate([p.sizes for p in parts]),
+        num_records=np.concatenate([p.num_records for p in parts]),
+        modification_times=np.concatenate([p.modification_times for p in parts]),
+        columns=columns,
+        schema=first.schema,
+    )
+
+
+def _concat(arrays: Sequence[pa.Array | pa.ChunkedArray]) -> pa.Array:
+    plain = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]
+    return pa.concat_arrays(plain)
+
+
+class CostBook:
+    """``c(s, q)`` on virtual files of many layouts over ONE sample, memoized and shared.
+
+    Cache keys, and why they cannot go stale:
+
+    * a layout's virtual files: :func:`layout_key` (its JSON), on :attr:`sample`
+      (the book holds the sample and never changes it; a new sample needs a
+      new book). Same JSON, same ``assign`` and ``blocks_for``, same files;
+    * a cost: (layout key, :func:`predicate_key`). The cost of a predicate on
+      a layout's virtual files depends on nothing else.
+
+    :meth:`matrix` prices the pairs it has not seen. Per predicate it runs
+    the min/max rules once over the virtual files of every layout asked for
+    (stacked; only for :func:`stackable` predicates, whose rules decide each
+    file from that file's statistics alone: others layout by layout), then per layout the layout's logical-index rule
+    (``ruled_out_by_layout``, skipped when min/max already keeps none of that
+    layout's files: it can only rule files out), and sums the kept sizes as
+    :func:`fraction_read` does. The result equals :meth:`VirtualState.cost`.
+    """
+
+    def __init__(self, sample: pa.Table) -> None:
+        if sample.num_rows == 0:
+            raise LayoutError("cannot price a layout on an empty sample")
+        self.sample = sample
+        self.schema = sample.schema
+        #: layout key -> its virtual files
+        self._states: dict[str, VirtualState] = {}
+        #: id(layout) -> (the layout, its key): the layout is held, so its id is not reused
+        self._keys: dict[int, tuple[Layout, str]] = {}
+        #: predicate key -> small int; layout key -> {predicate int: cost}
+        self._pids: dict[tuple[str, Predicate], int] = {}
+        self._costs: dict[str, dict[int, float]] = {}
+        self._stacks: OrderedDict[tuple[str, ...], _Stack] = OrderedDict()
+        #: (pairs priced, pairs served from the memo): for reports and tests
+        self.priced = 0
+        self.hits = 0
+
+    def key(self, layout: Layout) -> str:
+        """:func:`layout_key` of ``layout`` (computed once per layout object)."""
+        known = self._keys.get(id(layout))
+        if known is not None and known[0] is layout:
+            return known[1]
+        key = layout_key(layout)
+        self._keys[id(layout)] = (layout, key)
+        return key
+
+    def state(self, layout: Layout) -> VirtualState:
+        """The virtual files of ``layout`` on the sample (built once per layout key)."""
+        key = self.key(layout)
+        state = self._states.get(key)
+        if state is None:
+            state = VirtualState(layout, self.sample)
+            self._states[key] = state
+            self._costs[key] = {}
+        return state
+
+    def costs(self, layout: Layout, predicates: Sequence[Predicate]) -> np.ndarray:
+        """``c(layout, q)`` for each predicate."""
+        return self.matrix([layout], predicates)[:, 0]
+
+    def matrix(self, layouts: Sequence[Layout], predicates: Sequence[Predicate]) -> np.ndarray:
+        """``out[i, j] = c(layouts[j], predicates[i])``, shape ``(queries, layouts)``."""
+        keys = []
+        for layout in layouts:
+            self.state(layout)
+            keys.append(self.key(layout))
+        out = np.zeros((len(predicates), len(keys)), dtype=np.float64)
+        if not keys:
+            return out
+        memos = [self._costs[k] for k in keys]
+        unique = tuple(dict.fromkeys(keys))
+        for i, predicate in enumerate(predicates):
+            pid = self._pid(predicate)
+            missing = [k for k in unique if pid not in self._costs[k]]
+            self.hits += len(unique) - len(missing)
+            if missing:
+                self._price(predicate, pid, missing, unique)
+            out[i] = [memo[pid] for memo in memos]
+        return out
+
+    def _pid(self, predicate: Predicate) -> int:
+        key = predicate_key(predicate)
+        pid = self._pids.get(key)
+        if pid is None:
+            pid = len(self._pids)
+            self._pids[key] = pid
+        return pid
+
+    def _price(
+        self, predicate: Predicate, pid: int, missing: Sequence[str], asked: tuple[str, ...]
+    ) -> None:
+        """Price ``predicate`` on the ``missing`` layouts (min/max over the stack of all
+        ``asked`` when more than one is missing)."""
+        expanded = expand_within_box(predicate)
+        if len(missing) == 1 or not stackable(expanded):
+            parts = {
+                k: np.asarray(might_match(expanded, self._states[k].files), dtype=bool)
+                for k in missing
+            }
+        else:
+            stack = self._stack(asked)
+            keep_all = np.asarray(might_match(expanded, stack.files), dtype=bool)
+            at = dict(zip(stack.keys, range(len(stack.keys)), strict=True))
+            parts = {k: keep_all[stack.offsets[at[k]] : stack.offsets[at[k] + 1]] for k in missing}
+        for key, minmax in parts.items():
+            state = self._states[key]
+            keep = minmax.copy()
+            if keep.any():
+                (entry,) = state.index.layouts(state.files, state.schema)
+                out = ruled_out_by_layout(expanded, entry, len(state.files))
+                if out is not None:
+                    keep &= ~out
+            self._costs[key][pid] = _fraction(state.files, keep)
+            self.priced += 1
+
+    def _stack(self, keys: tuple[str, ...]) -> _Stack:
+        stack = self._stacks.get(keys)
+        if stack is not None:
+            self._stacks.move_to_end(keys)
+            return stack
+        files = [self._states[k].files for k in keys]
+        offsets = np.concatenate([[0], np.cumsum([len(f) for f in files])]).astype(np.int64)
+        stack = _Stack(keys, stack_files(files), offsets)
+        self._stacks[keys] = stack
+        if len(self._stacks) > STACKS:
+            self._stacks.popitem(last=False)
+        return stack
+
+
+def _fraction(files: FileStats, keep: np.ndarray) -> float:
+    """Bytes kept over all bytes, computed as :func:`fraction_read` does (same float)."""
+    sizes = np.asarray(files.sizes, dtype=np.float64)
+    total = float(sizes.sum())
+    if total <= 0:
+        return 0.0
+    return float(sizes[keep].sum()) / total

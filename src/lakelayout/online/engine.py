@@ -22,7 +22,10 @@ layout to rebuild it from: it leaves the state space once a rewrite away
 from it commits.
 
 Everything is pure and JSON-serializable (:meth:`to_dict`); the sample the
-virtual files are built on is kept by the caller.
+virtual files are built on is kept by the caller. Virtual-file costs go
+through a :class:`~.costs.CostBook` on that sample, which the caller may share
+between engines (the replay's online policies and oracles price the same
+candidates on the same queries).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from lakelayout.errors import InvalidOption, closest
 from lakelayout.expr.nodes import Predicate
 from lakelayout.layouts.base import Layout
 from lakelayout.online.baselines import Greedy, Regret
-from lakelayout.online.costs import VirtualState
+from lakelayout.online.costs import CostBook, VirtualState
 from lakelayout.online.manager import AS_IS, Admission, Candidate, LayoutManager, ManagedState
 from lakelayout.online.reorganizer import Reorganizer, Step
 
@@ -192,9 +195,14 @@ class OnlineEngine:
         fit: Fitter,
         *,
         initial_label: str = "the table as it is",
+        book: CostBook | None = None,
     ) -> None:
+        """``book``: the cost book of ``sample`` to share (a new one when None)."""
+        if book is not None and book.sample is not sample:
+            raise InvalidOption("the cost book must be built on the engine's sample")
         self.config = config
         self.sample = sample
+        self.book = book if book is not None else CostBook(sample)
         self.fit = fit
         self.manager = LayoutManager(
             window=config.window,
@@ -209,7 +217,6 @@ class OnlineEngine:
         self.history: list[Switch] = []
         self.query_cost = 0.0
         self.last_error = ""
-        self._virtual: dict[str, VirtualState] = {}
         self._pending_reason = ""
 
     # ------------------------------------------------------------------ pricing
@@ -217,28 +224,33 @@ class OnlineEngine:
     def replace_sample(self, sample: pa.Table) -> None:
         """Price virtual files on a new sample from now on (the table changed)."""
         self.sample = sample
-        self._virtual.clear()
+        self.book = CostBook(sample)
 
     def virtual(self, sid: str) -> VirtualState:
-        """The virtual files of a state with a layout (built once, from the sample)."""
+        """The virtual files of a state with a layout (built once per layout, from the sample)."""
         state = self.manager.states[sid]
         if state.layout is None:
             raise InvalidOption(f"state {sid!r} has no layout to price on virtual files")
-        cached = self._virtual.get(sid)
-        if cached is None:
-            cached = VirtualState(state.layout, self.sample)
-            self._virtual[sid] = cached
-        return cached
+        return self.book.state(state.layout)
+
+    def _layouts(self, ids: Sequence[str]) -> list[Layout]:
+        out = []
+        for sid in ids:
+            layout = self.manager.states[sid].layout
+            if layout is None:
+                raise InvalidOption(f"state {sid!r} has no layout to price on virtual files")
+            out.append(layout)
+        return out
 
     def prices(self, predicates: Sequence[Predicate], real: RealCosts) -> dict[str, np.ndarray]:
-        """``c(s, q)`` for every state of the decider and every predicate."""
-        out = {}
-        for sid in self.decider.states:
-            if sid == self.applied:
-                out[sid] = np.asarray(real(predicates), dtype=np.float64)
-            else:
-                out[sid] = self.virtual(sid).costs(predicates)
-        return out
+        """``c(s, q)`` for every state of the decider and every predicate (the states
+        other than ``applied`` in one :meth:`CostBook.matrix` call)."""
+        others = [sid for sid in self.decider.states if sid != self.applied]
+        matrix = self.book.matrix(self._layouts(others), predicates)
+        out = {sid: matrix[:, j] for j, sid in enumerate(others)}
+        if self.applied in self.decider.states:
+            out[self.applied] = np.asarray(real(predicates), dtype=np.float64)
+        return {sid: out[sid] for sid in self.decider.states}
 
     def _price_item(
         self, item: ManagedState | Candidate, predicates: Sequence[Predicate], real: RealCosts
@@ -246,8 +258,8 @@ class OnlineEngine:
         if isinstance(item, ManagedState):
             if item.id == self.applied:
                 return np.asarray(real(predicates), dtype=np.float64)
-            return self.virtual(item.id).costs(predicates)
-        return VirtualState(item.layout, self.sample).costs(predicates)
+            return self.book.costs(self._layouts([item.id])[0], predicates)
+        return self.book.costs(item.layout, predicates)
 
     # ------------------------------------------------------------------ the loop
 
@@ -267,26 +279,26 @@ class OnlineEngine:
         protected = {self.applied, self.decider.current}
         if self.pending is not None:
             protected.add(self.pending.target)  # the table may be in it when the rewrite ends
-        built: dict[int, VirtualState] = {}
+
+        def fit(predicates: Sequence[Predicate]) -> list[Candidate]:
+            # price every candidate and state with a layout on the window in one go (the
+            # book stacks their virtual files); the manager's calls below hit its memo
+            found = list(self.fit(predicates))
+            stated = [
+                s.layout
+                for s in self.manager.states.values()
+                if s.layout is not None and s.id != self.applied
+            ]
+            self.book.matrix([c.layout for c in found] + stated, predicates)
+            return found
 
         def price(item: ManagedState | Candidate, predicates: Sequence[Predicate]) -> np.ndarray:
-            if isinstance(item, Candidate):
-                state = built.get(id(item.layout))
-                if state is None:
-                    state = VirtualState(item.layout, self.sample)
-                    built[id(item.layout)] = state
-                return state.costs(predicates)
             return self._price_item(item, predicates, real)
 
-        admission = self.manager.refresh(self.fit, price, protected=protected)
+        admission = self.manager.refresh(fit, price, protected=protected)
         for sid in admission.added:
-            layout = self.manager.states[sid].layout
-            assert layout is not None
-            if id(layout) in built:
-                self._virtual[sid] = built[id(layout)]
             self._add_to_decider(sid, admission.vectors[sid])
         for sid in admission.removed:
-            self._virtual.pop(sid, None)
             step = self.decider.remove_state(sid)
             if step.switched:
                 self._pending_reason = step.reason

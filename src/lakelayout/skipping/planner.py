@@ -219,7 +219,7 @@ def plan(
         used = [index.name for index in with_meta]
 
     for entry in layouts:
-        out = _ruled_out_by_layout(expanded, entry, n)
+        out = ruled_out_by_layout(expanded, entry, n)
         if out is None:
             continue
         keep &= ~out
@@ -332,8 +332,13 @@ def labels_some_node(index: Index, predicate: Predicate) -> bool:
 # ---------------------------------------------------------------- layouts
 
 
-def _ruled_out_by_layout(predicate: Predicate, entry: LayoutBlocks, n: int) -> np.ndarray | None:
-    """Files of ``entry``'s layout whose block cannot match; None when it gives no answer."""
+def ruled_out_by_layout(predicate: Predicate, entry: LayoutBlocks, n: int) -> np.ndarray | None:
+    """Files of ``entry``'s layout whose block cannot match; None when it gives no answer.
+
+    ``predicate`` is what :func:`plan` prunes with (``st_within_box`` expanded); public so
+    that pricing many layouts at once (:class:`lakelayout.online.costs.CostBook`) applies
+    exactly this rule.
+    """
     blocks = np.asarray(entry.blocks, dtype=np.int64)
     if len(blocks) != n:
         raise InvalidOption(f"layout block ids have {len(blocks)} entries for {n} files")
@@ -416,4 +421,5 @@ __all__ = [
     "labels_some_node",
     "plan",
     "relax",
+    "ruled_out_by_layout",
 ]
