@@ -35,7 +35,7 @@ pytestmark = pytest.mark.spark
 
 WRITER = Path(__file__).with_name("delta_writer.py")
 INITIAL = 2000
-ROUNDS = 3
+ROUNDS = 2
 ROWS = 150
 #: generous bound on the other process (JVM start on a loaded machine included)
 WAIT_SECONDS = 1200
