@@ -3,7 +3,6 @@ stale sample after an append or a DELETE (real Spark, real Delta tables)."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -18,24 +17,9 @@ from lakelayout.advisor.costmodel import DEFAULTS
 from lakelayout.advisor.recommend import Recommendation
 from lakelayout.api import Table
 
+from .test_auto import CHEAP, _batch
+
 pytestmark = pytest.mark.spark
-
-#: rewrites cost little and queries a lot: a rewrite pays on these small tables
-CHEAP = dataclasses.replace(
-    DEFAULTS, rewrite_fixed_seconds=0.01, rewrite_per_file_seconds=0.0, query_seconds_per_byte=1e-6
-)
-
-
-def _batch(spark: Any, start: int, n: int, files: int) -> Any:
-    rng = np.random.default_rng(start)
-    rows = pa.table(
-        {
-            "id": pa.array(np.arange(start, start + n), pa.int64()),
-            "ts": pa.array(rng.uniform(0, 1000, n)),
-            "tag": pa.array([f"t{i % 11}" for i in range(start, start + n)]),
-        }
-    )
-    return spark.createDataFrame(rows).repartitionByRange(files, "id").sortWithinPartitions("id")
 
 
 def _scans(t: Table, n: int) -> None:
