@@ -147,7 +147,6 @@ def literal_fold(
         list_type is None
         and dtype is not None
         and isinstance(value, decimal.Decimal)
-        and not isinstance(value, bool)
         and numbers.strength_reduced(op, dtype, lit, via=via)
         and not numbers.LONG_MIN <= value <= numbers.LONG_MAX
     )
