@@ -373,7 +373,7 @@ def advise(
         console.print("[bold]features[/]", highlight=False)
         for line in rec.analysis.lines():
             console.print(f"  {line}", highlight=False)
-    console.print(f"[bold]cost model[/]: {table.advisor.cost_model().source}", highlight=False)
+    console.print(f"[bold]cost model[/]: {rec.inputs['cost_model']}", highlight=False)
     console.print("[bold]decision[/]", highlight=False)
     for line in result.lines():
         console.print(f"  {line}", highlight=False)

@@ -141,3 +141,20 @@ def test_features_recommend_auto_and_measurement(spark: Any, tmp_path: Path) -> 
     assert measured.actual_saved_bytes_per_query > 0
     assert measured.estimated_saved_bytes_per_query is not None
     assert t.advisor.measure() == []  # measured once
+
+    # the next decision is priced with what this rewrite took over its estimate
+    (applied,) = [d for d in t.advisor.decisions() if d["outcome"] == "applied"]
+    assert applied["detail"]["inputs"]["rewrite_correction"] == 1.0  # nothing learned yet
+    learned = applied["actual_seconds"] / applied["estimated_cost_seconds"]
+    correction = t.advisor.correction()
+    assert correction is not None and correction.ratios == (pytest.approx(learned),)
+    model, _ = t.advisor.decision_model()
+    assert model.rewrite_seconds(10**8, 4) == pytest.approx(
+        correction.factor * t.advisor.cost_model().rewrite_seconds(10**8, 4)
+    )
+    again = t.advisor.recommend()
+    assert again.inputs["rewrite_correction"] == correction.factor
+    assert "rewrites x" in again.inputs["cost_model"]
+    t.advisor.learn_rewrite_cost = False
+    assert t.advisor.correction() is None
+    assert t.advisor.recommend().inputs["cost_model"] == t.advisor.cost_model().source

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -178,12 +179,14 @@ def test_cost_model_round_trip_defaults_and_fit(tmp_path: pytest.TempPathFactory
     truth = dataclasses.replace(DEFAULTS, source="truth")
     rewrites = [
         RewriteObservation(
-            truth.rewrite_seconds(b, f, n_curve=c, n_sop=s, n_additional=a), b, f, c, s, a
+            truth.rewrite_seconds(b, f, n_curve=c, n_sop=s, n_additional=a, values=v),
+            b, f, c, s, a, v,
         )
-        for b, f, c, s, a in [
-            (10**7, 4, 1, 0, 0), (4 * 10**7, 9, 2, 0, 0), (10**8, 30, 1, 4, 0),
-            (2 * 10**8, 50, 3, 0, 2), (5 * 10**7, 12, 4, 8, 1), (3 * 10**8, 80, 1, 0, 5),
-            (8 * 10**7, 20, 2, 2, 0),
+        for b, f, c, s, a, v in [
+            (10**7, 4, 1, 0, 0, 2 * 10**6), (4 * 10**7, 9, 2, 0, 0, 9 * 10**6),
+            (10**8, 30, 1, 4, 0, 6 * 10**6), (2 * 10**8, 50, 3, 0, 2, 5 * 10**7),
+            (5 * 10**7, 12, 4, 8, 1, 3 * 10**7), (3 * 10**8, 80, 1, 0, 5, 2 * 10**7),
+            (8 * 10**7, 20, 2, 2, 0, 10**7), (6 * 10**7, 10, 1, 0, 0, 4 * 10**7),
         ]
     ]  # fmt: skip
     queries = [QueryObservation(truth.query_seconds(b), b) for b in (0, 10**6, 10**8, 5 * 10**8)]
@@ -191,9 +194,28 @@ def test_cost_model_round_trip_defaults_and_fit(tmp_path: pytest.TempPathFactory
     assert fitted.query_seconds_per_byte == pytest.approx(truth.query_seconds_per_byte, rel=1e-6)
     assert fitted.rewrite_fixed_seconds == pytest.approx(truth.rewrite_fixed_seconds, rel=1e-4)
     assert fitted.curve_seconds_per_byte == pytest.approx(truth.curve_seconds_per_byte, rel=1e-4)
+    assert fitted.rewrite_seconds_per_value == pytest.approx(
+        truth.rewrite_seconds_per_value, rel=1e-4
+    )
     assert fitted.quality["rewrite_r2"] == pytest.approx(1.0)
     with pytest.raises(InvalidOption, match="at least 6 rewrites"):
         fit(rewrites[:2], queries)
+
+
+def test_a_model_saved_before_the_per_value_term_still_loads(tmp_path: Path) -> None:
+    old = {k: v for k, v in DEFAULTS.to_dict().items() if k != "rewrite_seconds_per_value"}
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({**old, "format": 1, "source": "calibrated long ago"}))
+    model = CostModel.load(path)
+    assert model.rewrite_seconds_per_value == 0.0
+    assert model.source.startswith("calibrated long ago; no per-value rewrite term")
+    assert model.rewrite_seconds(10**6, 2, values=10**9) == model.rewrite_seconds(10**6, 2)
+    path.write_text(json.dumps({**old, "format": 2}))
+    with pytest.raises(InvalidOption, match="lacks rewrite_seconds_per_value"):
+        CostModel.load(path)
+    path.write_text(json.dumps({**old, "format": 3}))
+    with pytest.raises(InvalidOption, match="format 3 is not supported"):
+        CostModel.load(path)
 
 
 def test_the_default_path_follows_xdg(monkeypatch: pytest.MonkeyPatch) -> None:

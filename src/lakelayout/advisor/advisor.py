@@ -32,7 +32,13 @@ import pyarrow as pa
 from lakelayout.advisor.analyzer import Analysis, AnalyzerConfig, analyze
 from lakelayout.advisor.benefit import BenefitConfig
 from lakelayout.advisor.costmodel import CostModel
-from lakelayout.advisor.decisions import DecisionLog, DecisionRow
+from lakelayout.advisor.decisions import (
+    CORRECTION_KEY,
+    DecisionLog,
+    DecisionRow,
+    RewriteCorrection,
+    rewrite_correction,
+)
 from lakelayout.advisor.estimate import FAMILIES, bytes_read
 from lakelayout.advisor.querylog import QueryLog
 from lakelayout.advisor.recommend import Inputs, Recommendation, recommend
@@ -119,6 +125,10 @@ class Advisor:
     #: end early when an upper bound shows no rewrite can pay (False: price every
     #: candidate; slower, the same decision — see :func:`recommend`)
     bounds: bool = True
+    #: scale the model's rewrite cost by what this table's last automatic rewrites
+    #: took over their estimate (:func:`.decisions.rewrite_correction`; False: the
+    #: model as calibrated)
+    learn_rewrite_cost: bool = True
 
     @property
     def log(self) -> QueryLog:
@@ -129,9 +139,26 @@ class Advisor:
         return DecisionLog(self.table.uri)
 
     def cost_model(self) -> CostModel:
+        """The cost model as calibrated (or given), before this table's correction."""
         if self.model is None:
             self.model = CostModel.load()
         return self.model
+
+    def correction(self) -> RewriteCorrection | None:
+        """What this table's automatic rewrites took over their estimates (None before
+        the first one, or with ``learn_rewrite_cost`` off)."""
+        if not self.learn_rewrite_cost:
+            return None
+        return rewrite_correction(self.decisions())
+
+    def decision_model(self) -> tuple[CostModel, RewriteCorrection | None]:
+        """The model a decision is priced with: :meth:`cost_model` with the table's
+        rewrite correction applied; and the correction."""
+        model = self.cost_model()
+        correction = self.correction()
+        if correction is None:
+            return model, None
+        return model.scaled_rewrites(correction.factor, correction.describe()), correction
 
     # ------------------------------------------------------------ the questions
 
@@ -158,15 +185,18 @@ class Advisor:
         snap = self.table.snapshot()
         inputs = self.inputs(snap)
         files = inputs.candidate_files
-        return recommend(
+        model, correction = self.decision_model()
+        rec = recommend(
             inputs,
-            model=self.cost_model(),
+            model=model,
             analyzer=self.analyzer,
             benefit=self.benefit,
             families=self.families,
             sampler=lambda: self._sample(files, snap),
             bounds=self.bounds,
         )
+        rec.inputs[CORRECTION_KEY] = 1.0 if correction is None else correction.factor
+        return rec
 
     def inputs(self, snap: Snapshot | None = None) -> Inputs:
         """Everything :func:`recommend` needs but the sample, from the log and the table

@@ -8,8 +8,9 @@ For one candidate layout and the files it would rewrite (``B`` bytes):
                             shorter than an hour counts as an hour), or a given
                             number of queries
     saving  (seconds)     = E × saved bytes per query × query cost per byte
-    cost    (seconds)     = the cost model's rewrite of B bytes into the same number
-                            of files, plus indexing the other files for new statistics
+    cost    (seconds)     = the cost model's rewrite of B bytes (rows × columns values)
+                            into the layout's files, plus indexing the other files
+                            for new statistics
 
 The rewrite is worth doing when ``saving > cost × margin``; the margin
 (default 1.5) absorbs estimation error (the thesis measured up to 1.44×,
@@ -155,6 +156,7 @@ def estimate(
     n_curve: int,
     n_sop: int,
     n_additional: int,
+    candidate_values: int = 0,
 ) -> Estimate:
     """The :class:`Estimate` of one candidate (see the module docstring)."""
     now = float(np.mean(fractions_now)) if len(fractions_now) else 1.0
@@ -168,6 +170,7 @@ def estimate(
         n_curve=max(1, n_curve),
         n_sop=n_sop,
         n_additional=n_additional,
+        values=candidate_values,
     )
     cost += model.additional_seconds_per_byte * n_additional * other_bytes
     return Estimate(

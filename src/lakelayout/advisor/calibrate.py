@@ -6,7 +6,11 @@ generated table sizes (Spark writes them, like any lakelayout table):
 
 * rewrites: Z-order on 1, 2 and 4 columns and SOP+Z with 4 SOP features,
   each into a different number of files (so the per-file term separates from
-  the fixed one), timed end to end (``OptimizeMetrics.seconds``);
+  the fixed one), timed end to end (``OptimizeMetrics.seconds``); the same
+  on a wide table (30 columns, mostly small strings, dates and integers that
+  compress well, like a denormalized fact table) at all but the smallest
+  size, so that the cost per value (row × column) separates from the cost
+  per byte;
 * statistics: one and three expression ``MinMax`` indexes built over the
   table (``indexes.refresh``), timed: the cost per additional feature;
 * queries: ``Table.scan(where).df.count()`` at several selectivities (the
@@ -37,7 +41,7 @@ from lakelayout.advisor.costmodel import (
 from lakelayout.errors import InvalidOption
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from lakelayout.api import Table
 
@@ -71,6 +75,8 @@ def calibrate(
             queries += _queries(table)
             rewrites += _rewrites(table)
             statistics += _statistics(table)
+            if size != min(sizes):
+                rewrites += _rewrites(_table(spark, root / f"w{size}", int(size), wide=True))
             progress(
                 f"{size:,} rows: {len(rewrites)} rewrites, {len(statistics)} index builds, "
                 f"{len(queries)} queries measured ({time.perf_counter() - started:.0f} s)"
@@ -84,35 +90,74 @@ def calibrate(
     finally:
         shutil.rmtree(root, ignore_errors=True)
     rows = ", ".join(f"{n:,}" for n in sizes)
+    wide = ", ".join(f"{n:,}" for n in sizes if n != min(sizes))
     return fit(
         rewrites,
         queries,
         statistics,
-        source=f"calibrated on tables of {rows} rows (queries also on {large:,})",
+        source=(
+            f"calibrated on tables of {rows} rows (rewrites also on {WIDE_COLUMNS}-column "
+            f"tables of {wide}; queries also on {large:,})"
+        ),
     )
 
 
-def _frame(spark: SparkSession, rows: int) -> DataFrame:
+#: columns of the wide calibration table
+WIDE_COLUMNS = 30
+#: words of the wide table's comment column (a small vocabulary, like TPC-H's text)
+WORDS = (
+    "quick", "slow", "final", "pending", "special", "regular", "express", "ironic", "bold",
+    "silent", "careful", "even", "furious", "idle", "busy", "sly", "ruthless", "blithe",
+    "fluffy", "permanent", "deposits", "requests", "packages", "accounts", "theodolites",
+    "instructions", "foxes", "pinto", "beans", "courts", "dolphins", "platelets",
+)  # fmt: skip
+
+
+def _frame(spark: SparkSession, rows: int, *, wide: bool = False) -> DataFrame:
+    """``rows`` rows in ``id`` order: id, four random doubles a–d and a short string s;
+    ``wide`` adds columns up to :data:`WIDE_COLUMNS`: low-cardinality strings, a
+    comment of a few words, dates, integers and two-decimal doubles."""
     from pyspark.sql import functions as F
 
-    return (
+    df = (
         spark.range(rows)
         .withColumn("a", F.rand(1))
         .withColumn("b", F.rand(2))
         .withColumn("c", F.rand(3))
         .withColumn("d", F.rand(4))
         .withColumn("s", F.concat(F.lit("item-"), (F.col("id") * 7919 % 1000).cast("string")))
-        .repartitionByRange(8, "id")
-        .sortWithinPartitions("id")
     )
+    if wide:
+        mix = [7, 13, 31, 61, 101, 211, 401, 809]
+        for k, card in enumerate((2, 3, 5, 7, 25, 40, 150, 1000)):
+            code = (F.col("id") * mix[k] % card).cast("string")
+            df = df.withColumn(f"w_str{k}", F.concat(F.lit(f"kind{k}#"), code))
+        words = F.array(*[F.lit(w) for w in WORDS])
+
+        def word(m: int) -> Column:
+            return F.element_at(words, (F.col("id") * m % len(WORDS) + 1).cast("int"))
+
+        df = df.withColumn("w_comment", F.concat_ws(" ", word(17), word(23), word(29), word(37)))
+        for k in range(4):
+            days = (F.col("id") * mix[k + 4] % 2500).cast("int")
+            df = df.withColumn(f"w_date{k}", F.date_add(F.lit("1992-01-01").cast("date"), days))
+        for k in range(6):
+            df = df.withColumn(f"w_int{k}", F.col("id") * mix[k] % (10 ** (k + 1)))
+        for k in range(5):
+            df = df.withColumn(f"w_num{k}", F.round(F.rand(10 + k) * 10 ** (k + 2), 2))
+        assert len(df.columns) == WIDE_COLUMNS
+    return df.repartitionByRange(8, "id").sortWithinPartitions("id")
 
 
-def _table(spark: SparkSession, path: Path, rows: int) -> Table:
+def _table(spark: SparkSession, path: Path, rows: int, *, wide: bool = False) -> Table:
     from lakelayout.advisor.querylog import ENABLED_PROPERTY
     from lakelayout.api import Table
 
     table = Table.create(
-        str(path), _frame(spark, rows), spark=spark, properties={ENABLED_PROPERTY: "false"}
+        str(path),
+        _frame(spark, rows, wide=wide),
+        spark=spark,
+        properties={ENABLED_PROPERTY: "false"},
     )
     return table
 
@@ -131,10 +176,19 @@ def _rewrites(table: Table) -> list[RewriteObservation]:
     from lakelayout.layouts import SOPZLayout
 
     out = []
+    width = len(table.snapshot().schema)
     for columns, files in ((["a"], 4), (["a", "b"], 12), (["a", "b", "c", "d"], 6)):
         _aim(table, files)
         m = table.optimize.zorder(columns, one_file_per_block=True)
-        out.append(RewriteObservation(m.seconds, m.bytes_removed, m.files_added, len(columns)))
+        out.append(
+            RewriteObservation(
+                m.seconds,
+                m.bytes_removed,
+                m.files_added,
+                len(columns),
+                values=m.rows_removed * width,
+            )
+        )
     _aim(table, 10)
     started = time.perf_counter()
     snap = table.snapshot()
@@ -145,7 +199,16 @@ def _rewrites(table: Table) -> list[RewriteObservation]:
                             conjunctions=False)  # fmt: skip
     m = table.optimize.apply(layout, paths, one_file_per_block=True)
     seconds = time.perf_counter() - started  # fitting on the sample is part of it
-    out.append(RewriteObservation(seconds, m.bytes_removed, m.files_added, 2, len(SOP_FEATURES)))
+    out.append(
+        RewriteObservation(
+            seconds,
+            m.bytes_removed,
+            m.files_added,
+            2,
+            len(SOP_FEATURES),
+            values=m.rows_removed * width,
+        )
+    )
     return out
 
 

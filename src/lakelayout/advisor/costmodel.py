@@ -3,11 +3,14 @@
 Two linear models, with coefficients measured by ``lakelayout calibrate``
 (:mod:`lakelayout.advisor.calibrate`) and saved as JSON:
 
-    rewrite seconds = fixed + per_file × files written
+    rewrite seconds = fixed + per_file × files written + per_value × values
                       + bytes × (base + curve × n_curve + sop × n_sop + additional × n_additional)
     query seconds   = query_fixed + query_per_byte × bytes read
 
-``bytes`` are the bytes of the files rewritten; ``n_curve`` the curve
+``bytes`` are the bytes of the files rewritten; ``values`` their rows ×
+columns (every value is decoded, routed and encoded again: a wide table with
+many small, well-compressed strings costs more per byte than a narrow numeric
+one, and bytes alone cannot tell them apart); ``n_curve`` the curve
 dimensions, ``n_sop`` the SOP features, ``n_additional`` the features kept in
 file statistics only (the thesis's "Final Cost Function", §5.1.5, plus the
 fixed costs: job start-up, commit, per-file overheads). On small tables the
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,7 +42,9 @@ from scipy.optimize import nnls
 from lakelayout.errors import InvalidOption
 
 FILE_NAME = "costmodel.json"
-FORMAT = 1
+FORMAT = 2
+#: format 1 (before the per-value term) still loads, with that term 0
+READABLE_FORMATS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,8 @@ class CostModel:
     additional_seconds_per_byte: float
     query_fixed_seconds: float
     query_seconds_per_byte: float
+    #: per value (row × column) rewritten; 0 in models calibrated before it existed
+    rewrite_seconds_per_value: float = 0.0
     #: where the coefficients come from: "defaults", or the calibration's description
     source: str = "defaults"
     #: the calibration's own measure of fit (R² per model), when calibrated
@@ -75,8 +83,10 @@ class CostModel:
         n_curve: int = 1,
         n_sop: int = 0,
         n_additional: int = 0,
+        values: int = 0,
     ) -> float:
-        """Estimated seconds to rewrite ``nbytes`` into ``files`` files."""
+        """Estimated seconds to rewrite ``nbytes`` holding ``values`` (rows × columns)
+        into ``files`` files."""
         per_byte = (
             self.rewrite_seconds_per_byte
             + self.curve_seconds_per_byte * n_curve
@@ -84,28 +94,60 @@ class CostModel:
             + self.additional_seconds_per_byte * n_additional
         )
         return (
-            self.rewrite_fixed_seconds + self.rewrite_per_file_seconds * files + nbytes * per_byte
+            self.rewrite_fixed_seconds
+            + self.rewrite_per_file_seconds * files
+            + self.rewrite_seconds_per_value * values
+            + nbytes * per_byte
         )
 
     def query_seconds(self, bytes_read: float) -> float:
         """Estimated seconds of one query reading ``bytes_read`` bytes."""
         return self.query_fixed_seconds + self.query_seconds_per_byte * bytes_read
 
+    def scaled_rewrites(self, factor: float, why: str) -> CostModel:
+        """This model with every rewrite term × ``factor``; the query model unchanged.
+
+        The advisor uses it to correct the calibrated rewrite cost with what
+        this table's own rewrites took (:func:`.decisions.rewrite_correction`):
+        a wide, string-heavy table costs more per byte to rewrite than the
+        calibration's tables. ``why`` is added to :attr:`source`.
+        """
+        if not math.isfinite(factor) or factor <= 0:
+            raise InvalidOption(f"a rewrite cost factor must be finite and > 0, got {factor}")
+        return dataclasses.replace(
+            self,
+            rewrite_fixed_seconds=self.rewrite_fixed_seconds * factor,
+            rewrite_per_file_seconds=self.rewrite_per_file_seconds * factor,
+            rewrite_seconds_per_byte=self.rewrite_seconds_per_byte * factor,
+            curve_seconds_per_byte=self.curve_seconds_per_byte * factor,
+            sop_seconds_per_byte=self.sop_seconds_per_byte * factor,
+            additional_seconds_per_byte=self.additional_seconds_per_byte * factor,
+            rewrite_seconds_per_value=self.rewrite_seconds_per_value * factor,
+            source=f"{self.source}; rewrites x {factor:.3g} ({why})",
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, **dataclasses.asdict(self)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CostModel:
-        if data.get("format") != FORMAT:
+        if data.get("format") not in READABLE_FORMATS:
             raise InvalidOption(
                 f"cost model format {data.get('format')!r} is not supported (expected {FORMAT}); "
                 "run `lakelayout calibrate` again"
             )
         names = {f.name for f in dataclasses.fields(cls)}
-        missing = sorted(names - set(data) - {"source", "quality"})
+        optional = {"source", "quality"}
+        if data["format"] == 1:
+            optional.add("rewrite_seconds_per_value")
+        missing = sorted(names - set(data) - optional)
         if missing:
             raise InvalidOption(f"cost model file lacks {', '.join(missing)}")
-        return cls(**{k: v for k, v in data.items() if k in names})
+        model = cls(**{k: v for k, v in data.items() if k in names})
+        if data["format"] == 1:
+            note = "no per-value rewrite term (format 1): run `lakelayout calibrate` again"
+            model = dataclasses.replace(model, source=f"{model.source}; {note}")
+        return model
 
     def save(self, path: str | os.PathLike[str] | None = None) -> Path:
         """Write the model as JSON (atomically); the path written."""
@@ -146,6 +188,7 @@ DEFAULTS = CostModel(
     additional_seconds_per_byte=1e-9,
     query_fixed_seconds=0.25,
     query_seconds_per_byte=5e-9,  # 200 MB/s
+    rewrite_seconds_per_value=2e-8,
     source="defaults",
 )
 
@@ -169,10 +212,20 @@ class RewriteObservation:
     n_curve: int
     n_sop: int = 0
     n_additional: int = 0
+    #: rows × columns rewritten
+    values: int = 0
 
     def row(self) -> list[float]:
         b = float(self.nbytes)
-        return [1.0, float(self.files), b, b * self.n_curve, b * self.n_sop, b * self.n_additional]
+        return [
+            1.0,
+            float(self.files),
+            b,
+            b * self.n_curve,
+            b * self.n_sop,
+            b * self.n_additional,
+            float(self.values),
+        ]
 
 
 @dataclass(frozen=True)
@@ -246,6 +299,7 @@ def fit(
         additional_seconds_per_byte=additional,
         query_fixed_seconds=float(q[0]),
         query_seconds_per_byte=float(q[1]),
+        rewrite_seconds_per_value=float(rw[6]),
         source=source,
         quality=quality,
     )

@@ -14,6 +14,12 @@ like the query log, but directly: decisions are rare). Two kinds of rows:
   min/max statistics: the old files' index metadata is gone once they are
   replaced), next to the estimate made the same way.
 
+The applied decisions also correct the next ones: :func:`rewrite_correction`
+is the median, over the table's last few automatic rewrites, of what each
+took over what the cost model (uncorrected) said it would take; the advisor
+scales the model's rewrite terms by it (``CostModel.scaled_rewrites``). The
+calibration measures generated tables; this learns the table at hand.
+
 Pure: deltalake and Arrow.
 """
 
@@ -21,8 +27,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
+import statistics
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,3 +123,63 @@ class DecisionLog:
         for row in out:
             row["detail"] = json.loads(row["detail"]) if row["detail"] else {}
         return out
+
+
+#: how many of the table's latest automatic rewrites the correction looks at
+CORRECTION_REWRITES = 5
+#: the correction is kept within these bounds (one odd rewrite, e.g. on a machine
+#: busy with something else, must not turn the advisor off or make it reckless)
+CORRECTION_BOUNDS = (0.25, 8.0)
+#: where a decision's ``detail`` keeps the correction it was priced with
+CORRECTION_KEY = "rewrite_correction"
+
+
+@dataclass(frozen=True)
+class RewriteCorrection:
+    """What this table's rewrites took over what the cost model said (see the module doc)."""
+
+    factor: float
+    #: actual / model-estimated seconds of each rewrite looked at, oldest first
+    ratios: tuple[float, ...]
+
+    def describe(self) -> str:
+        shown = ", ".join(f"{r:.2f}" for r in self.ratios)
+        n = len(self.ratios)
+        bounded = (
+            ""
+            if min(CORRECTION_BOUNDS) < self.factor < max(CORRECTION_BOUNDS)
+            else (f", bounded to {CORRECTION_BOUNDS[0]:g}..{CORRECTION_BOUNDS[1]:g}")
+        )
+        return (
+            f"median actual / estimated of this table's last {n} automatic "
+            f"rewrite{'s' if n > 1 else ''}: {shown}{bounded}"
+        )
+
+
+def rewrite_correction(
+    rows: Iterable[Mapping[str, Any]], *, last: int = CORRECTION_REWRITES
+) -> RewriteCorrection | None:
+    """The rewrite-cost correction learned from decision-log ``rows`` (oldest first);
+    None before the first applied automatic rewrite with both times known.
+
+    A decision priced with a correction ``c`` recorded an estimate ``c`` times
+    the model's, so its ratio is ``actual × c / estimated``: the corrections
+    never compound.
+    """
+    ratios = []
+    for row in rows:
+        if row.get("kind") != "decision" or row.get("outcome") != "applied":
+            continue
+        actual, estimated = row.get("actual_seconds"), row.get("estimated_cost_seconds")
+        if actual is None or estimated is None or not estimated > 0 or not actual > 0:
+            continue
+        inputs = (row.get("detail") or {}).get("inputs") or {}
+        applied = float(inputs.get(CORRECTION_KEY) or 1.0)
+        ratio = float(actual) * applied / float(estimated)
+        if math.isfinite(ratio):
+            ratios.append(ratio)
+    if not ratios:
+        return None
+    recent = tuple(ratios[-last:])
+    low, high = CORRECTION_BOUNDS
+    return RewriteCorrection(min(high, max(low, statistics.median(recent))), recent)

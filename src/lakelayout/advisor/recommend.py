@@ -195,6 +195,9 @@ def _recommend(
         return without_sample()
     files = inputs.candidate_files
     nbytes = int(files.total_bytes)
+    # every value of the candidate files is read and written again (rows of files whose
+    # count is unknown are left out: a lower bound, used the same way on every candidate)
+    values = files.total_rows * len(inputs.schema)
     blocks = max(1, round(nbytes / max(1, inputs.target_file_size)))
     if len(files) == 0:
         rec.reason = "no rewrite: every live file is already clustered"
@@ -207,7 +210,7 @@ def _recommend(
         return without_sample()
     # the cheapest rewrite any candidate can cost: one curve dimension, no SOP feature,
     # no new statistics, one file written (coefficients are >= 0, so every term only grows)
-    cheapest = model.rewrite_seconds(nbytes, 1, n_curve=1)
+    cheapest = model.rewrite_seconds(nbytes, 1, n_curve=1, values=values)
     read_now = _read_now_ceiling(inputs.predicates, files)
     ceiling = rate.expected_queries * read_now * model.query_seconds_per_byte
     if bounds and ceiling <= cheapest * cfg.margin:
@@ -237,7 +240,9 @@ def _recommend(
     rec.new_indexes = list(virtual_files(sample, sample_files, proposed).indexes)
     n_additional = sum(_features_in(i) for i in rec.new_indexes)
     now = virtual_files(sample, sample_files, inputs.indexes).fractions(inputs.predicates)
-    if bounds and _cannot_pay(rec, now, nbytes, n_additional, inputs.other_bytes, model, cfg):
+    if bounds and _cannot_pay(
+        rec, now, nbytes, values, n_additional, inputs.other_bytes, model, cfg
+    ):
         return rec
     rec.candidates = candidates(
         analysis,
@@ -258,6 +263,7 @@ def _recommend(
                 fractions_after=cand.fractions,
                 candidate_bytes=nbytes,
                 candidate_files=len(files),
+                candidate_values=values,
                 files_after=cand.layout.n_blocks,
                 other_bytes=inputs.other_bytes,
                 model=model,
@@ -318,6 +324,7 @@ def _cannot_pay(
     rec: Recommendation,
     now: np.ndarray,
     nbytes: int,
+    values: int,
     n_additional: int,
     other_bytes: int,
     model: CostModel,
@@ -337,7 +344,7 @@ def _cannot_pay(
     expected = rec.rate.expected_queries
     bytes_now = (float(np.mean(now)) if len(now) else 1.0) * nbytes
     ceiling = expected * bytes_now * model.query_seconds_per_byte
-    floor = model.rewrite_seconds(nbytes, 1, n_curve=1, n_additional=n_additional)
+    floor = model.rewrite_seconds(nbytes, 1, n_curve=1, n_additional=n_additional, values=values)
     floor += model.additional_seconds_per_byte * n_additional * other_bytes
     if ceiling > floor * cfg.margin:
         return False

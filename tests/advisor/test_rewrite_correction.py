@@ -1,0 +1,109 @@
+"""The advisor learns the rewrite cost of the table at hand: the correction from the
+decision log, and the cost model scaled by it (pure: no Spark)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lakelayout.advisor.costmodel import DEFAULTS
+from lakelayout.advisor.decisions import (
+    CORRECTION_BOUNDS,
+    CORRECTION_KEY,
+    CORRECTION_REWRITES,
+    rewrite_correction,
+)
+from lakelayout.errors import InvalidOption
+
+
+def _row(
+    actual: float | None, estimated: float | None, applied_with: float | None = None, **kw: Any
+) -> dict[str, Any]:
+    inputs = {} if applied_with is None else {CORRECTION_KEY: applied_with}
+    return {
+        "kind": "decision",
+        "outcome": "applied",
+        "actual_seconds": actual,
+        "estimated_cost_seconds": estimated,
+        "detail": {"inputs": inputs},
+        **kw,
+    }
+
+
+def test_nothing_to_learn_before_the_first_applied_rewrite() -> None:
+    assert rewrite_correction([]) is None
+    rows = [
+        _row(None, 1.0, outcome="skipped"),
+        _row(3.0, 1.0, outcome="failed: boom"),
+        _row(3.0, 1.0, outcome="recommended (not applied)"),
+        _row(3.0, 1.0, kind="measurement"),
+        _row(None, 1.0),  # applied but the time was not recorded
+        _row(3.0, None),
+        _row(3.0, 0.0),  # an estimate of nothing cannot be scaled
+    ]
+    assert rewrite_correction(rows) is None
+
+
+def test_the_ratio_is_against_the_models_own_estimate() -> None:
+    # the second rewrite was priced with the first one's correction (x3): its recorded
+    # estimate is 3x the model's, so its ratio is actual x 3 / estimated
+    rows = [_row(3.0, 1.0), _row(4.5, 3.0, applied_with=3.0)]
+    c = rewrite_correction(rows)
+    assert c is not None
+    assert c.ratios == (3.0, 4.5)
+    assert c.factor == pytest.approx(3.75)
+    assert "last 2 automatic rewrites: 3.00, 4.50" in c.describe()
+
+
+def test_only_the_latest_rewrites_count_and_the_factor_is_bounded() -> None:
+    old = [_row(100.0, 1.0)] * 10  # long ago, far off: forgotten
+    recent = [_row(r, 1.0) for r in (0.5, 0.8, 0.6, 0.7, 0.9)]
+    c = rewrite_correction(old + recent)
+    assert c is not None and len(c.ratios) == CORRECTION_REWRITES
+    assert c.factor == pytest.approx(0.7)
+    huge = rewrite_correction([_row(1000.0, 1.0)])
+    assert huge is not None and huge.factor == CORRECTION_BOUNDS[1]
+    assert "bounded to" in huge.describe()
+    tiny = rewrite_correction([_row(0.001, 10.0)])
+    assert tiny is not None and tiny.factor == CORRECTION_BOUNDS[0]
+
+
+@given(
+    ratios=st.lists(st.floats(0.01, 100.0), min_size=1, max_size=12),
+    earlier=st.floats(0.25, 8.0),
+)
+def test_the_factor_is_the_bounded_median_of_the_last_ratios(
+    ratios: list[float], earlier: float
+) -> None:
+    # every rewrite priced with some earlier correction: the recorded estimates are
+    # scaled by it, and the learned ratios must not depend on it
+    rows = [_row(r * 2.0, 2.0 * earlier, applied_with=earlier) for r in ratios]
+    c = rewrite_correction(rows)
+    assert c is not None
+    recent = sorted(ratios[-CORRECTION_REWRITES:])
+    n = len(recent)
+    median = recent[n // 2] if n % 2 else (recent[n // 2 - 1] + recent[n // 2]) / 2
+    low, high = CORRECTION_BOUNDS
+    assert c.factor == pytest.approx(min(high, max(low, median)), rel=1e-9)
+    assert low <= c.factor <= high
+
+
+def test_a_scaled_model_scales_every_rewrite_term_and_no_query_term() -> None:
+    scaled = DEFAULTS.scaled_rewrites(2.5, "why")
+    for files, nbytes, n_sop, n_add in ((1, 0, 0, 0), (7, 10**9, 2, 3), (100, 12345, 0, 1)):
+        assert scaled.rewrite_seconds(
+            nbytes, files, n_curve=2, n_sop=n_sop, n_additional=n_add
+        ) == pytest.approx(
+            2.5
+            * DEFAULTS.rewrite_seconds(nbytes, files, n_curve=2, n_sop=n_sop, n_additional=n_add)
+        )
+    assert scaled.additional_seconds_per_byte == 2.5 * DEFAULTS.additional_seconds_per_byte
+    assert scaled.query_seconds(10**9) == DEFAULTS.query_seconds(10**9)
+    assert scaled.source == "defaults; rewrites x 2.5 (why)"
+    for bad in (0.0, -1.0, math.nan, math.inf):
+        with pytest.raises(InvalidOption, match="rewrite cost factor must be finite and > 0"):
+            DEFAULTS.scaled_rewrites(bad, "why")
