@@ -127,3 +127,16 @@ def test_a_delete_as_deletion_vectors_is_never_served_from_the_cache(
     assert {str(p) for p in snap.files.paths} == {k[1] for k in advisor_module._SAMPLES}
     after, _ = t.advisor._sample(_unclustered(t.uri, snap.files), snap)
     assert sorted(after.column("id").to_pylist()) == [i for i in range(600) if i % 4]
+
+    # a small input is sampled on the driver (no Spark job); it reads the same live rows
+    # as the Spark job that samples large inputs: deletion vectors applied in both
+    paths = [str(p) for p in snap.files.paths]
+    by_spark = t.advisor._spark_sample(paths, snap, 1.0)
+    for p, f in zip(paths, snap.data_files_for(paths), strict=True):
+        on_driver = advisor_module._driver_sample(t.uri, snap, f, 1.0)
+        assert on_driver.schema == by_spark[p].schema
+        assert sorted(on_driver.to_pylist(), key=str) == sorted(by_spark[p].to_pylist(), key=str)
+        some = advisor_module._driver_sample(t.uri, snap, f, 0.5)
+        assert some.equals(advisor_module._driver_sample(t.uri, snap, f, 0.5))  # by path
+        live = set(on_driver.column("id").to_pylist())
+        assert set(some.column("id").to_pylist()) < live and some.num_rows > 0

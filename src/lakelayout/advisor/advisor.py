@@ -50,6 +50,7 @@ from lakelayout.stats.model import FileStats
 
 if TYPE_CHECKING:
     from lakelayout.api import Table
+    from lakelayout.table.datafile import DataFile
     from lakelayout.table.delta import Snapshot
 
 logger = logging.getLogger(__name__)
@@ -500,25 +501,72 @@ class Advisor:
         fraction: float,
         keys: dict[str, tuple[str, str, str, pa.Schema]],
     ) -> None:
+        """Sample ``paths`` at ``fraction`` into the cache, each file's rows in a random
+        order (so a prefix is a smaller random sample of the file).
+
+        Files of at most ``lakelayout.smallRewriteSize`` bytes in all are read
+        on the driver with pyarrow (:func:`_driver_sample`: no Spark job, whose
+        start-up was most of a decision's time); larger inputs by one Spark job,
+        whose tasks spread the decoding over the cluster. Both read rows as every
+        reader does (partition values, deletion vectors, column mapping) and keep
+        each row with probability ``fraction``.
+        """
+        from lakelayout.cluster.config import small_rewrite_size
+
+        files = snap.data_files_for(paths)
+        if sum(f.size for f in files) <= small_rewrite_size(snap.configuration):
+            sampled = {
+                p: _driver_sample(self.table.uri, snap, f, fraction)
+                for p, f in zip(paths, files, strict=True)
+            }
+        else:
+            sampled = self._spark_sample(paths, snap, fraction)
+        if len(_SAMPLES) > _MAX_CACHED_FILES:
+            _SAMPLES.clear()
+        for p in paths:
+            _SAMPLES[keys[p]] = (fraction, sampled[p])
+
+    def _spark_sample(
+        self, paths: Sequence[str], snap: Snapshot, fraction: float
+    ) -> dict[str, pa.Table]:
+        """Each file's sample rows, drawn by one Spark job, in a random order."""
         from lakelayout.cluster.rewrite import FILE_COLUMN, read_files
 
-        schema = snap.schema
-        # read as every reader does: partition values, deletion vectors, column mapping
         df = read_files(self.table.spark, snap, list(paths), with_file=True)
         if fraction < 1.0:
             df = df.sample(withReplacement=False, fraction=fraction, seed=17)
         data = df.toArrow()
         files = [str(f) for f in data.column(FILE_COLUMN).to_pylist()]  # log paths
-        data = _to_schema(data.drop_columns([FILE_COLUMN]), schema)
-        # shuffled once, so a prefix of a file's rows is a smaller random sample of it
+        data = _to_schema(data.drop_columns([FILE_COLUMN]), snap.schema)
         shuffle = np.random.default_rng(17).permutation(data.num_rows)
         data = data.take(pa.array(shuffle))
         files_arr = np.asarray(files, dtype=object)[shuffle]
-        if len(_SAMPLES) > _MAX_CACHED_FILES:
-            _SAMPLES.clear()
-        for p in paths:
-            rows = np.flatnonzero(files_arr == p)
-            _SAMPLES[keys[p]] = (fraction, data.take(pa.array(rows, pa.int64())))
+        return {p: data.take(pa.array(np.flatnonzero(files_arr == p), pa.int64())) for p in paths}
+
+
+def _driver_sample(table_uri: str, snap: Snapshot, file: DataFile, fraction: float) -> pa.Table:
+    """The live rows of ``file``, each kept with probability ``fraction``, in a random
+    order; read with pyarrow on the driver, one batch at a time.
+
+    The random draws depend only on the file's path, so a file's sample is the
+    same whichever files are sampled with it.
+    """
+    from lakelayout.table.datafile import read_data_file
+    from lakelayout.table.location import resolve_location
+    from lakelayout.table.writer import conform_batch
+
+    filesystem, base = resolve_location(table_uri)
+    fmt = snap.table_format
+    seed = int.from_bytes(hashlib.blake2b(file.path.encode(), digest_size=8).digest(), "little")
+    rng = np.random.default_rng(seed)
+    parts = []
+    for raw in read_data_file(filesystem, base, fmt, file):
+        batch = conform_batch(raw, fmt.schema)
+        if fraction < 1.0:
+            batch = batch.filter(pa.array(rng.random(batch.num_rows) < fraction))
+        parts.append(batch)
+    data = _to_schema(pa.Table.from_batches(parts, schema=fmt.schema), snap.schema)
+    return data.take(pa.array(rng.permutation(data.num_rows)))
 
 
 def _sample_key(table_uri: str, path: str, snap: Snapshot) -> tuple[str, str, str, pa.Schema]:
