@@ -6,6 +6,9 @@ written by
 * ``create``: ``Table.create(path, df)`` (Spark tasks write Parquet with
   pyarrow and Delta statistics, one delta-rs commit);
 * ``append``: ``Table(path).append(df)`` to a table created empty;
+* ``create-arrow`` / ``append-arrow``: the same two with the rows as a
+  ``pyarrow.Table`` on the driver (written in this process by the same
+  writer, no Spark job): the like-for-like peer of delta-rs;
 * ``parquet``: ``df.write.parquet(path)`` (plain Spark, no Delta log, no
   statistics beyond Parquet's own);
 * ``delta-rs``: ``deltalake.write_deltalake(path, arrow)`` of the same rows
@@ -14,7 +17,7 @@ written by
 ``df`` is cached and counted first, so every Spark writer reads the same rows
 from memory. The JVM and workers are warmed, repeats interleaved, the order
 rotated. Printed: median seconds and the ratios ``create / parquet`` (goal
-<= 1.2) and ``create / delta-rs`` (goal <= 1).
+<= 1.2) and ``create / delta-rs`` (goal <= 1), for DataFrame and Arrow input.
 
     .venv/bin/python bench/bench_b8_write.py --rows 2000000
 """
@@ -71,6 +74,17 @@ def main() -> None:
         t.append(df)
         return time.perf_counter() - started
 
+    def create_arrow() -> float:
+        started = time.perf_counter()
+        Table.create(out(), arrow)
+        return time.perf_counter() - started
+
+    def append_arrow() -> float:
+        t = Table.create(out(), schema=schema)
+        started = time.perf_counter()
+        t.append(arrow)
+        return time.perf_counter() - started
+
     def parquet() -> float:
         started = time.perf_counter()
         df.write.parquet(out())
@@ -86,6 +100,8 @@ def main() -> None:
     writers: dict[str, Callable[[], float]] = {
         "create": create,
         "append": append,
+        "create-arrow": create_arrow,
+        "append-arrow": append_arrow,
         "parquet": parquet,
         "delta-rs": delta_rs,
     }
@@ -99,8 +115,10 @@ def main() -> None:
     medians = {n: statistics.median(ts) for n, ts in times.items()}
     print(f"{args.rows:,} rows; median of {args.repeats} interleaved runs")
     for name in names:
-        print(f"   {name:9s} {medians[name]:6.2f} s  ({'/'.join(f'{t:.2f}' for t in times[name])})")
-    for ours in ("create", "append"):
+        print(
+            f"   {name:12s} {medians[name]:6.2f} s  ({'/'.join(f'{t:.2f}' for t in times[name])})"
+        )
+    for ours in ("create", "append", "create-arrow", "append-arrow"):
         print(
             f"   {ours} / parquet {medians[ours] / medians['parquet']:.2f} (goal <= 1.2)   "
             f"{ours} / delta-rs {medians[ours] / medians['delta-rs']:.2f} (goal <= 1)"

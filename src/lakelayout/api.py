@@ -146,7 +146,7 @@ class Table:
     def create(
         cls,
         uri: str,
-        df: DataFrame | None = None,
+        df: DataFrame | pa.Table | None = None,
         *,
         schema: pa.Schema | None = None,
         spark: SparkSession | None = None,
@@ -161,6 +161,12 @@ class Table:
         """Create a Delta table at ``uri`` from a DataFrame, or empty from a schema.
 
         All files of ``df`` are committed in one transaction (version 0).
+        ``df`` may also be a ``pyarrow.Table`` (e.g. from pandas or polars): its
+        rows are written in this process by the same writer Spark tasks run, with
+        no Spark job (as delta-rs' ``write_deltalake`` does); the table's types
+        are its Delta types (:func:`~lakelayout.table.writer.arrow_data_schema`:
+        large strings as strings, timestamps in microseconds, no unsigned
+        integers).
         ``cluster_by`` (at most 4 columns or deterministic expressions) makes it
         a liquid-clustered table: they are validated before anything is written
         and stored as ``lakelayout.clusteringColumns``; ``optimize.run()`` then
@@ -176,11 +182,11 @@ class Table:
         stored as NULL, as every Delta reader reads it.
         """
         from lakelayout.table.datafile import TableFormat
-        from lakelayout.table.writer import arrow_schema_of, row_group_size, write_files
+        from lakelayout.table.writer import row_group_size
 
         where = "Table.create"
         args.require_path(uri, "uri", where)
-        args.require_dataframe(df, "df", where, optional=True)
+        args.require_data(df, "df", where, optional=True)
         args.require_schema(schema, "schema", where, optional=True)
         args.require_spark(spark, "spark", where, optional=True)
         args.require_int(target_file_size, "target_file_size", where, optional=True)
@@ -196,7 +202,7 @@ class Table:
         config = dict(properties or {})
         if target_file_size is not None:
             config[TARGET_FILE_SIZE] = str(_check_target_size(target_file_size))
-        table_schema = schema if schema is not None else arrow_schema_of(df)  # type: ignore[arg-type]
+        table_schema = schema if schema is not None else _schema_of_data(df)  # type: ignore[arg-type]
         partitions = check_partition_columns(partition_by, table_schema)
         if partitions and cluster_by is not None:
             raise InvalidOption(
@@ -215,14 +221,10 @@ class Table:
             size = _check_target_size(
                 target_file_size or int(config.get(TARGET_FILE_SIZE, DEFAULT_TARGET_FILE_SIZE))
             )
-            files = write_files(
-                df,
-                root,
-                schema=table_schema,
-                target_file_size=size,
-                fmt=fmt,
+            files = _write(
+                df, root, schema=table_schema, target_file_size=size, fmt=fmt,
                 row_group_bytes=row_group_size(config),
-            )
+            )  # fmt: skip
         delta.create_table(
             root,
             table_schema,
@@ -298,21 +300,28 @@ class Table:
 
     # ------------------------------------------------------------ writing
 
-    def append(self, df: DataFrame, *, target_file_size: int | None = None) -> WriteMetrics:
-        """Append the rows of ``df`` in one commit; the schema must match the table's."""
-        from lakelayout.table.writer import arrow_schema_of, row_group_size, write_files
+    def append(
+        self, df: DataFrame | pa.Table, *, target_file_size: int | None = None
+    ) -> WriteMetrics:
+        """Append the rows of ``df`` in one commit; the schema must match the table's.
 
-        args.require_dataframe(df, "df", "Table.append")
+        ``df`` is a Spark DataFrame, or a ``pyarrow.Table`` written in this
+        process with no Spark job (see :meth:`create`).
+        """
+        from lakelayout.table.writer import row_group_size
+
+        args.require_data(df, "df", "Table.append")
         args.require_int(target_file_size, "target_file_size", "Table.append", optional=True)
         started = time.perf_counter()
         snap = self.snapshot()
-        check_append_schema(snap.schema, arrow_schema_of(df))
-        df = _select_in_table_order(df, snap.schema)
-        delta.check_commit(snap, Kind.APPEND, spark=self.spark)  # refuse before writing
+        check_append_schema(snap.schema, _schema_of_data(df, table=snap.schema))
+        # refuse before writing (Arrow data: no Spark session is started for the check)
+        spark = self._spark if isinstance(df, pa.Table) else self.spark
+        delta.check_commit(snap, Kind.APPEND, spark=spark)
         size = _check_target_size(target_file_size or self._target_file_size(snap))
         # skipping indexes: collected by the writer, stored after the commit (lakelayout.indexing)
         indexes = self.indexes.for_write(snap.schema)
-        files = write_files(
+        files = _write(
             df,
             self.uri,
             schema=snap.schema,
@@ -321,7 +330,7 @@ class Table:
             fmt=snap.table_format,
             row_group_bytes=row_group_size(snap.configuration),
         )
-        version, retries = self._commit_append(files, snap) if files else (snap.version, 0)
+        version, retries = self._commit_append(files, snap, spark) if files else (snap.version, 0)
         self.indexes.record_written(files, indexes)
         metrics = WriteMetrics(
             version=version,
@@ -334,7 +343,9 @@ class Table:
         self._after_append(metrics)
         return metrics
 
-    def _commit_append(self, files: Sequence[WrittenFile], snap: Snapshot) -> tuple[int, int]:
+    def _commit_append(
+        self, files: Sequence[WrittenFile], snap: Snapshot, spark: SparkSession | None
+    ) -> tuple[int, int]:
         """Commit appended files; (version, retries).
 
         An append plans on no existing row, only on the schema: when its commit
@@ -348,7 +359,7 @@ class Table:
         def attempt(n: int) -> int:
             if n > 0:
                 check_append_schema(delta.snapshot(self.uri).schema, snap.schema)
-            return delta.commit(self.uri, adds=files, operation="WRITE", spark=self.spark)
+            return delta.commit(self.uri, adds=files, operation="WRITE", spark=spark)
 
         try:
             return run_with_retries(self.uri, "append", attempt)
@@ -758,11 +769,6 @@ def _resolve_columns(columns: Sequence[str] | None, schema: pa.Schema) -> list[s
     return out
 
 
-def _select_in_table_order(df: DataFrame, schema: pa.Schema) -> DataFrame:
-    by_lower = {c.lower(): c for c in df.columns}
-    return df.select(*[df[by_lower[name.lower()]].alias(name) for name in schema.names])
-
-
 def _remove_written(root: str, paths: Sequence[str]) -> None:
     """Delete data files a failed write left (local tables; VACUUM collects the rest)."""
     if "://" in root:
@@ -772,5 +778,30 @@ def _remove_written(root: str, paths: Sequence[str]) -> None:
             os.remove(os.path.join(root, raw_path(path)))  # log paths are URI-encoded
 
 
-def _session_of(df: DataFrame | None) -> SparkSession | None:
-    return None if df is None else df.sparkSession
+def _session_of(df: DataFrame | pa.Table | None) -> SparkSession | None:
+    return None if df is None or isinstance(df, pa.Table) else df.sparkSession
+
+
+def _schema_of_data(df: DataFrame | pa.Table, *, table: pa.Schema | None = None) -> pa.Schema:
+    """The Arrow schema of the rows to write (Arrow data: as a Delta table holds it).
+
+    Appending Arrow data to a table: columns with the table's types as Delta
+    types are taken as they are (e.g. ``large_string`` into ``string``).
+    """
+    from lakelayout.table.writer import arrow_data_schema, arrow_schema_of
+
+    if not isinstance(df, pa.Table):
+        return arrow_schema_of(df)
+    if table is not None:
+        return df.schema
+    return arrow_data_schema(df.schema)
+
+
+def _write(df: DataFrame | pa.Table, uri: str, **options: Any) -> list[WrittenFile]:
+    """Write ``df``'s rows as data files: Spark tasks for a DataFrame, this process for
+    Arrow data (the same writer); nothing committed."""
+    from lakelayout.table.writer import write_arrow, write_files
+
+    if isinstance(df, pa.Table):
+        return write_arrow(df, uri, **options)
+    return write_files(df, uri, **options)

@@ -105,6 +105,14 @@ def require_dataframe(value: object, name: str, where: str, *, optional: bool = 
         raise _fail(where, name, "a Spark DataFrame", value, optional)
 
 
+def require_data(value: object, name: str, where: str, *, optional: bool = False) -> None:
+    """Rows to write: a Spark DataFrame (classic or Connect) or a ``pyarrow.Table``."""
+    if value is None and optional:
+        return
+    if not isinstance(value, pa.Table) and not _is_instance(value, "DataFrame"):
+        raise _fail(where, name, "a Spark DataFrame or a pyarrow.Table", value, optional)
+
+
 def require_spark(value: object, name: str, where: str, *, optional: bool = False) -> None:
     """A SparkSession (classic or Connect)."""
     if value is None and optional:

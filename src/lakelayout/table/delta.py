@@ -188,6 +188,20 @@ def ensure_new_location(uri: str | os.PathLike[str]) -> None:
         )
 
 
+def delta_arrow_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` as a Delta table holding it reads it back (its Delta types in Arrow);
+    SchemaMismatch naming the column when Delta cannot hold one."""
+    for f in schema:
+        try:
+            DeltaSchema.from_arrow(pa.schema([f]))
+        except Exception as exc:  # delta-rs raises a bare Exception for some types
+            raise SchemaMismatch(
+                f"column '{f.name}' has type {f.type}, which a Delta table cannot hold: "
+                f"{str(exc).splitlines()[0]}"
+            ) from exc
+    return _without_field_metadata(pa.schema(_delta_schema(schema).to_arrow()))
+
+
 def _delta_schema(schema: pa.Schema) -> DeltaSchema:
     try:
         return DeltaSchema.from_arrow(schema)

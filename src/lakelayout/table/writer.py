@@ -588,16 +588,107 @@ def write_files(
     ``partitionValues``; with column mapping, files use physical names.
     Row groups hold about ``row_group_bytes`` of Arrow data each.
     """
+    check_append_schema(schema, arrow_schema_of(df))
+    task = _task_writer(
+        table_uri, schema, target_file_size, prefix, codec, collectors, fmt, row_group_bytes
+    )
+    ordered = _select_in_table_order(df, schema)
+    if fmt is not None and fmt.partitioned:
+        ordered = ordered.sortWithinPartitions(*[_quoted(c) for c in fmt.partition_columns])
+    with task_errors():
+        rows = ordered.mapInArrow(task, DESCRIPTOR_DDL).collect()
+    return _written(rows, task, bool(collectors))
+
+
+def write_arrow(
+    data: pa.Table,
+    table_uri: str,
+    *,
+    schema: pa.Schema,
+    target_file_size: int,
+    prefix: str = "part",
+    codec: str = "zstd",
+    collectors: Sequence[IndexSpec] = (),
+    fmt: TableFormat | None = None,
+    row_group_bytes: int = ROW_GROUP_ARROW_BYTES,
+) -> list[WrittenFile]:
+    """:func:`write_files` for rows already in Arrow in this process: no Spark job.
+
+    The same writer a Spark task runs (:class:`TaskWriter`: files rolled at
+    the target size, row groups, Delta statistics, index metadata, partition
+    directories, physical names), called here on ``data``'s batches. For data
+    that is already Arrow (pandas, polars, a Flight stream), where starting a
+    Spark job would cost more than writing it, as delta-rs' ``write_deltalake``
+    does. Columns match the table's case-insensitively, in any order; types
+    must be the table's Delta types (:func:`arrow_data_schema` maps physical
+    variants; values are cast only losslessly). Nothing is committed.
+    """
+    check_append_schema(schema, data.schema)
+    task = _task_writer(
+        table_uri, schema, target_file_size, prefix, codec, collectors, fmt, row_group_bytes
+    )
+    by_lower = {name.lower(): name for name in data.column_names}
+    ordered = data.select([by_lower[n.lower()] for n in schema.names]).rename_columns(schema.names)
+    if fmt is not None and fmt.partitioned:
+        ordered = ordered.sort_by([(c, "ascending") for c in fmt.partition_columns])
+    rows = [row for batch in task(iter(ordered.to_batches())) for row in batch.to_pylist()]
+    return _written(rows, task, bool(collectors))
+
+
+def arrow_data_schema(schema: pa.Schema) -> pa.Schema:
+    """The Arrow schema a Delta table created from Arrow data of ``schema`` has.
+
+    Physical variants map to what the table reads back as (``large_string``
+    and string views to ``string``, large lists to lists), timestamps to
+    microseconds (a zone to UTC: the same instants; ``timestamp_ntz`` without
+    one). Unsigned integers are refused (Delta has none, and a signed type of
+    the same width would not hold every value: cast them first), as is any
+    type Delta cannot hold, naming the column.
+    """
+    from lakelayout.table.delta import delta_arrow_schema
+
+    fields = []
+    for f in schema:
+        if _has_unsigned(f.type):
+            raise SchemaMismatch(
+                f"column '{f.name}' is {f.type}: Delta has no unsigned integers; cast it to a "
+                "signed type wide enough for its values"
+            )
+        t = f.type
+        if pa.types.is_timestamp(t):
+            t = pa.timestamp("us", tz="UTC" if t.tz else None)
+        fields.append(pa.field(f.name, t, f.nullable))
+    return delta_arrow_schema(pa.schema(fields))
+
+
+def _has_unsigned(t: pa.DataType) -> bool:
+    if pa.types.is_unsigned_integer(t):
+        return True
+    if pa.types.is_dictionary(t):
+        return _has_unsigned(t.value_type)
+    return any(_has_unsigned(t.field(i).type) for i in range(t.num_fields))
+
+
+def _task_writer(
+    table_uri: str,
+    schema: pa.Schema,
+    target_file_size: int,
+    prefix: str,
+    codec: str,
+    collectors: Sequence[IndexSpec],
+    fmt: TableFormat | None,
+    row_group_bytes: int,
+) -> TaskWriter:
+    """The writer of one write, after checking its options; the location is prepared."""
     if not isinstance(target_file_size, int) or target_file_size <= 0:
         raise InvalidOption(f"target_file_size must be a positive int, got {target_file_size!r}")
     if codec not in CODECS:
         raise InvalidOption(f"codec {codec!r} is not supported; use one of {list(CODECS)}")
     if not prefix or "/" in prefix:
         raise InvalidOption(f"file prefix {prefix!r} must be non-empty and contain no '/'")
-    check_append_schema(schema, arrow_schema_of(df))
     location = normalize_uri(table_uri)
     prepare_location(location)
-    task = TaskWriter(
+    return TaskWriter(
         location,
         schema,
         target_file_size,
@@ -607,11 +698,10 @@ def write_files(
         row_group_bytes=row_group_bytes,
         format=fmt,
     )
-    ordered = _select_in_table_order(df, schema)
-    if fmt is not None and fmt.partitioned:
-        ordered = ordered.sortWithinPartitions(*[_quoted(c) for c in fmt.partition_columns])
-    with task_errors():
-        rows = ordered.mapInArrow(task, DESCRIPTOR_DDL).collect()
+
+
+def _written(rows: Sequence[Any], task: TaskWriter, with_indexes: bool) -> list[WrittenFile]:
+    """The descriptors the writer returned (Spark rows or dicts) as :class:`WrittenFile`."""
     written = [
         WrittenFile(
             path=row["path"],
@@ -619,12 +709,13 @@ def write_files(
             num_records=row["rows"],
             stats_json=row["stats"],
             partition_values=json.loads(row["partition"] or "{}"),
-            extra={INDEX_METADATA: decode_metadata(row["meta"])} if collectors else {},
+            extra={INDEX_METADATA: decode_metadata(row["meta"])} if with_indexes else {},
         )
         for row in rows
     ]
-    if fmt is not None and fmt.partitioned:
-        _check_partition_nulls(written, fmt, location)
+    fmt = task.table_format
+    if fmt.partitioned:
+        _check_partition_nulls(written, fmt, task.table_uri)
     return written
 
 

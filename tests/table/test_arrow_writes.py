@@ -1,0 +1,122 @@
+"""Writing Arrow data in this process (``Table.create`` / ``append`` with a pyarrow.Table):
+the same writer Spark tasks run, no Spark job; every reader agrees with the rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+from lakelayout.api import Table
+from lakelayout.errors import InvalidOption, SchemaMismatch
+from lakelayout.skipping.indexes import MinMax
+from lakelayout.table.writer import arrow_data_schema
+
+from .test_writer import SCHEMA, TARGET, _input_table, _rows
+
+pytestmark = pytest.mark.spark
+
+
+def _jobs(spark: Any) -> int:
+    """Spark jobs this session has run so far (jobs outside a job group)."""
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+
+
+def test_create_and_append_from_arrow_run_no_spark_job_and_every_reader_agrees(
+    spark: Any, tmp_path: Path
+) -> None:
+    data = _input_table(6_000)
+    jobs = _jobs(spark)
+    t = Table.create(str(tmp_path / "t"), data, target_file_size=TARGET)
+    created = t.version
+    more = _input_table(1_500, seed=3)
+    more = more.set_column(0, "id", pc.add(more["id"], 100_000))  # ids of their own
+    # another column order and spelling, the strings as large_string (polars' kind)
+    shuffled = more.select(list(reversed(SCHEMA.names)))
+    shuffled = shuffled.rename_columns([n.upper() for n in shuffled.column_names])
+    shuffled = shuffled.set_column(
+        shuffled.column_names.index("PATH"), "PATH", shuffled["PATH"].cast(pa.large_string())
+    )
+    m = t.append(shuffled)
+    assert _jobs(spark) == jobs  # neither write started a Spark job
+    assert m.rows_added == 1_500 and m.version == created + 1
+
+    snap = t.snapshot()
+    assert snap.schema.field("path").type == pa.string()
+    assert len(snap.files) >= 8  # rolled at the target size, as Spark tasks roll them
+    expected = _rows(pa.concat_tables([data, more]))
+    assert _rows(DeltaTable(t.uri).to_pyarrow_table()) == expected
+    assert _rows(pl.read_delta(t.uri).to_arrow()) == expected
+    assert _rows(t.scan().df.toArrow().cast(SCHEMA)) == expected
+    # Delta statistics describe each file
+    actions = pa.table(DeltaTable(t.uri).get_add_actions(flatten=True))
+    for i, path in enumerate(actions.column("path").to_pylist()):
+        content = pq.read_table(Path(t.uri) / path)
+        assert actions.column("num_records")[i].as_py() == content.num_rows
+        ids = pc.min_max(content.column("id"))
+        assert actions.column("min.id")[i].as_py() == ids["min"].as_py()
+        assert actions.column("max.id")[i].as_py() == ids["max"].as_py()
+    assert t.scan("id >= 5990 AND id < 100005").df.count() == 10 + 5  # both writes' rows
+
+
+def test_arrow_appends_to_a_partitioned_table_with_an_index(spark: Any, tmp_path: Path) -> None:
+    rows = pa.table({"p": ["a", "b", None, "a"] * 50, "x": list(range(200))})
+    t = Table.create(str(tmp_path / "p"), rows, partition_by=["p"])
+    t.indexes.add(MinMax("x * 2"))
+    t.append(pa.table({"x": [1000, 1001, 1002], "p": ["c", "a", None]}))
+    by_dir = {f.partition_values.get("p") for f in t.snapshot().data_files.values()}
+    assert by_dir == {"a", "b", "c", None}
+    got = DeltaTable(t.uri).to_pyarrow_table().sort_by("x")
+    assert got.column("x").to_pylist() == [*range(200), 1000, 1001, 1002]
+    assert got.column("p").to_pylist()[-3:] == ["c", "a", None]
+    # the index metadata of the appended files was collected by the same writer
+    snap = t.snapshot()
+    (name,) = [d.name for d in t.indexes.describe()]
+    values = t.indexes.store.read(snap.files, [name])[name]
+    appended = [i for i, n in enumerate(snap.files.num_records) if n < 50]
+    assert len(appended) == 3 and all(values[i].is_valid for i in appended)
+    assert t.scan("x * 2 > 2001").df.count() == 2
+
+
+def test_arrow_data_types_and_refusals(spark: Any, tmp_path: Path) -> None:
+    schema = arrow_data_schema(
+        pa.schema(
+            [
+                ("s", pa.large_string()),
+                ("t", pa.timestamp("ns", tz="Europe/Paris")),
+                ("n", pa.timestamp("ms")),
+                ("l", pa.large_list(pa.int32())),
+            ]
+        )
+    )
+    assert schema.types == [
+        pa.string(),
+        pa.timestamp("us", tz="UTC"),
+        pa.timestamp("us"),
+        pa.list_(pa.field("element", pa.int32())),
+    ]
+    instant = dt.datetime(2024, 3, 1, 12, 30, tzinfo=dt.timezone.utc)
+    stamps = pa.array([instant], pa.timestamp("ns", tz="UTC")).cast(
+        pa.timestamp("ns", tz="Europe/Paris")
+    )
+    t = Table.create(str(tmp_path / "ts"), pa.table({"t": stamps}))
+    assert DeltaTable(t.uri).to_pyarrow_table().column("t").to_pylist() == [instant]
+
+    with pytest.raises(SchemaMismatch, match="column 'u' is uint32: Delta has no unsigned"):
+        Table.create(str(tmp_path / "u"), pa.table({"u": pa.array([1], pa.uint32())}))
+    assert not (tmp_path / "u").exists()
+    sub_micro = pa.array([1_000_000_001], pa.timestamp("ns"))
+    with pytest.raises(SchemaMismatch, match="column 't': cannot store timestamp"):
+        Table.create(str(tmp_path / "ns"), pa.table({"t": sub_micro}))
+    with pytest.raises(InvalidOption, match=r"df must be a Spark DataFrame or a pyarrow\.Table"):
+        Table.create(str(tmp_path / "x"), [{"a": 1}])  # type: ignore[arg-type]
+    with pytest.raises(SchemaMismatch, match="column 't' is timestamp in the table but long"):
+        t.append(pa.table({"t": [1]}))
+    assert t.version == 0
