@@ -98,7 +98,7 @@ CALLS: list[tuple[str, Callable[[Table, Path], Any], str]] = [
     (
         "create(df=list)",
         lambda t, p: Table.create(str(p / "n"), [1, 2]),
-        "Table.create: df must be a Spark DataFrame or None, got list",
+        "Table.create: df must be a Spark DataFrame or a pyarrow.Table or None, got list",
     ),
     (
         "create(schema=dict)",
@@ -123,12 +123,12 @@ CALLS: list[tuple[str, Callable[[Table, Path], Any], str]] = [
     (
         "append(list)",
         lambda t, p: t.append([{"id": 1}]),
-        "Table.append: df must be a Spark DataFrame, got list",
+        "Table.append: df must be a Spark DataFrame or a pyarrow.Table, got list",
     ),
     (
         "append(pandas-like)",
-        lambda t, p: t.append(t.to_df().toArrow()),
-        "Table.append: df must be a Spark DataFrame, got Table",
+        lambda t, p: t.append(t.to_df().toPandas()),
+        "Table.append: df must be a Spark DataFrame or a pyarrow.Table, got pandas.DataFrame",
     ),
     ("scan(int)", lambda t, p: t.scan(5), "Table.scan: where must be a string or None, got int"),
     (

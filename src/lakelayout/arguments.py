@@ -26,7 +26,18 @@ from lakelayout.errors import InvalidOption
 
 def _fail(where: str, name: str, expected: str, value: object, optional: bool) -> InvalidOption:
     wanted = f"{expected} or None" if optional else expected
-    return InvalidOption(f"{where}: {name} must be {wanted}, got {type(value).__name__}")
+    return InvalidOption(f"{where}: {name} must be {wanted}, got {_type_name(value)}")
+
+
+def _type_name(value: object) -> str:
+    """The type of ``value`` as a user knows it: ``str``, ``pandas.DataFrame``.
+
+    >>> _type_name([]), _type_name(pa.schema([]))
+    ('list', 'pyarrow.Schema')
+    """
+    kind = type(value)
+    package = kind.__module__.split(".")[0]
+    return kind.__name__ if package == "builtins" else f"{package}.{kind.__name__}"
 
 
 def require_str(value: object, name: str, where: str, *, optional: bool = False) -> None:
