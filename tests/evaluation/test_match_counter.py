@@ -61,3 +61,35 @@ def test_counts_over_many_files_equal_each_files_own_count(tmp_path: Path) -> No
     assert counter.counts([name for name, _ in tables], predicate).tolist() == expected
     assert counter.counts([], predicate).tolist() == []
     assert counter.counts(["f1.parquet", "f4.parquet"], predicate).tolist() == [0, 0]
+
+
+def test_counters_sharing_counts_count_each_file_content_once(tmp_path: Path) -> None:
+    """Policies' tables hold byte-identical files: counters sharing a SharedCounts count
+    a query once per content, and every counter still gets its own files' counts."""
+    import shutil
+
+    from lakelayout.evaluation.replay import SharedCounts
+
+    schema = pa.schema([("x", pa.int64())])
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    pq.write_table(pa.table({"x": np.arange(0, 100)}), a / "f0.parquet")
+    pq.write_table(pa.table({"x": np.arange(100, 300)}), a / "f1.parquet")
+    shutil.copy(a / "f0.parquet", b / "g0.parquet")  # same bytes, another name
+    pq.write_table(pa.table({"x": np.arange(0, 300, 2)}), b / "g1.parquet")  # other content
+    shared = SharedCounts()
+    first = MatchCounter(str(a), ["x"], shared=shared)
+    second = MatchCounter(str(b), ["x"], shared=shared)
+    alone = MatchCounter(str(b), ["x"])
+    even = parse_predicate("x % 2 = 0 AND x >= 50", schema)
+    assert first.counts(["f0.parquet", "f1.parquet"], even).tolist() == [25, 100]
+    assert len(shared.for_predicate(even)) == 2
+    got = second.counts(["g1.parquet", "g0.parquet"], even).tolist()
+    assert got == alone.counts(["g1.parquet", "g0.parquet"], even).tolist() == [125, 25]
+    assert len(shared.for_predicate(even)) == 3  # g0 was f0's count: one new content
+    # another query (another bound predicate) starts afresh: no count of `even` is served
+    odd = parse_predicate("x % 2 = 1", schema)
+    assert second.counts(["g0.parquet", "g1.parquet"], odd).tolist() == [50, 0]
+    assert first.counts(["f0.parquet"], odd).tolist() == [50]
+    assert len(shared.for_predicate(odd)) == 2

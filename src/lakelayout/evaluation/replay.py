@@ -44,6 +44,7 @@ registered Python function and evaluated as a stand-in column.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import os
 import platform
@@ -119,6 +120,33 @@ def stream(batches: int, queries: Sequence[Query]) -> list[Event]:
     return events
 
 
+class SharedCounts:
+    """Matching rows of the current query per file CONTENT, shared by every policy's counter.
+
+    The policies' tables often hold byte-identical files (every table starts
+    from the same insert; two policies that apply the same layout to the same
+    files write the same bytes), and in lockstep they all count the same query
+    one after the other. A file's count depends on its rows and the predicate
+    only, so it is kept under (the file's digest, the predicate) for the
+    query being counted; the next query starts afresh (nothing grows).
+    """
+
+    def __init__(self) -> None:
+        self._predicate: Predicate | None = None
+        self._counts: dict[bytes, int] = {}
+
+    def for_predicate(self, predicate: Predicate) -> dict[bytes, int]:
+        """The counts known for ``predicate`` (the same bound object; else a fresh map)."""
+        if self._predicate is not predicate:
+            self._predicate, self._counts = predicate, {}
+        return self._counts
+
+
+def file_digest(data: bytes) -> bytes:
+    """What identifies a file's content: BLAKE2b of its bytes (with their length)."""
+    return len(data).to_bytes(8, "little") + hashlib.blake2b(data, digest_size=20).digest()
+
+
 class MatchCounter:
     """Matching rows per (live file, query), counted on the driver and cached per file.
 
@@ -126,7 +154,9 @@ class MatchCounter:
     is live; only the columns the queries read are loaded. Every policy of a
     replay keeps its counter for the whole stream (they run in lockstep), so
     the cache holds at most ``max_bytes`` of Arrow data: beyond it, the files
-    cached longest ago are dropped (and read again if needed).
+    cached longest ago are dropped (and read again if needed). Counters given
+    the same ``shared`` :class:`SharedCounts` count a query once per distinct
+    file content.
     """
 
     def __init__(
@@ -136,17 +166,46 @@ class MatchCounter:
         udfs: Mapping[str, Udf] | None = None,
         *,
         max_bytes: int | None = None,
+        shared: SharedCounts | None = None,
     ) -> None:
         self.root = root
         self.columns = list(columns)
         #: Python UDFs the predicates may call: their values become extra columns
         self.udfs = {k.lower(): v for k, v in (udfs or {}).items()}
         self.max_bytes = max_bytes
+        self.shared = shared
         self._data: dict[str, pa.Table] = {}
+        self._digests: dict[str, bytes] = {}
         self._bytes = 0
 
     def counts(self, paths: Sequence[str], predicate: Predicate) -> np.ndarray:
         """Matching rows in each of ``paths``."""
+        if self.shared is None:
+            return self._count(paths, predicate)
+        known = self.shared.for_predicate(predicate)
+        out = np.zeros(len(paths), dtype=np.int64)
+        todo: list[int] = []
+        for j, path in enumerate(paths):
+            digest = self._digest(path)
+            hit = known.get(digest)
+            if hit is None:
+                todo.append(j)
+            else:
+                out[j] = hit
+        if todo:
+            counted = self._count([paths[j] for j in todo], predicate)
+            for j, n in zip(todo, counted, strict=True):
+                out[j] = n
+                known[self._digests[paths[j]]] = int(n)
+        return out
+
+    def _digest(self, path: str) -> bytes:
+        if path not in self._digests:
+            self._load(path)
+        return self._digests[path]
+
+    def _count(self, paths: Sequence[str], predicate: Predicate) -> np.ndarray:
+        """Matching rows in each of ``paths``, evaluated here."""
         calls = udf_calls(predicate, self.udfs)
         if calls:
             predicate = replace_terms(
@@ -192,11 +251,16 @@ class MatchCounter:
     def forget_except(self, live: set[str]) -> None:
         for path in [p for p in self._data if p not in live]:
             self._bytes -= self._data.pop(path).nbytes
+        for path in [p for p in self._digests if p not in live]:
+            del self._digests[path]
 
     def _load(self, path: str) -> pa.Table:
         if path in self._data:
             return self._data[path]
-        data = _plain_strings(pq.read_table(os.path.join(self.root, path), columns=self.columns))
+        with open(os.path.join(self.root, path), "rb") as f:
+            raw = f.read()
+        self._digests[path] = file_digest(raw)
+        data = _plain_strings(pq.read_table(pa.BufferReader(raw), columns=self.columns))
         self._keep(path, data)
         return data
 
@@ -261,6 +325,8 @@ class ReplayCache:
     )
     #: the Spark session's time zone, read once (a py4j call per query otherwise)
     timezone: str | None = None
+    #: matching rows of the current query per file content, for every policy's counter
+    counts: SharedCounts = field(default_factory=SharedCounts)
     #: results policies share by key (the oracles' candidates and their costs)
     memo: dict[str, Any] = field(default_factory=dict)
 
@@ -504,7 +570,11 @@ class Lane:
             self.run.inserts.append(_insert(self.policy, ctx, self.table_dir, event.batch))
             if self.counter is None:
                 self.counter = MatchCounter(
-                    ctx.table.uri, columns, ctx.dataset.udfs, max_bytes=cache_bytes
+                    ctx.table.uri,
+                    columns,
+                    ctx.dataset.udfs,
+                    max_bytes=cache_bytes,
+                    shared=ctx.cache.counts,
                 )
             return
         assert event.query is not None and self.counter is not None
