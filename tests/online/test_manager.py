@@ -213,3 +213,29 @@ def test_bad_manager_settings_are_refused() -> None:
         OnlineConfig(alpha=2.0, policy="oreoo")
     with pytest.raises(InvalidOption, match="alpha must be > 0"):
         OnlineConfig(alpha=0.0)
+
+
+def test_the_window_s_fits_sharing_one_workspace_are_the_fits_made_alone(sample: pa.Table) -> None:
+    """fit_candidates builds the Qd-tree workspace once per window for every Qd-tree and
+    Pando fit (several block counts each): each layout is the one a lone fit gives."""
+    from lakelayout.layouts import PandoLayout
+
+    rng = np.random.default_rng(11)
+    preds = [parse_predicate(on_x(rng) if k % 3 else on_y(rng), sample.schema) for k in range(30)]
+    preds.append(parse_predicate("tag = 't3' OR y < 40", sample.schema))
+    targets: list[int] = []
+
+    def sizer(fit, wanted):  # type: ignore[no-untyped-def]
+        fitted = [fit(t) for t in (wanted, 2 * wanted, wanted + 3)]
+        targets.append(wanted)
+        return fitted[1]
+
+    got = fit_candidates(sample, preds, blocks=BLOCKS, families=["qdtree", "pando"], sizer=sizer)
+    assert [c.label for c in got] == ["qdtree", "pando(k=2)"] and targets == [BLOCKS] * 2
+    alone_qd = QdTreeLayout.fit(sample, preds, target_blocks=2 * BLOCKS)
+    alone_pando = PandoLayout.fit(sample, preds, target_blocks=2 * BLOCKS, k=2, max_leaves=24)
+    assert got[0].layout.to_json() == alone_qd.to_json()
+    assert got[1].layout.to_json() == alone_pando.to_json()
+    assert alone_qd.n_blocks > 1 and alone_pando.n_blocks > 1
+    # a window no Qd-tree can cut on (no predicate) leaves both families out, as alone
+    assert fit_candidates(sample, [], blocks=BLOCKS, families=["qdtree", "pando"]) == []

@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from lakelayout.advisor.costmodel import CostModel
     from lakelayout.api import Table
     from lakelayout.expr.nodes import Expr, Predicate
+    from lakelayout.table.delta import Snapshot
 
 
 _T = TypeVar("_T")
@@ -678,11 +679,18 @@ def replay_alpha(ctx: Context, settings: OnlineSettings) -> tuple[float, str]:
     return alpha, how
 
 
+def latest_snapshot(ctx: Context) -> Snapshot:
+    """The table's latest snapshot: the context's (a replay reuses it until the next
+    commit) when it offers one, else read from the log."""
+    cached = getattr(ctx, "snapshot", None)
+    return cached() if callable(cached) else ctx.table.snapshot()
+
+
 def _rewrite_to(ctx: Context, layout: Layout, label: str) -> None:
     """Rewrite the files not already laid out by ``layout`` (one file per block)."""
     from lakelayout.online_table import laid_out_by
 
-    snap = ctx.table.snapshot()
+    snap = latest_snapshot(ctx)
     done = laid_out_by(ctx.table.uri, snap.files, layout)
     files = [str(p) for p, d in zip(snap.files.paths, done, strict=True) if not d]
     ctx.rewrite(
@@ -736,7 +744,7 @@ class OnlinePolicy(Policy):
 
         engine = self.engine
         assert engine is not None, "the first insert starts the engine"
-        snap = ctx.table.snapshot()
+        snap = latest_snapshot(ctx)
         uri = ctx.table.uri
 
         def real(predicates: Sequence[Predicate]) -> np.ndarray:

@@ -44,6 +44,7 @@ registered Python function and evaluated as a stand-in column.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import os
 import platform
@@ -83,6 +84,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from lakelayout.api import Table
+    from lakelayout.table.delta import Snapshot
 
 MODES = ("logical", "spark")
 #: Arrow bytes all policies' match counters may cache together (split evenly)
@@ -118,6 +120,33 @@ def stream(batches: int, queries: Sequence[Query]) -> list[Event]:
     return events
 
 
+class SharedCounts:
+    """Matching rows of the current query per file CONTENT, shared by every policy's counter.
+
+    The policies' tables often hold byte-identical files (every table starts
+    from the same insert; two policies that apply the same layout to the same
+    files write the same bytes), and in lockstep they all count the same query
+    one after the other. A file's count depends on its rows and the predicate
+    only, so it is kept under (the file's digest, the predicate) for the
+    query being counted; the next query starts afresh (nothing grows).
+    """
+
+    def __init__(self) -> None:
+        self._predicate: Predicate | None = None
+        self._counts: dict[bytes, int] = {}
+
+    def for_predicate(self, predicate: Predicate) -> dict[bytes, int]:
+        """The counts known for ``predicate`` (the same bound object; else a fresh map)."""
+        if self._predicate is not predicate:
+            self._predicate, self._counts = predicate, {}
+        return self._counts
+
+
+def file_digest(data: bytes) -> bytes:
+    """What identifies a file's content: BLAKE2b of its bytes (with their length)."""
+    return len(data).to_bytes(8, "little") + hashlib.blake2b(data, digest_size=20).digest()
+
+
 class MatchCounter:
     """Matching rows per (live file, query), counted on the driver and cached per file.
 
@@ -125,7 +154,9 @@ class MatchCounter:
     is live; only the columns the queries read are loaded. Every policy of a
     replay keeps its counter for the whole stream (they run in lockstep), so
     the cache holds at most ``max_bytes`` of Arrow data: beyond it, the files
-    cached longest ago are dropped (and read again if needed).
+    cached longest ago are dropped (and read again if needed). Counters given
+    the same ``shared`` :class:`SharedCounts` count a query once per distinct
+    file content.
     """
 
     def __init__(
@@ -135,28 +166,71 @@ class MatchCounter:
         udfs: Mapping[str, Udf] | None = None,
         *,
         max_bytes: int | None = None,
+        shared: SharedCounts | None = None,
     ) -> None:
         self.root = root
         self.columns = list(columns)
         #: Python UDFs the predicates may call: their values become extra columns
         self.udfs = {k.lower(): v for k, v in (udfs or {}).items()}
         self.max_bytes = max_bytes
+        self.shared = shared
         self._data: dict[str, pa.Table] = {}
+        self._digests: dict[str, bytes] = {}
         self._bytes = 0
 
     def counts(self, paths: Sequence[str], predicate: Predicate) -> np.ndarray:
         """Matching rows in each of ``paths``."""
+        if self.shared is None:
+            return self._count(paths, predicate)
+        known = self.shared.for_predicate(predicate)
+        out = np.zeros(len(paths), dtype=np.int64)
+        todo: list[int] = []
+        for j, path in enumerate(paths):
+            digest = self._digest(path)
+            hit = known.get(digest)
+            if hit is None:
+                todo.append(j)
+            else:
+                out[j] = hit
+        if todo:
+            counted = self._count([paths[j] for j in todo], predicate)
+            for j, n in zip(todo, counted, strict=True):
+                out[j] = n
+                known[self._digests[paths[j]]] = int(n)
+        return out
+
+    def _digest(self, path: str) -> bytes:
+        if path not in self._digests:
+            self._load(path)
+        return self._digests[path]
+
+    def _count(self, paths: Sequence[str], predicate: Predicate) -> np.ndarray:
+        """Matching rows in each of ``paths``, evaluated here."""
         calls = udf_calls(predicate, self.udfs)
         if calls:
             predicate = replace_terms(
                 predicate, {sql: Column(name, call.dtype) for sql, (name, call) in calls.items()}
             )
         out = np.zeros(len(paths), dtype=np.int64)
-        for j, path in enumerate(paths):
-            data = self._with_udf_columns(path, calls)
-            if data.num_rows:
-                out[j] = int(np.count_nonzero(evaluate(predicate, data)))
-        return out
+        tables = [self._with_udf_columns(path, calls) for path in paths]
+        if not tables:
+            return out
+        schema = tables[0].schema
+        if any(not t.schema.equals(schema) for t in tables[1:]):
+            for j, data in enumerate(tables):  # files of differing types: one at a time
+                if data.num_rows:
+                    out[j] = int(np.count_nonzero(evaluate(predicate, data)))
+            return out
+        # one evaluation over all the files (zero-copy chunks), split at the files' bounds:
+        # a WHERE mask is row by row, so this is the files' masks end to end, at the price of
+        # one pass of Python work instead of one per file
+        rows = np.array([t.num_rows for t in tables], dtype=np.int64)
+        if not rows.any():
+            return out
+        mask = evaluate(predicate, pa.concat_tables(tables))
+        matched = np.concatenate([[0], np.cumsum(mask, dtype=np.int64)])
+        ends = np.cumsum(rows)
+        return np.asarray(matched[ends] - matched[ends - rows], dtype=np.int64)
 
     @property
     def cached_bytes(self) -> int:
@@ -166,20 +240,27 @@ class MatchCounter:
     def _with_udf_columns(self, path: str, calls: Mapping[str, tuple[str, Func]]) -> pa.Table:
         """The file's columns plus one column per UDF call (computed once per file)."""
         data = self._load(path)
+        grown = data
         for name, call in calls.values():
-            if name not in data.column_names:
-                data = data.append_column(name, compute_term(call, data, self.udfs))
-        self._keep(path, data)
-        return data
+            if name not in grown.column_names:
+                grown = grown.append_column(name, compute_term(call, grown, self.udfs))
+        if grown is not data:
+            self._keep(path, grown)
+        return grown
 
     def forget_except(self, live: set[str]) -> None:
         for path in [p for p in self._data if p not in live]:
             self._bytes -= self._data.pop(path).nbytes
+        for path in [p for p in self._digests if p not in live]:
+            del self._digests[path]
 
     def _load(self, path: str) -> pa.Table:
         if path in self._data:
             return self._data[path]
-        data = _plain_strings(pq.read_table(os.path.join(self.root, path), columns=self.columns))
+        with open(os.path.join(self.root, path), "rb") as f:
+            raw = f.read()
+        self._digests[path] = file_digest(raw)
+        data = _plain_strings(pq.read_table(pa.BufferReader(raw), columns=self.columns))
         self._keep(path, data)
         return data
 
@@ -189,7 +270,7 @@ class MatchCounter:
             self._bytes -= self._data[path].nbytes
         self._data[path] = data
         self._bytes += data.nbytes
-        if self.max_bytes is None:
+        if self.max_bytes is None or self._bytes <= self.max_bytes:
             return
         for old in list(self._data):
             if self._bytes <= self.max_bytes:
@@ -237,6 +318,15 @@ class ReplayCache:
     sample: pa.Table | None = None
     schema: pa.Schema | None = None
     parsed: dict[int, Predicate] = field(default_factory=dict)
+    #: (SQL, table schema, callable functions) -> the predicate bound to a table's snapshot:
+    #: every policy's table binds the same query text alike while these are equal
+    bound: dict[tuple[str, pa.Schema, tuple[tuple[str, str], ...]], Predicate] = field(
+        default_factory=dict
+    )
+    #: the Spark session's time zone, read once (a py4j call per query otherwise)
+    timezone: str | None = None
+    #: matching rows of the current query per file content, for every policy's counter
+    counts: SharedCounts = field(default_factory=SharedCounts)
     #: results policies share by key (the oracles' candidates and their costs)
     memo: dict[str, Any] = field(default_factory=dict)
 
@@ -261,6 +351,8 @@ class ReplayContext:
     files_inserted: int = 0
     cache: ReplayCache = field(default_factory=ReplayCache)
     _table: Table | None = None
+    #: the last snapshot taken, keyed by the table's latest commit (see :meth:`snapshot`)
+    _snap: tuple[tuple[str, int, int, int], Snapshot] | None = None
 
     @property
     def table(self) -> Table:
@@ -270,6 +362,27 @@ class ReplayContext:
     @property
     def queries_total(self) -> int:
         return len(self.workload)
+
+    def snapshot(self) -> Snapshot:
+        """The table's latest snapshot, taken again only when the Delta log has a new commit.
+
+        In logical mode the table changes at inserts and rewrites only, yet every
+        query and every online policy asks for the snapshot (reading the log and
+        building the file statistics was half of a stream's time). The snapshot
+        is kept with the identity of the latest commit file (version, size,
+        mtime): any commit (an insert, a rewrite, a property change) makes a new
+        latest file, so a stale snapshot is never served.
+        """
+        table = self.table
+        key = latest_commit(table.uri) if self.config.reuse_snapshots else None
+        if key is None:  # not a local table (no cheap way to tell) or asked: read every time
+            return table.snapshot()
+        if self._snap is None or self._snap[0] != key:
+            snap = table.snapshot()
+            # the log may have moved between the listing and the read: key on what was read
+            self._snap = (key, snap) if snap.version == key[1] else None
+            return snap
+        return self._snap[1]
 
     @property
     def time_column(self) -> str:
@@ -297,9 +410,27 @@ class ReplayContext:
         out = []
         for q in queries:
             if q.i not in parsed:
-                parsed[q.i] = parse_predicate(q.sql, self.schema(), timezone=_tz(self.spark))
+                parsed[q.i] = parse_predicate(q.sql, self.schema(), timezone=self.timezone)
             out.append(parsed[q.i])
         return out
+
+    @property
+    def timezone(self) -> str:
+        """The session time zone predicates are bound in (read from Spark once per replay)."""
+        if self.cache.timezone is None:
+            self.cache.timezone = _tz(self.spark)
+        return self.cache.timezone
+
+    def bind(self, sql: str, snap: Snapshot) -> Predicate:
+        """``sql`` bound to ``snap``'s schema with the table's functions (UDFs), as a scan
+        binds it; parsed once per replay for all tables with the same schema and functions."""
+        functions = self.table.indexes.functions()
+        key = (sql, snap.schema, tuple(sorted((k, str(v)) for k, v in functions.items())))
+        bound = self.cache.bound.get(key)
+        if bound is None:
+            bound = parse_predicate(sql, snap.schema, functions=functions, timezone=self.timezone)
+            self.cache.bound[key] = bound
+        return bound
 
     @property
     def indexed(self) -> bool:
@@ -344,6 +475,31 @@ class ReplayContext:
         self.overheads.append(
             OverheadRecord(position=self.position, kind=kind, seconds=value, slot=self.slot)
         )
+
+
+def latest_commit(uri: str) -> tuple[str, int, int, int] | None:
+    """(table uri, version, bytes, mtime ns) of the newest commit file in a local table's
+    ``_delta_log``, or None when the table is not on the local filesystem."""
+    root = uri[len("file://") :] if uri.startswith("file://") else uri
+    if "://" in root:
+        return None
+    log = os.path.join(root, "_delta_log")
+    best: os.DirEntry[str] | None = None
+    version = -1
+    try:
+        with os.scandir(log) as entries:
+            for entry in entries:
+                name = entry.name
+                if len(name) == 25 and name.endswith(".json") and name[:20].isdigit():
+                    v = int(name[:20])
+                    if v > version:
+                        version, best = v, entry
+    except OSError:
+        return None
+    if best is None:
+        return None
+    st = best.stat()
+    return (uri, version, st.st_size, st.st_mtime_ns)
 
 
 def _tz(spark: SparkSession) -> str:
@@ -414,7 +570,11 @@ class Lane:
             self.run.inserts.append(_insert(self.policy, ctx, self.table_dir, event.batch))
             if self.counter is None:
                 self.counter = MatchCounter(
-                    ctx.table.uri, columns, ctx.dataset.udfs, max_bytes=cache_bytes
+                    ctx.table.uri,
+                    columns,
+                    ctx.dataset.udfs,
+                    max_bytes=cache_bytes,
+                    shared=ctx.cache.counts,
                 )
             return
         assert event.query is not None and self.counter is not None
@@ -447,11 +607,11 @@ def _insert(policy: Policy, ctx: ReplayContext, table_dir: Path, batch: int) -> 
         prepare_table(table, ctx.dataset, indexes=ctx.indexed)
         before: set[str] = set()
     else:
-        before = set(map(str, ctx.table.snapshot().files.paths))
+        before = set(map(str, ctx.snapshot().files.paths))
         policy.append(ctx, df)
         ctx.refresh_indexes()  # the writer collected them; this fills any gap
     seconds = time.perf_counter() - started
-    snap = ctx.table.snapshot().files
+    snap = ctx.snapshot().files
     new = [str(p) for p in snap.paths if str(p) not in before]
     idx = [j for j, p in enumerate(snap.paths) if str(p) not in before]
     record = InsertRecord(
@@ -470,11 +630,9 @@ def _insert(policy: Policy, ctx: ReplayContext, table_dir: Path, batch: int) -> 
 
 def _query(ctx: ReplayContext, counter: MatchCounter, q: Query, position: int) -> QueryRecord:
     table = ctx.table
-    snap = table.snapshot()
-    predicate = parse_predicate(
-        q.sql, snap.schema, functions=table.indexes.functions(), timezone=_tz(ctx.spark)
-    )
-    planned = table.plan(predicate, snapshot=snap, timezone=_tz(ctx.spark))
+    snap = ctx.snapshot()
+    predicate = ctx.bind(q.sql, snap)
+    planned = table.plan(predicate, snapshot=snap, timezone=ctx.timezone)
     kept = planned.kept
     paths = [str(p) for p in kept.paths]
     counter.forget_except({str(p) for p in snap.files.paths})

@@ -37,6 +37,9 @@ class ReplayConfig:
     retime: bool = True
     #: spark mode: scans keeping zero files timed for the per-query fixed overhead (median)
     zero_file_scans: int = 5
+    #: reuse a table's snapshot until its next commit (False: read the log at every ask,
+    #: the reference path the cached one is tested against; results are the same)
+    reuse_snapshots: bool = True
 
 
 def prepare_table(table: Table, dataset: Dataset, *, indexes: bool) -> None:

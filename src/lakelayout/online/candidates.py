@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -26,6 +27,9 @@ from lakelayout.errors import InvalidOption, LakelayoutError, LayoutError, close
 from lakelayout.expr.nodes import Column, Expr, Predicate
 from lakelayout.layouts.base import Layout
 from lakelayout.online.manager import Candidate
+
+if TYPE_CHECKING:
+    from lakelayout.layouts.qdtree import Workspace
 
 FAMILIES = ("qdtree", "pando", "hilbert", "sop-z")
 
@@ -77,19 +81,53 @@ def _plain_columns(node: Expr) -> list[str]:
     return out
 
 
+class _SharedWorkspace:
+    """The Qd-tree workspace of one sample and window (cut masks over the sample, which
+    queries each cut rules out), built at the first Qd-tree or Pando fit and handed to
+    the others: it depends on neither the family nor the block count, and growing never
+    modifies it (:meth:`~lakelayout.layouts.qdtree.Workspace.reuse`), so every fit is
+    the one it would be alone. A window's fits (two families, up to three block counts
+    each) used to build it up to six times."""
+
+    def __init__(self, sample: pa.Table, predicates: Sequence[Predicate]) -> None:
+        self.sample = sample
+        self.predicates = predicates
+        self._built: Workspace | None = None
+        self._failed = False
+
+    def get(self) -> Workspace | None:
+        """The workspace, or None when it cannot be built (the fit then fails by itself)."""
+        from lakelayout.layouts.qdtree import Workspace, bind_queries, check_sample
+
+        if self._built is None and not self._failed:
+            try:
+                sample = check_sample(self.sample, "qdtree")
+                self._built = Workspace.build(
+                    sample, bind_queries(self.predicates, sample, "qdtree")
+                )
+            except LakelayoutError:
+                self._failed = True
+        return self._built
+
+
 def _fit_family(
-    family: str, sample: pa.Table, predicates: Sequence[Predicate], target: int
+    family: str,
+    sample: pa.Table,
+    predicates: Sequence[Predicate],
+    target: int,
+    workspace: _SharedWorkspace | None = None,
 ) -> tuple[str, Layout] | None:
     """``(label, layout)`` of one family with ``target_blocks=target``; None if it has no
-    columns to work on."""
+    columns to work on. ``workspace``: shared by the Qd-tree and Pando fits of a window."""
     from lakelayout.layouts import HilbertLayout, PandoLayout, QdTreeLayout, SOPZLayout
     from lakelayout.layouts.zorder import ZOrderLayout
 
+    ws = workspace.get() if workspace is not None and family in ("qdtree", "pando") else None
     if family == "qdtree":
-        return "qdtree", QdTreeLayout.fit(sample, predicates, target_blocks=target)
+        return "qdtree", QdTreeLayout.fit(sample, predicates, target_blocks=target, workspace=ws)
     if family == "pando":
         pando: Layout = PandoLayout.fit(
-            sample, predicates, target_blocks=target, k=2, max_leaves=24
+            sample, predicates, target_blocks=target, k=2, max_leaves=24, workspace=ws
         )
         return "pando(k=2)", pando
     if family == "hilbert":
@@ -122,11 +160,12 @@ def fit_candidates(
     """One candidate per family in ``families`` fitted on ``sample`` and ``predicates``."""
     wanted = max(1, int(blocks))
     out: list[Candidate] = []
+    shared = _SharedWorkspace(sample, predicates)
     for family in check_families(families):
         labels: list[str] = []
 
         def fit(target: int, family: str = family, labels: list[str] = labels) -> Layout:
-            got = _fit_family(family, sample, predicates, target)
+            got = _fit_family(family, sample, predicates, target, shared)
             if got is None:
                 raise LayoutError(f"{family}: no queried column to cluster on")
             labels.append(got[0])
