@@ -398,8 +398,8 @@ class BlockOrder:
     columns of a partitioned table (a file never holds two partitions, so each
     partition of a block must be one run). Without either, rows keep the
     order they arrived in (compaction and DELETE keep their files' order).
-    Ascending, nulls first: Spark's default, so the files match the ones its
-    sort wrote.
+    Partition values ascending, NULL last (which partition comes first does
+    not matter, only that each is one run).
     """
 
     use_key: bool = True
@@ -419,7 +419,7 @@ class BlockOrder:
         keys = [(c, "ascending") for c in self.partition_columns]
         if self.use_key:
             keys.append((KEY_COLUMN, "ascending"))
-        return table.take(pc.sort_indices(table, sort_keys=keys, null_placement="at_start"))
+        return table.take(pc.sort_indices(table, sort_keys=keys))
 
 
 @dataclass(frozen=True)
@@ -530,11 +530,18 @@ def _packed_rows(
     )
 
 
-def _message(value: pa.Scalar) -> pa.Buffer:
-    """The bytes of a packed value, copied only when they are not 8-byte aligned
-    (Arrow's readers expect aligned buffers)."""
-    buffer: pa.Buffer = value.as_buffer()
-    return buffer if buffer.address % 8 == 0 else pa.py_buffer(buffer.to_pybytes())
+def _messages(values: pa.Array) -> list[pa.Buffer]:
+    """The packed values of a binary column as buffers over its data (no copy), each copied
+    only when it is not 8-byte aligned (Arrow's readers expect aligned buffers)."""
+    wide = pa.types.is_large_binary(values.type)
+    _, offsets_buffer, data = values.buffers()[:3]
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int64 if wide else np.int32)
+    offsets = offsets[values.offset : values.offset + len(values) + 1].tolist()
+    out = []
+    for lo, hi in itertools.pairwise(offsets):
+        buffer = data.slice(lo, hi - lo)
+        out.append(buffer if buffer.address % 8 == 0 else pa.py_buffer(buffer.to_pybytes()))
+    return out
 
 
 def block_runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.RecordBatch]]:
@@ -592,10 +599,10 @@ class RoutedWriter:
         for batch in _timed(batches, timer, "shuffle"):
             started = time.perf_counter()
             blocks = batch.column(BLOCK_COLUMN).to_pylist()
-            values = batch.column(CHUNK_COLUMN)
-            for i, block in enumerate(blocks):
+            messages = _messages(batch.column(CHUNK_COLUMN))
+            for block, message in zip(blocks, messages, strict=True):
                 if block == TIMINGS_BLOCK:
-                    for name, seconds in json.loads(values[i].as_py()).items():
+                    for name, seconds in json.loads(message.to_pybytes()).items():
                         timer.seconds[name] = timer.seconds.get(name, 0.0) + float(seconds)
                     continue
                 if block != current and chunks and current is not None:
@@ -603,7 +610,7 @@ class RoutedWriter:
                     yield from self._ordered(current, chunks, timer)
                     chunks, started = [], time.perf_counter()
                 current = block
-                chunks.append(pa.ipc.read_record_batch(_message(values[i]), self.packed))
+                chunks.append(pa.ipc.read_record_batch(message, self.packed))
             timer.add("sort", started)
         if chunks and current is not None:
             yield from self._ordered(current, chunks, timer)
