@@ -9,7 +9,14 @@ One mechanism serves compaction, curve clustering, :meth:`apply` and DELETE:
    The key is the layout's curve key (``sort_key``) or 0; ``layout.route``
    gives both from one computation.
 2. Rows are shuffled so that a block is never split across tasks, then
-   sorted by ``(block, key)`` inside each task. Blocks are spread evenly over
+   ordered by ``(block, key)`` inside each task. They travel packed
+   (:class:`Packer`): the rows of one block in one routed batch become one
+   Arrow IPC message, so Spark shuffles and sorts (by block) a few large
+   binary values instead of converting every row Arrow -> Spark row ->
+   Arrow, and the writing task orders each block by its key in Arrow
+   (:class:`BlockOrder`), holding one block at a time. Only a linear
+   layout's Spark sort expressions make Spark shuffle and sort the rows
+   themselves. Blocks are spread evenly over
    the shuffle partitions: the router also emits a *partition key* chosen so
    that Spark's hash partitioning (``pmod(murmur3(key), n)``) sends block ``b``
    to partition ``b * n // n_blocks``. Hashing the block id itself would
@@ -29,9 +36,11 @@ reads every file, keeps the rows of its own blocks, orders them by
 leaves Arrow. The routing, the order inside a block and the files written
 are the same as on the shuffle path.
 
-Each descriptor carries the seconds its task spent reading, routing, sorting
-and writing since the previous descriptor (summed into
-``OptimizeMetrics.task_steps`` by :func:`write_routed`).
+Each descriptor carries the seconds its task spent reading, routing,
+shuffling, sorting and writing since the previous descriptor (summed into
+``OptimizeMetrics.task_steps`` by :func:`write_routed`); on the shuffle path
+each routing task sends its own seconds through the shuffle (a packed row of
+block :data:`TIMINGS_BLOCK`) to the writing task that reports them.
 
 Nothing here commits: the caller commits the returned descriptors.
 """
@@ -562,8 +571,10 @@ class RoutedWriter:
     packed rows sorted by block: the messages of one block are gathered,
     ordered by ``order`` in Arrow and written before the next block's arrive,
     so a task holds one block's rows at a time (about one target file of
-    Arrow data, twice while it is sorted). Without it the input is rows
-    already sorted by ``(block, ...)`` by Spark.
+    Arrow data, twice while it is sorted) plus the batch Spark hands over
+    (``spark.sql.execution.arrow.maxBytesPerBatch``, 64 MiB by default).
+    Spark's sort of the packed rows spills to disk like any sort. Without
+    ``packed`` the input is rows already sorted by ``(block, ...)`` by Spark.
     """
 
     spec: TaskWriter
