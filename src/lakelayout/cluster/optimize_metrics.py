@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 #: the steps of a rewrite, in the order they run (``OptimizeMetrics.steps`` keys)
 STEPS = ("plan", "sample", "fit", "rewrite", "provenance", "commit")
 #: work inside the rewrite's Spark job, summed over its tasks (``OptimizeMetrics.task_steps``)
-TASK_STEPS = ("read", "route", "sort", "write")
+TASK_STEPS = ("read", "route", "shuffle", "sort", "write")
 
 
 class StepClock:
@@ -75,10 +75,12 @@ class OptimizeMetrics:
     ``provenance`` the clustering sidecar, ``commit`` the Delta commit);
     ``task_steps`` breaks the rewrite job down into seconds summed over its
     tasks (:data:`TASK_STEPS`: ``read`` Parquet decoding, ``route`` block and
-    curve key of every row, ``sort`` ordering rows inside a task, including
-    the shuffle fetch when rows are shuffled, ``write`` Parquet encoding and
-    statistics). Task seconds overlap across cores: compare them with each
-    other, not with ``seconds``.
+    curve key of every row, ``shuffle`` packing routed rows into Arrow
+    messages, handing them to Spark and waiting for the shuffled ones (on the
+    row path of a linear layout: Spark's shuffle and sort), ``sort`` ordering
+    rows inside a block, ``write`` Parquet encoding and statistics). Task
+    seconds overlap across cores: compare them with each other, not with
+    ``seconds``.
     """
 
     operation: str

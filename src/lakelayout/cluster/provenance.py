@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -97,6 +98,9 @@ class FileProvenance:
 
 #: reads of the sidecar retried when another process replaced its file meanwhile
 READ_ATTEMPTS = 20
+#: a superseded provenance file younger than this is left to VACUUM: another process may
+#: have written it and pointed ``CURRENT`` at it while this one was recording
+RECORD_GRACE_SECONDS = 60.0
 
 
 class ProvenanceStore:
@@ -171,9 +175,15 @@ class ProvenanceStore:
         target = self.directory / f"provenance-{uuid.uuid4().hex}.parquet"
         pq.write_table(merged, target)
         atomic_write_text(self.pointer, target.name)
+        keep = {target.name, previous.name if previous else ""}
+        now = time.time()
         for stale in self.directory.glob("provenance-*.parquet"):
-            if stale.name not in {target.name, previous.name if previous else ""}:
-                with contextlib.suppress(OSError):
+            if stale.name in keep:
+                continue
+            # two processes recording at once: the other one's new file (which CURRENT may
+            # name now) is young; deleting it would leave CURRENT naming nothing
+            with contextlib.suppress(OSError):
+                if now - stale.stat().st_mtime > RECORD_GRACE_SECONDS:
                     stale.unlink()
 
     def garbage(self, live_paths: Iterable[str]) -> list[SidecarFile]:

@@ -9,7 +9,14 @@ One mechanism serves compaction, curve clustering, :meth:`apply` and DELETE:
    The key is the layout's curve key (``sort_key``) or 0; ``layout.route``
    gives both from one computation.
 2. Rows are shuffled so that a block is never split across tasks, then
-   sorted by ``(block, key)`` inside each task. Blocks are spread evenly over
+   ordered by ``(block, key)`` inside each task. They travel packed
+   (:class:`Packer`): the rows of one block in one routed batch become one
+   Arrow IPC message, so Spark shuffles and sorts (by block) a few large
+   binary values instead of converting every row Arrow -> Spark row ->
+   Arrow, and the writing task orders each block by its key in Arrow
+   (:class:`BlockOrder`), holding one block at a time. Only a linear
+   layout's Spark sort expressions make Spark shuffle and sort the rows
+   themselves. Blocks are spread evenly over
    the shuffle partitions: the router also emits a *partition key* chosen so
    that Spark's hash partitioning (``pmod(murmur3(key), n)``) sends block ``b``
    to partition ``b * n // n_blocks``. Hashing the block id itself would
@@ -29,9 +36,11 @@ reads every file, keeps the rows of its own blocks, orders them by
 leaves Arrow. The routing, the order inside a block and the files written
 are the same as on the shuffle path.
 
-Each descriptor carries the seconds its task spent reading, routing, sorting
-and writing since the previous descriptor (summed into
-``OptimizeMetrics.task_steps`` by :func:`write_routed`).
+Each descriptor carries the seconds its task spent reading, routing,
+shuffling, sorting and writing since the previous descriptor (summed into
+``OptimizeMetrics.task_steps`` by :func:`write_routed`); on the shuffle path
+each routing task sends its own seconds through the shuffle (a packed row of
+block :data:`TIMINGS_BLOCK`) to the writing task that reports them.
 
 Nothing here commits: the caller commits the returned descriptors.
 """
@@ -71,7 +80,12 @@ SAMPLE_ROWS = 50_000
 #: the driver samples the clustering columns itself (no Spark job) up to this many rows
 DRIVER_SAMPLE_MAX_ROWS = 10_000_000
 #: task-side steps a descriptor reports seconds for (``OptimizeMetrics.task_steps``)
-TASK_TIMERS = ("read", "route", "sort", "write")
+TASK_TIMERS = ("read", "route", "shuffle", "sort", "write")
+#: the Arrow IPC message of one block's rows of one routed batch (shuffle path)
+CHUNK_COLUMN = "__ll_chunk"
+#: block id of the one row per routing task that carries its timings through the shuffle
+TIMINGS_BLOCK = -1
+_PACKED_DDL = f"{PART_COLUMN} long, {BLOCK_COLUMN} long, {CHUNK_COLUMN} binary"
 
 _DESCRIPTOR_SCHEMA = pa.schema(
     [
@@ -386,56 +400,266 @@ def partition_keys(parts: int) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
+class BlockOrder:
+    """How the rows of one block are ordered in Arrow before they are written.
+
+    By the routed key (``use_key``; a curve's key), after the partition
+    columns of a partitioned table (a file never holds two partitions, so each
+    partition of a block must be one run). Without either, rows keep the
+    order they arrived in (compaction and DELETE keep their files' order).
+    Partition values ascending, NULL last (which partition comes first does
+    not matter, only that each is one run).
+    """
+
+    use_key: bool = True
+    partition_columns: tuple[str, ...] = ()
+
+    def sort(self, table: pa.Table) -> pa.Table:
+        """``table`` (one block's rows, with the key column) in this order."""
+        if not self.partition_columns:
+            if not self.use_key or table.num_rows < 2:
+                return table
+            key = table.column(KEY_COLUMN).to_numpy()
+            if bool((key[1:] >= key[:-1]).all()):
+                return table
+            return table.take(pa.array(np.argsort(key, kind="stable")))
+        import pyarrow.compute as pc
+
+        keys = [(c, "ascending") for c in self.partition_columns]
+        if self.use_key:
+            keys.append((KEY_COLUMN, "ascending"))
+        return table.take(pc.sort_indices(table, sort_keys=keys))
+
+
+@dataclass(frozen=True)
+class Packer:
+    """``mapInArrow`` function of the shuffle's map side: route rows, pack them per block.
+
+    Every routed batch becomes one row per block it holds: the partition key,
+    the block and the block's rows (table columns and key) as one Arrow IPC
+    message (``RecordBatch.serialize``, no schema: both sides know
+    ``schema``). Spark then shuffles a few large binary values instead of
+    every row: no Arrow -> row -> Arrow conversion of the data, and a sort of
+    a few keys instead of the whole table (see :class:`RoutedWriter`).
+
+    Rows come from ``reader`` (task ids in, the task reads its files) or,
+    without one, from the input batches (a DataFrame routed by ``router``).
+    The last row of every task carries its timings (block
+    :data:`TIMINGS_BLOCK`, JSON) to a writing task, which reports them.
+    """
+
+    router: Router
+    #: the packed rows' schema: the table's columns, then the key
+    schema: pa.Schema
+    reader: FileRouter | None = None
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        task = context.partitionId() if context is not None else 0
+        timer = TaskTimer()
+        routed: Iterator[pa.RecordBatch]
+        if self.reader is not None:
+            reader = self.reader
+            routed = (
+                out
+                for batch in batches
+                for group in batch.column(0).to_pylist()
+                for out in reader.routed(reader.groups[int(group)], timer)
+            )
+        else:
+            routed = self._route(batches, timer)
+        while True:
+            batch = next(routed, None)  # reading and routing time themselves
+            if batch is None:
+                break
+            started = time.perf_counter()
+            packed = self.pack(batch)
+            started = timer.add("shuffle", started)
+            yield packed  # Spark turns it into rows and writes them to the shuffle meanwhile
+            timer.add("shuffle", started)
+        keys = self.router.part_keys
+        yield _packed_rows([keys[task % len(keys)]], [TIMINGS_BLOCK], [_timings(timer.take())])
+
+    def _route(
+        self, batches: Iterator[pa.RecordBatch], timer: TaskTimer
+    ) -> Iterator[pa.RecordBatch]:
+        while True:
+            started = time.perf_counter()
+            batch = next(batches, None)
+            if batch is None:
+                return
+            started = timer.add("read", started)
+            out = list(self.router(iter([batch])))
+            timer.add("route", started)
+            yield from out
+
+    def pack(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """One packed row per block of a routed ``batch`` (rows of a block keep their order)."""
+        from lakelayout.table.writer import conform_batch
+
+        block = np.asarray(batch.column(BLOCK_COLUMN).to_numpy(zero_copy_only=False))
+        if len(block) > 1 and bool((block[1:] < block[:-1]).any()):
+            order = np.argsort(block, kind="stable")
+            batch, block = batch.take(pa.array(order)), block[order]
+        data = conform_batch(
+            pa.RecordBatch.from_arrays(
+                [batch.column(n) for n in self.schema.names], names=self.schema.names
+            ),
+            self.schema,
+        )
+        lows = np.concatenate([[0], np.flatnonzero(np.diff(block)) + 1]).astype(np.int64)
+        highs = [*lows[1:].tolist(), len(block)]
+        parts = np.asarray(batch.column(PART_COLUMN).to_numpy(zero_copy_only=False))[lows]
+        chunks = [
+            data.slice(lo, hi - lo).serialize() for lo, hi in zip(lows.tolist(), highs, strict=True)
+        ]
+        return _packed_rows(parts.tolist(), block[lows].tolist(), chunks)
+
+
+def _timings(seconds: Mapping[str, float]) -> bytes:
+    """A task's timings as JSON, padded to 8 bytes so the packed messages after it
+    in a shuffled batch stay 8-byte aligned."""
+    raw = json.dumps(dict(seconds)).encode()
+    return raw + b" " * (-len(raw) % 8)
+
+
+def _packed_rows(
+    parts: Sequence[int], blocks: Sequence[int], chunks: Sequence[Any]
+) -> pa.RecordBatch:
+    """Packed rows (:data:`_PACKED_DDL`); ``chunks`` are bytes or Arrow buffers."""
+    sizes = np.fromiter((len(memoryview(c)) for c in chunks), dtype=np.int64, count=len(chunks))
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+    data = pa.py_buffer(b"".join(memoryview(c) for c in chunks))
+    binary = pa.Array.from_buffers(pa.binary(), len(chunks), [None, pa.py_buffer(offsets), data])
+    return pa.RecordBatch.from_arrays(
+        [pa.array(parts, pa.int64()), pa.array(blocks, pa.int64()), binary],
+        names=[PART_COLUMN, BLOCK_COLUMN, CHUNK_COLUMN],
+    )
+
+
+def _messages(values: pa.Array) -> list[pa.Buffer]:
+    """The packed values of a binary column as buffers over its data (no copy), each copied
+    only when it is not 8-byte aligned (Arrow's readers expect aligned buffers)."""
+    wide = pa.types.is_large_binary(values.type)
+    _, offsets_buffer, data = values.buffers()[:3]
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int64 if wide else np.int32)
+    offsets = offsets[values.offset : values.offset + len(values) + 1].tolist()
+    out = []
+    for lo, hi in itertools.pairwise(offsets):
+        buffer = data.slice(lo, hi - lo)
+        out.append(buffer if buffer.address % 8 == 0 else pa.py_buffer(buffer.to_pybytes()))
+    return out
+
+
+def block_runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """``(block, rows)`` runs of batches that carry the block column, in order."""
+    for batch in batches:
+        blocks = np.asarray(batch.column(BLOCK_COLUMN).to_numpy(zero_copy_only=False))
+        starts = np.flatnonzero(np.diff(blocks)) + 1
+        bounds = [0, *starts.tolist(), len(blocks)] if len(blocks) else []
+        for lo, hi in itertools.pairwise(bounds):
+            yield int(blocks[lo]), batch.slice(lo, hi - lo)
+
+
+@dataclass(frozen=True)
 class RoutedWriter:
-    """``mapInArrow`` function: write ``(block, key)``-sorted rows, one block per file."""
+    """``mapInArrow`` function: write the rows of a task's blocks, one block per file.
+
+    With ``packed`` (the schema of :class:`Packer`'s messages) the input is
+    packed rows sorted by block: the messages of one block are gathered,
+    ordered by ``order`` in Arrow and written before the next block's arrive,
+    so a task holds one block's rows at a time (about one target file of
+    Arrow data, twice while it is sorted) plus the batch Spark hands over
+    (``spark.sql.execution.arrow.maxBytesPerBatch``, 64 MiB by default).
+    Spark's sort of the packed rows spills to disk like any sort. Without
+    ``packed`` the input is rows already sorted by ``(block, ...)`` by Spark.
+    """
 
     spec: TaskWriter
+    packed: pa.Schema | None = None
+    order: BlockOrder = BlockOrder()
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
-        # waiting for the next batch is the shuffle fetch and Spark's sort
-        yield from self.write(batches, partition, TaskTimer(), waiting="sort")
+        timer = TaskTimer()
+        if self.packed is not None:
+            runs = self.unpacked(batches, timer)
+        else:
+            # waiting for the next batch is the shuffle fetch and Spark's sort
+            runs = block_runs(_timed(batches, timer, "shuffle"))
+        yield from self.write(runs, partition, timer)
+        if any(timer.seconds.values()):  # a task that wrote no file still reports its time
+            yield _timings_row(timer)
+
+    def unpacked(
+        self, batches: Iterator[pa.RecordBatch], timer: TaskTimer
+    ) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """Packed rows sorted by block -> each block's rows, ordered (``(block, rows)`` runs).
+
+        Waiting for packed rows counts as ``shuffle``, decoding and ordering
+        them as ``sort``; timings of routing tasks are added to ``timer``.
+        """
+        assert self.packed is not None
+        current: int | None = None
+        chunks: list[pa.RecordBatch] = []
+        for batch in _timed(batches, timer, "shuffle"):
+            started = time.perf_counter()
+            blocks = batch.column(BLOCK_COLUMN).to_pylist()
+            messages = _messages(batch.column(CHUNK_COLUMN))
+            for block, message in zip(blocks, messages, strict=True):
+                if block == TIMINGS_BLOCK:
+                    for name, seconds in json.loads(message.to_pybytes()).items():
+                        timer.seconds[name] = timer.seconds.get(name, 0.0) + float(seconds)
+                    continue
+                if block != current and chunks and current is not None:
+                    timer.add("sort", started)
+                    yield from self._ordered(current, chunks, timer)
+                    chunks, started = [], time.perf_counter()
+                current = block
+                chunks.append(pa.ipc.read_record_batch(message, self.packed))
+            timer.add("sort", started)
+        if chunks and current is not None:
+            yield from self._ordered(current, chunks, timer)
+
+    def _ordered(
+        self, block: int, chunks: list[pa.RecordBatch], timer: TaskTimer
+    ) -> Iterator[tuple[int, pa.RecordBatch]]:
+        started = time.perf_counter()
+        table = self.order.sort(pa.Table.from_batches(chunks, self.packed))
+        chunks.clear()
+        batches = table.to_batches(READ_BATCH_ROWS)
+        del table
+        timer.add("sort", started)
+        for batch in batches:
+            yield block, batch
 
     def write(
         self,
-        batches: Iterator[pa.RecordBatch],
+        runs: Iterator[tuple[int, pa.RecordBatch]],
         partition: int,
         timer: TaskTimer,
-        *,
-        waiting: str | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        """Write sorted ``batches``; one descriptor per file, with ``timer``'s seconds.
+        """Write ``(block, rows)`` runs (a block's runs consecutive, rows in file order).
 
-        Time spent waiting for the next batch goes to step ``waiting`` (not
-        counted when None: the caller timed producing the batches itself).
+        One descriptor per file, with ``timer``'s seconds; producing the runs
+        is timed by their producer.
         """
         roller = FileRoller(self.spec, partition)
         names = self.spec.schema.names
         current: int | None = None
         done: list[pa.RecordBatch] = []
-        while True:
+        for block, rows in runs:
             started = time.perf_counter()
-            batch = next(batches, None)
-            if batch is None:
-                break
-            if waiting is not None:
-                started = timer.add(waiting, started)
-            blocks = np.asarray(batch.column(BLOCK_COLUMN).to_numpy(zero_copy_only=False))
-            starts = np.flatnonzero(np.diff(blocks)) + 1
-            bounds = [0, *starts.tolist(), len(blocks)] if len(blocks) else []
-            for lo, hi in itertools.pairwise(bounds):
-                block = int(blocks[lo])
-                if current is not None and block != current and roller.has_open_file:
-                    done.append(_descriptor(roller.finish(), current, timer))
-                current = block
-                part = batch.slice(lo, hi - lo)
-                data = pa.RecordBatch.from_arrays(
-                    [part.column(n) for n in names], names=list(names)
-                )
-                done.extend(_descriptor(f, block, timer) for f in roller.add(data))
+            if current is not None and block != current and roller.has_open_file:
+                done.append(_descriptor(roller.finish(), current, timer))
+            current = block
+            data = pa.RecordBatch.from_arrays([rows.column(n) for n in names], names=list(names))
+            done.extend(_descriptor(f, block, timer) for f in roller.add(data))
             timer.add("write", started)
             yield from done
             done = []
@@ -444,6 +668,26 @@ class RoutedWriter:
             finished = roller.finish()
             timer.add("write", started)
             yield _descriptor(finished, current, timer)
+
+
+def _timed(
+    batches: Iterator[pa.RecordBatch], timer: TaskTimer, name: str
+) -> Iterator[pa.RecordBatch]:
+    """``batches``, the time spent waiting for each added to step ``name``."""
+    while True:
+        started = time.perf_counter()
+        batch = next(batches, None)
+        timer.add(name, started)
+        if batch is None:
+            return
+        yield batch
+
+
+def _timings_row(timer: TaskTimer) -> pa.RecordBatch:
+    """A descriptor without a file: only the task seconds not reported yet."""
+    seconds = {f"t_{name}": value for name, value in timer.take().items()}
+    empty = dict.fromkeys(("path", "size", "rows", "stats", "partition", "block"))
+    return pa.RecordBatch.from_pylist([{**empty, **seconds}], schema=_DESCRIPTOR_SCHEMA)
 
 
 def _descriptor(done: FinishedFile, block: int, timer: TaskTimer) -> pa.RecordBatch:
@@ -538,7 +782,9 @@ class LocalRewrite:
         ordered = table.take(pa.array(order))
         del table
         timer.add("sort", started)
-        yield from self.writer.write(iter(ordered.to_batches(READ_BATCH_ROWS)), task, timer)
+        yield from self.writer.write(
+            block_runs(iter(ordered.to_batches(READ_BATCH_ROWS))), task, timer
+        )
 
 
 def write_routed(
@@ -608,14 +854,28 @@ def write_routed(
         return _collect(tasks.mapInArrow(local, _DESCRIPTOR_DDL), clock)
     parts = max(1, min(n_blocks, parallelism * 4))
     router = dataclasses.replace(router, part_keys=partition_keys(parts), n_blocks=n_blocks)
+    reader: FileRouter | None = None
+    inputs: DataFrame = source  # type: ignore[assignment]
     if isinstance(source, FileSource):
         groups = tuple(tuple(g) for g in source.groups(parallelism * 2))
-        tasks = spark.range(0, len(groups), 1, numPartitions=len(groups))
-        routed = tasks.mapInArrow(FileRouter(router, fmt, groups), routed_schema)
-    else:
-        routed = source.mapInArrow(router, routed_schema)
-    order = _row_order(router, sort_columns, fmt)
-    shuffled = routed.repartition(parts, F.col(PART_COLUMN)).sortWithinPartitions(*order)
+        inputs = spark.range(0, len(groups), 1, numPartitions=len(groups))
+        reader = FileRouter(router, fmt, groups)
+    if sort_columns:
+        # Spark expressions order the rows inside a block: only Spark can evaluate them
+        routing = router if reader is None else reader
+        routed = inputs.mapInArrow(routing, routed_schema)
+        row_order = _row_order(router, sort_columns, fmt)
+        shuffled = routed.repartition(parts, F.col(PART_COLUMN)).sortWithinPartitions(*row_order)
+        return _collect(shuffled.mapInArrow(writer, _DESCRIPTOR_DDL), clock)
+    # the rows of a block travel as Arrow messages; Spark sorts only (block, message)
+    packed_schema = pa.schema([*schema, pa.field(KEY_COLUMN, pa.int64(), nullable=False)])
+    packed = inputs.mapInArrow(Packer(router, packed_schema, reader), _PACKED_DDL)
+    shuffled = packed.repartition(parts, F.col(PART_COLUMN)).sortWithinPartitions(BLOCK_COLUMN)
+    order = BlockOrder(
+        use_key=router.layout is not None and router.use_sort_key,
+        partition_columns=tuple(fmt.partition_columns),
+    )
+    writer = RoutedWriter(spec, packed_schema, order)
     return _collect(shuffled.mapInArrow(writer, _DESCRIPTOR_DDL), clock)
 
 
@@ -652,6 +912,7 @@ def _collect(descriptors: DataFrame, clock: StepClock | None) -> list[RoutedFile
             int(r["block"]),
         )
         for r in rows
+        if r["path"] is not None  # a row of task seconds only
     ]
 
 
