@@ -551,21 +551,13 @@ def _driver_sample(table_uri: str, snap: Snapshot, file: DataFile, fraction: flo
     The random draws depend only on the file's path, so a file's sample is the
     same whichever files are sampled with it.
     """
-    from lakelayout.table.datafile import read_data_file
-    from lakelayout.table.location import resolve_location
-    from lakelayout.table.writer import conform_batch
+    from lakelayout.cluster.rewrite import sample_files
 
-    filesystem, base = resolve_location(table_uri)
     fmt = snap.table_format
     seed = int.from_bytes(hashlib.blake2b(file.path.encode(), digest_size=8).digest(), "little")
-    rng = np.random.default_rng(seed)
-    parts = []
-    for raw in read_data_file(filesystem, base, fmt, file):
-        batch = conform_batch(raw, fmt.schema)
-        if fraction < 1.0:
-            batch = batch.filter(pa.array(rng.random(batch.num_rows) < fraction))
-        parts.append(batch)
-    data = _to_schema(pa.Table.from_batches(parts, schema=fmt.schema), snap.schema)
+    rows = sample_files(table_uri, [file], fmt, fmt.schema.names, 0, seed=seed, fraction=fraction)
+    data = _to_schema(rows, snap.schema)
+    rng = np.random.default_rng(seed + 1)  # the order: draws apart from the filter's
     return data.take(pa.array(rng.permutation(data.num_rows)))
 
 

@@ -168,6 +168,7 @@ def sample_files(
     *,
     rows: int = SAMPLE_ROWS,
     seed: int = 17,
+    fraction: float | None = None,
 ) -> pa.Table:
     """About ``rows`` live rows of ``columns`` of the files, read on the driver (no Spark job).
 
@@ -183,7 +184,8 @@ def sample_files(
 
     filesystem, base = resolve_location(root)
     wanted = pa.schema([fmt.schema.field(c) for c in columns])
-    fraction = 1.0 if total_rows <= rows else rows / total_rows
+    if fraction is None:  # ``fraction`` given: every row kept with that probability instead
+        fraction = 1.0 if total_rows <= rows else rows / total_rows
     rng = np.random.default_rng(seed)
     parts: list[pa.RecordBatch] = []
     for file in files:
