@@ -77,8 +77,11 @@ def test_default_conf_for_local_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     assert conf["spark.pyspark.python"] == sys.executable
     assert conf["spark.sql.execution.arrow.pyspark.enabled"] == "true"
     assert conf["spark.ui.enabled"] == "false"
+    assert conf["spark.python.daemon.module"] == "lakelayout.table.daemon"
     cluster = default_conf("spark://host:7077")
     assert "spark.sql.shuffle.partitions" not in cluster
+    # executors of a cluster may lack lakelayout's Python: their daemon stays Spark's own
+    assert "spark.python.daemon.module" not in cluster
     assert "spark.databricks.delta.snapshotPartitions" not in cluster
 
 
@@ -95,6 +98,39 @@ def test_session_has_lakelayout_settings(spark: object) -> None:
     assert conf.get("spark.pyspark.python") == sys.executable
     assert conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
     assert os.environ["PYSPARK_PYTHON"] == sys.executable
+
+
+def test_daemon_preloads_every_task_module_and_skips_what_fails() -> None:
+    from lakelayout.table.daemon import PRELOADED, preload
+
+    code = (
+        "import sys; from lakelayout.table.daemon import preload; "
+        "failed = preload(); print(failed); "
+        "print(sorted(m for m in sys.modules if m.startswith(('pyarrow', 'lakelayout.'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    failed, loaded = out.stdout.splitlines()
+    assert failed == "[]"
+    for name in PRELOADED:
+        if name.startswith(("pyarrow", "lakelayout.")):
+            assert f"'{name}'" in loaded, name
+    assert preload(("lakelayout.no_such_module", "json")) == ["lakelayout.no_such_module"]
+
+
+@pytest.mark.spark
+def test_python_workers_are_forked_from_lakelayout_s_daemon(spark: object) -> None:
+    """A task's parent process is ``python -m lakelayout.table.daemon`` with pyarrow loaded."""
+    import pyarrow as pa
+
+    def parent(batches):  # type: ignore[no-untyped-def]
+        for _ in batches:
+            pass
+        cmdline = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().replace(b"\0", b" ")
+        yield pa.RecordBatch.from_pydict({"parent": [cmdline.decode()]})
+
+    df = spark.range(2, numPartitions=2).mapInArrow(parent, "parent string")  # type: ignore[attr-defined]
+    parents = {r.parent for r in df.collect()}
+    assert parents and all("-m lakelayout.table.daemon" in p for p in parents), parents
 
 
 # ---------------------------------------------------------------- Delta's connector

@@ -9,6 +9,12 @@ the settings lakelayout relies on:
 * Timestamps are interpreted in UTC (``spark.sql.session.timeZone``), matching
   Delta's ``timestamp`` type, which is an instant stored in UTC.
 * Arrow transfer is on (``mapInArrow`` and ``toPandas`` stay columnar).
+* Local mode starts Spark's Python workers from :mod:`lakelayout.table.daemon`,
+  which has pyarrow and lakelayout's task modules imported before it forks them:
+  Spark kills a worker after a minute without work, and a write after a pause
+  would otherwise pay 1–2 s of imports. On a cluster, set
+  ``spark.python.daemon.module=lakelayout.table.daemon`` where every executor's
+  Python has lakelayout installed.
 * Local mode gets few shuffle partitions (2 x cores instead of 200): on a laptop
   200 tiny tasks cost more than the work. The same goes for Delta's connector's
   cluster-sized defaults (its state is rebuilt in 50 partitions, VACUUM lists
@@ -61,6 +67,9 @@ JARS_ENV = "LAKELAYOUT_JARS"
 #: Delta's Spark SQL extension and catalog (what ``configure_spark_with_delta_pip`` sets)
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+#: Spark's setting naming the module its Python daemon runs, and lakelayout's daemon
+DAEMON_SETTING = "spark.python.daemon.module"
+DAEMON_MODULE = "lakelayout.table.daemon"
 #: delta-spark release line -> the Spark release line it is built for
 DELTA_FOR_SPARK = {"4.4": "4.2", "4.3": "4.1", "4.2": "4.0", "4.1": "4.0", "4.0": "4.0"}
 
@@ -214,6 +223,9 @@ def default_conf(master: str) -> dict[str, str]:
         # OPTIMIZE 5 s -> 1.6 s on a 5,000-row table)
         conf["spark.databricks.delta.snapshotPartitions"] = tasks
         conf["spark.sql.sources.parallelPartitionDiscovery.parallelism"] = tasks
+        # forked workers start with pyarrow and lakelayout imported (lakelayout.table.daemon):
+        # Spark kills a worker idle for a minute, and a fresh one imports them again
+        conf[DAEMON_SETTING] = DAEMON_MODULE
     if _ui_off_by_default():
         conf["spark.ui.enabled"] = "false"
     return conf

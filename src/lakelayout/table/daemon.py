@@ -1,0 +1,53 @@
+"""Spark's Python daemon, with the modules lakelayout's tasks run already imported.
+
+Spark forks every Python worker from one daemon process per executor and kills a
+pooled worker after one minute without work (a constant in Spark's
+``PythonWorkerFactory``). A write or rewrite that follows a minute of JVM-only
+queries therefore starts fresh workers, and each one imports pyspark's worker,
+pyarrow and lakelayout again before it can run a task: measured at 1–2 s on a
+2-core machine, paid by every append, rewrite or index build after a pause.
+
+Started as ``python -m lakelayout.table.daemon`` (Spark's
+``spark.python.daemon.module``, set by :func:`~lakelayout.table.session.spark_session`
+in local mode), this module imports those modules once, then runs pyspark's own
+daemon loop; forked workers inherit them. Spark imports the worker module only
+after the fork because importing pyarrow or pandas may start threads; the modules
+here start only jemalloc's background threads, which jemalloc restarts in a forked
+child. A module that fails to import here is skipped: the worker imports it again
+after the fork and reports the error with the task.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+#: what a lakelayout task imports, in import order
+PRELOADED = (
+    "pyspark.worker",
+    "numpy",
+    "pyarrow",
+    "pyarrow.compute",
+    "pyarrow.parquet",
+    "lakelayout.table.writer",
+    "lakelayout.table.reader",
+    "lakelayout.table.index_job",
+    "lakelayout.cluster.rewrite",
+)
+
+
+def preload(modules: tuple[str, ...] = PRELOADED) -> list[str]:
+    """Import ``modules``; returns the ones that failed (left to the workers)."""
+    failed = []
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # the task that needs it imports it again and reports the error
+            failed.append(name)
+    return failed
+
+
+if __name__ == "__main__":
+    preload()
+    from pyspark import daemon
+
+    daemon.manager()
