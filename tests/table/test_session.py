@@ -119,7 +119,7 @@ def test_daemon_preloads_every_task_module_and_skips_what_fails() -> None:
 
 @pytest.mark.spark
 def test_python_workers_are_forked_from_lakelayout_s_daemon(spark: object) -> None:
-    """A task's parent process is ``python -m lakelayout.table.daemon`` with pyarrow loaded."""
+    """A task's parent process is ``python -m lakelayout.table.daemon``."""
     import pyarrow as pa
 
     def parent(batches):  # type: ignore[no-untyped-def]

@@ -555,7 +555,10 @@ def _driver_sample(table_uri: str, snap: Snapshot, file: DataFile, fraction: flo
 
     fmt = snap.table_format
     seed = int.from_bytes(hashlib.blake2b(file.path.encode(), digest_size=8).digest(), "little")
-    rows = sample_files(table_uri, [file], fmt, fmt.schema.names, 0, seed=seed, fraction=fraction)
+    names = fmt.schema.names
+    rows = sample_files(
+        table_uri, [file], fmt, names, file.num_records, seed=seed, fraction=fraction
+    )
     data = _to_schema(rows, snap.schema)
     rng = np.random.default_rng(seed + 1)  # the order: draws apart from the filter's
     return data.take(pa.array(rng.permutation(data.num_rows)))

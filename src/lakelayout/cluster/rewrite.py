@@ -172,8 +172,8 @@ def sample_files(
 ) -> pa.Table:
     """About ``rows`` live rows of ``columns`` of the files, read on the driver (no Spark job).
 
-    Every row is kept with probability ``rows / total_rows`` (all of them when
-    the files are small): the same Bernoulli sample ``DataFrame.sample`` draws,
+    Every row is kept with probability ``fraction`` when given, else
+    ``rows / total_rows`` (all of them when the files are small): the same Bernoulli sample ``DataFrame.sample`` draws,
     without a job's start-up cost. Only ``columns`` are decoded, one batch at a
     time, so memory holds a batch and the sample. Rows are read as the rewrite
     reads them (:func:`~lakelayout.table.datafile.read_data_file`: partition
@@ -184,7 +184,7 @@ def sample_files(
 
     filesystem, base = resolve_location(root)
     wanted = pa.schema([fmt.schema.field(c) for c in columns])
-    if fraction is None:  # ``fraction`` given: every row kept with that probability instead
+    if fraction is None:
         fraction = 1.0 if total_rows <= rows else rows / total_rows
     rng = np.random.default_rng(seed)
     parts: list[pa.RecordBatch] = []

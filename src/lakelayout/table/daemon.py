@@ -4,8 +4,9 @@ Spark forks every Python worker from one daemon process per executor and kills a
 pooled worker after one minute without work (a constant in Spark's
 ``PythonWorkerFactory``). A write or rewrite that follows a minute of JVM-only
 queries therefore starts fresh workers, and each one imports pyspark's worker,
-pyarrow and lakelayout again before it can run a task: measured at 1–2 s on a
-2-core machine, paid by every append, rewrite or index build after a pause.
+pyarrow and lakelayout again before it can run a task: 0.8 s more per append
+after 70 s idle on a 2-core machine (0.3 s with this daemon;
+``bench/bench_cold_workers.py``), paid by every write after a pause.
 
 Started as ``python -m lakelayout.table.daemon`` (Spark's
 ``spark.python.daemon.module``, set by :func:`~lakelayout.table.session.spark_session`

@@ -12,7 +12,7 @@ the settings lakelayout relies on:
 * Local mode starts Spark's Python workers from :mod:`lakelayout.table.daemon`,
   which has pyarrow and lakelayout's task modules imported before it forks them:
   Spark kills a worker after a minute without work, and a write after a pause
-  would otherwise pay 1–2 s of imports. On a cluster, set
+  would otherwise pay ~0.8 s of imports (0.3 s with it). On a cluster, set
   ``spark.python.daemon.module=lakelayout.table.daemon`` where every executor's
   Python has lakelayout installed.
 * Local mode gets few shuffle partitions (2 x cores instead of 200): on a laptop
