@@ -195,7 +195,7 @@ def online_status(path: Annotated[str, typer.Argument(help="table location")]) -
         f"queries {s['queries']}  phase {s['phase'] if s['phase'] is not None else '-'}  "
         f"switches {s['switches']}  failed rewrites {s['failed_rewrites']}  "
         f"window {s['window']}  interval {s['interval']}  ε {s['epsilon']:g}  "
-        f"γ {s['gamma']:g}  max states {s['max_states']}",
+        f"γ {s['gamma']:g}  max states {s['max_states']}  history {s['history']}",
         highlight=False,
     )
     pending = "  (rewrite running)" if s["rewrite_pending"] else ""
@@ -507,10 +507,24 @@ _Interval = Annotated[int, typer.Option(help="online policies: queries between c
 _Epsilon = Annotated[float, typer.Option(help="online policies: admission distance ε")]
 _MaxStates = Annotated[int, typer.Option(help="online policies: most candidate layouts kept")]
 _Gamma = Annotated[float, typer.Option(help="oreo: predictor exponent γ (0: uniform draws)")]
+_History = Annotated[
+    int,
+    typer.Option(
+        help="online policies: queries sampled from the whole stream to fit more candidates on "
+        "(0: the window only)"
+    ),
+]
 
 
 def _online_settings(
-    alpha: str, window: int, interval: int, epsilon: float, max_states: int, gamma: float, seed: int
+    alpha: str,
+    window: int,
+    interval: int,
+    epsilon: float,
+    max_states: int,
+    gamma: float,
+    history: int,
+    seed: int,
 ) -> object:
     """The online policies' settings (InvalidOption on a bad value)."""
     from lakelayout.errors import InvalidOption
@@ -530,6 +544,7 @@ def _online_settings(
         max_states=max_states,
         gamma=gamma,
         seed=seed,
+        history=history,
     )
 
 
@@ -556,7 +571,7 @@ def _bench(
     out: Path | None,
     work_dir: Path,
     policies: str,
-    online: tuple[str, int, int, float, int, float],
+    online: tuple[str, int, int, float, int, float, int],
     **kw: object,
 ) -> None:
     import time
@@ -602,13 +617,14 @@ def bench_tpch(
     epsilon: _Epsilon = 0.08,
     max_states: _MaxStates = 8,
     gamma: _Gamma = 0.0,
+    history: _History = 0,
 ) -> None:
     """TPC-H lineitem denormalized, the 13 lineitem templates, replayed under each policy.
 
     B2-online: --policies oreo,greedy,regret,static,offline-optimal --batches 1 with a
     drifting stream (--shape drift, at least 20 template switches: queries / segment > 20).
     """
-    online = (alpha, window, interval, epsilon, max_states, gamma)
+    online = (alpha, window, interval, epsilon, max_states, gamma, history)
     _bench("tpch", out, work_dir, policies, online, queries=queries, mode=mode, scale=scale,
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, retime=retime)  # fmt: skip
@@ -640,10 +656,11 @@ def bench_logs(
     epsilon: _Epsilon = 0.08,
     max_states: _MaxStates = 8,
     gamma: _Gamma = 0.0,
+    history: _History = 0,
 ) -> None:
     """The logs table (LIKE, map extraction, month(ts), a UDF, bounding boxes) under each
     policy, with its skipping indexes declared on every table (--no-indexes: min/max only)."""
-    online = (alpha, window, interval, epsilon, max_states, gamma)
+    online = (alpha, window, interval, epsilon, max_states, gamma, history)
     _bench("logs", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime)  # fmt: skip
@@ -674,10 +691,11 @@ def bench_taxi(
     epsilon: _Epsilon = 0.08,
     max_states: _MaxStates = 8,
     gamma: _Gamma = 0.0,
+    history: _History = 0,
 ) -> None:
     """The correlated taxi table (distance, fare, duration, pickup time ranges and their
     correlated combinations) under each policy."""
-    online = (alpha, window, interval, epsilon, max_states, gamma)
+    online = (alpha, window, interval, epsilon, max_states, gamma, history)
     _bench("taxi", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime)  # fmt: skip

@@ -562,6 +562,7 @@ class Online:
         seed: int = 0,
         policy: str = "oreo",
         families: Sequence[str] = FAMILIES,
+        history: int = 0,
         sample_rows: int = SAMPLE_ROWS,
         _set_property: bool = True,
     ) -> dict[str, Any]:
@@ -574,7 +575,9 @@ class Online:
         ``gamma``: predictor exponent (0: uniform draws, the analysed
         algorithm); ``seed``: the reorganizer's random generator;
         ``policy``: ``oreo`` (or the baselines ``greedy``, ``regret``);
-        ``families``: candidate layout families; ``sample_rows``: rows of the
+        ``families``: candidate layout families; ``history``: queries sampled
+        uniformly from the whole stream, on which a second set of candidates
+        is fitted each round (0: the window only); ``sample_rows``: rows of the
         sample virtual files are built on. Everything is checked before any
         job runs.
         """
@@ -593,6 +596,7 @@ class Online:
             max_states=max_states,
             gamma=gamma,
             seed=seed,
+            history=history,
         )
         chosen = check_families(list(families))
         if isinstance(sample_rows, bool) or not isinstance(sample_rows, int) or sample_rows < 100:

@@ -17,7 +17,14 @@ from lakelayout.layouts.base import Layout
 from lakelayout.online.candidates import fit_candidates, most_queried
 from lakelayout.online.costs import fraction_read
 from lakelayout.online.engine import OnlineConfig, OnlineEngine
-from lakelayout.online.manager import AS_IS, Candidate, LayoutManager, ManagedState, distance
+from lakelayout.online.manager import (
+    AS_IS,
+    Candidate,
+    History,
+    LayoutManager,
+    ManagedState,
+    distance,
+)
 from lakelayout.stats.blocks import block_stats
 
 ROWS = 8_000
@@ -239,3 +246,78 @@ def test_the_window_s_fits_sharing_one_workspace_are_the_fits_made_alone(sample:
     assert alone_qd.n_blocks > 1 and alone_pando.n_blocks > 1
     # a window no Qd-tree can cut on (no predicate) leaves both families out, as alone
     assert fit_candidates(sample, [], blocks=BLOCKS, families=["qdtree", "pando"]) == []
+
+
+def test_the_history_sample_is_uniform_deterministic_and_in_stream_order(
+    sample: pa.Table,
+) -> None:
+    pred = parse_predicate("x > 1", sample.schema)
+
+    def sampled(seed: int) -> list[int]:
+        history = History(50, seed)
+        for i in range(2000):
+            history.add(i, f"q{i}", pred)
+        items = history.items()
+        assert [sql for _, sql, _ in items] == [f"q{p}" for p, _, _ in items]
+        return [p for p, _, _ in items]
+
+    positions: list[int] = []
+    for seed in range(40):
+        got = sampled(seed)
+        assert len(got) == 50 and got == sorted(got)  # stream order
+        positions += got
+    assert sampled(0) == sampled(0)  # the same seed and stream give the same sample
+    assert sampled(0) != sampled(1)
+    # uniform over the stream: each tenth of it holds about a tenth of 40 × 50 picks
+    counts = np.bincount(np.asarray(positions) // 200, minlength=10)
+    assert counts.min() > 140 and counts.max() < 260, counts
+    assert len(History(0, 0)) == 0
+    with pytest.raises(InvalidOption, match="history must be >= 0"):
+        OnlineConfig(alpha=2.0, history=-1)
+
+
+def test_history_candidates_are_fitted_on_the_whole_stream_not_the_window(
+    sample: pa.Table,
+) -> None:
+    """After a template switch the window holds only the new template; the history
+    sample still holds the old one, and its candidates are fitted on both."""
+    rng = np.random.default_rng(5)
+    sqls = [on_x(rng) for _ in range(120)] + [on_y(rng) for _ in range(80)]
+    seen: list[list[str]] = []
+
+    def fit(predicates: Sequence[Predicate]) -> list[Candidate]:
+        seen.append([p.sql() for p in predicates])
+        layout = ZOrderLayout.fit(sample, columns=["x"], target_blocks=4)
+        return [Candidate("zorder(x)", layout)]
+
+    def price(item: ManagedState | Candidate, predicates: Sequence[Predicate]) -> np.ndarray:
+        return np.full(len(predicates), 0.5 if isinstance(item, ManagedState) else 0.1)
+
+    manager = LayoutManager(window=40, interval=200, max_states=4, history=30, seed=3)
+    plain = LayoutManager(window=40, interval=200, max_states=4)
+    for sql in sqls:
+        predicate = parse_predicate(sql, sample.schema)
+        manager.observe(sql, predicate)
+        plain.observe(sql, predicate)
+    admission = manager.refresh(fit, price)
+    window, history = seen
+    texts = [parse_predicate(sql, sample.schema).sql() for sql in sqls]
+    assert window == texts[-40:]  # the window: only the new template
+    assert len(history) == 30 and set(history) <= set(texts)
+    assert set(history) & set(texts[:120]) and set(history) & set(texts[120:])  # both templates
+    labels = [manager.states[sid].label for sid in admission.added]
+    assert labels == ["zorder(x)"]  # the history candidate prices the same: within ε of it
+    assert [label for label, _ in admission.rejected] == ["zorder(x) on history"]
+    seen.clear()
+    plain.refresh(fit, price)
+    assert len(seen) == 1  # without history: the window only
+    # the sample survives a restart
+    saved = json.loads(json.dumps(manager.to_dict()))
+    back = LayoutManager.from_dict(saved, lambda sql: parse_predicate(sql, sample.schema))
+    assert [(p, s) for p, s, _ in back.history.items()] == [
+        (p, s) for p, s, _ in manager.history.items()
+    ]
+    for sql in sqls[:50]:  # and goes on as the original would
+        back.observe(sql, parse_predicate(sql, sample.schema))
+        manager.observe(sql, parse_predicate(sql, sample.schema))
+    assert [p for p, _, _ in back.history.items()] == [p for p, _, _ in manager.history.items()]

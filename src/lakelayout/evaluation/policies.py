@@ -62,7 +62,7 @@ from lakelayout.layouts.base import Layout
 from lakelayout.online.candidates import FAMILIES, check_families, fit_candidates
 from lakelayout.online.costs import CostBook
 from lakelayout.online.engine import OnlineConfig, OnlineEngine
-from lakelayout.online.manager import Candidate
+from lakelayout.online.manager import Candidate, History
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -592,6 +592,7 @@ class OnlineSettings:
     gamma: float = 0.0
     seed: int = 0
     families: tuple[str, ...] = FAMILIES
+    history: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.alpha, str) and self.alpha != "measured":
@@ -609,6 +610,7 @@ class OnlineSettings:
             max_states=self.max_states,
             gamma=self.gamma,
             seed=self.seed,
+            history=self.history,
         )
 
 
@@ -798,8 +800,9 @@ def cost_book(ctx: Context) -> CostBook:
 class OraclePolicy(Policy):
     """``static`` and ``offline-optimal``: know the whole workload in advance (oracle).
 
-    Candidates: every layout the manager would fit on the sliding window over
-    the whole stream, plus one per family fitted on the whole workload. Each
+    Candidates: every layout the manager would fit on the sliding window (and on
+    its history sample, when on) over the whole stream, plus one per family
+    fitted on the whole workload. Each
     is priced on every query of the stream by its virtual files (the same
     metadata costs OReO uses), then
 
@@ -835,9 +838,15 @@ class OraclePolicy(Policy):
         blocks = max(1, ctx.blocks_per_batch * batches)
         s = self.settings
         found: list[Candidate] = []
+        history = History(s.history, s.seed)  # the manager's sample, query by query
         for end in range(s.interval, len(predicates) + 1, s.interval):
             window = predicates[max(0, end - s.window) : end]
             found += window_candidates(ctx, window, blocks, s.families)
+            for i in range(end - s.interval, end):
+                history.add(i, "", predicates[i])
+            if len(history) and end > s.window:
+                sampled = [p for _, _, p in history.items()]
+                found += window_candidates(ctx, sampled, blocks, s.families)
         found += window_candidates(ctx, predicates, blocks, s.families)
         unique: dict[str, Candidate] = {}
         for cand in found:

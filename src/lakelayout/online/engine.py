@@ -61,7 +61,10 @@ class OnlineConfig:
     manager keeps; ``interval``: queries between candidate rounds;
     ``epsilon``: admission distance; ``max_states``: size of the state space;
     ``gamma``: predictor exponent (0 = uniform draws, the analysed algorithm);
-    ``stay_on_reset``: stay in the current state when a phase starts.
+    ``stay_on_reset``: stay in the current state when a phase starts;
+    ``history``: queries in the manager's uniform sample of the whole stream,
+    on which a second set of candidates is fitted (0: the window only, as in
+    the paper).
     """
 
     alpha: float
@@ -73,6 +76,7 @@ class OnlineConfig:
     gamma: float = 0.0
     seed: int = 0
     stay_on_reset: bool = True
+    history: int = 0
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -83,7 +87,7 @@ class OnlineConfig:
         _number(self.alpha, "alpha", low=0.0, strict=True)
         _number(self.gamma, "gamma", low=0.0)
         _number(self.epsilon, "epsilon", low=0.0, high=1.0)
-        for name in ("window", "interval", "max_states", "seed"):
+        for name in ("window", "interval", "max_states", "seed", "history"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise InvalidOption(f"{name} must be an integer, got {value!r}")
@@ -93,6 +97,8 @@ class OnlineConfig:
             )
         if self.max_states < 2:
             raise InvalidOption(f"max_states must be >= 2, got {self.max_states}")
+        if self.history < 0:
+            raise InvalidOption(f"history must be >= 0 queries, got {self.history}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -210,6 +216,8 @@ class OnlineEngine:
             epsilon=config.epsilon,
             max_states=config.max_states,
             initial_label=initial_label,
+            history=config.history,
+            seed=config.seed,
         )
         self.decider: Decider = make_decider(config, [AS_IS], AS_IS)
         #: the state the table's files are in
@@ -409,6 +417,7 @@ class OnlineEngine:
             "window": self.config.window,
             "interval": self.config.interval,
             "max_states": self.config.max_states,
+            "history": self.config.history,
             "queries": self.manager.queries,
             "phase": getattr(decider, "phase", None),
             "applied": self.applied,

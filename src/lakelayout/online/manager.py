@@ -13,6 +13,17 @@ so the space stays small (the competitive ratio grows with ``log |S_max|``)
 and does not fill with near-duplicates that would only make the reorganizer
 switch back and forth.
 
+With ``history > 0`` the manager also keeps a uniform sample of that many
+queries from the whole stream (a bottom-k sample: the queries with the
+smallest seeded hash of their position, so it is deterministic and needs no
+random state to persist) and fits a second set of candidates on it every
+round, labelled ``… on history``. The paper fits on the window only and found
+a window better than a reservoir *instead of* it (§VI-D4); here the history
+candidates come *beside* the window's, priced and admitted on the window like
+any other. They put a generalist layout into the state space, which the
+window alone never does: on a stream of many short template segments every
+window candidate is a specialist for the last template or two.
+
 At most ``max_states`` states are kept. When an admission goes beyond it,
 the manager prunes the state that is most alike another on the current
 window (smallest distance to its nearest state; §V-B: "remove candidates
@@ -25,10 +36,12 @@ The manager is pure: fitting and pricing are callbacks, states are ids.
 
 from __future__ import annotations
 
+import hashlib
+import heapq
 import json
 from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -101,6 +114,41 @@ def distance(a: np.ndarray, b: np.ndarray) -> float:
     return round(float(np.abs(a - b).sum()) / a.size, 12)
 
 
+def _priority(seed: int, position: int) -> int:
+    """A seeded 64-bit hash of a query's position: the bottom-k key."""
+    digest = hashlib.blake2b(f"{seed}:{position}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+class History:
+    """A uniform sample of ``size`` queries of the whole stream (bottom-k by
+    :func:`_priority`), in stream order; the same for the same seed and stream."""
+
+    def __init__(self, size: int, seed: int = 0) -> None:
+        if size < 0:
+            raise InvalidOption(f"history must be >= 0 queries, got {size}")
+        self.size = int(size)
+        self.seed = int(seed)
+        #: (-priority, position, sql, predicate): a max-heap on priority
+        self._heap: list[tuple[int, int, str, Predicate]] = []
+
+    def add(self, position: int, sql: str, predicate: Predicate) -> None:
+        if self.size == 0:
+            return
+        key = -_priority(self.seed, position)
+        if len(self._heap) < self.size:
+            heapq.heappush(self._heap, (key, position, sql, predicate))
+        elif key > self._heap[0][0]:  # a smaller priority than the largest kept
+            heapq.heapreplace(self._heap, (key, position, sql, predicate))
+
+    def items(self) -> list[tuple[int, str, Predicate]]:
+        """``(position, sql, predicate)`` in stream order."""
+        return sorted((pos, sql, pred) for _, pos, sql, pred in self._heap)
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+
 Pricer = Callable[[ManagedState | Candidate, Sequence[Predicate]], np.ndarray]
 Fitter = Callable[[Sequence[Predicate]], Sequence[Candidate]]
 
@@ -116,6 +164,8 @@ class LayoutManager:
         epsilon: float = 0.08,
         max_states: int = 8,
         initial_label: str = "the table as it is",
+        history: int = 0,
+        seed: int = 0,
     ) -> None:
         if window < 1:
             raise InvalidOption(f"window must be >= 1 query, got {window}")
@@ -130,6 +180,8 @@ class LayoutManager:
         self.epsilon = float(epsilon)
         self.max_states = int(max_states)
         self._recent: deque[tuple[str, Predicate]] = deque(maxlen=self.window)
+        #: a uniform sample of the whole stream (``history`` queries; empty when 0)
+        self.history = History(history, seed)
         self.queries = 0
         self._next_id = 1
         self.states: dict[str, ManagedState] = {AS_IS: ManagedState(AS_IS, initial_label, None, 0)}
@@ -139,6 +191,7 @@ class LayoutManager:
     def observe(self, sql: str, predicate: Predicate) -> bool:
         """Add a query to the window; True when a refresh is due (every ``interval``)."""
         self._recent.append((sql, predicate))
+        self.history.add(self.queries, sql, predicate)
         self.queries += 1
         return self.queries % self.interval == 0
 
@@ -150,15 +203,25 @@ class LayoutManager:
     def window_predicates(self) -> list[Predicate]:
         return [p for _, p in self._recent]
 
+    @property
+    def history_predicates(self) -> list[Predicate]:
+        """The history sample's predicates in stream order (empty when off)."""
+        return [p for _, _, p in self.history.items()]
+
     # ------------------------------------------------------------------ admission
 
     def refresh(self, fit: Fitter, price: Pricer, *, protected: Collection[str] = ()) -> Admission:
-        """Fit candidates on the window, admit those more than ε from every state,
-        prune back to ``max_states``."""
+        """Fit candidates on the window (and on the history sample, once the stream is
+        longer than the window), admit those more than ε from every state, prune back
+        to ``max_states``."""
         predicates = self.window_predicates
         if not predicates:
             return Admission()
         candidates = list(fit(predicates))
+        if len(self.history) and self.queries > self.window:
+            candidates += [
+                replace(c, label=f"{c.label} on history") for c in fit(self.history_predicates)
+            ]
         return self.admit(candidates, price, protected=protected)
 
     def admit(
@@ -242,6 +305,9 @@ class LayoutManager:
             "queries": self.queries,
             "next_id": self._next_id,
             "recent": self.window_sql,
+            "history": self.history.size,
+            "seed": self.history.seed,
+            "sampled": [[pos, sql] for pos, sql, _ in self.history.items()],
             "states": [s.to_dict() for s in self.states.values()],
         }
 
@@ -256,6 +322,8 @@ class LayoutManager:
             interval=int(data["interval"]),
             epsilon=float(data["epsilon"]),
             max_states=int(data["max_states"]),
+            history=int(data.get("history", 0)),
+            seed=int(data.get("seed", 0)),
         )
         out.queries = int(data["queries"])
         out._next_id = int(data["next_id"])
@@ -263,6 +331,10 @@ class LayoutManager:
             predicate = bind(sql)
             if predicate is not None:
                 out._recent.append((sql, predicate))
+        for pos, sql in data.get("sampled", []):
+            predicate = bind(sql)
+            if predicate is not None:
+                out.history.add(int(pos), sql, predicate)
         out.states = {}
         for item in data["states"]:
             state = ManagedState.from_dict(item)
