@@ -26,6 +26,8 @@ from lakelayout.table import delta
 from lakelayout.table.files import WrittenFile
 from lakelayout.table.schema import check_append_schema
 
+from .. import processes
+
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 
 
@@ -323,3 +325,123 @@ def test_deletion_vectors_that_cannot_be_read_are_refused_before_any_read(tmp_pa
     with pytest.raises(UnsupportedTable, match="deletion vectors that cannot be read"):
         delta.snapshot(str(location))
     assert delta.snapshot(str(location), version=0).version == 0  # before the vector: readable
+
+
+def test_a_rewrite_that_wins_between_the_check_and_the_commit_is_a_conflict(table: Path) -> None:
+    """The window inside ``commit``: its files were checked live, then an OPTIMIZE removed one.
+
+    delta-rs's own retry lets such a commit through (it ignores removes with
+    dataChange=false when checking winners): the DELETE would then add its
+    copy of a.parquet beside the OPTIMIZE's, duplicating ids 1..9.
+    """
+    location = str(table)
+    stale = DeltaTable(location)
+    live = delta._check_removes_live(stale, ["a.parquet"], 0, location)
+    delta.commit(
+        table,
+        adds=[_file(table, "ab.parquet", list(range(20)))],
+        removes=["a.parquet", "b.parquet"],
+        data_change=False,
+        read_version=0,
+        operation="OPTIMIZE",
+    )
+    with pytest.raises(
+        CommitConflict, match=r"removed 1 file.*winner: version 1 \(OPTIMIZE, no data change\)"
+    ) as caught:
+        delta._commit_delta_rs(
+            location,
+            stale,
+            live,
+            adds=[_file(table, "a2.parquet", list(range(1, 10)))],
+            removes=["a.parquet"],
+            data_change=True,
+            read_version=0,
+            operation="DELETE",
+            configuration_updates=None,
+        )
+    assert caught.value.rows_unchanged  # the DELETE may re-plan on version 1
+    assert DeltaTable(location).version() == 1
+    assert _ids(table) == list(range(20))
+
+
+def test_an_append_that_wins_between_the_check_and_the_commit_is_committed_over(
+    table: Path,
+) -> None:
+    location = str(table)
+    stale = DeltaTable(location)
+    live = delta._check_removes_live(stale, ["a.parquet"], 0, location)
+    delta.commit(table, adds=[_file(table, "new.parquet", [100])], operation="WRITE")
+    version = delta._commit_delta_rs(
+        location,
+        stale,
+        live,
+        adds=[_file(table, "a2.parquet", list(range(10)))],
+        removes=["a.parquet"],
+        data_change=False,
+        read_version=0,
+        operation="OPTIMIZE",
+        configuration_updates=None,
+    )
+    assert version == 2
+    assert _ids(table) == [*range(20), 100]
+
+
+def test_a_property_change_between_the_check_and_the_commit_is_a_conflict(table: Path) -> None:
+    location = str(table)
+    stale = DeltaTable(location)
+    live = delta._check_removes_live(stale, ["a.parquet"], 0, location)
+    delta.set_properties(table, {"lakelayout.clusteringColumns": "id"})
+    with pytest.raises(CommitConflict, match="changed the table's schema, properties or protocol"):
+        delta._commit_delta_rs(
+            location,
+            stale,
+            live,
+            adds=[_file(table, "a2.parquet", list(range(10)))],
+            removes=["a.parquet"],
+            data_change=False,
+            read_version=0,
+            operation="OPTIMIZE",
+            configuration_updates=None,
+        )
+    assert _live(table) == {"a.parquet", "b.parquet"}
+
+
+def test_deletes_racing_a_rewrite_loop_in_another_process_lose_and_duplicate_no_row(
+    tmp_path: Path,
+) -> None:
+    """Two processes commit through ``delta.commit`` as fast as they can (no JVM).
+
+    One merges every file into one (dataChange=false), the other deletes ten
+    buckets of ids, re-planning after each lost race. Before commits checked
+    the winners themselves this duplicated whole tables within seconds.
+    """
+    root = tmp_path / "t"
+    files = [_file(root, f"p{i}.parquet", list(range(i * 100, (i + 1) * 100))) for i in range(20)]
+    delta.create_table(root, SCHEMA, files)
+    stop, rewrites, deletes = tmp_path / "stop", tmp_path / "rw.jsonl", tmp_path / "del.jsonl"
+    script = Path(__file__).with_name("commit_race.py")
+    rewriter = processes.python(
+        script, "rewrite", str(root), str(stop), str(rewrites), log=tmp_path / "rw.log"
+    )
+    try:
+        processes.wait_for(rewrites.exists, what="rewrite loop", proc=rewriter)
+        deleter = processes.python(
+            script, "delete", str(root), "10", str(deletes), log=tmp_path / "del.log"
+        )
+        try:
+            processes.wait_for(
+                lambda: deleter.poll() is not None, what="deletes", log=tmp_path / "del.log"
+            )
+        finally:
+            processes.stop(deleter)
+        assert deleter.returncode == 0, processes.tail(tmp_path / "del.log")
+        stop.touch()
+        processes.wait_for(lambda: rewriter.poll() is not None, what="rewrite loop stop")
+    finally:
+        processes.stop(rewriter)
+    assert rewriter.returncode == 0, processes.tail(tmp_path / "rw.log")
+    runs = [json.loads(line) for f in (rewrites, deletes) for line in f.read_text().splitlines()]
+    assert sum(r["committed"] for r in runs) >= 11  # ten deletes and at least one rewrite
+    assert not all(r["committed"] for r in runs)  # the race was run: some commits lost it
+    assert _ids(root) == list(range(1000, 2000))
+    assert len(_live(root)) >= 1

@@ -11,9 +11,12 @@ Conflicts: a commit that removes files (a rewrite) is valid only if every file
 it removes is still live. :func:`commit` reloads the table just before
 committing and raises :class:`~lakelayout.errors.CommitConflict` when a
 concurrent commit already removed one of them; commits that only appended in
-between do not conflict (their files are simply not touched). A race in the
-short window after that check is caught by delta-rs's own conflict checker
-and reported the same way. The error names the winning commits (version,
+between do not conflict (their files are simply not touched). delta-rs
+commits exactly the version after the one checked, or fails when another
+commit took it; then the table is reloaded and checked again. delta-rs's own
+conflict checker is not relied on: it lets a commit remove files that a
+winner already removed with ``dataChange=false`` (an OPTIMIZE), which
+duplicates the rewritten rows. The error names the winning commits (version,
 operation, whether they changed data; :mod:`lakelayout.table.conflicts`),
 which is what decides whether the operation may re-plan and retry.
 
@@ -27,6 +30,7 @@ right after creation.
 from __future__ import annotations
 
 import os
+import random
 import time
 import urllib.parse
 import uuid
@@ -83,6 +87,9 @@ from lakelayout.table.location import (
 
 #: key of lakelayout's own entry in a commit's ``commitInfo``
 COMMIT_INFO_KEY = "lakelayout"
+
+#: attempts at the next version before a commit gives up (each one after a re-check)
+COMMIT_ATTEMPTS = 50
 
 
 @dataclass(frozen=True)
@@ -480,37 +487,117 @@ def commit(
         if configuration_updates:
             return set_properties(location, configuration_updates)
         return version
+    return _commit_delta_rs(
+        location,
+        table,
+        live,
+        adds=adds,
+        removes=removes,
+        data_change=data_change,
+        read_version=read_version,
+        operation=operation,
+        configuration_updates=configuration_updates,
+    )
+
+
+def _commit_delta_rs(
+    location: str,
+    table: DeltaTable,
+    live: Mapping[str, tuple[int, dict[str, str | None]]],
+    *,
+    adds: Sequence[WrittenFile],
+    removes: Sequence[str],
+    data_change: bool,
+    read_version: int | None,
+    operation: str,
+    configuration_updates: Mapping[str, str | None] | None,
+) -> int:
+    """Commit through delta-rs on ``table``, whose ``live`` files were checked; the version.
+
+    Each attempt is at exactly the version after ``table``'s; when another
+    commit took it, the table is reloaded and checked again (the files to
+    remove still live, the metadata unchanged) before the next attempt.
+    delta-rs's own retry is not used: it checks the winners itself and
+    misses a winner that removed the same files with ``dataChange=false``
+    (an OPTIMIZE; checked with deltalake 1.6.6), and committing over it
+    duplicates the rewritten rows.
+    """
     commit_id = str(uuid.uuid4())
-    now = _now_ms()
-    actions: list[AddAction | RemoveAction] = [_add_action(f, now, data_change) for f in adds]
-    for path in removes:
-        size, partition_values = live[path]
-        actions.append(RemoveAction(raw_path(path), data_change, now, size, partition_values))
     info: dict[str, Any] = {COMMIT_INFO_KEY: {"operation": operation, "commitId": commit_id}}
     if data_change and adds and not removes:
         # a blind append (nothing read, nothing removed): Delta's conflict checker then lets
         # a concurrent DELETE / UPDATE / MERGE commit, as after Delta's own INSERT
         info["isBlindAppend"] = True
-    try:
-        table.create_write_transaction(
-            actions,
-            mode="append",
-            schema=table.schema(),
-            commit_properties=CommitProperties(custom_metadata=info),
+    first = table
+    for attempt in range(COMMIT_ATTEMPTS):
+        now = _now_ms()
+        actions: list[AddAction | RemoveAction] = [_add_action(f, now, data_change) for f in adds]
+        for path in removes:
+            size, partition_values = live[path]
+            actions.append(RemoveAction(raw_path(path), data_change, now, size, partition_values))
+        try:
+            table.create_write_transaction(
+                actions,
+                mode="append",
+                schema=table.schema(),
+                commit_properties=CommitProperties(custom_metadata=info, max_commit_retries=0),
+            )
+        except CommitFailedError as exc:
+            newest = DeltaTable(location)
+            if newest.version() == table.version():  # nobody else committed: a real failure
+                raise LakelayoutError(
+                    f"commit to '{location}' failed: {exc}; nothing was committed"
+                ) from exc
+            _check_same_metadata(first, newest, removes, location)
+            table = newest
+            live = _check_removes_live(table, removes, read_version, location)
+            time.sleep(random.uniform(0.0, 0.002 * (attempt + 1)))
+            continue
+        version = _version_of_commit(location, commit_id, table.version())
+        if configuration_updates:
+            return set_properties(location, configuration_updates)
+        return version
+    found, _ = conflict_winners(location, first.version(), DeltaTable(location).version(), removes)
+    raise CommitConflict(
+        f"commit to '{location}' lost the race for the next version {COMMIT_ATTEMPTS} times "
+        f"in a row; winner: {describe_winners(found)}; nothing was committed",
+        winners=found,
+        rows_unchanged=False,
+    )
+
+
+def _check_same_metadata(
+    before: DeltaTable, after: DeltaTable, removes: Sequence[str], location: str
+) -> None:
+    """CommitConflict when a commit since ``before`` changed the schema, properties or protocol.
+
+    (Files written for the old metadata must not be committed under the new
+    one; this is the check delta-rs makes on its own retries.)
+    """
+
+    def key(t: DeltaTable) -> tuple[Any, ...]:
+        meta, protocol = t.metadata(), t.protocol()
+        return (
+            meta.id,
+            t.schema().to_json(),
+            tuple(meta.partition_columns),
+            sorted(dict(meta.configuration).items()),
+            protocol.min_reader_version,
+            protocol.min_writer_version,
+            sorted(protocol.reader_features or ()),
+            sorted(protocol.writer_features or ()),
         )
-    except CommitFailedError as exc:
-        newest = DeltaTable(location).version()
-        found, unchanged = conflict_winners(location, table.version(), newest, removes)
-        raise CommitConflict(
-            f"commit to '{location}' conflicts with a concurrent commit: {exc}; winner: "
-            f"{describe_winners(found)}; nothing was committed",
-            winners=found,
-            rows_unchanged=unchanged,
-        ) from exc
-    version = _version_of_commit(location, commit_id, table.version())
-    if configuration_updates:
-        return set_properties(location, configuration_updates)
-    return version
+
+    if key(before) == key(after):
+        return
+    found, _ = conflict_winners(location, before.version(), after.version(), removes)
+    raise CommitConflict(
+        f"a concurrent commit to '{location}' changed the table's schema, properties or "
+        f"protocol (now at version {after.version()}); winner: {describe_winners(found)}; "
+        "nothing was committed",
+        winners=found,
+        rows_unchanged=False,
+    )
 
 
 def _version_of_commit(location: str, commit_id: str, read_version: int) -> int:
