@@ -7,6 +7,7 @@ commits descriptors, whoever wrote the files.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -327,82 +328,72 @@ def test_deletion_vectors_that_cannot_be_read_are_refused_before_any_read(tmp_pa
     assert delta.snapshot(str(location), version=0).version == 0  # before the vector: readable
 
 
-def test_a_rewrite_that_wins_between_the_check_and_the_commit_is_a_conflict(table: Path) -> None:
-    """The window inside ``commit``: its files were checked live, then an OPTIMIZE removed one.
+def _commit_in_the_window(
+    table: Path, between: Callable[[], object], ids: list[int], *, data_change: bool
+) -> int:
+    """``delta.commit``'s step after its check, with ``between`` committed right before it.
 
-    delta-rs's own retry lets such a commit through (it ignores removes with
-    dataChange=false when checking winners): the DELETE would then add its
-    copy of a.parquet beside the OPTIMIZE's, duplicating ids 1..9.
+    The table is loaded and a.parquet checked live at version 0, as ``commit``
+    does; then ``between`` commits; then the commit replacing a.parquet by a
+    file of ``ids`` is attempted on the loaded (now stale) table.
     """
     location = str(table)
     stale = DeltaTable(location)
     live = delta._check_removes_live(stale, ["a.parquet"], 0, location)
-    delta.commit(
-        table,
-        adds=[_file(table, "ab.parquet", list(range(20)))],
-        removes=["a.parquet", "b.parquet"],
-        data_change=False,
+    between()
+    return delta._commit_delta_rs(
+        location,
+        stale,
+        live,
+        adds=[_file(table, "a2.parquet", ids)],
+        removes=["a.parquet"],
+        data_change=data_change,
         read_version=0,
-        operation="OPTIMIZE",
+        operation="DELETE" if data_change else "OPTIMIZE",
+        configuration_updates=None,
     )
+
+
+def test_a_rewrite_that_wins_between_the_check_and_the_commit_is_a_conflict(table: Path) -> None:
+    """delta-rs's own retry lets this commit through (it ignores a winner's removes with
+    dataChange=false): the DELETE would add its copy of a.parquet beside the OPTIMIZE's,
+    duplicating ids 1..9."""
+
+    def optimize() -> int:
+        return delta.commit(
+            table,
+            adds=[_file(table, "ab.parquet", list(range(20)))],
+            removes=["a.parquet", "b.parquet"],
+            data_change=False,
+            read_version=0,
+            operation="OPTIMIZE",
+        )
+
     with pytest.raises(
         CommitConflict, match=r"removed 1 file.*winner: version 1 \(OPTIMIZE, no data change\)"
     ) as caught:
-        delta._commit_delta_rs(
-            location,
-            stale,
-            live,
-            adds=[_file(table, "a2.parquet", list(range(1, 10)))],
-            removes=["a.parquet"],
-            data_change=True,
-            read_version=0,
-            operation="DELETE",
-            configuration_updates=None,
-        )
+        _commit_in_the_window(table, optimize, list(range(1, 10)), data_change=True)
     assert caught.value.rows_unchanged  # the DELETE may re-plan on version 1
-    assert DeltaTable(location).version() == 1
+    assert DeltaTable(str(table)).version() == 1
     assert _ids(table) == list(range(20))
 
 
 def test_an_append_that_wins_between_the_check_and_the_commit_is_committed_over(
     table: Path,
 ) -> None:
-    location = str(table)
-    stale = DeltaTable(location)
-    live = delta._check_removes_live(stale, ["a.parquet"], 0, location)
-    delta.commit(table, adds=[_file(table, "new.parquet", [100])], operation="WRITE")
-    version = delta._commit_delta_rs(
-        location,
-        stale,
-        live,
-        adds=[_file(table, "a2.parquet", list(range(10)))],
-        removes=["a.parquet"],
-        data_change=False,
-        read_version=0,
-        operation="OPTIMIZE",
-        configuration_updates=None,
-    )
-    assert version == 2
+    def append() -> int:
+        return delta.commit(table, adds=[_file(table, "new.parquet", [100])], operation="WRITE")
+
+    assert _commit_in_the_window(table, append, list(range(10)), data_change=False) == 2
     assert _ids(table) == [*range(20), 100]
 
 
 def test_a_property_change_between_the_check_and_the_commit_is_a_conflict(table: Path) -> None:
-    location = str(table)
-    stale = DeltaTable(location)
-    live = delta._check_removes_live(stale, ["a.parquet"], 0, location)
-    delta.set_properties(table, {"lakelayout.clusteringColumns": "id"})
+    def alter() -> int:
+        return delta.set_properties(table, {"lakelayout.clusteringColumns": "id"})
+
     with pytest.raises(CommitConflict, match="changed the table's schema, properties or protocol"):
-        delta._commit_delta_rs(
-            location,
-            stale,
-            live,
-            adds=[_file(table, "a2.parquet", list(range(10)))],
-            removes=["a.parquet"],
-            data_change=False,
-            read_version=0,
-            operation="OPTIMIZE",
-            configuration_updates=None,
-        )
+        _commit_in_the_window(table, alter, list(range(10)), data_change=False)
     assert _live(table) == {"a.parquet", "b.parquet"}
 
 
