@@ -118,6 +118,40 @@ def test_two_processes_logging_to_one_table_lose_no_record(tmp_path: Path) -> No
     assert len(set(data["session"].to_pylist())) == 2
 
 
+_MAINTAINER_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from lakelayout.advisor import querylog as ql
+    log = ql.QueryLog(sys.argv[1])
+    for i in range(int(sys.argv[3])):
+        log.record(ql.QueryRecord(table_version=0, predicate=f"{sys.argv[2]} {i}"))
+        log.flush()
+        log.maintain(max_records=10_000)   # compacts, racing the other process's
+    """
+)
+
+
+def test_two_processes_maintaining_one_log_duplicate_no_record(tmp_path: Path) -> None:
+    """Compactions (dataChange=false) and appends of two processes race on one log.
+
+    delta-rs's own retry lets a compaction commit over one that already
+    removed the same files (it ignores a winner's dataChange=false removes),
+    which doubled the log's records; maintenance now commits each step at
+    exactly the next version or not at all.
+    """
+    uri = _table(tmp_path)
+    n = 40
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _MAINTAINER_SCRIPT, uri, name, str(n)])
+        for name in ("left", "right")
+    ]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    predicates = ql.QueryLog(uri).read().column("predicate").to_pylist()
+    assert sorted(predicates) == sorted(
+        f"{name} {i}" for name in ("left", "right") for i in range(n)
+    )
+
+
 def test_records_of_a_deleted_table_are_dropped_not_written(tmp_path: Path) -> None:
     log = ql.QueryLog(str(tmp_path / "gone"))
     log.record(ql.QueryRecord(table_version=0, predicate="a = 1"))

@@ -20,9 +20,14 @@ version was taken by another writer (appends never conflict).
 
 Every few flushes the writer *maintains* the log: records older than the
 retention (``lakelayout.queryLog.retentionDays``, default 30) or beyond the
-newest ``lakelayout.queryLog.maxRecords`` (default 100,000) are deleted, the
-small files of many appends are compacted, and files no version needs any
-more are vacuumed.
+newest ``lakelayout.queryLog.maxRecords`` (default 100,000) are deleted and
+the small files of many appends are compacted, both in one rewrite of the
+log's live files committed like every lakelayout rewrite
+(:func:`lakelayout.table.delta.commit`: it fails, and the pass is skipped,
+when another process maintained the log first; delta-rs's own
+``optimize.compact`` commits over a concurrent compaction of the same files
+and duplicated the records), and files no version needs any more are
+vacuumed.
 
 Logging is on by default. It is off for a table whose property
 ``lakelayout.queryLog.enabled`` is ``false``, for a Spark session whose conf
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures.thread  # noqa: F401  (see _Writer.close)
+import contextlib
 import datetime as dt
 import itertools
 import logging
@@ -50,8 +56,9 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from deltalake import DeltaTable, write_deltalake
 
-from lakelayout.errors import InvalidOption
+from lakelayout.errors import CommitConflict, InvalidOption
 
 logger = logging.getLogger(__name__)
 
@@ -292,8 +299,6 @@ _WRITER = _Writer()
 
 
 def _append(path: str, rows: Sequence[dict[str, Any]]) -> None:
-    from deltalake import write_deltalake
-
     data = pa.Table.from_pylist(list(rows), schema=SCHEMA)
     write_deltalake(path, data, mode="append", name="lakelayout query log")
 
@@ -357,8 +362,6 @@ class QueryLog:
             self.flush()
         parts = []
         if self.exists():
-            from deltalake import DeltaTable
-
             parts.append(DeltaTable(self.path).to_pyarrow_table().select(SCHEMA.names).cast(SCHEMA))
         if not flush:
             queued = _WRITER.queued(self.table_uri)
@@ -404,34 +407,55 @@ def maintain(
     max_records: int = DEFAULT_MAX_RECORDS,
 ) -> MaintenanceResult:
     """Delete records beyond the retention limits, compact, vacuum (see module docstring)."""
-    from deltalake import DeltaTable
-
     if retention_days <= 0 or max_records < 1:
         raise InvalidOption(
             f"query log retention needs retentionDays > 0 and maxRecords >= 1, "
             f"got {retention_days} and {max_records}"
         )
+    from lakelayout.table import delta
+    from lakelayout.table.writer import write_arrow
+
     path = log_path(table_uri)
     if not os.path.isdir(os.path.join(path, "_delta_log")):
         return MaintenanceResult(0, 0, 0)
-    table = DeltaTable(path)
-    before = len(table.file_uris())
+    snap = delta.snapshot(path)
+    files = [str(p) for p in snap.files.paths]
+    data = DeltaTable(path, version=snap.version).to_pyarrow_table()
     cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(days=retention_days)
-    ts = table.to_pyarrow_table(columns=["ts"]).column("ts")
+    ts = data.column("ts")
     if len(ts) > max_records:
         newest_first = pc.array_sort_indices(ts.combine_chunks(), order="descending")
-        oldest_kept = ts.take(newest_first)[max_records - 1].as_py()
-        cutoff = max(cutoff, oldest_kept)
-    deleted = 0
-    if len(ts) and pc.min(ts).as_py() < cutoff:
-        result = table.delete(f"ts < '{cutoff.isoformat()}'")
-        deleted = int(result.get("num_deleted_rows", 0) or 0)
-    table = DeltaTable(path)
-    table.optimize.compact()
-    table = DeltaTable(path)
+        cutoff = max(cutoff, ts.take(newest_first)[max_records - 1].as_py())
+    kept = data.filter(pc.greater_equal(ts, pa.scalar(cutoff, ts.type)))
+    deleted = data.num_rows - kept.num_rows
+    if deleted == 0 and len(files) <= 1:
+        return MaintenanceResult(0, len(files), len(files))
+    written = write_arrow(
+        kept,
+        path,
+        schema=snap.schema,
+        target_file_size=1 << 40,
+        prefix="querylog",
+        fmt=snap.table_format,
+    )
+    try:
+        delta.commit(
+            path,
+            adds=written,
+            removes=files,
+            data_change=deleted > 0,
+            read_version=snap.version,
+            operation="QUERY LOG MAINTENANCE",
+        )
+    except CommitConflict as exc:  # another process maintained the log first: its turn
+        for w in written:
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(path, w.path))
+        logger.info("query log %s: maintenance skipped: %s", path, exc)
+        return MaintenanceResult(0, len(files), len(files))
     # files younger than an hour are kept: another process may be about to commit them
-    table.vacuum(retention_hours=1, dry_run=False, enforce_retention_duration=False)
-    return MaintenanceResult(deleted, before, len(DeltaTable(path).file_uris()))
+    DeltaTable(path).vacuum(retention_hours=1, dry_run=False, enforce_retention_duration=False)
+    return MaintenanceResult(deleted, len(files), len(DeltaTable(path).file_uris()))
 
 
 def _utc(value: dt.datetime) -> dt.datetime:
