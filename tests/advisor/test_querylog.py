@@ -140,7 +140,7 @@ def test_two_processes_maintaining_one_log_duplicate_no_record(tmp_path: Path) -
     exactly the next version or not at all.
     """
     uri = _table(tmp_path)
-    n = 40
+    n = 20
     procs = [
         subprocess.Popen([sys.executable, "-c", _MAINTAINER_SCRIPT, uri, name, str(n)])
         for name in ("left", "right")
