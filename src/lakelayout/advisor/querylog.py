@@ -428,31 +428,30 @@ def maintain(
         cutoff = max(cutoff, ts.take(newest_first)[max_records - 1].as_py())
     kept = data.filter(pc.greater_equal(ts, pa.scalar(cutoff, ts.type)))
     deleted = data.num_rows - kept.num_rows
-    if deleted == 0 and len(files) <= 1:
-        return MaintenanceResult(0, len(files), len(files))
-    written = write_arrow(
-        kept,
-        path,
-        schema=snap.schema,
-        target_file_size=1 << 40,
-        prefix="querylog",
-        fmt=snap.table_format,
-    )
-    try:
-        delta.commit(
+    if deleted or len(files) > 1:
+        written = write_arrow(
+            kept,
             path,
-            adds=written,
-            removes=files,
-            data_change=deleted > 0,
-            read_version=snap.version,
-            operation="QUERY LOG MAINTENANCE",
+            schema=snap.schema,
+            target_file_size=1 << 40,
+            prefix="querylog",
+            fmt=snap.table_format,
         )
-    except CommitConflict as exc:  # another process maintained the log first: its turn
-        for w in written:
-            with contextlib.suppress(OSError):
-                os.remove(os.path.join(path, w.path))
-        logger.info("query log %s: maintenance skipped: %s", path, exc)
-        return MaintenanceResult(0, len(files), len(files))
+        try:
+            delta.commit(
+                path,
+                adds=written,
+                removes=files,
+                data_change=deleted > 0,
+                read_version=snap.version,
+                operation="QUERY LOG MAINTENANCE",
+            )
+        except CommitConflict as exc:  # another process maintained the log first: its turn
+            for w in written:
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(path, w.path))
+            logger.info("query log %s: maintenance skipped: %s", path, exc)
+            return MaintenanceResult(0, len(files), len(files))
     # files younger than an hour are kept: another process may be about to commit them
     DeltaTable(path).vacuum(retention_hours=1, dry_run=False, enforce_retention_duration=False)
     return MaintenanceResult(deleted, len(files), len(DeltaTable(path).file_uris()))

@@ -33,7 +33,6 @@ import os
 import random
 import time
 import urllib.parse
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -522,8 +521,7 @@ def _commit_delta_rs(
     (an OPTIMIZE; checked with deltalake 1.6.6), and committing over it
     duplicates the rewritten rows.
     """
-    commit_id = str(uuid.uuid4())
-    info: dict[str, Any] = {COMMIT_INFO_KEY: {"operation": operation, "commitId": commit_id}}
+    info: dict[str, Any] = {COMMIT_INFO_KEY: {"operation": operation}}
     if data_change and adds and not removes:
         # a blind append (nothing read, nothing removed): Delta's conflict checker then lets
         # a concurrent DELETE / UPDATE / MERGE commit, as after Delta's own INSERT
@@ -535,6 +533,7 @@ def _commit_delta_rs(
         for path in removes:
             size, partition_values = live[path]
             actions.append(RemoveAction(raw_path(path), data_change, now, size, partition_values))
+        base = table.version()
         try:
             table.create_write_transaction(
                 actions,
@@ -544,7 +543,7 @@ def _commit_delta_rs(
             )
         except CommitFailedError as exc:
             newest = DeltaTable(location)
-            if newest.version() == table.version():  # nobody else committed: a real failure
+            if newest.version() == base:  # nobody else committed: a real failure
                 raise LakelayoutError(
                     f"commit to '{location}' failed: {exc}; nothing was committed"
                 ) from exc
@@ -553,10 +552,9 @@ def _commit_delta_rs(
             live = _check_removes_live(table, removes, read_version, location)
             time.sleep(random.uniform(0.0, 0.002 * (attempt + 1)))
             continue
-        version = _version_of_commit(location, commit_id, table.version())
         if configuration_updates:
             return set_properties(location, configuration_updates)
-        return version
+        return base + 1  # the only version this attempt could take
     found, _ = conflict_winners(location, first.version(), DeltaTable(location).version(), removes)
     raise CommitConflict(
         f"commit to '{location}' lost the race for the next version {COMMIT_ATTEMPTS} times "
@@ -598,16 +596,6 @@ def _check_same_metadata(
         winners=found,
         rows_unchanged=False,
     )
-
-
-def _version_of_commit(location: str, commit_id: str, read_version: int) -> int:
-    """Version of the commit tagged ``commit_id``: one of those after ``read_version``."""
-    newest = DeltaTable(location)
-    for entry in newest.history(limit=max(newest.version() - read_version, 1)):
-        mark = entry.get(COMMIT_INFO_KEY)
-        if isinstance(mark, dict) and mark.get("commitId") == commit_id:
-            return int(entry["version"])
-    raise LakelayoutError(f"commit {commit_id} to '{location}' is not in the table's history")
 
 
 def _kind_of(removes: Sequence[str], data_change: bool) -> Kind:
