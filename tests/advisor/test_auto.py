@@ -15,6 +15,7 @@ from lakelayout.advisor.advisor import AUTO_MIN_BYTES, AUTO_OPTIMIZE
 from lakelayout.advisor.benefit import BenefitConfig
 from lakelayout.advisor.costmodel import DEFAULTS
 from lakelayout.api import Table
+from lakelayout.cluster.config import SMALL_REWRITE_SIZE
 from lakelayout.cluster.optimize import OptimizeHooks
 from lakelayout.table import delta
 
@@ -124,6 +125,12 @@ def test_features_recommend_auto_and_measurement(spark: Any, tmp_path: Path) -> 
     assert rec.rewrite and rec.chosen is not None
     assert rec.chosen.payback_queries is not None and rec.chosen.cost_seconds > 0
     assert rec.inputs["candidate_files"] == len(t.snapshot().files)
+    # a table this small is rewritten without a shuffle, and priced so
+    assert rec.inputs["shuffled"] is False and t.advisor.inputs().shuffled is False
+    delta.set_properties(t.uri, {SMALL_REWRITE_SIZE: "1000"})
+    assert t.advisor.inputs().shuffled is True
+    delta.set_properties(t.uri, {SMALL_REWRITE_SIZE: ""})
+    assert t.advisor.inputs().shuffled is False
 
     before = t.scan("ts BETWEEN 500 AND 530").report.files_kept
     result = t.optimize.auto()

@@ -77,7 +77,7 @@ def test_calibrate_measures_saves_and_is_reused(spark: Any, tmp_path: Path) -> N
     model = calibrate(spark, sizes=(2000, 6000), work_dir=tmp_path)
     assert model.source == (
         "calibrated on tables of 2,000, 6,000 rows (rewrites also on 30-column tables of "
-        "6,000; queries also on 24,000)"
+        "6,000 and shuffled at 6,000; queries and a Z-order each way also on 24,000)"
     )
     assert set(model.quality) == {"rewrite_r2", "query_r2", "statistics_r2"}
     assert model.rewrite_seconds(10**6, 4) > 0 and model.query_seconds(10**6) > 0

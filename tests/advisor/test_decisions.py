@@ -133,6 +133,20 @@ def test_the_decision_flips_where_the_model_says() -> None:
     assert not again.rewrite
 
 
+def test_a_rewrite_through_a_shuffle_is_priced_with_the_shuffle_terms() -> None:
+    inputs = _inputs(_windows(40), scale=2000)
+    plain = _run(inputs)
+    shuffled = _run(dataclasses.replace(inputs, shuffled=True))
+    assert plain.inputs["shuffled"] is False and shuffled.inputs["shuffled"] is True
+    extra = DEFAULTS.shuffle_fixed_seconds + DEFAULTS.shuffle_seconds_per_byte * (
+        inputs.candidate_files.total_bytes
+    )
+    assert extra > 0.5 and len(plain.estimates) == len(shuffled.estimates) > 1
+    for a, b in zip(plain.estimates, shuffled.estimates, strict=True):
+        assert (a.layout, a.saving_seconds) == (b.layout, b.saving_seconds)
+        assert b.cost_seconds - a.cost_seconds == pytest.approx(extra)
+
+
 def test_the_rate_of_the_log_sets_the_expected_queries() -> None:
     stamps = [T0 + dt.timedelta(minutes=10 * i) for i in range(7)]  # 6 per hour
     rate = expected_queries(stamps, BenefitConfig(horizon_seconds=24 * 3600))
@@ -179,14 +193,16 @@ def test_cost_model_round_trip_defaults_and_fit(tmp_path: pytest.TempPathFactory
     truth = dataclasses.replace(DEFAULTS, source="truth")
     rewrites = [
         RewriteObservation(
-            truth.rewrite_seconds(b, f, n_curve=c, n_sop=s, n_additional=a, values=v),
-            b, f, c, s, a, v,
+            truth.rewrite_seconds(b, f, n_curve=c, n_sop=s, n_additional=a, values=v, shuffled=h),
+            b, f, c, s, a, v, h,
         )
-        for b, f, c, s, a, v in [
-            (10**7, 4, 1, 0, 0, 2 * 10**6), (4 * 10**7, 9, 2, 0, 0, 9 * 10**6),
-            (10**8, 30, 1, 4, 0, 6 * 10**6), (2 * 10**8, 50, 3, 0, 2, 5 * 10**7),
-            (5 * 10**7, 12, 4, 8, 1, 3 * 10**7), (3 * 10**8, 80, 1, 0, 5, 2 * 10**7),
-            (8 * 10**7, 20, 2, 2, 0, 10**7), (6 * 10**7, 10, 1, 0, 0, 4 * 10**7),
+        for b, f, c, s, a, v, h in [
+            (10**7, 4, 1, 0, 0, 2 * 10**6, False), (4 * 10**7, 9, 2, 0, 0, 9 * 10**6, False),
+            (10**8, 30, 1, 4, 0, 6 * 10**6, False), (2 * 10**8, 50, 3, 0, 2, 5 * 10**7, False),
+            (5 * 10**7, 12, 4, 8, 1, 3 * 10**7, False), (3 * 10**8, 80, 1, 0, 5, 2 * 10**7, False),
+            (8 * 10**7, 20, 2, 2, 0, 10**7, False), (6 * 10**7, 10, 1, 0, 0, 4 * 10**7, False),
+            (2 * 10**7, 6, 1, 0, 0, 3 * 10**6, True), (9 * 10**7, 14, 2, 0, 0, 8 * 10**6, True),
+            (3 * 10**8, 40, 4, 0, 0, 6 * 10**7, True),
         ]
     ]  # fmt: skip
     queries = [QueryObservation(truth.query_seconds(b), b) for b in (0, 10**6, 10**8, 5 * 10**8)]
@@ -196,6 +212,10 @@ def test_cost_model_round_trip_defaults_and_fit(tmp_path: pytest.TempPathFactory
     assert fitted.curve_seconds_per_byte == pytest.approx(truth.curve_seconds_per_byte, rel=1e-4)
     assert fitted.rewrite_seconds_per_value == pytest.approx(
         truth.rewrite_seconds_per_value, rel=1e-4
+    )
+    assert fitted.shuffle_fixed_seconds == pytest.approx(truth.shuffle_fixed_seconds, rel=1e-4)
+    assert fitted.shuffle_seconds_per_byte == pytest.approx(
+        truth.shuffle_seconds_per_byte, rel=1e-4
     )
     assert fitted.quality["rewrite_r2"] == pytest.approx(1.0)
     with pytest.raises(InvalidOption, match="at least 6 rewrites"):
@@ -213,9 +233,34 @@ def test_a_model_saved_before_the_per_value_term_still_loads(tmp_path: Path) -> 
     path.write_text(json.dumps({**old, "format": 2}))
     with pytest.raises(InvalidOption, match="lacks rewrite_seconds_per_value"):
         CostModel.load(path)
-    path.write_text(json.dumps({**old, "format": 3}))
-    with pytest.raises(InvalidOption, match="format 3 is not supported"):
+    path.write_text(json.dumps({**old, "format": 4}))
+    with pytest.raises(InvalidOption, match="format 4 is not supported"):
         CostModel.load(path)
+
+
+def test_a_model_saved_before_the_shuffle_terms_loads_without_them(tmp_path: Path) -> None:
+    shuffle = {"shuffle_fixed_seconds", "shuffle_seconds_per_byte"}
+    old = {k: v for k, v in DEFAULTS.to_dict().items() if k not in shuffle}
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({**old, "format": 2, "source": "calibrated last month"}))
+    model = CostModel.load(path)
+    assert model.shuffle_fixed_seconds == model.shuffle_seconds_per_byte == 0.0
+    assert model.source.startswith("calibrated last month; no shuffle terms (format 2)")
+    assert model.rewrite_seconds(10**8, 4, shuffled=True) == model.rewrite_seconds(10**8, 4)
+    path.write_text(json.dumps({**old, "format": 3}))
+    with pytest.raises(InvalidOption, match="lacks shuffle_fixed_seconds, shuffle_seconds_per"):
+        CostModel.load(path)
+
+
+def test_a_shuffled_rewrite_costs_its_shuffle_terms_more() -> None:
+    model = dataclasses.replace(DEFAULTS, shuffle_fixed_seconds=0.7, shuffle_seconds_per_byte=3e-8)
+    plain = model.rewrite_seconds(10**8, 12, n_curve=2, values=10**7)
+    shuffled = model.rewrite_seconds(10**8, 12, n_curve=2, values=10**7, shuffled=True)
+    assert shuffled - plain == pytest.approx(0.7 + 3e-8 * 10**8)
+    doubled = model.scaled_rewrites(2.0, "test")
+    assert doubled.rewrite_seconds(10**8, 12, n_curve=2, values=10**7, shuffled=True) == (
+        pytest.approx(2 * shuffled)
+    )
 
 
 def test_the_default_path_follows_xdg(monkeypatch: pytest.MonkeyPatch) -> None:

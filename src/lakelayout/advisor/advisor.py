@@ -208,6 +208,9 @@ class Advisor:
         predicates, stamps, unparsed = self._window(snap.schema)
         files = _unclustered(self.table.uri, snap.files)
         indexes, _ = self.table.indexes.usable(snap.schema)
+        shuffled = snap.table_format.partitioned or int(
+            files.total_bytes
+        ) > cluster_config.small_rewrite_size(snap.configuration)
         return Inputs(
             predicates=predicates,
             timestamps=stamps,
@@ -219,6 +222,7 @@ class Advisor:
             udfs=self.table.indexes.udfs,
             timezone=self._timezone(),
             unparsed=unparsed,
+            shuffled=shuffled,
         )
 
     def record_query(self, where: str | None, *, source: str = "plan") -> bool:

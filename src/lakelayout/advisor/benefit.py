@@ -157,6 +157,7 @@ def estimate(
     n_sop: int,
     n_additional: int,
     candidate_values: int = 0,
+    shuffled: bool = False,
 ) -> Estimate:
     """The :class:`Estimate` of one candidate (see the module docstring)."""
     now = float(np.mean(fractions_now)) if len(fractions_now) else 1.0
@@ -171,6 +172,7 @@ def estimate(
         n_sop=n_sop,
         n_additional=n_additional,
         values=candidate_values,
+        shuffled=shuffled,
     )
     cost += model.additional_seconds_per_byte * n_additional * other_bytes
     return Estimate(

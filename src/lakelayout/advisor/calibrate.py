@@ -10,7 +10,10 @@ generated table sizes (Spark writes them, like any lakelayout table):
   on a wide table (30 columns, mostly small strings, dates and integers that
   compress well, like a denormalized fact table) at all but the smallest
   size, so that the cost per value (row × column) separates from the cost
-  per byte;
+  per byte; and the Z-orders again at all but the smallest size with
+  ``lakelayout.smallRewriteSize`` at one byte, so that they take the shuffle
+  path that real tables above 128 MiB take (the shuffle terms), and one
+  Z-order each way on the query table below;
 * statistics: one and three expression ``MinMax`` indexes built over the
   table (``indexes.refresh``), timed: the cost per additional feature;
 * queries: ``Table.scan(where).df.count()`` at several selectivities (the
@@ -76,6 +79,7 @@ def calibrate(
             rewrites += _rewrites(table)
             statistics += _statistics(table)
             if size != min(sizes):
+                rewrites += _zorders(table, shuffled=True)
                 rewrites += _rewrites(_table(spark, root / f"w{size}", int(size), wide=True))
             progress(
                 f"{size:,} rows: {len(rewrites)} rewrites, {len(statistics)} index builds, "
@@ -84,8 +88,12 @@ def calibrate(
         # queries only on a larger table: below a few tens of MB a scan's time is its
         # fixed overhead plus noise, and the fitted cost per byte comes out as 0
         large = QUERY_TABLE_FACTOR * max(int(n) for n in sizes)
-        queries += _queries(_table(spark, root / f"t{large}", large))
-        progress(f"{large:,} rows: {len(queries)} queries measured "
+        table = _table(spark, root / f"t{large}", large)
+        queries += _queries(table)
+        # and one Z-order each way: the model's per-byte terms are used far above the
+        # sizes before, where a shuffle spills and costs per byte, not only once
+        rewrites += _zorders(table, ZORDERS[1:2]) + _zorders(table, ZORDERS[1:2], shuffled=True)
+        progress(f"{large:,} rows: {len(queries)} queries, 2 more rewrites measured "
                  f"({time.perf_counter() - started:.0f} s)")  # fmt: skip
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -97,7 +105,8 @@ def calibrate(
         statistics,
         source=(
             f"calibrated on tables of {rows} rows (rewrites also on {WIDE_COLUMNS}-column "
-            f"tables of {wide}; queries also on {large:,})"
+            f"tables of {wide} and shuffled at {wide}; queries and a Z-order each way also "
+            f"on {large:,})"
         ),
     )
 
@@ -171,15 +180,27 @@ def _aim(table: Table, files: int) -> None:
     delta.set_properties(table.uri, {TARGET_FILE_SIZE: str(target)})
 
 
-def _rewrites(table: Table) -> list[RewriteObservation]:
-    from lakelayout.cluster.rewrite import read_files, sample_rows
-    from lakelayout.layouts import SOPZLayout
+#: the Z-order rewrites measured: clustering columns, files written
+ZORDERS: tuple[tuple[tuple[str, ...], int], ...] = (
+    (("a",), 4), (("a", "b"), 12), (("a", "b", "c", "d"), 6)
+)  # fmt: skip
+
+
+def _zorders(
+    table: Table, shapes: Sequence[tuple[tuple[str, ...], int]] = ZORDERS, *, shuffled: bool = False
+) -> list[RewriteObservation]:
+    """One timed Z-order rewrite of the whole table per shape; with ``shuffled``, forced
+    through the shuffle path (``lakelayout.smallRewriteSize`` at one byte meanwhile)."""
+    from lakelayout.cluster.config import SMALL_REWRITE_SIZE
+    from lakelayout.table import delta
 
     out = []
     width = len(table.snapshot().schema)
-    for columns, files in ((["a"], 4), (["a", "b"], 12), (["a", "b", "c", "d"], 6)):
+    if shuffled:
+        delta.set_properties(table.uri, {SMALL_REWRITE_SIZE: "1"})
+    for columns, files in shapes:
         _aim(table, files)
-        m = table.optimize.zorder(columns, one_file_per_block=True)
+        m = table.optimize.zorder(list(columns), one_file_per_block=True)
         out.append(
             RewriteObservation(
                 m.seconds,
@@ -187,8 +208,21 @@ def _rewrites(table: Table) -> list[RewriteObservation]:
                 m.files_added,
                 len(columns),
                 values=m.rows_removed * width,
+                shuffled=shuffled,
             )
         )
+    if shuffled:
+        delta.set_properties(table.uri, {SMALL_REWRITE_SIZE: ""})  # unset again
+    return out
+
+
+def _rewrites(table: Table) -> list[RewriteObservation]:
+    """The Z-orders of :data:`ZORDERS` and an SOP+Z with :data:`SOP_FEATURES`, timed."""
+    from lakelayout.cluster.rewrite import read_files, sample_rows
+    from lakelayout.layouts import SOPZLayout
+
+    out = _zorders(table)
+    width = len(table.snapshot().schema)
     _aim(table, 10)
     started = time.perf_counter()
     snap = table.snapshot()

@@ -5,6 +5,7 @@ Two linear models, with coefficients measured by ``lakelayout calibrate``
 
     rewrite seconds = fixed + per_file × files written + per_value × values
                       + bytes × (base + curve × n_curve + sop × n_sop + additional × n_additional)
+                      [+ shuffle_fixed + shuffle_per_byte × bytes, when the rewrite shuffles]
     query seconds   = query_fixed + query_per_byte × bytes read
 
 ``bytes`` are the bytes of the files rewritten; ``values`` their rows ×
@@ -13,7 +14,12 @@ many small, well-compressed strings costs more per byte than a narrow numeric
 one, and bytes alone cannot tell them apart); ``n_curve`` the curve
 dimensions, ``n_sop`` the SOP features, ``n_additional`` the features kept in
 file statistics only (the thesis's "Final Cost Function", §5.1.5, plus the
-fixed costs: job start-up, commit, per-file overheads). On small tables the
+fixed costs: job start-up, commit, per-file overheads). A rewrite of more
+than ``lakelayout.smallRewriteSize`` bytes (or of a partitioned table) routes
+its rows through a Spark shuffle instead of writing them in the tasks that
+read them (:mod:`lakelayout.cluster.rewrite`); the shuffle's own cost is the
+bracketed term, which calibration measures by forcing the shuffle path on its
+small tables. On small tables the
 fixed terms dominate: a rewrite of a few megabytes still costs seconds, while
 a query saves milliseconds, which is why the advisor leaves small tables
 alone unless they are queried very often.
@@ -42,9 +48,10 @@ from scipy.optimize import nnls
 from lakelayout.errors import InvalidOption
 
 FILE_NAME = "costmodel.json"
-FORMAT = 2
-#: format 1 (before the per-value term) still loads, with that term 0
-READABLE_FORMATS = (1, 2)
+FORMAT = 3
+#: formats 1 (before the per-value term) and 2 (before the shuffle terms) still load,
+#: with the missing terms 0
+READABLE_FORMATS = (1, 2, 3)
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,10 @@ class CostModel:
     query_seconds_per_byte: float
     #: per value (row × column) rewritten; 0 in models calibrated before it existed
     rewrite_seconds_per_value: float = 0.0
+    #: what a shuffled rewrite costs more than one without a shuffle: once, and per byte
+    #: (0 in models calibrated before these terms existed)
+    shuffle_fixed_seconds: float = 0.0
+    shuffle_seconds_per_byte: float = 0.0
     #: where the coefficients come from: "defaults", or the calibration's description
     source: str = "defaults"
     #: the calibration's own measure of fit (R² per model), when calibrated
@@ -84,9 +95,10 @@ class CostModel:
         n_sop: int = 0,
         n_additional: int = 0,
         values: int = 0,
+        shuffled: bool = False,
     ) -> float:
         """Estimated seconds to rewrite ``nbytes`` holding ``values`` (rows × columns)
-        into ``files`` files."""
+        into ``files`` files, through a shuffle when ``shuffled``."""
         per_byte = (
             self.rewrite_seconds_per_byte
             + self.curve_seconds_per_byte * n_curve
@@ -98,6 +110,7 @@ class CostModel:
             + self.rewrite_per_file_seconds * files
             + self.rewrite_seconds_per_value * values
             + nbytes * per_byte
+            + (self.shuffle_fixed_seconds + self.shuffle_seconds_per_byte * nbytes) * shuffled
         )
 
     def query_seconds(self, bytes_read: float) -> float:
@@ -123,6 +136,8 @@ class CostModel:
             sop_seconds_per_byte=self.sop_seconds_per_byte * factor,
             additional_seconds_per_byte=self.additional_seconds_per_byte * factor,
             rewrite_seconds_per_value=self.rewrite_seconds_per_value * factor,
+            shuffle_fixed_seconds=self.shuffle_fixed_seconds * factor,
+            shuffle_seconds_per_byte=self.shuffle_seconds_per_byte * factor,
             source=f"{self.source}; rewrites x {factor:.3g} ({why})",
         )
 
@@ -138,14 +153,20 @@ class CostModel:
             )
         names = {f.name for f in dataclasses.fields(cls)}
         optional = {"source", "quality"}
-        if data["format"] == 1:
-            optional.add("rewrite_seconds_per_value")
-        missing = sorted(names - set(data) - optional)
+        # the terms each older format lacks, and what the user is told about them
+        older = {
+            1: ({"rewrite_seconds_per_value"}, "no per-value rewrite term (format 1)"),
+            2: (set(), "no shuffle terms (format 2)"),
+        }
+        lacking, note = older.get(data["format"], (set(), ""))
+        if data["format"] < 3:
+            lacking = lacking | {"shuffle_fixed_seconds", "shuffle_seconds_per_byte"}
+        missing = sorted(names - set(data) - optional - lacking)
         if missing:
             raise InvalidOption(f"cost model file lacks {', '.join(missing)}")
         model = cls(**{k: v for k, v in data.items() if k in names})
-        if data["format"] == 1:
-            note = "no per-value rewrite term (format 1): run `lakelayout calibrate` again"
+        if note:
+            note = f"{note}: run `lakelayout calibrate` again"
             model = dataclasses.replace(model, source=f"{model.source}; {note}")
         return model
 
@@ -189,6 +210,8 @@ DEFAULTS = CostModel(
     query_fixed_seconds=0.25,
     query_seconds_per_byte=5e-9,  # 200 MB/s
     rewrite_seconds_per_value=2e-8,
+    shuffle_fixed_seconds=0.5,
+    shuffle_seconds_per_byte=2e-8,  # the shuffle path ~1.4× the one without at 250 MB
     source="defaults",
 )
 
@@ -214,6 +237,8 @@ class RewriteObservation:
     n_additional: int = 0
     #: rows × columns rewritten
     values: int = 0
+    #: whether the rewrite went through a shuffle
+    shuffled: bool = False
 
     def row(self) -> list[float]:
         b = float(self.nbytes)
@@ -225,6 +250,8 @@ class RewriteObservation:
             b * self.n_sop,
             b * self.n_additional,
             float(self.values),
+            float(self.shuffled),
+            b * self.shuffled,
         ]
 
 
@@ -300,6 +327,8 @@ def fit(
         query_fixed_seconds=float(q[0]),
         query_seconds_per_byte=float(q[1]),
         rewrite_seconds_per_value=float(rw[6]),
+        shuffle_fixed_seconds=float(rw[7]),
+        shuffle_seconds_per_byte=float(rw[8]),
         source=source,
         quality=quality,
     )

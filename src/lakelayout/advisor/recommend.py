@@ -63,6 +63,9 @@ class Inputs:
     timezone: str = "UTC"
     #: logged queries that could not be parsed against the current schema
     unparsed: int = 0
+    #: whether a rewrite of the candidate files goes through a shuffle (more than
+    #: ``lakelayout.smallRewriteSize`` bytes of them, or a partitioned table)
+    shuffled: bool = False
 
 
 Sampler = Callable[[], tuple[pa.Table, np.ndarray]]
@@ -155,6 +158,7 @@ def recommend(
         "candidate_bytes": int(files.total_bytes),
         "other_bytes": int(inputs.other_bytes),
         "target_file_size": inputs.target_file_size,
+        "shuffled": inputs.shuffled,
         "cost_model": model.source,
     }
     rec = _recommend(
@@ -210,7 +214,7 @@ def _recommend(
         return without_sample()
     # the cheapest rewrite any candidate can cost: one curve dimension, no SOP feature,
     # no new statistics, one file written (coefficients are >= 0, so every term only grows)
-    cheapest = model.rewrite_seconds(nbytes, 1, n_curve=1, values=values)
+    cheapest = model.rewrite_seconds(nbytes, 1, n_curve=1, values=values, shuffled=inputs.shuffled)
     read_now = _read_now_ceiling(inputs.predicates, files)
     ceiling = rate.expected_queries * read_now * model.query_seconds_per_byte
     if bounds and ceiling <= cheapest * cfg.margin:
@@ -241,7 +245,7 @@ def _recommend(
     n_additional = sum(_features_in(i) for i in rec.new_indexes)
     now = virtual_files(sample, sample_files, inputs.indexes).fractions(inputs.predicates)
     if bounds and _cannot_pay(
-        rec, now, nbytes, values, n_additional, inputs.other_bytes, model, cfg
+        rec, now, nbytes, values, n_additional, inputs.other_bytes, model, cfg, inputs.shuffled
     ):
         return rec
     rec.candidates = candidates(
@@ -272,6 +276,7 @@ def _recommend(
                 n_curve=len(cand.columns) + (1 if cand.family == "sop-z" else 0),
                 n_sop=len(cand.sop_features),
                 n_additional=n_additional,
+                shuffled=inputs.shuffled,
             )
         )
     chosen, best, reason = decide(rec.estimates)
@@ -329,6 +334,7 @@ def _cannot_pay(
     other_bytes: int,
     model: CostModel,
     cfg: BenefitConfig,
+    shuffled: bool,
 ) -> bool:
     """Whether no candidate can pay, from the sample's "now" side alone (then
     ``rec.reason`` says so and nothing is fitted or priced).
@@ -344,7 +350,9 @@ def _cannot_pay(
     expected = rec.rate.expected_queries
     bytes_now = (float(np.mean(now)) if len(now) else 1.0) * nbytes
     ceiling = expected * bytes_now * model.query_seconds_per_byte
-    floor = model.rewrite_seconds(nbytes, 1, n_curve=1, n_additional=n_additional, values=values)
+    floor = model.rewrite_seconds(
+        nbytes, 1, n_curve=1, n_additional=n_additional, values=values, shuffled=shuffled
+    )
     floor += model.additional_seconds_per_byte * n_additional * other_bytes
     if ceiling > floor * cfg.margin:
         return False
