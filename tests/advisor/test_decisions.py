@@ -138,9 +138,8 @@ def test_a_rewrite_through_a_shuffle_is_priced_with_the_shuffle_terms() -> None:
     plain = _run(inputs)
     shuffled = _run(dataclasses.replace(inputs, shuffled=True))
     assert plain.inputs["shuffled"] is False and shuffled.inputs["shuffled"] is True
-    extra = DEFAULTS.shuffle_fixed_seconds + DEFAULTS.shuffle_seconds_per_byte * (
-        inputs.candidate_files.total_bytes
-    )
+    values = inputs.candidate_files.total_rows * len(DATA.schema)
+    extra = DEFAULTS.shuffle_fixed_seconds + DEFAULTS.shuffle_seconds_per_value * values
     assert extra > 0.5 and len(plain.estimates) == len(shuffled.estimates) > 1
     for a, b in zip(plain.estimates, shuffled.estimates, strict=True):
         assert (a.layout, a.saving_seconds) == (b.layout, b.saving_seconds)
@@ -214,8 +213,8 @@ def test_cost_model_round_trip_defaults_and_fit(tmp_path: pytest.TempPathFactory
         truth.rewrite_seconds_per_value, rel=1e-4
     )
     assert fitted.shuffle_fixed_seconds == pytest.approx(truth.shuffle_fixed_seconds, rel=1e-4)
-    assert fitted.shuffle_seconds_per_byte == pytest.approx(
-        truth.shuffle_seconds_per_byte, rel=1e-4
+    assert fitted.shuffle_seconds_per_value == pytest.approx(
+        truth.shuffle_seconds_per_value, rel=1e-4
     )
     assert fitted.quality["rewrite_r2"] == pytest.approx(1.0)
     with pytest.raises(InvalidOption, match="at least 6 rewrites"):
@@ -239,24 +238,26 @@ def test_a_model_saved_before_the_per_value_term_still_loads(tmp_path: Path) -> 
 
 
 def test_a_model_saved_before_the_shuffle_terms_loads_without_them(tmp_path: Path) -> None:
-    shuffle = {"shuffle_fixed_seconds", "shuffle_seconds_per_byte"}
+    shuffle = {"shuffle_fixed_seconds", "shuffle_seconds_per_value"}
     old = {k: v for k, v in DEFAULTS.to_dict().items() if k not in shuffle}
     path = tmp_path / "m.json"
     path.write_text(json.dumps({**old, "format": 2, "source": "calibrated last month"}))
     model = CostModel.load(path)
-    assert model.shuffle_fixed_seconds == model.shuffle_seconds_per_byte == 0.0
+    assert model.shuffle_fixed_seconds == model.shuffle_seconds_per_value == 0.0
     assert model.source.startswith("calibrated last month; no shuffle terms (format 2)")
     assert model.rewrite_seconds(10**8, 4, shuffled=True) == model.rewrite_seconds(10**8, 4)
     path.write_text(json.dumps({**old, "format": 3}))
-    with pytest.raises(InvalidOption, match="lacks shuffle_fixed_seconds, shuffle_seconds_per"):
+    with pytest.raises(
+        InvalidOption, match="lacks shuffle_fixed_seconds, shuffle_seconds_per_value"
+    ):
         CostModel.load(path)
 
 
 def test_a_shuffled_rewrite_costs_its_shuffle_terms_more() -> None:
-    model = dataclasses.replace(DEFAULTS, shuffle_fixed_seconds=0.7, shuffle_seconds_per_byte=3e-8)
+    model = dataclasses.replace(DEFAULTS, shuffle_fixed_seconds=0.7, shuffle_seconds_per_value=3e-8)
     plain = model.rewrite_seconds(10**8, 12, n_curve=2, values=10**7)
     shuffled = model.rewrite_seconds(10**8, 12, n_curve=2, values=10**7, shuffled=True)
-    assert shuffled - plain == pytest.approx(0.7 + 3e-8 * 10**8)
+    assert shuffled - plain == pytest.approx(0.7 + 3e-8 * 10**7)
     doubled = model.scaled_rewrites(2.0, "test")
     assert doubled.rewrite_seconds(10**8, 12, n_curve=2, values=10**7, shuffled=True) == (
         pytest.approx(2 * shuffled)

@@ -12,8 +12,9 @@ generated table sizes (Spark writes them, like any lakelayout table):
   size, so that the cost per value (row × column) separates from the cost
   per byte; and the Z-orders again at all but the smallest size with
   ``lakelayout.smallRewriteSize`` at one byte, so that they take the shuffle
-  path that real tables above 128 MiB take (the shuffle terms), and one
-  Z-order each way on the query table below;
+  path that real tables above 128 MiB take (the shuffle terms; one of them
+  on the wide table too, since a shuffle costs per value), and one Z-order
+  each way on the query table below;
 * statistics: one and three expression ``MinMax`` indexes built over the
   table (``indexes.refresh``), timed: the cost per additional feature;
 * queries: ``Table.scan(where).df.count()`` at several selectivities (the
@@ -80,7 +81,10 @@ def calibrate(
             statistics += _statistics(table)
             if size != min(sizes):
                 rewrites += _zorders(table, shuffled=True)
-                rewrites += _rewrites(_table(spark, root / f"w{size}", int(size), wide=True))
+                wide_table = _table(spark, root / f"w{size}", int(size), wide=True)
+                rewrites += _rewrites(wide_table) + _zorders(
+                    wide_table, ZORDERS[1:2], shuffled=True
+                )
             progress(
                 f"{size:,} rows: {len(rewrites)} rewrites, {len(statistics)} index builds, "
                 f"{len(queries)} queries measured ({time.perf_counter() - started:.0f} s)"
