@@ -88,3 +88,9 @@ def test_cube_size_defaults_scale_with_the_table() -> None:
         )
     with pytest.raises(InvalidOption, match="number of bytes"):
         cfg.cube_sizes({cfg.MIN_CUBE_SIZE: "x"}, table_bytes=1, target_file=1)
+
+
+def test_a_rewrite_shuffles_above_the_small_size_and_on_partitioned_tables() -> None:
+    assert not cfg.rewrite_shuffles(100, 100, partitioned=False)
+    assert cfg.rewrite_shuffles(101, 100, partitioned=False)
+    assert cfg.rewrite_shuffles(1, 100, partitioned=True)

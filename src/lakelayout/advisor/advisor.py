@@ -208,9 +208,11 @@ class Advisor:
         predicates, stamps, unparsed = self._window(snap.schema)
         files = _unclustered(self.table.uri, snap.files)
         indexes, _ = self.table.indexes.usable(snap.schema)
-        shuffled = snap.table_format.partitioned or int(
-            files.total_bytes
-        ) > cluster_config.small_rewrite_size(snap.configuration)
+        shuffled = cluster_config.rewrite_shuffles(
+            int(files.total_bytes),
+            cluster_config.small_rewrite_size(snap.configuration),
+            partitioned=snap.table_format.partitioned,
+        )
         return Inputs(
             predicates=predicates,
             timestamps=stamps,

@@ -94,8 +94,8 @@ def calibrate(
         large = QUERY_TABLE_FACTOR * max(int(n) for n in sizes)
         table = _table(spark, root / f"t{large}", large)
         queries += _queries(table)
-        # and one Z-order each way: the model's per-byte terms are used far above the
-        # sizes before, where a shuffle spills and costs per byte, not only once
+        # and one Z-order each way: the model is used far above the sizes before, and
+        # this is the largest input calibration rewrites
         rewrites += _zorders(table, ZORDERS[1:2]) + _zorders(table, ZORDERS[1:2], shuffled=True)
         progress(f"{large:,} rows: {len(queries)} queries, 2 more rewrites measured "
                  f"({time.perf_counter() - started:.0f} s)")  # fmt: skip

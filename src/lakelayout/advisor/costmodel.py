@@ -54,6 +54,15 @@ FORMAT = 3
 #: formats 1 (before the per-value term) and 2 (before the shuffle terms) still load,
 #: with the missing terms 0
 READABLE_FORMATS = (1, 2, 3)
+#: the terms added since format 1, and the format that added each (older files load
+#: with them 0)
+ADDED_IN = {
+    "rewrite_seconds_per_value": 2,
+    "shuffle_fixed_seconds": 3,
+    "shuffle_seconds_per_value": 3,
+}
+#: what a model of an older format is told in its ``source``
+OLD_FORMATS = {1: "no per-value rewrite term (format 1)", 2: "no shuffle terms (format 2)"}
 
 
 @dataclass(frozen=True)
@@ -155,20 +164,13 @@ class CostModel:
             )
         names = {f.name for f in dataclasses.fields(cls)}
         optional = {"source", "quality"}
-        # the terms each older format lacks, and what the user is told about them
-        older = {
-            1: ({"rewrite_seconds_per_value"}, "no per-value rewrite term (format 1)"),
-            2: (set(), "no shuffle terms (format 2)"),
-        }
-        lacking, note = older.get(data["format"], (set(), ""))
-        if data["format"] < 3:
-            lacking = lacking | {"shuffle_fixed_seconds", "shuffle_seconds_per_value"}
+        lacking = {name for name, since in ADDED_IN.items() if data["format"] < since}
         missing = sorted(names - set(data) - optional - lacking)
         if missing:
             raise InvalidOption(f"cost model file lacks {', '.join(missing)}")
         model = cls(**{k: v for k, v in data.items() if k in names})
-        if note:
-            note = f"{note}: run `lakelayout calibrate` again"
+        if data["format"] in OLD_FORMATS:
+            note = f"{OLD_FORMATS[data['format']]}: run `lakelayout calibrate` again"
             model = dataclasses.replace(model, source=f"{model.source}; {note}")
         return model
 

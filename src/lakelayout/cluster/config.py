@@ -163,6 +163,14 @@ def small_rewrite_size(config: Mapping[str, str]) -> int:
     return _positive_int(config, SMALL_REWRITE_SIZE) or DEFAULT_SMALL_REWRITE_SIZE
 
 
+def rewrite_shuffles(nbytes: int, small_bytes: int, *, partitioned: bool) -> bool:
+    """Whether a rewrite of ``nbytes`` of files goes through a Spark shuffle: inputs of
+    more than ``small_bytes`` (``lakelayout.smallRewriteSize``) do, and so do partitioned
+    tables (a block's rows are ordered by partition first). The rule the rewriter follows
+    and the advisor prices (:mod:`lakelayout.advisor.costmodel`)."""
+    return partitioned or nbytes > small_bytes
+
+
 def min_file_size(config: Mapping[str, str], target: int) -> int:
     """Files below this size are compacted (default: 3/4 of the target file size)."""
     return _positive_int(config, MIN_FILE_SIZE) or max(1, int(target * MIN_FILE_FRACTION))

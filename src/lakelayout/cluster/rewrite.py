@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from lakelayout.cluster.config import DEFAULT_SMALL_REWRITE_SIZE
+from lakelayout.cluster.config import DEFAULT_SMALL_REWRITE_SIZE, rewrite_shuffles
 from lakelayout.cluster.optimize_metrics import StepClock
 from lakelayout.errors import LakelayoutError
 from lakelayout.layouts.base import Layout
@@ -892,7 +892,11 @@ def _is_small(source: FileSource, router: Router, sort_columns: Sequence[Any]) -
     Spark sort columns (a linear layout's dimensions) need Spark's sort; so do
     partitioned tables, whose rows of a block are ordered by partition first.
     """
-    return source.small and not sort_columns and not source.format.partitioned
+    nbytes = sum(f.size for f in source.files)
+    partitioned = source.format.partitioned
+    return not sort_columns and not rewrite_shuffles(
+        nbytes, source.small_bytes, partitioned=partitioned
+    )
 
 
 def _collect(descriptors: DataFrame, clock: StepClock | None) -> list[RoutedFile]:
