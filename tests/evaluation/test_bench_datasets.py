@@ -67,6 +67,38 @@ def test_spark_accepts_every_taxi_predicate(spark, tmp_path: Path) -> None:  # t
     assert all(n > 0 for n in by_template.values()), by_template
 
 
+def test_staged_batches_are_their_own_directories_in_arrival_order(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A staged dataset keeps each insert batch in its own directory (so an insert reads
+    only its batch), and batch ``k`` is exactly the k-th slice of the arrival order."""
+    import pyarrow.parquet as pq
+
+    from lakelayout.evaluation.datasets import BATCH_COLUMN, taxi_arrow
+
+    rows, batches, rows_per_file = 3000, 3, 400
+    ds = taxi_dataset(spark, rows, tmp_path, batches=batches, seed=2)
+    assert ds.rows == rows
+    expected = taxi_arrow(rows, 2)
+    for k in range(batches):
+        directory = Path(ds.path) / f"{BATCH_COLUMN}={k}"
+        staged = sum(pq.ParquetFile(f).metadata.num_rows for f in directory.glob("*.parquet"))
+        assert staged == rows // batches, k
+        df = ds.batch(spark, k, rows_per_file)
+        assert df.rdd.getNumPartitions() == 3  # ceil(1000 / 400) ranges, one file each
+        got = df.toArrow()
+        want = expected.slice(k * rows // batches, rows // batches)
+        # arrival order: every partition holds a contiguous, sorted range of pickup times
+        times = got.column("pickup_ts").to_pylist()
+        assert sorted(times) == want.column("pickup_ts").to_pylist()
+        fares = sorted(zip(times, got.column("fare_amount").to_pylist(), strict=True))
+        assert fares == sorted(
+            zip(
+                want.column("pickup_ts").to_pylist(),
+                want.column("fare_amount").to_pylist(),
+                strict=True,
+            )
+        )
+
+
 def test_indexes_skip_more_files_and_both_modes_agree(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     ds = logs_dataset(spark, 8000, tmp_path, batches=2, seed=3)
     queries = wl.generate(

@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 
 #: the column holding the insert batch of a row while a dataset is staged
 BATCH_COLUMN = "_ll_batch"
+#: bump when the staged layout changes, so staged copies in an older layout are not reused
+STAGE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -129,12 +131,18 @@ def batch_frame(ds: Dataset, spark: SparkSession, k: int, rows_per_file: int) ->
     parts = max(1, math.ceil(ds.rows / ds.batches / rows_per_file))
     if parts == 1:
         return df.repartition(1).sortWithinPartitions(*ds.order)
+    from pyspark.ml.feature import Bucketizer
+
     keyed = df.withColumn(_ORDER_KEY, F.col(ds.order[0]).cast("double"))
     cuts = keyed.approxQuantile(_ORDER_KEY, [i / parts for i in range(1, parts)], 0.0)
-    part = sum(((F.col(_ORDER_KEY) >= F.lit(c)).cast("int") for c in cuts), F.lit(0))
+    # range i = the rows between the i-th and (i+1)-th distinct cut, found by binary search
+    # (a sum of one comparison per cut costs ~15 s per 1.5M rows at 150 ranges)
+    splits = [-math.inf, *sorted(set(cuts)), math.inf]
+    ranged = Bucketizer(splits=splits, inputCol=_ORDER_KEY, outputCol=_RANGE).transform(keyed)
     keys = F.array(*[F.lit(v).cast("bigint") for v in _hash_keys(spark, parts)])
     return (
-        keyed.withColumn(_ORDER_KEY, F.element_at(keys, part + 1))
+        ranged.withColumn(_ORDER_KEY, F.element_at(keys, F.col(_RANGE).cast("int") + 1))
+        .drop(_RANGE)
         .repartition(parts, _ORDER_KEY)
         .sortWithinPartitions(*ds.order)
         .drop(_ORDER_KEY)
@@ -142,6 +150,7 @@ def batch_frame(ds: Dataset, spark: SparkSession, k: int, rows_per_file: int) ->
 
 
 _ORDER_KEY = "_ll_order_key"
+_RANGE = "_ll_range"
 _HASH_KEYS: dict[int, list[int]] = {}
 
 
@@ -169,16 +178,27 @@ def _hash_keys(spark: SparkSession, parts: int) -> list[int]:
 def _stage(
     df: DataFrame, name: str, path: Path, order: tuple[str, ...], batches: int, time_column: str
 ) -> Dataset:
-    """Write ``df`` (which already has the batch column) as Parquet, or reuse a staged copy."""
+    """Write ``df`` (which already has the batch column) as Parquet, or reuse a staged copy.
+
+    The copy is partitioned by the batch column (``_ll_batch=k/``) and sorted in arrival
+    order within each batch, so reading one insert batch reads only that batch's files
+    (reading all of them and filtering cost ~20 s per insert at TPC-H scale 1).
+    """
     if batches < 1:
         raise InvalidOption(f"batches must be >= 1, got {batches}")
+    path = path.with_name(f"{path.name}-s{STAGE_VERSION}")
     if not (path / "_SUCCESS").exists():
         if path.exists():
             shutil.rmtree(path)
-        df.write.parquet(str(path))
-    import pyarrow.dataset as pads
+        (
+            df.repartitionByRange(2 * batches, BATCH_COLUMN, *order)
+            .sortWithinPartitions(BATCH_COLUMN, *order)
+            .write.partitionBy(BATCH_COLUMN)
+            .parquet(str(path))
+        )
+    import pyarrow.parquet as pq
 
-    rows = pads.dataset(str(path), format="parquet").count_rows()
+    rows = sum(pq.ParquetFile(f).metadata.num_rows for f in path.rglob("*.parquet"))
     return Dataset(name, str(path), rows, batches, order, time_column)
 
 

@@ -91,6 +91,11 @@ DATA_PAGE_BYTES = 128 * 1024
 DICTIONARY_PAGE_BYTES = 128 * 1024
 #: rows of the in-memory sample compressed to guess the first file's ratio
 CALIBRATION_ROWS = 16_384
+#: the most Parquet bytes per Arrow byte assumed before a ratio is measured: while the
+#: Arrow bytes of a file stay under ``target / UNCALIBRATED_RATIO`` the file cannot reach
+#: its target and no sample is compressed (Parquet is rarely larger than Arrow, even for
+#: incompressible data; only data more than twice as large in Parquet could overshoot)
+UNCALIBRATED_RATIO = 2.0
 #: Parquet codecs the writer accepts
 CODECS = ("zstd", "snappy")
 
@@ -272,6 +277,7 @@ class FileRoller:
         self.filesystem, self.root = resolve_location(spec.table_uri)
         self.partition_id = partition_id
         self.file_index = 0
+        self._reshapes = self.format.partitioned or self.format.column_mapping
         self.ratio: float | None = None
         #: path -> encoded index metadata of the files finished so far
         self.metadata: dict[str, bytes] = {}
@@ -293,6 +299,15 @@ class FileRoller:
         written = self.sink.tell() if self.sink is not None else 0
         return float(written) + self.pending_bytes * (self.ratio or 1.0)
 
+    def _may_fill(self, arrow_bytes: float) -> bool:
+        """Whether the open file plus ``arrow_bytes`` more could reach the target size.
+
+        Until it could, the ratio is not needed: a task whose rows make one small file
+        (the common case of an insert or a small rewrite) compresses no sample.
+        """
+        held = self.file_arrow_bytes + arrow_bytes
+        return held * UNCALIBRATED_RATIO >= self.spec.target_file_size
+
     def _calibrate(self, batch: pa.RecordBatch) -> float:
         """Parquet bytes per Arrow byte of a sample compressed in memory."""
         sample = batch.slice(0, CALIBRATION_ROWS)
@@ -313,13 +328,14 @@ class FileRoller:
     def _add_run(
         self, batch: pa.RecordBatch, key: tuple[str | None, ...]
     ) -> Iterator[FinishedFile]:
-        if self.ratio is None:
-            self.ratio = self._calibrate(batch)
         per_row = batch.nbytes / batch.num_rows
+        if self.ratio is None and self._may_fill(batch.nbytes):
+            self.ratio = self._calibrate(batch)
         offset = 0
         while offset < batch.num_rows:
             room = self.spec.target_file_size - self._estimated_size()
-            fit = math.floor(room / (per_row * self.ratio)) if room > 0 else 0
+            ratio = self.ratio if self.ratio is not None else UNCALIBRATED_RATIO
+            fit = math.floor(room / (per_row * ratio)) if room > 0 else 0
             if fit <= 0 and self.rows > 0:
                 yield self.finish()
                 continue
@@ -349,10 +365,6 @@ class FileRoller:
         self.rows += part.num_rows
         if self.pending_bytes >= self.spec.row_group_bytes:
             self._flush()
-
-    @property
-    def _reshapes(self) -> bool:
-        return self.format.partitioned or self.format.column_mapping
 
     def _open(self, key: tuple[str | None, ...]) -> None:
         spec = self.spec
