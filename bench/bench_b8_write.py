@@ -20,6 +20,7 @@ rotated. Printed: median seconds and the ratios ``create / parquet`` (goal
 <= 1.2) and ``create / delta-rs`` (goal <= 1), for DataFrame and Arrow input.
 
     .venv/bin/python bench/bench_b8_write.py --rows 2000000
+    .venv/bin/python bench/bench_b8_write.py --rows 1500000 --partitions 150  # small files
 """
 
 from __future__ import annotations
@@ -52,10 +53,20 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=500_000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--partitions",
+        type=int,
+        default=0,
+        help="spread the DataFrame over this many partitions (one file each for the Spark "
+        "writers: many small files, as a replay's inserts write); default: Spark's",
+    )
     args = ap.parse_args()
     spark = spark_session()
     work = tempfile.mkdtemp(prefix="b8-")
-    df = make_data(spark, args.rows).cache()
+    df = make_data(spark, args.rows)
+    if args.partitions > 0:
+        df = df.repartition(args.partitions)
+    df = df.cache()
     df.count()
     arrow = df.toArrow()
     schema = arrow_schema_of(df)
@@ -113,7 +124,10 @@ def main() -> None:
         for name in names[rep % len(names) :] + names[: rep % len(names)]:
             times[name].append(writers[name]())
     medians = {n: statistics.median(ts) for n, ts in times.items()}
-    print(f"{args.rows:,} rows; median of {args.repeats} interleaved runs")
+    print(
+        f"{args.rows:,} rows in {df.rdd.getNumPartitions()} partitions; "
+        f"median of {args.repeats} interleaved runs"
+    )
     for name in names:
         print(
             f"   {name:12s} {medians[name]:6.2f} s  ({'/'.join(f'{t:.2f}' for t in times[name])})"
