@@ -17,14 +17,25 @@ Spark's input metrics. Goal (issue 13): Spark reads <= 0.5x of the kept bytes on
 selective predicates, with the same files kept.
 
     .venv/bin/python bench/bench_b7_inside_files.py --rows 2000000
+
+``--dataset tpch`` runs the same three readings on the denormalized TPC-H
+table (``--scale``), laid out by a Qd-tree fitted on a drifting stream of
+the replay's templates (``--queries``, every template), for every query of
+that stream: per template, the bytes Spark read over the bytes of the files
+kept, and how much of the table the kept files are (a template is selective
+when its files are a small part of the table).
+
+    .venv/bin/python bench/bench_b7_inside_files.py --dataset tpch --scale 0.3
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import functions as F
@@ -67,36 +78,61 @@ def measure(spark: Any, t: Table, where: str) -> tuple[int, int, int, int]:
     return result.report.files_kept, result.report.bytes_kept, read, hash(tuple(checksum))
 
 
+def laid_out_copies(base: str, work: str, spark: Any, layout: Callable[[Table], Any]) -> dict:
+    """Two copies of the table at ``base``, one row group per file and the default row
+    groups, each rewritten by ``layout``."""
+    from lakelayout.table.delta import set_properties
+
+    tables = {}
+    for name, group in (("one row group", 1 << 40), ("default", ROW_GROUP_ARROW_BYTES)):
+        copy = os.path.join(work, name.replace(" ", "-"))
+        shutil.copytree(base, copy)
+        t = Table(copy, spark=spark)
+        set_properties(t.uri, {ROW_GROUP_SIZE: str(group)})
+        layout(t)
+        tables[name] = t
+    for t in tables.values():
+        t.to_df().count()  # warm up
+    return tables
+
+
+#: (label, table copy, Spark uses the page index)
+READINGS = (
+    ("1 row group, no page index", "one row group", False),
+    ("1 row group + page index", "one row group", True),
+    ("row groups + page index", "default", True),
+)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--dataset", choices=("synthetic", "tpch"), default="synthetic")
     ap.add_argument("--rows", type=int, default=500_000)
+    ap.add_argument("--scale", type=float, default=0.3, help="tpch: TPC-H scale factor")
+    ap.add_argument("--queries", type=int, default=78, help="tpch: queries in the stream")
+    ap.add_argument("--work-dir", default="bench-data", help="tpch: where the data is staged")
     ap.add_argument("--target-mb", type=int, default=32)
     args = ap.parse_args()
     spark = spark_session()
     # vectored reads bypass the input metrics (see above)
     spark.sparkContext._jsc.hadoopConfiguration().set("parquet.hadoop.vectored.io.enabled", "false")
     work = tempfile.mkdtemp(prefix="b7-")
+    try:
+        if args.dataset == "tpch":
+            tpch(spark, args, work)
+        else:
+            synthetic(spark, args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def synthetic(spark: Any, args: argparse.Namespace, work: str) -> None:
     base = os.path.join(work, "base")
     Table.create(base, make_data(spark, args.rows), target_file_size=args.target_mb << 20)
-    tables = {}
-    for name, group in (("one row group", 1 << 40), ("default", ROW_GROUP_ARROW_BYTES)):
-        copy = os.path.join(work, name.replace(" ", "-"))
-        shutil.copytree(base, copy)
-        t = Table(copy, spark=spark)
-        from lakelayout.table.delta import set_properties
-
-        set_properties(t.uri, {ROW_GROUP_SIZE: str(group)})
-        t.optimize.zorder(["k0", "k1"])
-        tables[name] = t
+    tables = laid_out_copies(base, work, spark, lambda t: t.optimize.zorder(["k0", "k1"]))
     print(f"{args.rows:,} rows, Z-order on k0, k1, files of {args.target_mb} MiB")
-    for t in tables.values():
-        t.to_df().count()  # warm up
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
-    runs = [  # (label, table, Spark uses the page index)
-        ("1 row group, no page index", tables["one row group"], False),
-        ("1 row group + page index", tables["one row group"], True),
-        ("row groups + page index", tables["default"], True),
-    ]
+    runs = [(label, tables[copy], index) for label, copy, index in READINGS]
     for where in PREDICATES:
         print(f"-- {where}")
         found = set()
@@ -109,7 +145,68 @@ def main() -> None:
                 f"Spark read {read / 1e6:8.2f} MB  read/kept {read / max(kept, 1):.2f}"
             )
         assert len(found) == 1, f"the runs disagree on {where}: {found}"
-    shutil.rmtree(work, ignore_errors=True)
+
+
+def tpch(spark: Any, args: argparse.Namespace, work: str) -> None:
+    from pathlib import Path
+
+    from lakelayout.evaluation import workloads as wl
+    from lakelayout.evaluation.datasets import BATCH_COLUMN, tpch_dataset
+    from lakelayout.expr.parse import parse_predicate
+    from lakelayout.layouts.qdtree import QdTreeLayout
+
+    ds = tpch_dataset(spark, args.scale, Path(args.work_dir), batches=1)
+    base = os.path.join(work, "base")
+    target = args.target_mb << 20
+    table = Table.create(base, ds.frame(spark).drop(BATCH_COLUMN), target_file_size=target)
+    total = int(table.snapshot().files.total_bytes)
+    queries = wl.generate(wl.TPCH_TEMPLATES, args.queries, seed=0, shape="drift", segment_length=3)
+    schema = table.snapshot().schema
+    workload = [parse_predicate(q.sql, schema) for q in queries]
+    sample = ds.sample(spark, 100_000)
+    blocks = max(2, math.ceil(total / target))
+    layout = QdTreeLayout.fit(sample, workload, target_blocks=blocks)
+    tables = laid_out_copies(base, work, spark, lambda t: t.optimize.apply(layout))
+    files = len(tables["default"].snapshot().files)
+    print(
+        f"TPC-H scale {args.scale:g}: {ds.rows:,} rows, {total / 2**20:,.0f} MiB, Qd-tree of "
+        f"{blocks} blocks fitted on {len(queries)} queries, {files} files of <= "
+        f"{args.target_mb} MiB"
+    )
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    # template -> [kept bytes, read bytes per reading]
+    sums: dict[str, list[int]] = {}
+    for q in queries:
+        found = set()
+        row = sums.setdefault(q.template, [0] * (1 + len(READINGS)))
+        for i, (_, copy, page_index) in enumerate(READINGS):
+            hadoop.set("parquet.filter.columnindex.enabled", str(page_index).lower())
+            _, kept, read, rows = measure(spark, tables[copy], q.sql)
+            found.add(rows)
+            if i == 0:
+                row[0] += kept
+            row[1 + i] += read
+        assert len(found) == 1, f"the readings disagree on {q.sql}: {found}"
+    counts: dict[str, int] = {}
+    for q in queries:
+        counts[q.template] = counts.get(q.template, 0) + 1
+    print(
+        f"{'template':9s} {'queries':>7s} {'kept/table':>10s}  "
+        + "  ".join(f"{label:>27s}" for label, _, _ in READINGS)
+    )
+    print(f"{'':9s} {'':7s} {'':10s}  " + "  ".join(f"{'read/kept':>27s}" for _ in READINGS))
+    for name in sorted(sums, key=lambda n: sums[n][0] / counts[n]):
+        kept, *reads = sums[name]
+        print(
+            f"{name:9s} {counts[name]:7d} {kept / counts[name] / total:10.3f}  "
+            + "  ".join(f"{r / max(kept, 1):27.2f}" for r in reads)
+        )
+    kept = sum(r[0] for r in sums.values())
+    reads = [sum(r[1 + i] for r in sums.values()) for i in range(len(READINGS))]
+    print(
+        f"{'all':9s} {len(queries):7d} {kept / len(queries) / total:10.3f}  "
+        + "  ".join(f"{r / max(kept, 1):27.2f}" for r in reads)
+    )
 
 
 if __name__ == "__main__":

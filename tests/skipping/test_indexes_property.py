@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from itertools import pairwise
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -230,6 +232,35 @@ def test_skipped_files_hold_no_matching_row(
             assert not (holds & ~alone).any(), (query, index.name)
             unknown = np.asarray(columns[index.name].is_null().to_numpy(zero_copy_only=False))
             assert alone[unknown].all(), (query, index.name, "skipped without metadata")
+
+
+@settings(
+    max_examples=EXAMPLES // 2,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    rows=st.lists(row, min_size=1, max_size=40),
+    cuts=st.sets(st.integers(1, 39)),
+    features=st.lists(predicates, min_size=1, max_size=4),
+)
+def test_collecting_all_blocks_at_once_equals_block_by_block(
+    rows: list[tuple[Any, ...]], cuts: set[int], features: list[str]
+) -> None:
+    """Virtual files collect every block in one call (``collect_blocks``): the values
+    are the ones each block alone gives (Features evaluates each predicate once)."""
+    columns = list(zip(*rows, strict=True))
+    table = pa.table(
+        [pa.array(c, t.type) for c, t in zip(columns, SCHEMA, strict=True)], schema=SCHEMA
+    )
+    starts = [0, *sorted(c for c in cuts if c < table.num_rows)]
+    bounds = [*starts, table.num_rows]
+    blocks = [table.slice(a, b - a) for a, b in pairwise(bounds)]
+    # drawn predicates as feature bits (a box call needs its expansion, not a feature)
+    texts = [f for f in features if "st_within_box" not in f]
+    drawn = [Features(texts).bind(SCHEMA)] if texts else []
+    for index in [*INDEXES, *drawn]:
+        assert index.collect_blocks(table, starts) == [index.collect(b) for b in blocks], index.name
 
 
 # ---------------------------------------------------------------- extreme values (issue 10)

@@ -123,14 +123,12 @@ def virtual_files(
         return VirtualFiles(stats, metadata, tuple(kept))
     order = np.argsort(ids, kind="stable")
     _, starts = np.unique(ids[order], return_index=True)  # blocks in ascending id, as from_blocks
-    bounds = [*starts.tolist(), len(order)]
-    # one gather in block order; each block is then a zero-copy slice (its rows in
-    # their sample order, as a take of the block's rows would give them)
+    # one gather in block order; each block is then a contiguous run (its rows in their
+    # sample order, as a take of the block's rows would give them)
     ordered = sample.take(pa.array(order))
-    blocks = [ordered.slice(bounds[i], bounds[i + 1] - bounds[i]) for i in range(len(starts))]
     for index in indexes:
         try:
-            values = [index.collect(block) for block in blocks]
+            values = index.collect_blocks(ordered, starts.tolist())
             metadata[index.name] = pa.array(values, type=index.arrow_type)
         except Exception:
             continue

@@ -32,6 +32,7 @@ import abc
 import copy
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
+from itertools import pairwise
 from typing import Any, ClassVar, Protocol, TypeAlias, TypeVar
 
 import numpy as np
@@ -182,6 +183,17 @@ class Index(abc.ABC):
         for batch in [batches] if isinstance(batches, Batch) else batches:
             collector.add(batch)
         return collector.result()
+
+    def collect_blocks(self, rows: pa.Table, starts: Sequence[int]) -> list[Any]:
+        """Metadata of every block of ``rows``: block ``i`` is the rows from ``starts[i]``
+        to the next start (ascending, the first 0, every block non-empty).
+
+        The same values as :meth:`collect` on each block's slice; an index may
+        override it to compute all blocks in one pass (virtual files of a sample
+        have hundreds of blocks).
+        """
+        bounds = [*starts, rows.num_rows]
+        return [self.collect(rows.slice(a, b - a)) for a, b in pairwise(bounds)]
 
 
 class TermIndex(Index):

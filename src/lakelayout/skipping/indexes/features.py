@@ -90,6 +90,20 @@ class Features(Index):
     def collector(self) -> _FeatureCollector:
         return _FeatureCollector(self.predicates)
 
+    def collect_blocks(self, rows: pa.Table, starts: Sequence[int]) -> list[Any]:
+        """Every block's bits from one evaluation of each predicate over all rows."""
+        if not len(starts):
+            return []
+        at = np.asarray(starts, dtype=np.int64)
+        bits: dict[str, np.ndarray] = {}
+        try:
+            for i, pred in enumerate(self.predicates):
+                bits[f"t{i}"] = np.logical_or.reduceat(evaluate(pred, rows), at)
+                bits[f"f{i}"] = np.logical_or.reduceat(evaluate(pred.negate(), rows), at)
+        except PredicateError:  # a block where it fails is unknown: decide block by block
+            return super().collect_blocks(rows, starts)
+        return [{name: bool(v[j]) for name, v in bits.items()} for j in range(len(at))]
+
     def label(self, node: Predicate) -> Clause | None:
         key = node.sql()
         for i, pred in enumerate(self.predicates):
