@@ -167,11 +167,14 @@ def tpch(spark: Any, args: argparse.Namespace, work: str) -> None:
     blocks = max(2, math.ceil(total / target))
     layout = QdTreeLayout.fit(sample, workload, target_blocks=blocks)
     tables = laid_out_copies(base, work, spark, lambda t: t.optimize.apply(layout))
-    files = len(tables["default"].snapshot().files)
+    files = tables["default"].snapshot().files
+    arrival, total = total, int(files.total_bytes)
+    order = ", ".join(d.sql for d in layout.inner.dimensions) if layout.inner else "none"
     print(
-        f"TPC-H scale {args.scale:g}: {ds.rows:,} rows, {total / 2**20:,.0f} MiB, Qd-tree of "
-        f"{blocks} blocks fitted on {len(queries)} queries, {files} files of <= "
-        f"{args.target_mb} MiB"
+        f"TPC-H scale {args.scale:g}: {ds.rows:,} rows, {arrival / 2**20:,.1f} MiB in arrival "
+        f"order; Qd-tree of {layout.n_blocks} blocks fitted on {len(queries)} queries, rows "
+        f"inside a block in Z-order of {order}: {total / 2**20:,.1f} MiB in {len(files)} "
+        f"files of <= {args.target_mb} MiB"
     )
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     # template -> [kept bytes, read bytes per reading]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from lakelayout.api import Table
@@ -12,6 +15,7 @@ from lakelayout.cluster.config import SMALL_REWRITE_SIZE
 from lakelayout.cluster.provenance import ProvenanceStore
 from lakelayout.errors import InvalidOption
 from lakelayout.layouts import LinearLayout
+from lakelayout.layouts.qdtree import QdTreeLayout
 
 from .helpers import TARGET, gen, live_paths, same_rows
 
@@ -56,6 +60,17 @@ def test_compaction_then_curves_then_apply_preserve_rows_and_cluster(
     assert layout_id is not None
     assert ProvenanceStore(t.uri).load_layout(layout_id).to_json() == layout.to_json()
     assert t.scan("a < 100").report.files_kept <= 2
+
+    # a tree layout orders the rows inside each block by its in-block key
+    sample = t.to_df().limit(4000).toArrow()
+    tree = QdTreeLayout.fit(sample, ["a < 300", "b >= 700", "a < 600 AND b < 200"], target_blocks=2)
+    assert tree.inner is not None
+    t.optimize.apply(tree)
+    for path in live_paths(t):
+        rows = pq.read_table(os.path.join(t.uri, path))
+        key = tree.sort_key(rows)
+        assert key is not None and rows.num_rows > 100
+        assert (np.diff(key) >= 0).all(), path
 
     assert same_rows(t.to_df(version=v0), t.to_df())
     history = t.history(limit=4)

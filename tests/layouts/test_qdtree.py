@@ -115,6 +115,47 @@ def test_json_round_trip(fitted: QdTreeLayout, sample: pa.Table) -> None:
     assert back.to_json() == fitted.to_json()
 
 
+def test_rows_inside_a_block_follow_the_columns_the_tree_cuts_on_most(
+    fitted: QdTreeLayout, sample: pa.Table
+) -> None:
+    """A leaf is cut no further; its rows are ordered by a Z-order over the plain columns
+    the tree's nodes cut on most, which survives JSON and pickling."""
+    from collections import Counter
+
+    tree = fitted.tree
+    counts = Counter(c for cut in tree.node_cut if cut >= 0 for c in tree.cuts[cut].atom.columns())
+    assert fitted.inner is not None
+    inner = [d.sql for d in fitted.inner.dimensions]
+    assert len(inner) == min(3, len(counts))
+    assert [counts[c] for c in inner] == sorted(counts.values(), reverse=True)[: len(inner)]
+    fresh = table(500, seed=5)
+    key = fitted.sort_key(fresh)
+    assert key is not None and key.dtype == np.int64 and len(key) == fresh.num_rows
+    # the key orders rows by those columns: the rows with the lowest keys hold low
+    # values of the first column, the highest keys high ones (Z-order's top bits)
+    first = fresh.column(inner[0]).to_numpy(zero_copy_only=False)
+    by_key = np.argsort(key, kind="stable")
+    low, high = by_key[:50], by_key[-50:]
+    assert inner[0] in ("i", "x")  # numeric columns lead in this workload
+    with np.errstate(all="ignore"):
+        assert np.nanmean(first[low].astype(float)) < np.nanmean(first[high].astype(float))
+    for back in (from_json(fitted.to_json()), pickle.loads(pickle.dumps(fitted))):
+        assert np.array_equal(back.sort_key(fresh), key)
+    # a document written before the order existed loads, with rows left unordered
+    state = fitted.to_dict()
+    del state["inner"]
+    old = QdTreeLayout.from_dict(state)
+    assert old.sort_key(fresh) is None
+    assert np.array_equal(old.assign(fresh), fitted.assign(fresh))
+
+
+def test_a_tree_that_cuts_no_plain_column_leaves_blocks_unordered() -> None:
+    t = pa.table({"m": pa.array([{"k": i % 7} for i in range(400)], pa.map_(pa.string(), pa.int64())), "i": list(range(400))})  # fmt: skip
+    layout = QdTreeLayout.fit(t, ["m['k'] = 3", "m['k'] > 4"], target_blocks=3)
+    assert layout.n_blocks > 1 and layout.inner is None
+    assert layout.sort_key(t) is None
+
+
 def test_describe(fitted: QdTreeLayout) -> None:
     text = fitted.describe()
     assert text.startswith(f"qdtree: {fitted.n_blocks} blocks")

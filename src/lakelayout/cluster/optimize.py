@@ -68,7 +68,7 @@ from lakelayout.table.conflicts import describe as describe_winners
 from lakelayout.table.conflicts import waiting_operations
 from lakelayout.table.datafile import file_location
 from lakelayout.table.features import Kind
-from lakelayout.table.writer import row_group_size
+from lakelayout.table.writer import DATA_PAGE_BYTES, row_group_size
 
 #: the file size a rewrite rolls at with ``one_file_per_block``: never reached
 UNBOUNDED_FILE_SIZE = 1 << 62
@@ -609,13 +609,17 @@ def _curve_all(
 
 
 def _route_layout(
-    ctx: _Context, layout: Layout, df: Any, operation: str, roll_size: int
+    ctx: _Context, layout: Layout, df: Any, operation: str, roll_size: int, *, ordered: bool = True
 ) -> tuple[list[FileProvenance], list[RoutedFile]]:
-    """Write ``df`` routed by ``layout``; the files and their provenance (nothing committed)."""
+    """Write ``df`` routed by ``layout``; the files and their provenance (nothing committed).
+
+    ``ordered``: rows inside a block are sorted by ``layout.sort_key`` (else they keep
+    the order they are read in; see :func:`~lakelayout.cluster.config.orders_inside_blocks`).
+    """
     from pyspark.sql import functions as F
 
     sort_columns: list[Any] = []
-    use_key = True
+    use_key = ordered
     if isinstance(layout, LinearLayout):
         sort_columns = [F.expr(d.sql).asc_nulls_last() for d in layout.dimensions]
         use_key = False
@@ -663,7 +667,12 @@ def _write_layout(
     Files are rolled at ``roll_size`` inside a block (and split by partition
     on a partitioned table).
     """
-    prov, written = _route_layout(ctx, layout, df, operation, roll_size)
+    sizes = ctx.by_path()
+    nbytes = sum(sizes[p].size for p in paths if p in sizes)
+    ordered = layout.key_orders_blocks or cfg.orders_inside_blocks(
+        nbytes, layout.n_blocks, roll_size, len(ctx.schema), DATA_PAGE_BYTES
+    )
+    prov, written = _route_layout(ctx, layout, df, operation, roll_size, ordered=ordered)
     try:
         version = commit_rewrite(
             ctx,

@@ -34,7 +34,7 @@ the Qd-tree's, block for block.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -53,9 +53,14 @@ from lakelayout.layouts.qdtree import (
     check_sample,
     estimate_by_index,
     grow_forest,
+    inner_from_dict,
+    inner_order,
     positive_int,
 )
 from lakelayout.layouts.virtual import bind_workload
+
+if TYPE_CHECKING:
+    from lakelayout.layouts.zorder import CurveLayout
 
 DEFAULT_K = 2
 
@@ -86,8 +91,11 @@ class PandoLayout(Layout):
         *,
         sample_rows: int = 0,
         block_rows: Sequence[int] = (),
+        inner: CurveLayout | None = None,
     ) -> None:
         self.trees = trees
+        #: the order of rows inside a block (:func:`~lakelayout.layouts.qdtree.inner_order`)
+        self.inner = inner
         self.cells = np.asarray(cells, dtype=np.int64).reshape(-1, len(trees))
         self.cell_block = np.asarray(cell_block, dtype=np.int64)
         self._n_blocks = int(n_blocks)
@@ -204,6 +212,7 @@ class PandoLayout(Layout):
             sample.schema,
             sample_rows=sample.num_rows,
             block_rows=[int(r) for r in block_rows],
+            inner=inner_order(trees, sample),
         )
 
     # ---------------------------------------------------------------- index
@@ -263,6 +272,10 @@ class PandoLayout(Layout):
         )
         return blocks[inverse.reshape(-1)]
 
+    def sort_key(self, batch: pa.Table | pa.RecordBatch) -> np.ndarray | None:
+        """Rows inside a block in the Z-order of the columns the trees cut on most."""
+        return None if self.inner is None else self.inner.sort_key(batch)
+
     def _block_of_cell(self, cell: tuple[int, ...]) -> int:
         block = self._lookup.get(cell)
         if block is not None:
@@ -303,6 +316,7 @@ class PandoLayout(Layout):
             "n_blocks": self._n_blocks,
             "outlier_blocks": list(self.outlier_blocks),
             "block_rows": list(self.block_rows),
+            **({} if self.inner is None else {"inner": self.inner.to_dict()}),
         }
 
     @classmethod
@@ -320,6 +334,7 @@ class PandoLayout(Layout):
                 schema_from_json(state["schema"]),
                 sample_rows=int(state.get("sample_rows", 0)),
                 block_rows=[int(r) for r in state.get("block_rows", [])],
+                inner=inner_from_dict(state),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise LayoutError(f"bad {cls.family} layout document: {exc}") from exc
