@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,7 @@ def test_staged_batches_are_their_own_directories_in_arrival_order(spark, tmp_pa
 
     from lakelayout.evaluation.datasets import BATCH_COLUMN, taxi_arrow
 
-    rows, batches, rows_per_file = 3000, 3, 400
+    rows, batches, rows_per_file = 3000, 2, 600
     ds = taxi_dataset(spark, rows, tmp_path, batches=batches, seed=2)
     assert ds.rows == rows
     expected = taxi_arrow(rows, 2)
@@ -83,11 +84,21 @@ def test_staged_batches_are_their_own_directories_in_arrival_order(spark, tmp_pa
         staged = sum(pq.ParquetFile(f).metadata.num_rows for f in directory.glob("*.parquet"))
         assert staged == rows // batches, k
         df = ds.batch(spark, k, rows_per_file)
-        assert df.rdd.getNumPartitions() == 3  # ceil(1000 / 400) ranges, one file each
-        got = df.toArrow()
+        assert df.rdd.getNumPartitions() == 3  # ceil(1500 / 600) ranges, one file each
+        from pyspark.sql import functions as F
+
+        got = df.withColumn("_part", F.spark_partition_id()).toArrow()
         want = expected.slice(k * rows // batches, rows // batches)
-        # arrival order: every partition holds a contiguous, sorted range of pickup times
+        # arrival order: every partition holds a sorted range of pickup times, and the
+        # ranges follow each other (partition i's last time <= partition i+1's first)
         times = got.column("pickup_ts").to_pylist()
+        parts = got.column("_part").to_pylist()
+        ranges = []
+        for part in sorted(set(parts)):
+            mine = [t for t, p in zip(times, parts, strict=True) if p == part]
+            assert mine == sorted(mine), part
+            ranges.append((mine[0], mine[-1]))
+        assert all(a[1] <= b[0] for a, b in pairwise(ranges)), ranges
         assert sorted(times) == want.column("pickup_ts").to_pylist()
         fares = sorted(zip(times, got.column("fare_amount").to_pylist(), strict=True))
         assert fares == sorted(
