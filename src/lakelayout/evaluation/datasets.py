@@ -191,7 +191,7 @@ def _stage(
         if path.exists():
             shutil.rmtree(path)
         (
-            df.repartitionByRange(2 * batches, BATCH_COLUMN, *order)
+            df.repartition(BATCH_COLUMN)  # a batch's rows in one task: one sorted file
             .sortWithinPartitions(BATCH_COLUMN, *order)
             .write.partitionBy(BATCH_COLUMN)
             .parquet(str(path))
