@@ -669,7 +669,7 @@ def _write_layout(
     """
     sizes = ctx.by_path()
     nbytes = sum(sizes[p].size for p in paths if p in sizes)
-    ordered = layout.key_orders_blocks or cfg.orders_inside_blocks(
+    ordered = not layout.sort_key_optional or cfg.orders_inside_blocks(
         nbytes, layout.n_blocks, roll_size, len(ctx.schema), DATA_PAGE_BYTES
     )
     prov, written = _route_layout(ctx, layout, df, operation, roll_size, ordered=ordered)

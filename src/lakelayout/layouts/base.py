@@ -32,6 +32,10 @@ class Layout(abc.ABC):
     #: True when blocks are consecutive ranges of ``sort_key`` (curves): sorting
     #: rows by the key alone then also groups them by block
     key_orders_blocks: ClassVar[bool] = False
+    #: True when ``sort_key`` only orders rows inside a block (a tree layout's in-block
+    #: order): a rewrite applies it only when blocks are large enough to gain from it
+    #: (:func:`lakelayout.cluster.config.orders_inside_blocks`)
+    sort_key_optional: ClassVar[bool] = False
     _registry: ClassVar[dict[str, type[Layout]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

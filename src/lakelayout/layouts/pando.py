@@ -78,6 +78,7 @@ class PandoLayout(Layout):
     """
 
     family = "pando"
+    sort_key_optional = True
     OPTIONS = ("k", "min_leaf_rows", "outlier_rows", "max_outlier_share", "max_leaves")
 
     def __init__(

@@ -665,6 +665,7 @@ class QdTreeLayout(Layout):
     """
 
     family = "qdtree"
+    sort_key_optional = True
     OPTIONS = ("min_leaf_rows",)
 
     def __init__(
