@@ -3,6 +3,7 @@ stale sample after an append or a DELETE (real Spark, real Delta tables)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from lakelayout.advisor.costmodel import DEFAULTS
 from lakelayout.advisor.recommend import Recommendation
 from lakelayout.api import Table
 
-from .test_auto import CHEAP, _batch
+from .test_auto import CHEAP, _batch, _filtered_scans
 
 pytestmark = pytest.mark.spark
 
@@ -37,6 +38,22 @@ def _decided(rec: Recommendation) -> dict[str, Any]:
     for e in doc["estimates"]:
         e.pop("fit_seconds", None)
     return doc
+
+
+def _assert_close(a: Any, b: Any, path: str = "") -> None:
+    """``a == b``, floats within a relative 1e-3."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), path
+        for key in a:
+            _assert_close(a[key], b[key], f"{path}.{key}")
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _assert_close(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) and isinstance(b, float):
+        assert math.isclose(a, b, rel_tol=1e-3), (path, a, b)
+    else:
+        assert a == b, (path, a, b)
 
 
 def _cold() -> None:
@@ -131,12 +148,58 @@ def test_a_delete_as_deletion_vectors_is_never_served_from_the_cache(
     # a small input is sampled on the driver (no Spark job); it reads the same live rows
     # as the Spark job that samples large inputs: deletion vectors applied in both
     paths = [str(p) for p in snap.files.paths]
-    by_spark = t.advisor._spark_sample(paths, snap, 1.0)
+    names = snap.schema.names
+    by_spark = t.advisor._spark_sample(paths, snap, 1.0, names)
     for p, f in zip(paths, snap.data_files_for(paths), strict=True):
-        on_driver = advisor_module._driver_sample(t.uri, snap, f, 1.0)
+        on_driver = advisor_module._driver_sample(t.uri, snap, f, 1.0, names)
         assert on_driver.schema == by_spark[p].schema
         assert sorted(on_driver.to_pylist(), key=str) == sorted(by_spark[p].to_pylist(), key=str)
-        some = advisor_module._driver_sample(t.uri, snap, f, 0.5)
-        assert some.equals(advisor_module._driver_sample(t.uri, snap, f, 0.5))  # by path
+        some = advisor_module._driver_sample(t.uri, snap, f, 0.5, names)
+        assert some.equals(advisor_module._driver_sample(t.uri, snap, f, 0.5, names))  # by path
         live = set(on_driver.column("id").to_pylist())
         assert set(some.column("id").to_pylist()) < live and some.num_rows > 0
+        # the rows drawn do not depend on the columns read
+        ids = advisor_module._driver_sample(t.uri, snap, f, 0.5, ["id"])
+        assert ids.column_names == ["id"] and ids.column("id").equals(some.column("id"))
+    only_ts = t.advisor._spark_sample(paths, snap, 1.0, ["ts"])
+    assert all(only_ts[p].column_names == ["ts"] for p in paths)
+
+
+def test_the_sample_reads_only_the_columns_the_window_reads_and_decides_the_same(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Columns no logged predicate reads are not sampled (NULL in the sample); the
+    decision is the one a sample of every column gives; a later window that reads
+    another column samples the files again with both."""
+    t = Table.create(str(tmp_path / "t"), _batch(spark, 0, 6000, 6), target_file_size=15_000)
+    _filtered_scans(t, 12)  # ts only
+    t.advisor.model = CHEAP
+    t.advisor.benefit = BenefitConfig(horizon_queries=1000, min_queries=5)
+    t.advisor.families = ("zorder", "qdtree")
+    _cold()
+    projected = t.advisor.recommend()
+    assert projected.rewrite and projected.estimates
+    assert {tuple(rows.column_names) for _, rows in advisor_module._SAMPLES.values()} == {("ts",)}
+    snap = t.snapshot()
+    files = _unclustered(t.uri, snap.files)
+    sample, _ = t.advisor._sample(files, snap, ["ts"])
+    assert sample.schema == snap.schema  # the table's columns, unread ones NULL
+    assert sample.column("id").null_count == sample.num_rows
+    assert sample.column("ts").null_count == 0
+
+    _cold()
+    monkeypatch.setattr(advisor_module, "read_columns", lambda predicates, schema: None)
+    every = t.advisor.recommend()
+    assert {len(rows.column_names) for _, rows in advisor_module._SAMPLES.values()} == {3}
+    # the same decision; the numbers agree but for the rounding of virtual file sizes
+    # to whole bytes (rows × the average row size, which the unread columns change)
+    _assert_close(_decided(every), _decided(projected))
+    monkeypatch.undo()
+
+    _cold()
+    t.advisor.recommend()
+    _scans(t, 12)  # ts and tag
+    t.advisor.recommend()
+    assert {tuple(rows.column_names) for _, rows in advisor_module._SAMPLES.values()} == {
+        ("ts", "tag")
+    }

@@ -68,7 +68,7 @@ DEFAULT_SAMPLE_ROWS = 20_000
 #: following queries a measurement of an applied decision looks at
 MEASURE_QUERIES = 200
 
-#: :func:`_sample_key` -> (sampled fraction, sample rows of that file)
+#: :func:`_sample_key` -> (sampled fraction, sample rows of that file: the columns read)
 _SAMPLES: dict[tuple[str, str, str, pa.Schema], tuple[float, pa.Table]] = {}
 _MAX_CACHED_FILES = 20_000
 
@@ -168,7 +168,8 @@ class Advisor:
         snap = self.table.snapshot()
         predicates, _, _ = self._window(snap.schema)
         files = _unclustered(self.table.uri, snap.files)
-        sample, _ = self._sample(files, snap) if len(files) else (None, None)
+        reads = read_columns(predicates, snap.schema)
+        sample, _ = self._sample(files, snap, reads) if len(files) else (None, None)
         return analyze(
             predicates,
             sample,
@@ -193,7 +194,7 @@ class Advisor:
             analyzer=self.analyzer,
             benefit=self.benefit,
             families=self.families,
-            sampler=lambda: self._sample(files, snap),
+            sampler=lambda: self._sample(files, snap, read_columns(inputs.predicates, snap.schema)),
             bounds=self.bounds,
         )
         rec.inputs[CORRECTION_KEY] = 1.0 if correction is None else correction.factor
@@ -471,30 +472,44 @@ class Advisor:
             stamps.append(ts)
         return predicates, stamps, unparsed
 
-    def _sample(self, files: FileStats, snap: Snapshot) -> tuple[pa.Table, np.ndarray]:
+    def _sample(
+        self, files: FileStats, snap: Snapshot, columns: Sequence[str] | None = None
+    ) -> tuple[pa.Table, np.ndarray]:
         """About ``sample_rows`` rows of ``files`` (live files of ``snap``) and, per row,
         the file it came from.
 
-        Files sampled before at a higher fraction are subsampled from the cache
-        (see :func:`_sample_key`); the others are read by one Spark job.
+        Only ``columns`` (default: all; :func:`read_columns` of the window's
+        predicates) are read; the sample has the table's schema, the other
+        columns all NULL. Everything the advisor computes on a sample is about
+        the window's predicates (features, correlations, fitted layouts, virtual
+        files, whose sizes are rows × the average row size): a column no
+        predicate reads changes no number. Files sampled before at a higher
+        fraction and with these columns are subsampled from the cache (see
+        :func:`_sample_key`); the others are read again, with the columns the
+        cache held too, so a cached sample never loses a column.
         """
         schema = snap.schema
+        wanted = list(schema.names) if columns is None else list(columns)
         rows = max(1, int(files.total_rows))
         fraction = min(1.0, self.sample_rows / rows)
         paths = [str(p) for p in files.paths]
         keys = {p: _sample_key(self.table.uri, p, snap) for p in paths}
-        todo = []
+        todo, held = [], set(wanted)
         for p in paths:
             cached = _SAMPLES.get(keys[p])
-            if cached is None or cached[0] < fraction * 0.999:
+            if cached is None:
                 todo.append(p)
+            elif cached[0] < fraction * 0.999 or not set(wanted).issubset(cached[1].column_names):
+                todo.append(p)
+                held.update(cached[1].column_names)
         if todo:
-            self._sample_files(todo, snap, fraction, keys)
+            read = [n for n in schema.names if n in held]
+            self._sample_files(todo, snap, fraction, keys, read)
         parts, ids = [], []
         for position, p in enumerate(paths):
             have, data = _SAMPLES[keys[p]]
             keep = data.num_rows if have <= fraction else round(data.num_rows * fraction / have)
-            part = data.slice(0, keep)
+            part = _with_schema(data.slice(0, keep), schema, wanted)
             parts.append(part)
             ids.append(np.full(part.num_rows, position, dtype=np.int64))
         sample = pa.concat_tables(parts) if parts else schema.empty_table()
@@ -506,9 +521,11 @@ class Advisor:
         snap: Snapshot,
         fraction: float,
         keys: dict[str, tuple[str, str, str, pa.Schema]],
+        columns: Sequence[str],
     ) -> None:
-        """Sample ``paths`` at ``fraction`` into the cache, each file's rows in a random
-        order (so a prefix is a smaller random sample of the file).
+        """Sample ``columns`` of ``paths`` at ``fraction`` into the cache, each file's rows
+        in a random order (so a prefix is a smaller random sample of the file); which
+        rows are drawn does not depend on the columns.
 
         Files of at most ``lakelayout.smallRewriteSize`` bytes in all are read
         on the driver with pyarrow (:func:`_driver_sample`: no Spark job, whose
@@ -522,50 +539,53 @@ class Advisor:
         files = snap.data_files_for(paths)
         if sum(f.size for f in files) <= small_rewrite_size(snap.configuration):
             sampled = {
-                p: _driver_sample(self.table.uri, snap, f, fraction)
+                p: _driver_sample(self.table.uri, snap, f, fraction, columns)
                 for p, f in zip(paths, files, strict=True)
             }
         else:
-            sampled = self._spark_sample(paths, snap, fraction)
+            sampled = self._spark_sample(paths, snap, fraction, columns)
         if len(_SAMPLES) > _MAX_CACHED_FILES:
             _SAMPLES.clear()
         for p in paths:
             _SAMPLES[keys[p]] = (fraction, sampled[p])
 
     def _spark_sample(
-        self, paths: Sequence[str], snap: Snapshot, fraction: float
+        self, paths: Sequence[str], snap: Snapshot, fraction: float, columns: Sequence[str]
     ) -> dict[str, pa.Table]:
         """Each file's sample rows, drawn by one Spark job, in a random order."""
         from lakelayout.cluster.rewrite import FILE_COLUMN, read_files
 
         df = read_files(self.table.spark, snap, list(paths), with_file=True)
+        df = df.select(*[_quoted(c) for c in columns], FILE_COLUMN)
         if fraction < 1.0:
             df = df.sample(withReplacement=False, fraction=fraction, seed=17)
         data = df.toArrow()
         files = [str(f) for f in data.column(FILE_COLUMN).to_pylist()]  # log paths
-        data = _to_schema(data.drop_columns([FILE_COLUMN]), snap.schema)
+        read = pa.schema([snap.schema.field(c) for c in columns])
+        data = _to_schema(data.drop_columns([FILE_COLUMN]), read)
         shuffle = np.random.default_rng(17).permutation(data.num_rows)
         data = data.take(pa.array(shuffle))
         files_arr = np.asarray(files, dtype=object)[shuffle]
         return {p: data.take(pa.array(np.flatnonzero(files_arr == p), pa.int64())) for p in paths}
 
 
-def _driver_sample(table_uri: str, snap: Snapshot, file: DataFile, fraction: float) -> pa.Table:
-    """The live rows of ``file``, each kept with probability ``fraction``, in a random
-    order; read with pyarrow on the driver, one batch at a time.
+def _driver_sample(
+    table_uri: str, snap: Snapshot, file: DataFile, fraction: float, columns: Sequence[str]
+) -> pa.Table:
+    """``columns`` of the live rows of ``file``, each row kept with probability
+    ``fraction``, in a random order; read with pyarrow on the driver, one batch at a time.
 
     The random draws depend only on the file's path, so a file's sample is the
-    same whichever files are sampled with it.
+    same whichever files and columns are sampled with it.
     """
     from lakelayout.cluster.rewrite import sample_files
 
     fmt = snap.table_format
     seed = int.from_bytes(hashlib.blake2b(file.path.encode(), digest_size=8).digest(), "little")
-    names = fmt.schema.names
     rows = sample_files(
-        table_uri, [file], fmt, names, file.num_records, seed=seed, fraction=fraction
+        table_uri, [file], fmt, list(columns), file.num_records, seed=seed, fraction=fraction
     )
-    data = _to_schema(rows, snap.schema)
+    data = _to_schema(rows, pa.schema([snap.schema.field(c) for c in columns]))
     rng = np.random.default_rng(seed + 1)  # the order: draws apart from the filter's
     return data.take(pa.array(rng.permutation(data.num_rows)))
 
@@ -585,6 +605,33 @@ def _sample_key(table_uri: str, path: str, snap: Snapshot) -> tuple[str, str, st
         "" if len(deleted) == 0 else hashlib.blake2b(deleted.tobytes(), digest_size=16).hexdigest()
     )
     return (table_uri, path, digest, snap.schema)
+
+
+def read_columns(predicates: Sequence[Predicate], schema: pa.Schema) -> list[str] | None:
+    """The columns of ``schema`` the predicates read, in table order; ``None`` (every
+    column) when one reads a name the schema lacks or none reads a column."""
+    names = set().union(*(p.columns() for p in predicates)) if predicates else set()
+    if not names or not names.issubset(schema.names):
+        return None
+    return [n for n in schema.names if n in names]
+
+
+def _with_schema(data: pa.Table, schema: pa.Schema, columns: Sequence[str]) -> pa.Table:
+    """``columns`` of ``data`` under ``schema``, every other column of it all NULL."""
+    keep = set(columns)
+    return pa.table(
+        [
+            data.column(f.name) if f.name in keep else pa.nulls(data.num_rows, f.type)
+            for f in schema
+        ],
+        schema=schema,
+    )
+
+
+def _quoted(name: str) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
 
 
 def _to_schema(data: pa.Table, schema: pa.Schema) -> pa.Table:
