@@ -486,9 +486,7 @@ class Advisor:
         predicate reads changes no number. Files sampled before at a higher
         fraction and with these columns are subsampled from the cache (see
         :func:`_sample_key`); the others are read again, with the columns the
-        cache held too, so a cached sample never loses a column. When a cached
-        sample lacks a column the window reads, every column is read: a file is
-        sampled at most twice (its columns, then all) however the workload drifts.
+        cache held too, so a cached sample never loses a column.
         """
         schema = snap.schema
         wanted = list(schema.names) if columns is None else list(columns)
@@ -496,21 +494,16 @@ class Advisor:
         fraction = min(1.0, self.sample_rows / rows)
         paths = [str(p) for p in files.paths]
         keys = {p: _sample_key(self.table.uri, p, snap) for p in paths}
-        todo, held, widen = [], set(wanted), False
+        todo, held = [], set(wanted)
         for p in paths:
             cached = _SAMPLES.get(keys[p])
             if cached is None:
                 todo.append(p)
-            elif cached[0] < fraction * 0.999:
+            elif cached[0] < fraction * 0.999 or not set(wanted).issubset(cached[1].column_names):
                 todo.append(p)
                 held.update(cached[1].column_names)
-            elif not set(wanted).issubset(cached[1].column_names):
-                todo.append(p)
-                widen = True
         if todo:
-            # a window that reads a column a cached sample lacks: read every column
-            # this time, so a file is sampled at most twice however the workload drifts
-            read = schema.names if widen else [n for n in schema.names if n in held]
+            read = [n for n in schema.names if n in held]
             self._sample_files(todo, snap, fraction, keys, read)
         parts, ids = [], []
         for position, p in enumerate(paths):
