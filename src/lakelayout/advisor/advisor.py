@@ -556,7 +556,9 @@ class Advisor:
         from lakelayout.cluster.rewrite import FILE_COLUMN, read_files
 
         df = read_files(self.table.spark, snap, list(paths), with_file=True)
-        df = df.select(*[_quoted(c) for c in columns], FILE_COLUMN)
+        from lakelayout.table.writer import spark_column
+
+        df = df.select(*[spark_column(c) for c in columns], FILE_COLUMN)
         if fraction < 1.0:
             df = df.sample(withReplacement=False, fraction=fraction, seed=17)
         data = df.toArrow()
@@ -626,12 +628,6 @@ def _with_schema(data: pa.Table, schema: pa.Schema, columns: Sequence[str]) -> p
         ],
         schema=schema,
     )
-
-
-def _quoted(name: str) -> Any:
-    from pyspark.sql import functions as F
-
-    return F.col("`" + name.replace("`", "``") + "`")
 
 
 def _to_schema(data: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -65,7 +65,13 @@ from lakelayout.layouts.base import Layout
 from lakelayout.table.datafile import READ_BATCH_ROWS, DataFile, TableFormat, read_data_file
 from lakelayout.table.files import WrittenFile
 from lakelayout.table.reader import FILE_COLUMN, read_table_files, spread, with_file_column
-from lakelayout.table.writer import ROW_GROUP_ARROW_BYTES, FileRoller, FinishedFile, TaskWriter
+from lakelayout.table.writer import (
+    ROW_GROUP_ARROW_BYTES,
+    FileRoller,
+    FinishedFile,
+    TaskWriter,
+    spark_column,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -941,7 +947,7 @@ def _row_order(
     from pyspark.sql import functions as F
 
     partition_columns = fmt.partition_columns if fmt is not None else ()
-    parts = [F.col(f"`{c.replace('`', '``')}`") for c in partition_columns]
+    parts = [spark_column(c) for c in partition_columns]
     layout = router.layout
     if layout is None or not router.use_sort_key:
         return [F.col(BLOCK_COLUMN), *parts, *sort_columns]

@@ -499,7 +499,7 @@ def _select_in_table_order(df: DataFrame, schema: pa.Schema) -> DataFrame:
     by_lower = {name.lower(): name for name in df.columns}
     columns = []
     for name in schema.names:
-        columns.append(_quoted(by_lower[name.lower()]).alias(name))
+        columns.append(spark_column(by_lower[name.lower()]).alias(name))
     return df.select(*columns)
 
 
@@ -606,7 +606,7 @@ def write_files(
     )
     ordered = _select_in_table_order(df, schema)
     if fmt is not None and fmt.partitioned:
-        ordered = ordered.sortWithinPartitions(*[_quoted(c) for c in fmt.partition_columns])
+        ordered = ordered.sortWithinPartitions(*[spark_column(c) for c in fmt.partition_columns])
     with task_errors():
         rows = ordered.mapInArrow(task, DESCRIPTOR_DDL).collect()
     return _written(rows, task, bool(collectors))
@@ -752,7 +752,8 @@ def _check_partition_nulls(written: Sequence[WrittenFile], fmt: TableFormat, roo
             )
 
 
-def _quoted(name: str) -> Any:
+def spark_column(name: str) -> Any:
+    """``F.col`` of a column named ``name`` exactly (dots, backticks and spaces quoted)."""
     from pyspark.sql import functions as F
 
     return F.col(f"`{name.replace('`', '``')}`")
