@@ -1,10 +1,18 @@
 """The second process of the concurrent-writer tests: Delta Lake's own connector writing.
 
 Run by ``test_concurrent_writers.py`` as a separate Python process with its own
-JVM (never imported by pytest)::
+JVM (never imported by pytest), started once for the module and given one job per
+test (one JVM start and one warm-up of Delta's classes instead of one per test)::
 
-    python delta_writer.py writes   TABLE STATE --initial N --rounds R --rows K
-    python delta_writer.py optimize TABLE STATE --zorder a,k
+    python delta_writer.py JOBS
+
+runs ``JOBS/1.json``, ``JOBS/2.json``, ... in turn as they appear (each a JSON list
+of arguments, one of)::
+
+    writes   TABLE STATE --initial N --rounds R --rows K [--gated]
+    optimize TABLE STATE --zorder a,k
+
+and exits once ``JOBS/exit`` exists. It writes ``JOBS/ready`` once its session runs.
 
 ``writes``: R rounds of one Delta append (ids ``[N + r*K, N + (r+1)*K)``) and
 one Delta DELETE (initial rows with ``id % 2R == r``); with ``--gated`` the
@@ -15,9 +23,9 @@ exists. A statement that loses a race to a concurrent commit raises one of
 Delta's ``DeltaConcurrentModificationException`` subclasses and is retried
 (writes) or counted and run again (optimize), as a Delta user would.
 
-The process writes ``STATE.ready`` once its session runs, ``STATE.progress``
-(statements committed so far) after each commit, and ``STATE`` (JSON) when
-done: statements committed, conflicts by exception class, other errors.
+A job writes ``STATE.ready`` when it starts, ``STATE.progress`` (statements
+committed so far) after each commit, and ``STATE`` (JSON) when done: statements
+committed, conflicts by exception class, other errors.
 """
 
 from __future__ import annotations
@@ -29,13 +37,14 @@ import sys
 import time
 import traceback
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 #: attempts of one statement before the process gives up
 MAX_ATTEMPTS = 100
 #: pause between two OPTIMIZEs, so the other writer's statements get a window to commit
 PAUSE_SECONDS = 0.5
-#: how long a gated statement waits to be let through
+#: how long a gated statement waits to be let through, and the server for its next job
 GATE_SECONDS = 1200
 
 
@@ -126,7 +135,7 @@ def optimize(spark: Any, ref: str, args: argparse.Namespace, state: dict[str, An
         time.sleep(PAUSE_SECONDS)
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=["writes", "optimize"])
     ap.add_argument("table")
@@ -136,10 +145,13 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=100)
     ap.add_argument("--zorder", default="a, k")
     ap.add_argument("--gated", action="store_true", help="statement n waits for STATE.go >= n")
-    args = ap.parse_args()
+    return ap
+
+
+def job(spark: Any, argv: list[str]) -> None:
+    """Run one job; its outcome (errors included) goes to its STATE file."""
+    args = _parser().parse_args(argv)
     state: dict[str, Any] = {"committed": [], "conflicts": Counter(), "errors": []}
-    spark = _session()
-    spark.range(1).collect()  # the JVM and Delta's classes are up before the race starts
     with open(args.state + ".ready", "w") as fh:
         fh.write("ready")
     ref = "delta.`" + args.table.replace("`", "``") + "`"
@@ -147,10 +159,28 @@ def main() -> int:
         (writes if args.mode == "writes" else optimize)(spark, ref, args, state)
     except Exception:  # reported to the test, which fails on it
         state["errors"].append(traceback.format_exc())
-    with open(args.state, "w") as fh:
+    with open(args.state + ".tmp", "w") as fh:
         json.dump({**state, "conflicts": dict(state["conflicts"])}, fh)
+    os.replace(args.state + ".tmp", args.state)
+
+
+def main() -> int:
+    jobs = Path(sys.argv[1])
+    spark = _session()
+    spark.range(1).collect()  # the JVM and Delta's classes are up before any race starts
+    (jobs / "ready").write_text("ready")
+    n, idle = 1, time.monotonic()
+    while not (jobs / "exit").exists():
+        path = jobs / f"{n}.json"
+        if path.exists():
+            job(spark, json.loads(path.read_text()))
+            n, idle = n + 1, time.monotonic()
+        elif time.monotonic() - idle > GATE_SECONDS:
+            break  # the test process is gone
+        else:
+            time.sleep(0.1)
     spark.stop()
-    return 1 if state["errors"] else 0
+    return 0
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ statement), lakelayout raises :class:`~lakelayout.errors.CommitConflict`
 naming the table with nothing committed (retried here, or by lakelayout
 itself where it retries a rewrite on the new snapshot). Afterwards the
 table holds exactly the rows the committed statements imply, once each,
-through both lakelayout and Delta's reader.
+through both lakelayout and Delta's reader. The other process is started once
+for the module and runs one job per test (see ``delta_writer.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,20 +55,74 @@ def _initial(spark: Any, path: Path) -> Table:
     return Table.create(str(path), df.repartition(8), spark=spark, target_file_size=8 * 1024)
 
 
-def _start(mode: str, table: Table, state: Path, *extra: str) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, str(WRITER), mode, table.uri, str(state), *extra]
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+class Writer:
+    """The other process (``delta_writer.py``): one JVM for the module, one job per test."""
+
+    def __init__(self, jobs: Path) -> None:
+        self.jobs, self.log, self.submitted = jobs, jobs / "writer.log", 0
+        with open(self.log, "wb") as log:  # a file, not a pipe a long run could fill
+            self.proc = subprocess.Popen(
+                [sys.executable, str(WRITER), str(jobs)], stdout=log, stderr=subprocess.STDOUT
+            )
+
+    def _died(self) -> str:
+        return f"writer process died: {self.log.read_text(errors='replace')[-3000:]}"
+
+    def _until(self, done: Any, what: str) -> None:
+        deadline = time.monotonic() + WAIT_SECONDS
+        while not done():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"{what}; {self._died()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"writer process: {what} (timed out)")
+            time.sleep(0.2)
+
+    def start(self, mode: str, table: Table, state: Path, *extra: str) -> None:
+        """Hand the process its next job; return once the job has started."""
+        self._until(lambda: (self.jobs / "ready").exists(), "did not start")
+        self.submitted += 1
+        job = self.jobs / f"{self.submitted}.json"
+        job.with_suffix(".tmp").write_text(json.dumps([mode, table.uri, str(state), *extra]))
+        job.with_suffix(".tmp").rename(job)
+        self._until(lambda: Path(str(state) + ".ready").exists(), "job did not start")
+
+    def running(self, state: Path) -> bool:
+        return self.proc.poll() is None and not state.exists()
+
+    def wait_progress(self, state: Path, at_least: int) -> None:
+        """Until the job committed ``at_least`` statements (it fails if the job ends first)."""
+        self._until(
+            lambda: _progress(state) >= at_least or state.exists(),
+            f"job did not commit {at_least} statements",
+        )
+        if _progress(state) < at_least:
+            raise AssertionError(
+                f"writer committed {_progress(state)} < {at_least}: {self.finish(state)}"
+            )
+
+    def finish(self, state: Path) -> dict[str, Any]:
+        """Wait for the job's outcome; fail on any error it reports."""
+        self._until(state.exists, "job did not finish")
+        out: dict[str, Any] = json.loads(state.read_text())
+        assert not out["errors"], "\n".join(out["errors"])[-6000:]
+        return out
+
+    def stop(self) -> None:
+        (self.jobs / "exit").write_text("exit")
+        try:
+            self.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
-def _wait_ready(proc: subprocess.Popen[bytes], state: Path) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not Path(str(state) + ".ready").exists():
-        if proc.poll() is not None:
-            raise AssertionError(f"writer process died: {proc.stderr.read().decode()[-3000:]}")  # type: ignore[union-attr]
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError("writer process did not start")
-        time.sleep(0.2)
+@pytest.fixture(scope="module")
+def writer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Writer]:
+    w = Writer(tmp_path_factory.mktemp("delta-writer"))
+    try:
+        yield w
+    finally:
+        w.stop()
 
 
 def _progress(state: Path) -> int:
@@ -75,27 +131,6 @@ def _progress(state: Path) -> int:
         return int(Path(str(state) + ".progress").read_text() or 0)
     except (FileNotFoundError, ValueError):
         return 0
-
-
-def _wait_progress(proc: subprocess.Popen[bytes], state: Path, at_least: int) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while _progress(state) < at_least:
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"writer process committed {_progress(state)} < {at_least}")
-        time.sleep(0.2)
-
-
-def _finish(proc: subprocess.Popen[bytes], state: Path) -> dict[str, Any]:
-    try:
-        _, err = proc.communicate(timeout=WAIT_SECONDS)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise
-    assert state.exists(), err.decode()[-3000:]
-    out: dict[str, Any] = json.loads(state.read_text())
-    assert not out["errors"], "\n".join(out["errors"])[-6000:]
-    assert proc.returncode == 0, err.decode()[-3000:]
-    return out
 
 
 def _expected(rounds: int = ROUNDS) -> list[int]:
@@ -119,10 +154,12 @@ def _check_conflict(exc: CommitConflict, table: Table) -> None:
     assert table.uri in text and "nothing was committed" in text, text
 
 
-def test_lakelayout_optimize_while_delta_appends_and_deletes(spark: Any, tmp_path: Path) -> None:
+def test_lakelayout_optimize_while_delta_appends_and_deletes(
+    spark: Any, writer: Writer, tmp_path: Path
+) -> None:
     t = _initial(spark, tmp_path / "t")
     state = tmp_path / "writer.json"
-    proc = _start(
+    writer.start(
         "writes",
         t,
         state,
@@ -131,14 +168,13 @@ def test_lakelayout_optimize_while_delta_appends_and_deletes(spark: Any, tmp_pat
         f"--rows={ROWS}",
         "--gated",
     )
-    _wait_ready(proc, state)
 
     # first, deterministically: Delta's first append and DELETE commit while lakelayout's
     # Z-order has written its files but not committed them (the DELETE removed files the
     # rewrite replaces): lakelayout must not commit them over it
     def delta_commits_first(_: int) -> None:
         _open_gate(state, 2)
-        _wait_progress(proc, state, 2)
+        writer.wait_progress(state, 2)
 
     try:
         m = t.optimize.zorder(["k", "a"], hooks=OptimizeHooks(before_commit=delta_commits_first))
@@ -156,7 +192,7 @@ def test_lakelayout_optimize_while_delta_appends_and_deletes(spark: Any, tmp_pat
     # rewrites until MAX_OPTIMIZES of them ran while the writer was under way (after its
     # first commit), each followed by a pause: Delta's DELETE conflicts with every commit
     # that adds files, so an endless stream of OPTIMIZEs could starve it
-    while proc.poll() is None and raced < MAX_OPTIMIZES:
+    while writer.running(state) and raced < MAX_OPTIMIZES:
         under_way = _progress(state) > 0
         try:
             t.optimize.zorder(["k", "a"])
@@ -167,7 +203,7 @@ def test_lakelayout_optimize_while_delta_appends_and_deletes(spark: Any, tmp_pat
         if under_way:
             raced += 1
         time.sleep(PAUSE_SECONDS)
-    out = _finish(proc, state)
+    out = writer.finish(state)
     assert len(out["committed"]) == 2 * ROUNDS, out
     want = _expected()
     got = _ids(t.to_df())
@@ -181,12 +217,13 @@ def test_lakelayout_optimize_while_delta_appends_and_deletes(spark: Any, tmp_pat
     assert committed + conflicts >= 1, summary
 
 
-def test_delta_optimize_while_lakelayout_appends_and_deletes(spark: Any, tmp_path: Path) -> None:
+def test_delta_optimize_while_lakelayout_appends_and_deletes(
+    spark: Any, writer: Writer, tmp_path: Path
+) -> None:
     t = _initial(spark, tmp_path / "t")
     state = tmp_path / "writer.json"
-    proc = _start("optimize", t, state, "--zorder=a, k")
-    _wait_ready(proc, state)
-    _wait_progress(proc, state, 1)  # Delta's OPTIMIZE runs warm before the race starts
+    writer.start("optimize", t, state, "--zorder=a, k")
+    writer.wait_progress(state, 1)  # Delta's OPTIMIZE runs warm before the race starts
     before = _progress(state)
     retried = 0
     try:
@@ -207,10 +244,10 @@ def test_delta_optimize_while_lakelayout_appends_and_deletes(spark: Any, tmp_pat
                 raise AssertionError(f"DELETE lost {MAX_ATTEMPTS} races in a row")
             time.sleep(PAUSE_SECONDS)
         # Delta's OPTIMIZE commits once more on the table lakelayout changed
-        _wait_progress(proc, state, before + 1)
+        writer.wait_progress(state, before + 1)
     finally:
         Path(str(state) + ".stop").write_text("stop")
-    out = _finish(proc, state)
+    out = writer.finish(state)
     want = _expected()
     got = _ids(t.to_df())
     summary = f"lakelayout: {retried} deletes retried; delta: {out}"
