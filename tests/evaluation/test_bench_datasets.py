@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from lakelayout.evaluation import datasets
 from lakelayout.evaluation import workloads as wl
 from lakelayout.evaluation.datasets import (
     LOG_SCANNER,
@@ -108,6 +109,15 @@ def test_staged_batches_are_their_own_directories_in_arrival_order(spark, tmp_pa
                 strict=True,
             )
         )
+        # the batch's cuts were found once: asked again (next policy), it is the same split
+        again = ds.batch(spark, k, rows_per_file).withColumn("_part", F.spark_partition_id())
+        assert sorted(zip(parts, times, strict=True)) == sorted(
+            zip(
+                *(again.toArrow().column(c).to_pylist() for c in ("_part", "pickup_ts")),
+                strict=True,
+            )
+        )
+        assert len([m for m in datasets._CUTS if m[0] == ds.path and m[2] == k]) == 1
 
 
 def test_indexes_skip_more_files_and_both_modes_agree(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

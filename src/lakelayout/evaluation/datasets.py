@@ -134,10 +134,15 @@ def batch_frame(ds: Dataset, spark: SparkSession, k: int, rows_per_file: int) ->
     from pyspark.ml.feature import Bucketizer
 
     keyed = df.withColumn(_ORDER_KEY, F.col(ds.order[0]).cast("double"))
-    cuts = keyed.approxQuantile(_ORDER_KEY, [i / parts for i in range(1, parts)], 0.0)
+    # exact quantiles of a staged batch never change: one job per batch, not per policy
+    # (a copy staged again at the same path has a new _SUCCESS marker)
+    success = Path(ds.path) / "_SUCCESS"
+    memo = (ds.path, success.stat().st_mtime_ns if success.exists() else 0, k, parts)
+    if memo not in _CUTS:
+        _CUTS[memo] = keyed.approxQuantile(_ORDER_KEY, [i / parts for i in range(1, parts)], 0.0)
     # range i = the rows between the i-th and (i+1)-th distinct cut, found by binary search
     # (a sum of one comparison per cut costs ~15 s per 1.5M rows at 150 ranges)
-    splits = [-math.inf, *sorted(set(cuts)), math.inf]
+    splits = [-math.inf, *sorted(set(_CUTS[memo])), math.inf]
     ranged = Bucketizer(splits=splits, inputCol=_ORDER_KEY, outputCol=_RANGE).transform(keyed)
     keys = F.array(*[F.lit(v).cast("bigint") for v in _hash_keys(spark, parts)])
     return (
@@ -152,6 +157,8 @@ def batch_frame(ds: Dataset, spark: SparkSession, k: int, rows_per_file: int) ->
 _ORDER_KEY = "_ll_order_key"
 _RANGE = "_ll_range"
 _HASH_KEYS: dict[int, list[int]] = {}
+#: (staged path, when it was staged, batch, ranges) -> the batch's cuts
+_CUTS: dict[tuple[str, int, int, int], list[float]] = {}
 
 
 def _hash_keys(spark: SparkSession, parts: int) -> list[int]:
