@@ -69,7 +69,9 @@ def test_spark_accepts_every_taxi_predicate(spark, tmp_path: Path) -> None:  # t
     assert all(n > 0 for n in by_template.values()), by_template
 
 
-def test_staged_batches_are_their_own_directories_in_arrival_order(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_staged_batches_are_their_own_directories_in_arrival_order(
+    spark, tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     """A staged dataset keeps each insert batch in its own directory (so an insert reads
     only its batch), and batch ``k`` is exactly the k-th slice of the arrival order."""
     import pyarrow.parquet as pq
@@ -118,6 +120,13 @@ def test_staged_batches_are_their_own_directories_in_arrival_order(spark, tmp_pa
             )
         )
         assert len([m for m in datasets._CUTS if m[0] == ds.path and m[2] == k]) == 1
+
+    # staged once: asked again, the copy is reused and no row is generated again
+    def generate(*_: Any) -> pa.Table:
+        raise AssertionError("the staged copy was generated again")
+
+    monkeypatch.setattr(datasets, "taxi_arrow", generate)
+    assert taxi_dataset(spark, rows, tmp_path, batches=batches, seed=2) == ds
 
 
 def test_indexes_skip_more_files_and_both_modes_agree(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -28,7 +28,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -183,9 +183,15 @@ def _hash_keys(spark: SparkSession, parts: int) -> list[int]:
 
 
 def _stage(
-    df: DataFrame, name: str, path: Path, order: tuple[str, ...], batches: int, time_column: str
+    make: Callable[[], DataFrame],
+    name: str,
+    path: Path,
+    order: tuple[str, ...],
+    batches: int,
+    time_column: str,
 ) -> Dataset:
-    """Write ``df`` (which already has the batch column) as Parquet, or reuse a staged copy.
+    """Write the rows ``make()`` gives (with the batch column) as Parquet, or reuse a
+    staged copy (then ``make`` is not called: no generation, join or quantile job).
 
     The copy is partitioned by the batch column (``_ll_batch=k/``) and sorted in arrival
     order within each batch, so reading one insert batch reads only that batch's files
@@ -198,7 +204,8 @@ def _stage(
         if path.exists():
             shutil.rmtree(path)
         (
-            df.repartition(BATCH_COLUMN)  # a batch's rows in one task: one sorted file
+            make()
+            .repartition(BATCH_COLUMN)  # a batch's rows in one task: one sorted file
             .sortWithinPartitions(BATCH_COLUMN, *order)
             .write.partitionBy(BATCH_COLUMN)
             .parquet(str(path))
@@ -292,15 +299,20 @@ def tpch_dataset(spark: SparkSession, scale: float, work_dir: Path, *, batches: 
 
     if batches < 1:
         raise InvalidOption(f"batches must be >= 1, got {batches}")
-    source = tpchgen(scale, work_dir / f"tpch-{scale:g}")
-    df = tpch_denormalized(spark, source)
-    # arrival = generation order = l_orderkey: batches are its equal-count ranges
-    # (no quantiles for one batch: Spark 4.2's approxQuantile fails on an empty list)
-    probabilities = [i / batches for i in range(1, batches)]
-    cuts = df.approxQuantile("l_orderkey", probabilities, 0.0005) if probabilities else []
-    batch = sum((F.col("l_orderkey") >= F.lit(c)).cast("int") for c in cuts) if cuts else F.lit(0)
+
+    def make() -> DataFrame:
+        df = tpch_denormalized(spark, tpchgen(scale, work_dir / f"tpch-{scale:g}"))
+        # arrival = generation order = l_orderkey: batches are its equal-count ranges
+        # (no quantiles for one batch: Spark 4.2's approxQuantile fails on an empty list)
+        probabilities = [i / batches for i in range(1, batches)]
+        cuts = df.approxQuantile("l_orderkey", probabilities, 0.0005) if probabilities else []
+        batch = (
+            sum((F.col("l_orderkey") >= F.lit(c)).cast("int") for c in cuts) if cuts else F.lit(0)
+        )
+        return df.withColumn(BATCH_COLUMN, F.lit(0) + batch)
+
     return _stage(
-        df.withColumn(BATCH_COLUMN, F.lit(0) + batch),
+        make,
         "tpch",
         work_dir / f"tpch-denorm-{scale:g}-b{batches}",
         ("l_orderkey", "l_linenumber"),
@@ -433,10 +445,13 @@ def logs_dataset(
 ) -> Dataset:
     """The logs table (``rows`` rows, seeded), staged in timestamp order, with its UDF
     (registered in ``spark`` here) and its index declarations."""
-    data = _with_batches(logs_arrow(rows, seed), batches)
-    df = spark.createDataFrame(data).repartition(max(1, rows // 200_000))
+
+    def make() -> DataFrame:
+        data = _with_batches(logs_arrow(rows, seed), batches)
+        return spark.createDataFrame(data).repartition(max(1, rows // 200_000))
+
     path = work_dir / f"logs-v{LOGS_VERSION}-{rows}-s{seed}-b{batches}"
-    staged = _stage(df, "logs", path, ("ts",), batches, "ts")
+    staged = _stage(make, "logs", path, ("ts",), batches, "ts")
     ds = replace(staged, udfs=LOGS_UDFS, udf_types=LOGS_UDF_TYPES, indexes=LOGS_INDEXES)
     ds.register_functions(spark)
     return ds
@@ -478,10 +493,13 @@ def taxi_dataset(
     spark: SparkSession, rows: int, work_dir: Path, *, batches: int = 4, seed: int = 11
 ) -> Dataset:
     """The correlated taxi table (``rows`` rows, seeded), staged in pickup order."""
-    data = _with_batches(taxi_arrow(rows, seed), batches)
-    df = spark.createDataFrame(data).repartition(max(1, rows // 200_000))
+
+    def make() -> DataFrame:
+        data = _with_batches(taxi_arrow(rows, seed), batches)
+        return spark.createDataFrame(data).repartition(max(1, rows // 200_000))
+
     return _stage(
-        df,
+        make,
         "taxi",
         work_dir / f"taxi-{rows}-s{seed}-b{batches}",
         ("pickup_ts",),
