@@ -494,12 +494,13 @@ class Advisor:
         fraction = min(1.0, self.sample_rows / rows)
         paths = [str(p) for p in files.paths]
         keys = {p: _sample_key(self.table.uri, p, snap) for p in paths}
+        want = set(wanted)
         todo, held = [], set(wanted)
         for p in paths:
             cached = _SAMPLES.get(keys[p])
             if cached is None:
                 todo.append(p)
-            elif cached[0] < fraction * 0.999 or not set(wanted).issubset(cached[1].column_names):
+            elif cached[0] < fraction * 0.999 or not want.issubset(cached[1].column_names):
                 todo.append(p)
                 held.update(cached[1].column_names)
         if todo:
@@ -509,11 +510,12 @@ class Advisor:
         for position, p in enumerate(paths):
             have, data = _SAMPLES[keys[p]]
             keep = data.num_rows if have <= fraction else round(data.num_rows * fraction / have)
-            part = _with_schema(data.slice(0, keep), schema, wanted)
-            parts.append(part)
-            ids.append(np.full(part.num_rows, position, dtype=np.int64))
-        sample = pa.concat_tables(parts) if parts else schema.empty_table()
-        return sample, np.concatenate(ids) if ids else np.zeros(0, np.int64)
+            parts.append(data.slice(0, keep).select(wanted))  # a cache may hold more columns
+            ids.append(np.full(keep, position, dtype=np.int64))
+        if not parts:
+            return schema.empty_table(), np.zeros(0, np.int64)
+        # the unread columns, all NULL, once for the whole sample (not per file)
+        return _with_schema(pa.concat_tables(parts), schema, wanted), np.concatenate(ids)
 
     def _sample_files(
         self,
@@ -554,10 +556,9 @@ class Advisor:
     ) -> dict[str, pa.Table]:
         """Each file's sample rows, drawn by one Spark job, in a random order."""
         from lakelayout.cluster.rewrite import FILE_COLUMN, read_files
-
-        df = read_files(self.table.spark, snap, list(paths), with_file=True)
         from lakelayout.table.writer import spark_column
 
+        df = read_files(self.table.spark, snap, list(paths), with_file=True)
         df = df.select(*[spark_column(c) for c in columns], FILE_COLUMN)
         if fraction < 1.0:
             df = df.sample(withReplacement=False, fraction=fraction, seed=17)
