@@ -1,10 +1,13 @@
 """Equal file counts: target sizes, block-count search, the tolerance check, and a replay
-in which every policy ends with as many live files as were inserted."""
+in which every policy ends with as many live files as were inserted, Delta Lake's own
+OPTIMIZE ZORDER BY and liquid clustering among them."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -12,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lakelayout.api import Table
 from lakelayout.errors import InvalidOption
 from lakelayout.evaluation import workloads as wl
 from lakelayout.evaluation.metrics import (
@@ -28,6 +32,19 @@ from lakelayout.layouts.base import Layout
 #: file per block (qdtree), a curve at a
 #: target size from the live bytes (liquid, cube by cube), delta-rs with a calibrated target
 MECHANISMS = ["none", "qdtree", "liquid", "deltars-zorder"]
+#: Delta Lake's own OPTIMIZE ZORDER BY (at zorder-halfway's point, on its columns) and
+#: liquid clustering (Delta's OPTIMIZE after each insert), replayed beside them
+DELTA_PEERS = ["zorder-halfway", "delta-zorder", "delta-liquid"]
+#: queries whose rows are counted on Delta's liquid-clustered table by both readers
+SCANNED = 5
+
+
+class Replayed(NamedTuple):
+    dataset: Any
+    queries: list[Any]
+    out: dict[str, Any]
+    messages: list[str]
+    tables: Path
 
 
 @given(files=st.integers(1, 2_000), extra=st.integers(0, 10**9))
@@ -106,19 +123,27 @@ def test_file_count_warnings_name_only_runs_outside_the_tolerance() -> None:
     assert again.totals()["final_rows"] == 4000
 
 
-@pytest.mark.spark
-def test_every_policy_ends_with_the_files_inserted(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture(scope="module")
+def tpch_replay(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Replayed:
+    """One logical replay of every mechanism and Delta's peers (shared: the slow part)."""
     from lakelayout.evaluation.datasets import tpch_dataset
     from lakelayout.evaluation.replay import ReplayConfig, replay
 
-    ds = tpch_dataset(spark, 0.005, tmp_path, batches=2)
+    root = tmp_path_factory.mktemp("tpch-replay")
+    ds = tpch_dataset(spark, 0.005, root, batches=2)
     queries = wl.generate(wl.TPCH_TEMPLATES, 13, seed=3, shape="drift", segment_length=1)
     config = ReplayConfig(rows_per_file=1_000, sample_rows=6_000, full_scans=1, warmup=False)
     messages: list[str] = []
     out = replay(
-        make_policies(MECHANISMS), ds, queries, tmp_path / "r", config, spark=spark,
+        make_policies(MECHANISMS + DELTA_PEERS), ds, queries, root / "r", config, spark=spark,
         progress=messages.append,
     )  # fmt: skip
+    return Replayed(ds, queries, out, messages, root / "r" / "tables")
+
+
+@pytest.mark.spark
+def test_every_policy_ends_with_the_files_inserted(tpch_replay: Replayed) -> None:
+    ds, out, messages = tpch_replay.dataset, tpch_replay.out, tpch_replay.messages
     runs = {r["policy"]: r["totals"] for r in out["runs"]}
     inserted = runs["none"]["final_files"]
     assert inserted == runs["none"]["files_inserted"] >= 20
@@ -134,5 +159,50 @@ def test_every_policy_ends_with_the_files_inserted(spark, tmp_path: Path) -> Non
     assert len([m for m in messages if m.startswith("WARNING")]) == len(outside)
     # progress through the stream: a line every tenth of the queries (here every query)
     steps = [m.split(" (")[0] for m in messages if m.startswith("query ")]
-    n = len(MECHANISMS)
+    n = len(MECHANISMS + DELTA_PEERS)
     assert steps == [f"query {k}/13 under {n} policies" for k in range(1, 13)]
+
+
+def _detail(spark: Any, path: Path) -> Any:
+    return spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0]
+
+
+def _columns(description: str) -> str:
+    """``"zorder-halfway(a, b) ..."`` -> ``"a, b"``."""
+    return description.split("(")[1].split(")")[0]
+
+
+@pytest.mark.spark
+def test_delta_peers_cluster_as_told_and_read_back_as_delta_reads(
+    spark: Any, tpch_replay: Replayed
+) -> None:
+    ds, tables = tpch_replay.dataset, tpch_replay.tables
+    runs = {r["policy"]: r for r in tpch_replay.out["runs"]}
+    # Delta's ZORDER BY ran once, halfway, on zorder-halfway's columns, over the whole table
+    (zorder,) = runs["delta-zorder"]["rewrites"]
+    assert zorder["kind"] == "delta zorder" and zorder["rows_written"] == ds.rows
+    assert zorder["position"] == runs["zorder-halfway"]["rewrites"][0]["position"]
+    ours = _columns(runs["zorder-halfway"]["description"])
+    assert ours in runs["delta-zorder"]["description"]
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{tables / 'delta-zorder'}`").collect()
+    optimized = [h for h in history if h["operation"] == "OPTIMIZE"]
+    assert len(optimized) == 1
+    assert ", ".join(json.loads(optimized[0]["operationParameters"]["zOrderBy"])) == ours
+    # Delta's liquid clustering: created by Delta, OPTIMIZE after each insert, same columns
+    liquid = runs["delta-liquid"]
+    assert [r["kind"] for r in liquid["rewrites"]] == ["delta optimize"] * ds.batches
+    detail = _detail(spark, tables / "delta-liquid")
+    assert ", ".join(detail["clusteringColumns"]) == _columns(runs["liquid"]["description"])
+    assert "clustering" in detail["tableFeatures"]
+    # lakelayout scanning the files Delta's liquid clustering wrote returns exactly the rows
+    # Delta's own reader matches (Delta's ZORDER BY files: tests/delta_connector/
+    # test_lakelayout_tables.py); a spark-mode replay would rebuild the same table to check it
+    path = str(tables / "delta-liquid")
+    table, delta = Table(path, spark=spark), spark.read.format("delta").load(path)
+    counts, skipped = [], []
+    for q in tpch_replay.queries[:SCANNED]:
+        scan = table.scan(q.sql)
+        counts.append(scan.df.count())
+        assert counts[-1] == delta.where(q.sql).count(), q.sql
+        skipped.append(scan.report.files_total - scan.report.files_kept)
+    assert sum(counts) > 0 and max(skipped) > 0, (counts, skipped)
