@@ -33,13 +33,19 @@ def same_rows(left: Any, right: Any) -> bool:
     What ``exceptAll`` both ways and two counts compute in three jobs: rows are grouped
     the same way (NULLs equal, NaN equal, -0.0 equal to 0.0).
     """
+    return not differing_rows(left, right, limit=1)
+
+
+def differing_rows(left: Any, right: Any, limit: int = 10) -> list[tuple[Any, int]]:
+    """Up to ``limit`` distinct rows more often on one side than on the other, each with
+    how many more times it is on the left (negative: on the right); one Spark job."""
     from pyspark.sql import functions as F
 
     side = "_ll_same_rows_side"
     both = left.withColumn(side, F.lit(1)).union(right.withColumn(side, F.lit(-1)))
     keys = [F.col(f"`{c}`") for c in both.columns[:-1]]
     differing = both.groupBy(*keys).agg(F.sum(side).alias(side)).where(F.col(side) != 0)
-    return not differing.limit(1).collect()
+    return [(tuple(r[:-1]), r[-1]) for r in differing.limit(limit).collect()]
 
 
 def live_paths(table: Any) -> set[str]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import same_rows
+from .helpers import differing_rows, same_rows
 
 SCHEMA = "i int, s string, f double"
 ROWS = [(1, "a", 1.5), (1, "a", 1.5), (2, None, float("nan")), (3, "b", -0.0)]
@@ -28,3 +28,8 @@ def test_same_rows_is_multiset_equality_by_position(spark: Any) -> None:
     # the same number of rows, the multiplicities swapped
     assert not same_rows(left, df([ROWS[0], ROWS[2], ROWS[2], ROWS[3]]))
     assert not same_rows(df([]), left) and not same_rows(left, df([]))
+    # what differs, and on which side: a duplicate missing on the right, a row only there
+    assert sorted(differing_rows(left, df([*ROWS[1:], (5, "e", 2.0)]))) == [
+        ((1, "a", 1.5), 1),
+        ((5, "e", 2.0), -1),
+    ]
