@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 import time
 import urllib.parse
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -80,6 +82,7 @@ from lakelayout.table.files import WrittenFile
 from lakelayout.table.location import (
     existing_entries,
     is_local,
+    local_path,
     normalize_uri,
     prepare_location,
 )
@@ -677,6 +680,12 @@ def set_properties(uri: str | os.PathLike[str], props: Mapping[str, str | None])
 # --------------------------------------------------------------------------- read side
 
 
+#: latest snapshots of this many local tables are kept in memory (0: none; see snapshot())
+SNAPSHOT_CACHE_TABLES = 16
+_SNAPSHOTS: OrderedDict[str, tuple[tuple[int, int, int], Snapshot]] = OrderedDict()
+_SNAPSHOTS_LOCK = threading.Lock()
+
+
 def snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Snapshot:
     """The table at ``version`` (default: latest) with per-file statistics.
 
@@ -684,7 +693,67 @@ def snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Snapsho
     with column mapping, statistics (kept under physical names in the log)
     are read under the logical names; rows deleted by deletion vectors are
     read from the log (``data_files``).
+
+    The latest snapshot of a local table is read once per commit: it is kept
+    with the identity of the newest commit file of its ``_delta_log``
+    (:func:`latest_commit`: version, size, modification time), which any
+    commit, by any process, replaces with a newer one; every call lists the
+    log to compare, so a stale snapshot is never returned. Reading the log
+    and building the statistics took ~40 ms per call on a table of 200
+    files, paid by every scan, plan and advisor call. Tables elsewhere
+    (object stores) and explicit versions are read every time.
     """
+    location = normalize_uri(uri)
+    key = latest_commit(location) if version is None and SNAPSHOT_CACHE_TABLES > 0 else None
+    if key is None:
+        return read_snapshot(location, version)
+    with _SNAPSHOTS_LOCK:
+        held = _SNAPSHOTS.get(location)
+        if held is not None and held[0] == key:
+            _SNAPSHOTS.move_to_end(location)
+            return held[1]
+    snap = read_snapshot(location)
+    if snap.version == key[0]:  # the log may have moved since the listing: key on what was read
+        with _SNAPSHOTS_LOCK:
+            _SNAPSHOTS[location] = (key, snap)
+            _SNAPSHOTS.move_to_end(location)
+            while len(_SNAPSHOTS) > SNAPSHOT_CACHE_TABLES:
+                _SNAPSHOTS.popitem(last=False)
+    return snap
+
+
+def forget_snapshots() -> None:
+    """Drop every kept snapshot (the next :func:`snapshot` of each table reads its log)."""
+    with _SNAPSHOTS_LOCK:
+        _SNAPSHOTS.clear()
+
+
+def latest_commit(uri: str) -> tuple[int, int, int] | None:
+    """(version, bytes, mtime ns) of the newest commit file in a local table's
+    ``_delta_log``; None when the table is not on the local filesystem or has no commit."""
+    if not is_local(uri):
+        return None
+    log = os.path.join(local_path(uri), "_delta_log")
+    best: os.DirEntry[str] | None = None
+    version = -1
+    try:
+        with os.scandir(log) as entries:
+            for entry in entries:
+                name = entry.name
+                if len(name) == 25 and name.endswith(".json") and name[:20].isdigit():
+                    v = int(name[:20])
+                    if v > version:
+                        version, best = v, entry
+        if best is None:
+            return None
+        st = best.stat()
+    except OSError:
+        return None
+    return (version, st.st_size, st.st_mtime_ns)
+
+
+def read_snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Snapshot:
+    """:func:`snapshot` read from the log every time (no kept snapshot is used or kept)."""
     location = normalize_uri(uri)
     table = open_table(location, version)
     delta_schema = table.schema()

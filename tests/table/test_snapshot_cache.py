@@ -1,0 +1,59 @@
+"""The latest snapshot of a local table is read once per commit, never served stale."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from lakelayout.table import delta
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    delta.forget_snapshots()
+
+
+def _rows(snap: delta.Snapshot) -> int:
+    return int(snap.files.total_rows)
+
+
+def test_kept_until_any_writer_commits(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"a": [1, 2, 3]}))
+    first = delta.snapshot(uri)
+    assert delta.snapshot(uri) is first  # no commit: the same snapshot, the log not re-read
+    assert delta.snapshot("file://" + uri) is first  # the same table by another name
+    write_deltalake(uri, pa.table({"a": [4]}), mode="append")  # another writer commits
+    second = delta.snapshot(uri)
+    assert second is not first and (second.version, _rows(second)) == (1, 4)
+    fresh = delta.read_snapshot(uri)
+    assert (fresh.version, list(fresh.files.paths)) == (1, list(second.files.paths))
+    # an explicit version is read from the log, and does not replace the kept latest
+    assert (delta.snapshot(uri, 0).version, _rows(delta.snapshot(uri, 0))) == (0, 3)
+    assert delta.snapshot(uri) is second
+
+
+def test_a_table_recreated_at_the_same_path_is_read_again(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"a": [1, 2, 3]}))
+    assert _rows(delta.snapshot(uri)) == 3
+    shutil.rmtree(uri)
+    write_deltalake(uri, pa.table({"a": list(range(10)), "b": ["x"] * 10}))  # version 0 again
+    again = delta.snapshot(uri)
+    assert again.version == 0 and _rows(again) == 10 and again.schema.names == ["a", "b"]
+
+
+def test_only_the_latest_tables_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(delta, "SNAPSHOT_CACHE_TABLES", 2)
+    uris = [str(tmp_path / f"t{i}") for i in range(3)]
+    for uri in uris:
+        write_deltalake(uri, pa.table({"a": [1]}))
+    kept = [delta.snapshot(uri) for uri in uris]
+    assert delta.snapshot(uris[2]) is kept[2] and delta.snapshot(uris[1]) is kept[1]
+    assert delta.snapshot(uris[0]) is not kept[0]  # the least recently used was dropped
+    monkeypatch.setattr(delta, "SNAPSHOT_CACHE_TABLES", 0)  # off: every call reads the log
+    assert delta.snapshot(uris[0]) is not delta.snapshot(uris[0])
