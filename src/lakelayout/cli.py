@@ -478,7 +478,8 @@ app.add_typer(bench_app, name="bench")
 
 _POLICY_HELP = (
     "comma-separated: none,sorted,zorder-halfway,liquid,qdtree,pando,sop-z,hilbert,"
-    "deltars-zorder,delta-zorder,delta-liquid,auto (delta-*: Delta Lake's own connector; qdtree, "
+    "deltars-zorder,delta-zorder,delta-liquid,auto,auto-breakeven (delta-*: Delta Lake's own "
+    "connector; auto-breakeven: the advisor with margin 1; qdtree, "
     "pando, sop-z and hilbert are oracles: fitted on the whole workload); online: "
     "oreo,greedy,regret; oracles: static,offline-optimal"
 )

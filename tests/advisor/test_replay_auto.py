@@ -93,9 +93,9 @@ def test_auto_in_a_replay_is_labelled_and_counts_its_time(
     config = ReplayConfig(
         mode="logical", rows_per_file=1_000, sample_rows=2_000, full_scans=1, warmup=False
     )
-    none, auto = make_policies(["none", "auto"])
-    assert isinstance(auto, AutoPolicy)
-    results = replay([none, auto], ds, queries, tmp_path / "r", config, spark=spark)
+    none, auto, breakeven = make_policies(["none", "auto", "auto-breakeven"])
+    assert isinstance(auto, AutoPolicy) and isinstance(breakeven, AutoPolicy)
+    results = replay([none, auto, breakeven], ds, queries, tmp_path / "r", config, spark=spark)
     run = results["runs"][1]
     assert run["policy"] == "auto" and run["rewrites"] == []  # a tiny table: never pays
     assert "defaults cost model" in run["description"] and "rewrites: none" in run["description"]
@@ -106,4 +106,9 @@ def test_auto_in_a_replay_is_labelled_and_counts_its_time(
     )
     assert run["totals"]["overhead_seconds"] > 0
     assert auto.decisions and all("no rewrite: " in d for d in auto.decisions)
+    # the same decisions with margin 1 (auto-breakeven): each one priced with its own margin
+    assert results["runs"][2]["policy"] == "auto-breakeven"
+    assert results["runs"][2]["rewrites"] == []  # even at margin 1 a tiny table never pays
+    priced = [(a, b) for a, b in zip(auto.decisions, breakeven.decisions, strict=True) if "×" in a]
+    assert priced and all(a.endswith("× 1.5") and b.endswith("× 1") for a, b in priced), priced
     assert policy_label("auto") == "auto" and policy_label("pando") == "pando (oracle)"

@@ -933,7 +933,9 @@ class AutoPolicy(Policy):
     ``ctx.record_overhead`` when the context has it, else it is summed in
     :attr:`overhead_seconds` for the replay to add to the run's total. Until
     ``min_queries`` queries are logged there is nothing to learn from, and the
-    advisor is not asked.
+    advisor is not asked. A rewrite must save more than its cost × ``margin``
+    over the expected queries (default: :class:`~lakelayout.advisor.benefit.
+    BenefitConfig`'s 1.5; the replay's ``auto-breakeven`` uses 1).
     """
 
     name = "auto"
@@ -946,9 +948,16 @@ class AutoPolicy(Policy):
         recheck: int = 10,
         window: int = 120,
         min_queries: int = 5,
+        margin: float | None = None,
+        name: str = "auto",
     ) -> None:
+        from lakelayout.advisor.benefit import BenefitConfig
+
+        self.name = name
         self.model = model
         self.min_queries = min_queries
+        #: rewrite when the saving over the expected queries > cost × margin
+        self.margin = BenefitConfig().margin if margin is None else margin
         self.recheck = recheck
         self.window = window
         #: advisor seconds not handed to ``ctx.record_overhead`` (the replay adds them)
@@ -995,7 +1004,7 @@ class AutoPolicy(Policy):
             advisor.model = self.model or CostModel.load()
         advisor.window = self.window
         advisor.benefit = BenefitConfig(
-            horizon_queries=float(self._logged), min_queries=self.min_queries
+            horizon_queries=float(self._logged), min_queries=self.min_queries, margin=self.margin
         )
         version = ctx.table.version
         self._at_decision = self._logged
@@ -1058,6 +1067,10 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "sop-z": lambda: LayoutPolicy("sop-z", _fit_sopz, "SOP+Z (2 most queried columns)"),
     "hilbert": lambda: LayoutPolicy("hilbert", _fit_hilbert, "Hilbert (3 most queried columns)"),
     "auto": AutoPolicy,
+    # the advisor with margin 1: it rewrites as soon as the queries seen so far would have
+    # paid for the rewrite (with "as many future queries as seen", the ski-rental
+    # break-even rule, 2-competitive; the default margin 1.5 waits for more)
+    "auto-breakeven": lambda: AutoPolicy(margin=1.0, name="auto-breakeven"),
 }
 
 
