@@ -57,3 +57,17 @@ def test_only_the_latest_tables_are_kept(tmp_path: Path, monkeypatch: pytest.Mon
     assert delta.snapshot(uris[0]) is not kept[0]  # the least recently used was dropped
     monkeypatch.setattr(delta, "SNAPSHOT_CACHE_TABLES", 0)  # off: every call reads the log
     assert delta.snapshot(uris[0]) is not delta.snapshot(uris[0])
+
+
+def test_the_key_moves_with_every_commit(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    assert delta.latest_commit(uri) is None  # no table yet: nothing to key on
+    write_deltalake(uri, pa.table({"a": [1, 2, 3]}))
+    first = delta.latest_commit(uri)
+    assert first is not None and first[0] == 0
+    assert delta.latest_commit(uri) == first  # no commit, same key
+    write_deltalake(uri, pa.table({"a": [4]}), mode="append")
+    second = delta.latest_commit(uri)
+    assert second is not None and second[0] == 1
+    assert delta.latest_commit("file://" + uri) is not None
+    assert delta.latest_commit("s3://bucket/t") is None  # not local: the log is read every time

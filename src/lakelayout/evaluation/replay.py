@@ -352,7 +352,6 @@ class ReplayContext:
     files_inserted: int = 0
     cache: ReplayCache = field(default_factory=ReplayCache)
     _table: Table | None = None
-    #: the last snapshot taken, keyed by the table's latest commit (see :meth:`snapshot`)
 
     @property
     def table(self) -> Table:
