@@ -43,7 +43,9 @@ from lakelayout.expr.nodes import Predicate
 from lakelayout.layouts.base import Layout
 from lakelayout.layouts.qdtree import Workspace
 from lakelayout.skipping.indexes.base import Index
+from lakelayout.skipping.indexes.geobox import expand_within_box
 from lakelayout.skipping.planner import ScanPlan, plan
+from lakelayout.skipping.stats_rules import stackable
 from lakelayout.stats.blocks import block_stats
 from lakelayout.stats.model import FileStats
 
@@ -93,17 +95,89 @@ class VirtualFiles:
         A window repeats queries (the same text, hence the same bound
         predicate): each distinct one (by its canonical SQL) is planned once.
         """
+        (out,) = stacked_fractions([self], predicates)
+        return out
+
+    def fraction(self, predicate: Predicate) -> float:
+        """The share of the virtual bytes a query with ``predicate`` reads."""
         total = float(self.stats.total_bytes)
-        out = np.zeros(len(predicates), dtype=np.float64)
         if total <= 0:
-            return out
-        seen: dict[str, float] = {}
-        for i, pred in enumerate(predicates):
-            key = pred.sql()
-            if key not in seen:
-                kept = bytes_read(pred, self.stats, indexes=self.indexes, metadata=self.metadata)
-                seen[key] = kept / total
-            out[i] = seen[key]
+            return 0.0
+        return (
+            bytes_read(predicate, self.stats, indexes=self.indexes, metadata=self.metadata) / total
+        )
+
+
+def stacked_fractions(
+    sets: Sequence[VirtualFiles], predicates: Sequence[Predicate]
+) -> list[np.ndarray]:
+    """``[s.fractions(predicates) for s in sets]``, planned together where that is exact.
+
+    Virtual files of several candidates over one sample, carrying the same
+    indexes, are stacked into one set of files: a predicate whose rules decide
+    each file from that file alone (:func:`~lakelayout.skipping.stats_rules.stackable`:
+    plain columns and literals) is planned once over the stack, any other once
+    per set. Each distinct predicate (by its canonical SQL) is planned once.
+    The numbers are those of planning each set alone (tested for equality);
+    the work per decision drops from one planner call per candidate and query
+    to about one per query.
+    """
+    out = [np.zeros(len(predicates), dtype=np.float64) for _ in sets]
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i, files in enumerate(sets):
+        if float(files.stats.total_bytes) > 0:  # an empty set reads nothing
+            groups.setdefault(tuple(ix.name for ix in files.indexes), []).append(i)
+    for members in groups.values():
+        shares = _shares([sets[i] for i in members], predicates)
+        for row, i in enumerate(members):
+            out[i] = shares[row]
+    return out
+
+
+def _shares(sets: Sequence[VirtualFiles], predicates: Sequence[Predicate]) -> np.ndarray:
+    """``out[k, j]``: the share of ``sets[k]``'s bytes the ``j``-th predicate reads (sets
+    with the same indexes and some bytes)."""
+    out = np.zeros((len(sets), len(predicates)), dtype=np.float64)
+    stack = _Stack.of(sets) if len(sets) > 1 else None
+    seen: dict[str, np.ndarray] = {}
+    for j, pred in enumerate(predicates):
+        key = pred.sql()
+        if key not in seen:
+            if stack is not None and stackable(expand_within_box(pred)):
+                seen[key] = stack.shares(pred)
+            else:
+                seen[key] = np.array([files.fraction(pred) for files in sets], dtype=np.float64)
+        out[:, j] = seen[key]
+    return out
+
+
+@dataclass(frozen=True)
+class _Stack:
+    """Several sets of virtual files (same indexes) one after the other, with their bounds."""
+
+    files: FileStats
+    metadata: dict[str, pa.Array]
+    indexes: tuple[Index, ...]
+    offsets: np.ndarray
+
+    @classmethod
+    def of(cls, sets: Sequence[VirtualFiles]) -> _Stack:
+        metadata = {
+            name: pa.concat_arrays([files.metadata[name] for files in sets])
+            for name in sets[0].metadata
+        }
+        offsets = np.cumsum([0, *(len(files.stats) for files in sets)]).astype(np.int64)
+        files = FileStats.concat([s.stats for s in sets])
+        return cls(files, metadata, sets[0].indexes, offsets)
+
+    def shares(self, predicate: Predicate) -> np.ndarray:
+        """Per set, the share of its bytes ``predicate`` reads (one planner call)."""
+        keep = read_plan(predicate, self.files, indexes=self.indexes, metadata=self.metadata).keep
+        sizes = np.asarray(self.files.sizes, dtype=np.int64)
+        out = np.zeros(len(self.offsets) - 1, dtype=np.float64)
+        for k in range(len(out)):
+            part = slice(int(self.offsets[k]), int(self.offsets[k + 1]))
+            out[k] = int(sizes[part][keep[part]].sum()) / float(int(sizes[part].sum()))
         return out
 
 
@@ -146,6 +220,7 @@ class Candidate:
     layout: Layout | None = None
     fractions: np.ndarray | None = None
     error: str | None = None
+    #: fitting, assigning the sample and building its virtual files (pricing is shared)
     fit_seconds: float = 0.0
 
     def describe(self) -> str:
@@ -193,17 +268,22 @@ def candidates(
     if plain and "pando" in families:
         fits.append(("pando", [], [], _pando_fit(plain, target_blocks, trees)))
     out = []
+    fitted: list[tuple[Candidate, VirtualFiles]] = []
     for family, columns, keys, fit in fits:
         cand = Candidate(family, list(columns), list(keys))
         started = time.perf_counter()
         try:
             cand.layout = fit(sample)
             blocks = np.asarray(cand.layout.assign(sample), dtype=np.int64)
-            cand.fractions = virtual_files(sample, blocks, indexes).fractions(predicates)
+            fitted.append((cand, virtual_files(sample, blocks, indexes)))
         except Exception as exc:  # one family that cannot be fitted must not sink the others
             cand.layout, cand.error = None, f"{type(exc).__name__}: {exc}"
         cand.fit_seconds = time.perf_counter() - started
         out.append(cand)
+    # every candidate's virtual files priced together (one planner call per query)
+    shares = stacked_fractions([files for _, files in fitted], predicates)
+    for (cand, _), fractions in zip(fitted, shares, strict=True):
+        cand.fractions = fractions
     return out
 
 

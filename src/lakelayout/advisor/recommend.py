@@ -32,6 +32,7 @@ from lakelayout.advisor.estimate import (
     additional_indexes,
     candidates,
     read_plan,
+    stacked_fractions,
     virtual_files,
 )
 from lakelayout.advisor.filters import leaf_filters
@@ -286,8 +287,10 @@ def _recommend(
         assert layout is not None
         rec.layout = layout
         blocks_after = np.asarray(layout.assign(sample), dtype=np.int64)
-        plain_now = virtual_files(sample, sample_files).fractions(inputs.predicates)
-        plain_after = virtual_files(sample, blocks_after).fractions(inputs.predicates)
+        plain_now, plain_after = stacked_fractions(
+            [virtual_files(sample, sample_files), virtual_files(sample, blocks_after)],
+            inputs.predicates,
+        )
         saved = float(np.mean(plain_now - plain_after)) * nbytes
         rec.chosen = dataclasses.replace(chosen, minmax_saved_bytes_per_query=saved)
         rec.best = rec.chosen if best is chosen else best

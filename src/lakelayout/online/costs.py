@@ -42,13 +42,13 @@ import pyarrow as pa
 
 from lakelayout.cluster import logical
 from lakelayout.errors import LayoutError
-from lakelayout.expr.nodes import Func, Opaque, Predicate
+from lakelayout.expr.nodes import Predicate
 from lakelayout.layouts.base import Layout
 from lakelayout.skipping.indexes.geobox import expand_within_box
 from lakelayout.skipping.planner import LayoutBlocks, plan, ruled_out_by_layout
-from lakelayout.skipping.stats_rules import might_match
+from lakelayout.skipping.stats_rules import might_match, stackable
 from lakelayout.stats.blocks import block_stats
-from lakelayout.stats.model import ColumnStats, FileStats
+from lakelayout.stats.model import FileStats
 
 #: predicates whose cost a state remembers (queries repeat within a window)
 MEMO_SIZE = 4096
@@ -183,20 +183,6 @@ def layout_key(layout: Layout) -> str:
     return layout.to_json()
 
 
-def stackable(predicate: Predicate) -> bool:
-    """Whether the min/max rules decide ``predicate`` on each file from that file alone.
-
-    True when every term is a plain column or a literal. A function of a
-    column is not: its bounds (``f(min)``, ``f(max)``) and its exact value on
-    single-valued files are computed for all files in one call, and one
-    file's value that makes it fail (``i + 1`` overflowing) makes the rule
-    give up for every file of the call. Stacking the files of several layouts
-    would let one layout's files change another's cost, so such predicates
-    are priced one layout at a time.
-    """
-    return not any(isinstance(node, Func | Opaque) for node in predicate.walk())
-
-
 @dataclass(frozen=True)
 class _Stack:
     """The virtual files of several layouts, one after the other, with each one's slice."""
@@ -204,33 +190,6 @@ class _Stack:
     keys: tuple[str, ...]
     files: FileStats
     offsets: np.ndarray
-
-
-def stack_files(parts: Sequence[FileStats]) -> FileStats:
-    """``parts`` concatenated into one :class:`FileStats` (same statistics columns and types;
-    virtual files of one sample always have them)."""
-    first = parts[0]
-    columns = {}
-    for name in first.columns:
-        stats = [p.columns[name] for p in parts]
-        columns[name] = ColumnStats(
-            _concat([c.min for c in stats]),
-            _concat([c.max for c in stats]),
-            np.concatenate([np.asarray(c.null_count, dtype=np.int64) for c in stats]),
-        )
-    return FileStats(
-        paths=np.concatenate([p.paths for p in parts]),
-        sizes=np.concatenate([p.sizes for p in parts]),
-        num_records=np.concatenate([p.num_records for p in parts]),
-        modification_times=np.concatenate([p.modification_times for p in parts]),
-        columns=columns,
-        schema=first.schema,
-    )
-
-
-def _concat(arrays: Sequence[pa.Array | pa.ChunkedArray]) -> pa.Array:
-    plain = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]
-    return pa.concat_arrays(plain)
 
 
 class CostBook:
@@ -355,7 +314,7 @@ class CostBook:
             return stack
         files = [self._states[k].files for k in keys]
         offsets = np.concatenate([[0], np.cumsum([len(f) for f in files])]).astype(np.int64)
-        stack = _Stack(keys, stack_files(files), offsets)
+        stack = _Stack(keys, FileStats.concat(files), offsets)
         self._stacks[keys] = stack
         if len(self._stacks) > STACKS:
             self._stacks.popitem(last=False)

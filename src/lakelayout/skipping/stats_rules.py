@@ -121,6 +121,21 @@ def all_rows_match(pred: Predicate, stats: FileStats, *, timezone: str = "UTC") 
     return np.asarray(every | (stats.num_records == 0), dtype=bool)
 
 
+def stackable(predicate: Predicate) -> bool:
+    """Whether the min/max rules decide ``predicate`` on each file from that file alone.
+
+    True when every term is a plain column or a literal. A function of a
+    column is not: its bounds (``f(min)``, ``f(max)``) and its exact value on
+    single-valued files are computed for all files in one call, and one
+    file's value that makes it fail (``i + 1`` overflowing) makes the rule
+    give up for every file of the call. Stacking the files of several layouts
+    (virtual files of several candidates planned in one call) would let one
+    layout's files change another's result, so such predicates are planned
+    one set of files at a time.
+    """
+    return not any(isinstance(node, Func | Opaque) for node in predicate.walk())
+
+
 # ---------------------------------------------------------------- bounds of a term
 
 

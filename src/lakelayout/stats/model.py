@@ -95,6 +95,36 @@ class FileStats:
         )
 
     @classmethod
+    def concat(cls, parts: Sequence[FileStats]) -> FileStats:
+        """``parts`` one after the other in one :class:`FileStats` (the first part's schema).
+
+        Every part must keep statistics on the same leaves with the same types
+        (virtual files of one sample always do).
+        """
+        if not parts:
+            raise InvalidOption("concat needs at least one FileStats")
+        first = parts[0]
+        for part in parts[1:]:
+            if set(part.columns) != set(first.columns):
+                raise InvalidOption("concat needs statistics on the same columns in every part")
+        columns = {}
+        for name in first.columns:
+            stats = [p.columns[name] for p in parts]
+            columns[name] = ColumnStats(
+                _concat([c.min for c in stats]),
+                _concat([c.max for c in stats]),
+                np.concatenate([np.asarray(c.null_count, dtype=np.int64) for c in stats]),
+            )
+        return cls(
+            paths=np.concatenate([p.paths for p in parts]),
+            sizes=np.concatenate([p.sizes for p in parts]),
+            num_records=np.concatenate([p.num_records for p in parts]),
+            modification_times=np.concatenate([p.modification_times for p in parts]),
+            columns=columns,
+            schema=first.schema,
+        )
+
+    @classmethod
     def empty(cls, schema: pa.Schema) -> FileStats:
         """No files at all."""
         columns = {}
@@ -111,3 +141,8 @@ class FileStats:
             columns=columns,
             schema=schema,
         )
+
+
+def _concat(arrays: Sequence[pa.Array | pa.ChunkedArray]) -> pa.Array:
+    plain = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]
+    return pa.concat_arrays(plain)
