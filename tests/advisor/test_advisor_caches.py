@@ -3,6 +3,7 @@ stale sample after an append or a DELETE (real Spark, real Delta tables)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from lakelayout.advisor.benefit import BenefitConfig
 from lakelayout.advisor.costmodel import DEFAULTS
 from lakelayout.advisor.recommend import Recommendation
 from lakelayout.api import Table
+from lakelayout.table.datafile import DataFile
 
 from .test_auto import CHEAP, _batch, _filtered_scans
 
@@ -121,6 +123,21 @@ def test_an_append_samples_the_new_files_and_reuses_the_old_ones(
             assert rows is old[key[1]]
 
 
+def test_a_files_draws_come_from_what_it_holds_not_its_random_name() -> None:
+    f = DataFile("part-00000-1b2c.parquet", 4096, 100, {"p": "1"})
+    seed = advisor_module._sample_seed
+    # the same data written again under another random name is sampled alike
+    assert seed(dataclasses.replace(f, path="part-00000-9f8e.parquet")) == seed(f)
+    others = [
+        dataclasses.replace(f, size=4097),
+        dataclasses.replace(f, num_records=99),
+        dataclasses.replace(f, partition_values={"p": "2"}),
+        dataclasses.replace(f, deleted_rows=np.array([3], dtype=np.int64)),
+        dataclasses.replace(f, deleted_rows=np.array([4], dtype=np.int64)),
+    ]
+    assert len({seed(f), *(seed(o) for o in others)}) == 1 + len(others)
+
+
 def test_a_delete_as_deletion_vectors_is_never_served_from_the_cache(
     spark: Any, tmp_path: Path
 ) -> None:
@@ -155,7 +172,7 @@ def test_a_delete_as_deletion_vectors_is_never_served_from_the_cache(
         assert on_driver.schema == by_spark[p].schema
         assert sorted(on_driver.to_pylist(), key=str) == sorted(by_spark[p].to_pylist(), key=str)
         some = advisor_module._driver_sample(t.uri, snap, f, 0.5, names)
-        assert some.equals(advisor_module._driver_sample(t.uri, snap, f, 0.5, names))  # by path
+        assert some.equals(advisor_module._driver_sample(t.uri, snap, f, 0.5, names))
         live = set(on_driver.column("id").to_pylist())
         assert set(some.column("id").to_pylist()) < live and some.num_rows > 0
         # the rows drawn do not depend on the columns read

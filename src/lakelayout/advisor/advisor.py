@@ -578,19 +578,35 @@ def _driver_sample(
     """``columns`` of the live rows of ``file``, each row kept with probability
     ``fraction``, in a random order; read with pyarrow on the driver, one batch at a time.
 
-    The random draws depend only on the file's path, so a file's sample is the
-    same whichever files and columns are sampled with it.
+    The random draws depend only on the file (:func:`_sample_seed`), so a
+    file's sample is the same whichever files and columns are sampled with it.
     """
     from lakelayout.cluster.rewrite import sample_files
 
     fmt = snap.table_format
-    seed = int.from_bytes(hashlib.blake2b(file.path.encode(), digest_size=8).digest(), "little")
+    seed = _sample_seed(file)
     rows = sample_files(
         table_uri, [file], fmt, list(columns), file.num_records, seed=seed, fraction=fraction
     )
     data = _to_schema(rows, pa.schema([snap.schema.field(c) for c in columns]))
     rng = np.random.default_rng(seed + 1)  # the order: draws apart from the filter's
     return data.take(pa.array(rng.permutation(data.num_rows)))
+
+
+def _sample_seed(file: DataFile) -> int:
+    """The seed of a file's sample draws: from what the log says the file holds (size,
+    row count, partition values, deleted rows), not from its name.
+
+    Writers name files with random ids; seeding by name made two runs of the
+    same replay on the same data sample different rows and, near a margin,
+    decide differently. Files with the same record draw the same row
+    positions, each still a uniform sample of its own rows.
+    """
+    digest = hashlib.blake2b(digest_size=8)
+    parts = sorted((str(k), str(v)) for k, v in file.partition_values.items())
+    digest.update(repr((file.size, file.num_records, parts)).encode())
+    digest.update(np.asarray(file.deleted_rows, dtype=np.int64).tobytes())
+    return int.from_bytes(digest.digest(), "little")
 
 
 def _sample_key(table_uri: str, path: str, snap: Snapshot) -> tuple[str, str, str, pa.Schema]:
