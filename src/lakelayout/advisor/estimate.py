@@ -280,10 +280,17 @@ def candidates(
             cand.layout, cand.error = None, f"{type(exc).__name__}: {exc}"
         cand.fit_seconds = time.perf_counter() - started
         out.append(cand)
-    # every candidate's virtual files priced together (one planner call per query)
-    shares = stacked_fractions([files for _, files in fitted], predicates)
-    for (cand, _), fractions in zip(fitted, shares, strict=True):
-        cand.fractions = fractions
+    # every candidate's virtual files priced together (one planner call per query); if
+    # that fails, one by one, so that a candidate that cannot be priced sinks only itself
+    try:
+        shares: list[np.ndarray] | None = stacked_fractions([f for _, f in fitted], predicates)
+    except Exception:
+        shares = None
+    for k, (cand, files) in enumerate(fitted):
+        try:
+            cand.fractions = shares[k] if shares is not None else files.fractions(predicates)
+        except Exception as exc:
+            cand.layout, cand.error = None, f"{type(exc).__name__}: {exc}"
     return out
 
 
