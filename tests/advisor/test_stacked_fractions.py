@@ -6,13 +6,17 @@ when the predicate's rules decide each file alone, and once per candidate
 otherwise. Property: on random tables (nulls, NaN, -0.0, infinities,
 unicode), random block assignments, any subset of index types and random
 predicates over every form the indexes label, the shares are equal, to the
-last bit, to one planner call per candidate and query (:func:`bytes_read`).
-No Spark.
+last bit, to one planner call per candidate and query (:func:`bytes_read`);
+and the same on rows drawn from the edge tables (DECIMAL(38, s) at both ends,
+subnormal and extreme floats, the first and last dates and timestamps,
+struct fields, a column named ``st.x``, IN lists with NULL, expressions),
+whose bounds the stack concatenates. No Spark.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +30,15 @@ from lakelayout.expr.nodes import Predicate
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.stats.model import FileStats
 
-from ..skipping.test_indexes_property import INDEXES, SCHEMA, predicates, row
+from ..expr.predicates import extreme_predicates, extreme_table, planner_predicates, planner_table
+from ..skipping.test_indexes_property import (
+    EXTREME,
+    EXTREME_INDEXES,
+    INDEXES,
+    SCHEMA,
+    predicates,
+    row,
+)
 
 EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "150"))
 
@@ -70,6 +82,49 @@ def test_stacked_shares_equal_each_candidate_priced_alone(
     for files, shares in zip(sets, got, strict=True):
         assert shares.tolist() == [alone(files, p) for p in bound]
         assert shares.tolist() == files.fractions(bound).tolist()
+
+
+#: edge tables, their predicate grammars and the indexes they carry
+EDGES = {
+    "planner": (planner_table(), planner_predicates(max_leaves=3), []),
+    "extreme": (extreme_table(), extreme_predicates(max_leaves=2), []),
+    "extreme-indexed": (EXTREME, extreme_predicates(max_leaves=2), EXTREME_INDEXES),
+}
+
+
+@st.composite
+def edge_cases(draw: st.DrawFn) -> tuple[pa.Table, list[np.ndarray], list[object], list[str]]:
+    base, grammar, indexes = EDGES[draw(st.sampled_from(sorted(EDGES)))]
+    rows = draw(st.lists(st.integers(0, base.num_rows - 1), min_size=1, max_size=24))
+    n = len(rows)
+    layouts = draw(
+        st.lists(st.lists(st.integers(0, 4), min_size=n, max_size=n), min_size=2, max_size=4)
+    )
+    texts = draw(st.lists(grammar, min_size=1, max_size=5))
+    table = base.take(pa.array(rows))
+    return table, [np.asarray(ids) for ids in layouts], list(indexes), texts
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(case=edge_cases())
+def test_stacked_shares_equal_each_candidate_priced_alone_at_the_edges_of_every_type(
+    case: tuple[pa.Table, list[np.ndarray], list[Any], list[str]],
+) -> None:
+    table, layouts, indexes, texts = case
+    sets = [virtual_files(table, ids, indexes) for ids in layouts]
+    bound = []
+    for text in texts:
+        try:
+            bound.append(parse_predicate(text, table.schema))
+        except PredicateError:
+            continue
+    got = stacked_fractions(sets, bound)
+    for files, shares in zip(sets, got, strict=True):
+        assert shares.tolist() == [alone(files, p) for p in bound]
 
 
 def test_file_stats_concat_keeps_each_part_in_order() -> None:
