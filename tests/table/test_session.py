@@ -78,10 +78,12 @@ def test_default_conf_for_local_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     assert conf["spark.sql.execution.arrow.pyspark.enabled"] == "true"
     assert conf["spark.ui.enabled"] == "false"
     assert conf["spark.python.daemon.module"] == "lakelayout.table.daemon"
+    assert conf["spark.python.unix.domain.socket.enabled"] == "true"
     cluster = default_conf("spark://host:7077")
     assert "spark.sql.shuffle.partitions" not in cluster
     # executors of a cluster may lack lakelayout's Python: their daemon stays Spark's own
     assert "spark.python.daemon.module" not in cluster
+    assert "spark.python.unix.domain.socket.enabled" not in cluster
     assert "spark.databricks.delta.snapshotPartitions" not in cluster
 
 
@@ -119,18 +121,29 @@ def test_daemon_preloads_every_task_module_and_skips_what_fails() -> None:
 
 @pytest.mark.spark
 def test_python_workers_are_forked_from_lakelayout_s_daemon(spark: object) -> None:
-    """A task's parent process is ``python -m lakelayout.table.daemon``."""
+    """A task's parent process is ``python -m lakelayout.table.daemon``, which froze
+    what it imported (so a worker's gc.collect() after each task skips it), and the
+    JVM talks to the workers over Unix sockets."""
     import pyarrow as pa
 
     def parent(batches):  # type: ignore[no-untyped-def]
+        import gc
+
         for _ in batches:
             pass
         cmdline = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().replace(b"\0", b" ")
-        yield pa.RecordBatch.from_pydict({"parent": [cmdline.decode()]})
+        yield pa.RecordBatch.from_pydict(
+            {"parent": [cmdline.decode()], "frozen": [gc.get_freeze_count()]}
+        )
 
-    df = spark.range(2, numPartitions=2).mapInArrow(parent, "parent string")  # type: ignore[attr-defined]
-    parents = {r.parent for r in df.collect()}
+    df = spark.range(2, numPartitions=2).mapInArrow(parent, "parent string, frozen long")  # type: ignore[attr-defined]
+    rows = df.collect()
+    parents = {r.parent for r in rows}
     assert parents and all("-m lakelayout.table.daemon" in p for p in parents), parents
+    # pyarrow, numpy, pyspark's worker and lakelayout's writer: tens of thousands of objects
+    assert all(r.frozen > 10_000 for r in rows), [r.frozen for r in rows]
+    conf = spark.sparkContext.getConf()  # type: ignore[attr-defined]
+    assert conf.get("spark.python.unix.domain.socket.enabled") == "true"
 
 
 # ---------------------------------------------------------------- Delta's connector

