@@ -146,6 +146,47 @@ def test_python_workers_are_forked_from_lakelayout_s_daemon(spark: object) -> No
     assert conf.get("spark.python.unix.domain.socket.enabled") == "true"
 
 
+_LIMIT_SCRIPT = """
+import time
+from lakelayout.table.session import spark_session
+
+spark = spark_session("local[2]", **{"spark.ui.enabled": "false"})
+
+
+def same(batches):
+    yield from batches
+
+
+df = spark.range(400_000, numPartitions=2).mapInArrow(same, "id long")
+for _ in range(3):
+    assert len(df.limit(1).collect()) == 1
+time.sleep(2)  # workers write to the driver's output after their task
+spark.stop()
+print("done")
+"""
+
+
+@pytest.mark.spark
+def test_a_limit_that_stops_reading_python_tasks_prints_no_traceback(tmp_path: Path) -> None:
+    """A LIMIT closes the socket of Python tasks it no longer reads; over the Unix
+    sockets local sessions use, the worker's last flush then fails at once, and
+    Spark's daemon printed a BrokenPipeError traceback into the driver's output
+    for each (3 of 3 here before lakelayout's daemon ended such workers quietly)."""
+    from .. import processes
+
+    script = tmp_path / "limit.py"
+    script.write_text(_LIMIT_SCRIPT)
+    log = tmp_path / "limit.log"
+    child = processes.python(script, log=log)
+    try:
+        code = child.wait(timeout=processes.STARTUP_SECONDS)
+    finally:
+        processes.kill(child)
+    out = log.read_text(errors="replace")
+    assert code == 0 and "done" in out, out
+    assert "Traceback" not in out and "BrokenPipeError" not in out, out
+
+
 # ---------------------------------------------------------------- Delta's connector
 
 

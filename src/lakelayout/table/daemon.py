@@ -16,11 +16,22 @@ after the fork because importing pyarrow or pandas may start threads; the module
 here start only jemalloc's background threads, which jemalloc restarts in a forked
 child. A module that fails to import here is skipped: the worker imports it again
 after the fork and reports the error with the task.
+
+Two more things differ from Spark's daemon. The imported modules are frozen for
+the garbage collector (``gc.freeze``): pyspark's worker loop runs a full
+collection after every task, which otherwise traversed all of them each time.
+And a worker whose socket the JVM has already closed when it flushes its last
+bytes (a ``LIMIT`` that stopped reading early: over a Unix socket, which local
+sessions use, that flush fails at once) exits quietly instead of printing a
+``BrokenPipeError`` traceback into the driver's output; Spark forks a new worker
+for the next task either way.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
+from typing import Any
 
 #: what a lakelayout task imports, in import order
 PRELOADED = (
@@ -47,6 +58,20 @@ def preload(modules: tuple[str, ...] = PRELOADED) -> list[str]:
     return failed
 
 
+def quiet_on_closed_socket(worker: Callable[..., int]) -> Callable[..., int]:
+    """``worker`` (pyspark's ``daemon.worker``), returning 1 instead of raising when the
+    JVM closed the socket first: pyspark's loop then ends this worker without a
+    traceback, as it does for any worker that returns an error code."""
+
+    def run(*args: Any) -> int:
+        try:
+            return worker(*args)
+        except BrokenPipeError:
+            return 1
+
+    return run
+
+
 if __name__ == "__main__":
     preload()
     import gc
@@ -57,4 +82,5 @@ if __name__ == "__main__":
     gc.freeze()
     from pyspark import daemon
 
+    daemon.worker = quiet_on_closed_socket(daemon.worker)  # type: ignore[assignment]
     daemon.manager()
