@@ -102,6 +102,19 @@ def test_session_has_lakelayout_settings(spark: object) -> None:
     assert os.environ["PYSPARK_PYTHON"] == sys.executable
 
 
+@pytest.mark.spark
+def test_the_running_session_is_returned_without_checking_java_again(
+    spark: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lakelayout.table import session
+
+    def fail() -> int:
+        raise AssertionError("java -version run while a JVM is up")
+
+    monkeypatch.setattr(session, "check_java", fail)
+    assert session.spark_session("local[2]") is spark
+
+
 def test_daemon_preloads_every_task_module_and_skips_what_fails() -> None:
     from lakelayout.table.daemon import PRELOADED, preload
 

@@ -335,7 +335,12 @@ def spark_session(
     chosen = master or os.environ.get(MASTER_ENV) or remote or DEFAULT_MASTER
     if chosen.startswith(CONNECT_SCHEME):
         return _connect_session(chosen, app_name, conf)
-    check_java()
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is None:
+        # a running JVM needs no check; `java -version` costs ~50 ms, and every Table
+        # made without a session asks this function for the running one
+        check_java()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     if _is_local(chosen):
