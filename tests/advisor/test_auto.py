@@ -165,3 +165,46 @@ def test_features_recommend_auto_and_measurement(spark: Any, tmp_path: Path) -> 
     t.advisor.learn_rewrite_cost = False
     assert t.advisor.correction() is None
     assert t.advisor.recommend().inputs["cost_model"] == t.advisor.cost_model().source
+
+
+def test_files_of_a_rewrite_the_workload_left_behind_are_candidates_again(
+    spark: Any, tmp_path: Path
+) -> None:
+    t = _tuned(
+        Table.create(str(tmp_path / "t"), _batch(spark, 0, 8000, 8), target_file_size=20_000)
+    )
+    _filtered_scans(t, 12)  # ranges of ts
+    first = t.optimize.auto()
+    assert first.applied
+    # the ts ranges go on: the rewrite delivered, its files stay as they are
+    _filtered_scans(t, 12, seed=4)
+    kept = t.optimize.auto()
+    assert not kept.applied and "already clustered" in kept.reason
+    assert kept.recommendation.inputs["candidates_again"] == []
+
+    # the workload moves to id ranges, which the arrival order served and the ts
+    # layout spreads over every file
+    rng = np.random.default_rng(5)
+    for lo in rng.uniform(0, 7500, 12):
+        t.scan(f"id BETWEEN {int(lo)} AND {int(lo) + 300}", columns=["ts"])
+    files_before = t.scan("id BETWEEN 4000 AND 4300").report.files_kept
+    t.advisor.recluster = False
+    assert "already clustered" in t.advisor.recommend().reason
+    t.advisor.recluster = True
+    rec = t.advisor.recommend()
+    (again,) = rec.inputs["candidates_again"]
+    (applied,) = [d for d in t.advisor.decisions() if d["outcome"] == "applied"]
+    assert again["decision_id"] == applied["id"] and again["family"] == applied["family"]
+    # every query since the rewrite: 12 ts ranges, 12 id ranges and the count above
+    assert again["files"] == len(t.snapshot().files) and again["queries"] == 25
+    # the id ranges read more of the ts layout's files than of the ones it replaced,
+    # which outweighs what the ts ranges still save
+    margin = t.advisor.benefit.margin
+    assert again["saved_bytes_per_query"] < again["estimated_saved_bytes_per_query"] / margin
+    assert rec.inputs["candidate_files"] == len(t.snapshot().files)
+
+    second = t.optimize.auto()
+    assert second.applied and second.metrics is not None
+    assert second.metrics.rows_added == second.metrics.rows_removed == 8000
+    assert _ids(t) == list(range(8000))  # nothing lost, nothing duplicated
+    assert t.scan("id BETWEEN 4000 AND 4300").report.files_kept < files_before

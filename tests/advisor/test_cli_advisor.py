@@ -74,10 +74,11 @@ def test_advisor_commands_fail_in_one_line(tmp_path: Path, logged: tuple[str, Pa
 
 
 def test_calibrate_measures_saves_and_is_reused(spark: Any, tmp_path: Path) -> None:
-    model = calibrate(spark, sizes=(2000, 6000), work_dir=tmp_path)
+    model = calibrate(spark, sizes=(2000, 6000), work_dir=tmp_path, many_files=(24,))
     assert model.source == (
         "calibrated on tables of 2,000, 6,000 rows (rewrites also on 30-column tables of "
-        "6,000 and shuffled at 6,000; queries and a Z-order each way also on 24,000)"
+        "6,000 and shuffled at 6,000; queries and a Z-order each way also on 24,000, queried "
+        "again in 24 files)"
     )
     assert set(model.quality) == {"rewrite_r2", "query_r2", "statistics_r2"}
     assert model.rewrite_seconds(10**6, 4) > 0 and model.query_seconds(10**6) > 0

@@ -243,7 +243,8 @@ def test_the_sample_exit_sits_between_the_first_exit_and_the_flip() -> None:
     floor = model.rewrite_seconds(
         best.candidate_bytes, 1, n_curve=1, n_additional=best.n_additional
     )
-    edge = floor * 1.5 / (bytes_now * model.query_seconds_per_byte)  # the exit's threshold
+    per_query = model.read_seconds(bytes_now, best.files_now_per_query)
+    edge = floor * 1.5 / per_query  # the exit's threshold
     below = recommend(dataclasses.replace(inputs), model=model,
                       benefit=BenefitConfig(horizon_queries=edge * 0.999))  # fmt: skip
     above = recommend(dataclasses.replace(inputs), model=model,

@@ -91,7 +91,9 @@ def test_a_tiny_table_with_few_queries_gets_no_rewrite() -> None:
     assert rec.reason.startswith(
         "no rewrite: even a layout that made the recent queries read nothing of the 0.35 MiB"
     )
-    assert "(7 expected queries × 0.35 MiB read now each)" in rec.reason
+    # arrival order: every query reads every file
+    files = len(inputs.candidate_files)
+    assert f"(7 expected queries × 0.35 MiB in {files:.1f} files read now each)" in rec.reason
     # the cheapest rewrite any candidate can be: one curve dimension, into one file
     nbytes = int(inputs.candidate_files.total_bytes)
     cheapest = DEFAULTS.rewrite_seconds(nbytes, 1, n_curve=1)
@@ -144,6 +146,40 @@ def test_a_rewrite_through_a_shuffle_is_priced_with_the_shuffle_terms() -> None:
     for a, b in zip(plain.estimates, shuffled.estimates, strict=True):
         assert (a.layout, a.saving_seconds) == (b.layout, b.saving_seconds)
         assert b.cost_seconds - a.cost_seconds == pytest.approx(extra)
+
+
+def test_the_files_a_query_skips_are_priced_per_file_too() -> None:
+    """Skipping a file saves its bytes and its per-file cost (a task, a footer): the
+    saving is E × (bytes saved × cost per byte + files saved × cost per file), and a
+    table of many small files can pay for a rewrite that its bytes alone would not."""
+    inputs = _inputs(_windows(40), scale=200)
+    bytes_only = dataclasses.replace(DEFAULTS, query_seconds_per_file=0.0)
+    per_file = dataclasses.replace(DEFAULTS, query_seconds_per_file=0.05)
+    config = BenefitConfig(horizon_queries=1.0)
+    plain = recommend(dataclasses.replace(inputs), model=bytes_only, benefit=config, bounds=False)
+    files = recommend(dataclasses.replace(inputs), model=per_file, benefit=config, bounds=False)
+    assert [e.layout for e in plain.estimates] == [e.layout for e in files.estimates]
+    for a, b in zip(plain.estimates, files.estimates, strict=True):
+        assert a.cost_seconds == b.cost_seconds and b.n_additional == a.n_additional
+        # arrival order: every window reads every file now; after, its share of the blocks
+        assert b.files_now_per_query == pytest.approx(FILES)
+        assert 0 < b.files_after_per_query < b.files_now_per_query
+        assert b.files_after_per_query == pytest.approx(
+            b.bytes_after_per_query / b.candidate_bytes * b.files_after
+        )
+        skipped = b.files_now_per_query - b.files_after_per_query
+        assert b.saving_seconds - a.saving_seconds == pytest.approx(0.05 * skipped)
+    # where the bytes alone do not pay, the files do
+    best = plain.best
+    assert best is not None
+    horizon = best.cost_seconds * 1.5 / best.saving_seconds * 0.9  # bytes alone: just short
+    assert not _decide(inputs, bytes_only, horizon).rewrite
+    assert _decide(inputs, per_file, horizon).rewrite
+
+
+def _decide(inputs: Inputs, model: CostModel, horizon: float) -> Recommendation:
+    config = BenefitConfig(horizon_queries=horizon)
+    return recommend(dataclasses.replace(inputs), model=model, benefit=config)
 
 
 def test_the_rate_of_the_log_sets_the_expected_queries() -> None:
@@ -204,9 +240,13 @@ def test_cost_model_round_trip_defaults_and_fit(tmp_path: pytest.TempPathFactory
             (3 * 10**8, 40, 4, 0, 0, 6 * 10**7, True),
         ]
     ]  # fmt: skip
-    queries = [QueryObservation(truth.query_seconds(b), b) for b in (0, 10**6, 10**8, 5 * 10**8)]
+    queries = [
+        QueryObservation(truth.query_seconds(b, f), b, f)
+        for b, f in ((0, 0), (10**6, 1), (10**8, 8), (10**8, 96), (5 * 10**8, 40))
+    ]
     fitted = fit(rewrites, queries)
     assert fitted.query_seconds_per_byte == pytest.approx(truth.query_seconds_per_byte, rel=1e-6)
+    assert fitted.query_seconds_per_file == pytest.approx(truth.query_seconds_per_file, rel=1e-6)
     assert fitted.rewrite_fixed_seconds == pytest.approx(truth.rewrite_fixed_seconds, rel=1e-4)
     assert fitted.curve_seconds_per_byte == pytest.approx(truth.curve_seconds_per_byte, rel=1e-4)
     assert fitted.rewrite_seconds_per_value == pytest.approx(
@@ -232,8 +272,8 @@ def test_a_model_saved_before_the_per_value_term_still_loads(tmp_path: Path) -> 
     path.write_text(json.dumps({**old, "format": 2}))
     with pytest.raises(InvalidOption, match="lacks rewrite_seconds_per_value"):
         CostModel.load(path)
-    path.write_text(json.dumps({**old, "format": 4}))
-    with pytest.raises(InvalidOption, match="format 4 is not supported"):
+    path.write_text(json.dumps({**old, "format": 5}))
+    with pytest.raises(InvalidOption, match="format 5 is not supported"):
         CostModel.load(path)
 
 
@@ -250,6 +290,20 @@ def test_a_model_saved_before_the_shuffle_terms_loads_without_them(tmp_path: Pat
     with pytest.raises(
         InvalidOption, match="lacks shuffle_fixed_seconds, shuffle_seconds_per_value"
     ):
+        CostModel.load(path)
+
+
+def test_a_model_saved_before_the_per_file_query_term_prices_bytes_only(tmp_path: Path) -> None:
+    old = {k: v for k, v in DEFAULTS.to_dict().items() if k != "query_seconds_per_file"}
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({**old, "format": 3, "source": "calibrated yesterday"}))
+    model = CostModel.load(path)
+    assert model.query_seconds_per_file == 0.0
+    assert model.source.startswith("calibrated yesterday; no per-file query term (format 3)")
+    assert model.query_seconds(10**8, 50) == model.query_seconds(10**8)
+    assert DEFAULTS.query_seconds(10**8, 50) > DEFAULTS.query_seconds(10**8)
+    path.write_text(json.dumps({**old, "format": 4}))
+    with pytest.raises(InvalidOption, match="lacks query_seconds_per_file"):
         CostModel.load(path)
 
 

@@ -67,6 +67,9 @@ DEFAULT_WINDOW_DAYS = 30.0
 DEFAULT_SAMPLE_ROWS = 20_000
 #: following queries a measurement of an applied decision looks at
 MEASURE_QUERIES = 200
+#: queries of the window after an automatic rewrite before its files may be
+#: candidates again (:meth:`Advisor.candidate_files`)
+RECHECK_QUERIES = 10
 
 #: :func:`_sample_key` -> (sampled fraction, sample rows of that file: the columns read)
 _SAMPLES: dict[tuple[str, str, str, pa.Schema], tuple[float, pa.Table]] = {}
@@ -130,6 +133,9 @@ class Advisor:
     #: took over their estimate (:func:`.decisions.rewrite_correction`; False: the
     #: model as calibrated)
     learn_rewrite_cost: bool = True
+    #: files of automatic rewrites that did not deliver are candidates again (see
+    #: :meth:`candidate_files`; False: never-clustered files only, the thesis's rule)
+    recluster: bool = True
 
     @property
     def log(self) -> QueryLog:
@@ -166,8 +172,8 @@ class Advisor:
     def features(self) -> Analysis:
         """Clustering features of the recent workload, ranked, with reasons (no rewrite)."""
         snap = self.table.snapshot()
-        predicates, _, _ = self._window(snap.schema)
-        files = _unclustered(self.table.uri, snap.files)
+        predicates, stamps, _ = self._window(snap.schema)
+        files, _ = self.candidate_files(snap, predicates, stamps)
         reads = read_columns(predicates, snap.schema)
         sample, _ = self._sample(files, snap, reads) if len(files) else (None, None)
         return analyze(
@@ -198,6 +204,7 @@ class Advisor:
             bounds=self.bounds,
         )
         rec.inputs[CORRECTION_KEY] = 1.0 if correction is None else correction.factor
+        rec.candidate_paths = [str(p) for p in files.paths]
         return rec
 
     def inputs(self, snap: Snapshot | None = None) -> Inputs:
@@ -207,7 +214,7 @@ class Advisor:
 
         snap = self.table.snapshot() if snap is None else snap
         predicates, stamps, unparsed = self._window(snap.schema)
-        files = _unclustered(self.table.uri, snap.files)
+        files, again = self.candidate_files(snap, predicates, stamps)
         indexes, _ = self.table.indexes.usable(snap.schema)
         shuffled = cluster_config.rewrite_shuffles(
             int(files.total_bytes),
@@ -226,7 +233,59 @@ class Advisor:
             timezone=self._timezone(),
             unparsed=unparsed,
             shuffled=shuffled,
+            again=again,
         )
+
+    def candidate_files(
+        self, snap: Snapshot, predicates: Sequence[Predicate], stamps: Sequence[dt.datetime]
+    ) -> tuple[FileStats, list[dict[str, Any]]]:
+        """The live files a rewrite may replace: the never-clustered ones and, with
+        ``recluster`` on, those written by an automatic rewrite of this table that did
+        not deliver; and a description of each such rewrite.
+
+        A rewrite's estimate assumes the window it was fitted on repeats. When at
+        least :data:`RECHECK_QUERIES` queries of the current window came after it
+        and they read less than its estimated saving ÷ ``margin`` fewer bytes
+        from its files than from the files it replaced (min/max pruning on both
+        sides, as the decision log's measurement), the workload has moved on:
+        its files are no better placed than fresh data, and the same cost and
+        benefit decide whether rewriting them pays. Files of a rewrite that
+        delivered stay as they are (the thesis's rule for clustered data).
+        """
+        fresh = _unclustered(self.table.uri, snap.files)
+        if not self.recluster or not predicates:
+            return fresh, []
+        live = {str(p): k for k, p in enumerate(snap.files.paths)}
+        chosen = np.zeros(len(snap.files), dtype=bool)
+        chosen[[live[str(p)] for p in fresh.paths]] = True
+        again = []
+        for row in self.decisions():
+            if row["kind"] != "decision" or row["outcome"] != "applied":
+                continue
+            estimated = (row["detail"] or {}).get("chosen", {}) or {}
+            estimated_saving = estimated.get("minmax_saved_bytes_per_query")
+            if row["version_after"] is None or not estimated_saving:
+                continue
+            old, new = _rewrite_files(self.table.uri, int(row["version_after"]))
+            still = [live[str(p)] for p in new.paths if str(p) in live]
+            after = [p for p, ts in zip(predicates, stamps, strict=True) if ts > row["ts"]]
+            if not still or len(after) < RECHECK_QUERIES:
+                continue
+            saved = float(np.mean([bytes_read(p, old) - bytes_read(p, new) for p in after]))
+            if saved >= estimated_saving / self.benefit.margin:
+                continue
+            chosen[still] = True
+            again.append(
+                {
+                    "decision_id": row["id"],
+                    "family": row["family"],
+                    "files": len(still),
+                    "queries": len(after),
+                    "saved_bytes_per_query": saved,
+                    "estimated_saved_bytes_per_query": float(estimated_saving),
+                }
+            )
+        return snap.files.take(chosen), again
 
     def record_query(self, where: str | None, *, source: str = "plan") -> bool:
         """Log a query that did not go through ``Table.scan`` (planned elsewhere, or
@@ -300,13 +359,16 @@ class Advisor:
             result.apply_seconds = time.perf_counter() - started
 
     def apply(self, rec: Recommendation) -> OptimizeMetrics:
-        """Rewrite the never-clustered files with the recommended layout; then declare
-        and build its additional statistics."""
+        """Rewrite the files the recommendation priced (never-clustered ones and those
+        of automatic rewrites that did not deliver, see :meth:`candidate_files`) with the
+        recommended layout; then declare and build its additional statistics."""
         if rec.layout is None or rec.chosen is None:
             raise InvalidOption(f"nothing to apply: {rec.reason}")
-        snap = self.table.snapshot()
-        files = _unclustered(self.table.uri, snap.files)
-        paths = [str(p) for p in files.paths]
+        paths = rec.candidate_paths
+        if paths is None:
+            snap = self.table.snapshot()
+            predicates, stamps, _ = self._window(snap.schema)
+            paths = [str(p) for p in self.candidate_files(snap, predicates, stamps)[0].paths]
         metrics = self.table.optimize.apply(
             rec.layout, paths, hooks=self.hooks, one_file_per_block=True
         )
@@ -365,12 +427,8 @@ class Advisor:
         from lakelayout.table import delta
 
         after_version = int(row["version_after"])
-        before = delta.snapshot(self.table.uri, after_version - 1)
         after = delta.snapshot(self.table.uri, after_version)
-        old_paths = {str(p) for p in before.files.paths} - {str(p) for p in after.files.paths}
-        new_paths = {str(p) for p in after.files.paths} - {str(p) for p in before.files.paths}
-        old = before.files.take(np.array([str(p) in old_paths for p in before.files.paths]))
-        new = after.files.take(np.array([str(p) in new_paths for p in after.files.paths]))
+        old, new = _rewrite_files(self.table.uri, after_version)
         times = log.column("ts").to_pylist()
         later = [i for i, ts in enumerate(times) if ts > row["ts"]][:MEASURE_QUERIES]
         if not later:
@@ -688,6 +746,28 @@ def _parse(
         return parse_predicate(text, schema, functions=functions, timezone=timezone)
     except LakelayoutError:
         return None
+
+
+#: (table root, version) -> the files a rewrite committed at that version replaced and
+#: wrote (a committed version never changes)
+_REWRITES: dict[tuple[str, int], tuple[FileStats, FileStats]] = {}
+
+
+def _rewrite_files(table_uri: str, version: int) -> tuple[FileStats, FileStats]:
+    """(files replaced, files written) by the commit that made ``version``."""
+    from lakelayout.table import delta
+
+    key = (table_uri, version)
+    if key not in _REWRITES:
+        before = delta.snapshot(table_uri, version - 1).files
+        after = delta.snapshot(table_uri, version).files
+        old_paths = {str(p) for p in before.paths}
+        new_paths = {str(p) for p in after.paths}
+        _REWRITES[key] = (
+            before.take(np.array([str(p) not in new_paths for p in before.paths], dtype=bool)),
+            after.take(np.array([str(p) not in old_paths for p in after.paths], dtype=bool)),
+        )
+    return _REWRITES[key]
 
 
 def _unclustered(table_uri: str, files: FileStats) -> FileStats:

@@ -4,10 +4,14 @@ For one candidate layout and the files it would rewrite (``B`` bytes):
 
     saved bytes per query = B × mean over the recent queries q of
                             (scanned_now(q) - scanned_after(q))       (fractions, §5.2)
+    saved files per query = the same with files: scanned_now(q) × files now
+                            - scanned_after(q) × files after (a layout's blocks
+                            hold equal shares of the rows)
     expected queries E    = query rate of the log window × horizon (a window
                             shorter than an hour counts as an hour), or a given
                             number of queries
-    saving  (seconds)     = E × saved bytes per query × query cost per byte
+    saving  (seconds)     = E × (saved bytes per query × query cost per byte
+                                 + saved files per query × query cost per file)
     cost    (seconds)     = the cost model's rewrite of B bytes (rows × columns values)
                             into the layout's files, plus indexing the other files
                             for new statistics
@@ -109,6 +113,9 @@ class Estimate:
     margin: float
     #: the same saving with min/max statistics only (what a later measurement compares)
     minmax_saved_bytes_per_query: float | None = None
+    #: files the recent queries read now and would read after, on average
+    files_now_per_query: float = 0.0
+    files_after_per_query: float = 0.0
 
     @property
     def saved_bytes_per_query(self) -> float:
@@ -164,7 +171,11 @@ def estimate(
     after = float(np.mean(fractions_after)) if len(fractions_after) else 1.0
     bytes_now = now * candidate_bytes
     bytes_after = after * candidate_bytes
-    saving = expected * (bytes_now - bytes_after) * model.query_seconds_per_byte
+    files_now = now * candidate_files
+    files_after_read = after * files_after
+    saving = expected * (
+        model.read_seconds(bytes_now, files_now) - model.read_seconds(bytes_after, files_after_read)
+    )
     cost = model.rewrite_seconds(
         candidate_bytes,
         files_after,
@@ -186,6 +197,8 @@ def estimate(
         n_additional=n_additional,
         bytes_now_per_query=bytes_now,
         bytes_after_per_query=bytes_after,
+        files_now_per_query=files_now,
+        files_after_per_query=files_after_read,
         expected_queries=float(expected),
         saving_seconds=float(saving),
         cost_seconds=float(cost),
@@ -213,7 +226,9 @@ def decide(estimates: Sequence[Estimate]) -> tuple[Estimate | None, Estimate | N
         )
     words = (
         f"{best.layout} would save {_mib(best.saved_bytes_per_query)} per query "
-        f"(of {_mib(best.bytes_now_per_query)} read now) × {best.expected_queries:,.0f} expected "
+        f"(of {_mib(best.bytes_now_per_query)} read now; files read "
+        f"{best.files_now_per_query:,.1f} -> {best.files_after_per_query:,.1f}) × "
+        f"{best.expected_queries:,.0f} expected "
         f"queries = {best.saving_seconds:.3g} s, against a rewrite of "
         f"{_mib(best.candidate_bytes)} costing {best.cost_seconds:.3g} s"
     )

@@ -19,7 +19,9 @@ generated table sizes (Spark writes them, like any lakelayout table):
   table (``indexes.refresh``), timed: the cost per additional feature;
 * queries: ``Table.scan(where).df.count()`` at several selectivities (the
   rows arrive in ``id`` order, so ``id < x`` reads a known share of the
-  files), best of two runs, timed.
+  files), best of three runs, timed; on the largest table three times, in 8
+  files and sorted into each of :data:`MANY_FILES`, so that what a query pays
+  per file separates from what it pays per byte.
 
 :func:`lakelayout.advisor.costmodel.fit` then fits the coefficients
 (non-negative least squares) and the model is saved as JSON. Every table
@@ -54,6 +56,9 @@ DEFAULT_SIZES = (60_000, 180_000, 540_000)
 QUICK_SIZES = (20_000, 60_000, 180_000)
 #: queries are also timed on a table this many times the largest size
 QUERY_TABLE_FACTOR = 4
+#: files of the query table's later layouts (the first has 8)
+MANY_FILES = (96, 384)
+
 SOP_FEATURES = ("s LIKE '%7%'", "b < 0.3", "c > 0.8", "d < 0.1")
 
 
@@ -63,9 +68,11 @@ def calibrate(
     sizes: Sequence[int] = DEFAULT_SIZES,
     work_dir: str | Path | None = None,
     progress: Callable[[str], None] = lambda _: None,
+    many_files: Sequence[int] = MANY_FILES,
 ) -> CostModel:
     """Measure rewrites, index builds and queries on tables of ``sizes`` rows, and
-    queries on one of ``QUERY_TABLE_FACTOR`` x the largest size; fit."""
+    queries on one of ``QUERY_TABLE_FACTOR`` x the largest size, in 8 files and again
+    sorted into each of ``many_files`` files; fit."""
     if len(sizes) < 2 or any(int(n) < 1000 for n in sizes):
         raise InvalidOption(f"calibration needs at least two sizes of >= 1000 rows, got {sizes}")
     rewrites: list[RewriteObservation] = []
@@ -94,10 +101,20 @@ def calibrate(
         large = QUERY_TABLE_FACTOR * max(int(n) for n in sizes)
         table = _table(spark, root / f"t{large}", large)
         queries += _queries(table)
+        # the same rows in more, smaller files, still in ``id`` order (a one-column
+        # Z-order is a sort): the same bytes in more files separate the per-file cost of
+        # a query from its per-byte cost. Spark packs small files into a task, so a file
+        # costs less the more there are (8 -> 96 files: 3.4 ms a file; 96 -> 384: 0.8 ms
+        # here); two steps let the one linear term fit both regimes (and each rewrite is
+        # one more measured rewrite)
+        for files in many_files:
+            rewrites += _zorders(table, ((("id",), files),))
+            queries += _queries(table)
         # and one Z-order each way: the model is used far above the sizes before, and
         # this is the largest input calibration rewrites
         rewrites += _zorders(table, ZORDERS[1:2]) + _zorders(table, ZORDERS[1:2], shuffled=True)
-        progress(f"{large:,} rows: {len(queries)} queries, 2 more rewrites measured "
+        progress(f"{large:,} rows: {len(queries)} queries, {2 + len(many_files)} more rewrites "
+                 "measured "
                  f"({time.perf_counter() - started:.0f} s)")  # fmt: skip
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -110,7 +127,7 @@ def calibrate(
         source=(
             f"calibrated on tables of {rows} rows (rewrites also on {WIDE_COLUMNS}-column "
             f"tables of {wide} and shuffled at {wide}; queries and a Z-order each way also "
-            f"on {large:,})"
+            f"on {large:,}, queried again in {' and '.join(map(str, many_files))} files)"
         ),
     )
 
@@ -279,12 +296,12 @@ def _queries(table: Table) -> list[QueryObservation]:
         if share is not None:
             where = f"id < {int(rows * share)} AND {READ_EVERY_COLUMN}"
         best = float("inf")
-        kept = 0
+        kept = files = 0
         for _ in range(3):
             started = time.perf_counter()
             result = table.scan(where)
             result.df.count()
             best = min(best, time.perf_counter() - started)
-            kept = result.report.bytes_kept
-        out.append(QueryObservation(best, kept))
+            kept, files = result.report.bytes_kept, result.report.files_kept
+        out.append(QueryObservation(best, kept, files))
     return out

@@ -67,6 +67,8 @@ class Inputs:
     #: whether a rewrite of the candidate files goes through a shuffle (more than
     #: ``lakelayout.smallRewriteSize`` bytes of them, or a partitioned table)
     shuffled: bool = False
+    #: earlier automatic rewrites whose files are candidates again (they did not deliver)
+    again: list[dict[str, Any]] = field(default_factory=list)
 
 
 Sampler = Callable[[], tuple[pa.Table, np.ndarray]]
@@ -87,6 +89,8 @@ class Recommendation:
     new_indexes: list[Index] = field(default_factory=list)
     inputs: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    #: the files priced as the rewrite's input (what applying it replaces), when known
+    candidate_paths: list[str] | None = None
 
     @property
     def rewrite(self) -> bool:
@@ -114,8 +118,10 @@ class Recommendation:
         for e in sorted(self.estimates, key=lambda e: -e.net_seconds):
             payback = e.payback_queries
             out.append(
-                f"  {e.layout}: reads {e.bytes_after_per_query / 2**20:,.2f} MiB/query "
-                f"(now {e.bytes_now_per_query / 2**20:,.2f}), saving {e.saving_seconds:.3g} s, "
+                f"  {e.layout}: reads {e.bytes_after_per_query / 2**20:,.2f} MiB in "
+                f"{e.files_after_per_query:,.1f} files/query (now "
+                f"{e.bytes_now_per_query / 2**20:,.2f} in {e.files_now_per_query:,.1f}), "
+                f"saving {e.saving_seconds:.3g} s, "
                 f"cost {e.cost_seconds:.3g} s, net {e.net_seconds:+.3g} s, payback "
                 + ("never" if payback is None else f"{payback:,.0f} queries")
             )
@@ -161,6 +167,7 @@ def recommend(
         "target_file_size": inputs.target_file_size,
         "shuffled": inputs.shuffled,
         "cost_model": model.source,
+        "candidates_again": inputs.again,
     }
     rec = _recommend(
         inputs, model, analyzer or AnalyzerConfig(), cfg, families, sampler, bounds=bounds
@@ -216,15 +223,15 @@ def _recommend(
     # the cheapest rewrite any candidate can cost: one curve dimension, no SOP feature,
     # no new statistics, one file written (coefficients are >= 0, so every term only grows)
     cheapest = model.rewrite_seconds(nbytes, 1, n_curve=1, values=values, shuffled=inputs.shuffled)
-    read_now = _read_now_ceiling(inputs.predicates, files)
-    ceiling = rate.expected_queries * read_now * model.query_seconds_per_byte
+    read_now, files_now = _read_now_ceiling(inputs.predicates, files)
+    ceiling = rate.expected_queries * model.read_seconds(read_now, files_now)
     if bounds and ceiling <= cheapest * cfg.margin:
         rec.reason = (
             f"no rewrite: even a layout that made the recent queries read nothing of the "
             f"{nbytes / 2**20:,.2f} MiB of never-clustered data would save at most "
             f"{ceiling:.3g} s ({rate.expected_queries:,.0f} expected queries × "
-            f"{read_now / 2**20:,.2f} MiB read now each), not more than the cheapest rewrite "
-            f"({cheapest:.3g} s) × {cfg.margin:g}"
+            f"{read_now / 2**20:,.2f} MiB in {files_now:,.1f} files read now each), not more "
+            f"than the cheapest rewrite ({cheapest:.3g} s) × {cfg.margin:g}"
         )
         return without_sample()
     if inputs.sample is None:
@@ -246,7 +253,16 @@ def _recommend(
     n_additional = sum(_features_in(i) for i in rec.new_indexes)
     now = virtual_files(sample, sample_files, inputs.indexes).fractions(inputs.predicates)
     if bounds and _cannot_pay(
-        rec, now, nbytes, values, n_additional, inputs.other_bytes, model, cfg, inputs.shuffled
+        rec,
+        now,
+        nbytes,
+        len(files),
+        values,
+        n_additional,
+        inputs.other_bytes,
+        model,
+        cfg,
+        inputs.shuffled,
     ):
         return rec
     rec.candidates = candidates(
@@ -297,9 +313,9 @@ def _recommend(
     return rec
 
 
-def _read_now_ceiling(predicates: Sequence[Predicate], files: FileStats) -> float:
-    """Bytes of ``files`` a recent query reads now, on average — the most any layout
-    can save it — from the files' statistics alone (no sample).
+def _read_now_ceiling(predicates: Sequence[Predicate], files: FileStats) -> tuple[float, float]:
+    """Bytes and files of ``files`` a recent query reads now, on average — the most any
+    layout can save it — from the files' statistics alone (no sample).
 
     The estimate weighs a file by its *rows* in the sample (a virtual file's
     size is its rows × the sample's average row size) and a virtual file is
@@ -308,30 +324,37 @@ def _read_now_ceiling(predicates: Sequence[Predicate], files: FileStats) -> floa
     is taken. With the whole table in the sample (small tables, where this
     check matters most) the rows weighting is exactly the estimate's, so the
     ceiling is a true upper bound of every candidate's saving; with a partial
-    sample it is one up to the sample's row counts per file.
+    sample it is one up to the sample's row counts per file. Files are
+    counted the same two ways (the estimate counts its share of rows × the
+    number of files).
     """
     nbytes = float(files.total_bytes)
+    count = float(len(files))
     rows = np.asarray(files.num_records, dtype=np.float64)
     known = bool((rows >= 0).all()) and float(rows.sum()) > 0
-    seen: dict[str, float] = {}
+    seen: dict[str, tuple[float, float]] = {}
     out = []
     for pred in predicates:
         key = pred.sql()
         if key not in seen:
             kept = read_plan(pred, files)
             if known:
-                by_rows = float(rows[kept.keep].sum()) / float(rows.sum()) * nbytes
+                share = float(rows[kept.keep].sum()) / float(rows.sum())
             else:  # unknown row counts: any kept file may be the whole sample
-                by_rows = nbytes if kept.keep.any() else 0.0
-            seen[key] = max(float(kept.bytes_kept), by_rows)
+                share = 1.0 if kept.keep.any() else 0.0
+            seen[key] = (
+                max(float(kept.bytes_kept), share * nbytes),
+                max(float(kept.keep.sum()), share * count),
+            )
         out.append(seen[key])
-    return float(np.mean(out))
+    return float(np.mean([b for b, _ in out])), float(np.mean([f for _, f in out]))
 
 
 def _cannot_pay(
     rec: Recommendation,
     now: np.ndarray,
     nbytes: int,
+    n_files: int,
     values: int,
     n_additional: int,
     other_bytes: int,
@@ -342,17 +365,18 @@ def _cannot_pay(
     """Whether no candidate can pay, from the sample's "now" side alone (then
     ``rec.reason`` says so and nothing is fitted or priced).
 
-    Exact bound, not a heuristic: a candidate saves ``E × (now − after) ×
-    bytes × cost per byte`` with ``after >= 0``, so at most the same with
-    ``after = 0``; it costs at least a rewrite with one curve dimension, no
+    Exact bound, not a heuristic: a candidate saves ``E × ((now − after) ×
+    bytes × cost per byte + (now × files − after × files after) × cost per
+    file)`` with ``after >= 0``, so at most the same with ``after = 0``; it costs at least a rewrite with one curve dimension, no
     SOP feature, into one file, with the ``n_additional`` statistics every
     candidate builds (all coefficients are >= 0). When that saving does not
     beat that cost × margin, full pricing would say no rewrite as well.
     """
     assert rec.rate is not None
     expected = rec.rate.expected_queries
-    bytes_now = (float(np.mean(now)) if len(now) else 1.0) * nbytes
-    ceiling = expected * bytes_now * model.query_seconds_per_byte
+    share_now = float(np.mean(now)) if len(now) else 1.0
+    bytes_now = share_now * nbytes
+    ceiling = expected * model.read_seconds(bytes_now, share_now * n_files)
     floor = model.rewrite_seconds(
         nbytes, 1, n_curve=1, n_additional=n_additional, values=values, shuffled=shuffled
     )
