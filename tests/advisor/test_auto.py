@@ -202,6 +202,11 @@ def test_files_of_a_rewrite_the_workload_left_behind_are_candidates_again(
     margin = t.advisor.benefit.margin
     assert again["saved_bytes_per_query"] < again["estimated_saved_bytes_per_query"] / margin
     assert rec.inputs["candidate_files"] == len(t.snapshot().files)
+    (line,) = [x for x in rec.lines() if "candidates again" in x]
+    assert line.startswith(
+        f"  candidates again: {again['files']} files of the automatic {again['family']} "
+        f"rewrite (decision {applied['id']}): the 25 queries since read"
+    )
 
     second = t.optimize.auto()
     assert second.applied and second.metrics is not None

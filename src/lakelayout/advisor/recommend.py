@@ -128,6 +128,13 @@ class Recommendation:
         for c in self.candidates:
             if c.error:
                 out.append(f"  {c.family}: not fitted ({c.error})")
+        for a in self.inputs.get("candidates_again", []):
+            out.append(
+                f"  candidates again: {a['files']} files of the automatic {a['family']} rewrite "
+                f"(decision {a['decision_id']}): the {a['queries']} queries since read "
+                f"{a['saved_bytes_per_query'] / 2**20:,.2f} MiB less per query from them, "
+                f"estimated {a['estimated_saved_bytes_per_query'] / 2**20:,.2f}"
+            )
         return out
 
 
