@@ -252,12 +252,12 @@ class Advisor:
         benefit decide whether rewriting them pays. Files of a rewrite that
         delivered stay as they are (the thesis's rule for clustered data).
         """
-        fresh = _unclustered(self.table.uri, snap.files)
+        if not len(snap.files):
+            return snap.files, []
+        chosen = _unclustered_mask(self.table.uri, snap.files)
         if not self.recluster or not predicates:
-            return fresh, []
+            return snap.files.take(chosen), []
         live = {str(p): k for k, p in enumerate(snap.files.paths)}
-        chosen = np.zeros(len(snap.files), dtype=bool)
-        chosen[[live[str(p)] for p in fresh.paths]] = True
         again = []
         for row in self.decisions():
             if row["kind"] != "decision" or row["outcome"] != "applied":
@@ -266,10 +266,12 @@ class Advisor:
             estimated_saving = estimated.get("minmax_saved_bytes_per_query")
             if row["version_after"] is None or not estimated_saving:
                 continue
+            after = [p for p, ts in zip(predicates, stamps, strict=True) if ts > row["ts"]]
+            if len(after) < RECHECK_QUERIES:
+                continue
             old, new = _rewrite_files(self.table.uri, int(row["version_after"]))
             still = [live[str(p)] for p in new.paths if str(p) in live]
-            after = [p for p, ts in zip(predicates, stamps, strict=True) if ts > row["ts"]]
-            if not still or len(after) < RECHECK_QUERIES:
+            if not still:
                 continue
             saved = float(np.mean([bytes_read(p, old) - bytes_read(p, new) for p in after]))
             if saved >= estimated_saving / self.benefit.margin:
@@ -772,18 +774,22 @@ def _rewrite_files(table_uri: str, version: int) -> tuple[FileStats, FileStats]:
 
 def _unclustered(table_uri: str, files: FileStats) -> FileStats:
     """The live files no clustering operation wrote (no layout, no cube)."""
+    return files.take(_unclustered_mask(table_uri, files)) if len(files) else files
+
+
+def _unclustered_mask(table_uri: str, files: FileStats) -> np.ndarray:
+    """Per file of ``files``: whether no clustering operation wrote it."""
     from lakelayout.cluster.provenance import ProvenanceStore
 
     paths = [str(p) for p in files.paths]
     prov = ProvenanceStore(table_uri).read(paths)
-    keep = np.array(
+    return np.array(
         [
             (p := prov.get(path)) is None or (p.cube_id is None and p.layout_id is None)
             for path in paths
         ],
         dtype=bool,
     )
-    return files.take(keep) if len(paths) else files
 
 
 # --------------------------------------------------------------------------- wiring

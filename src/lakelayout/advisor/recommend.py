@@ -374,9 +374,10 @@ def _cannot_pay(
 
     Exact bound, not a heuristic: a candidate saves ``E × ((now − after) ×
     bytes × cost per byte + (now × files − after × files after) × cost per
-    file)`` with ``after >= 0``, so at most the same with ``after = 0``; it costs at least a rewrite with one curve dimension, no
-    SOP feature, into one file, with the ``n_additional`` statistics every
-    candidate builds (all coefficients are >= 0). When that saving does not
+    file)`` with ``after >= 0``, so at most the same with ``after = 0``; it
+    costs at least a rewrite with one curve dimension, no SOP feature, into
+    one file, with the ``n_additional`` statistics every candidate builds (all
+    coefficients are >= 0). When that saving does not
     beat that cost × margin, full pricing would say no rewrite as well.
     """
     assert rec.rate is not None
