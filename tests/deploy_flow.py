@@ -90,6 +90,9 @@ def _small() -> dict[str, str]:
         "spark.executor.memory": "512m",
         "spark.cores.max": "2",
         "spark.ui.enabled": "false",
+        # the executor lives for the flow alone (~30 s): C1 only, as for the test's other
+        # short-lived JVMs (tests/processes.py)
+        "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1",
         # what default_conf gives local mode, for a cluster this small
         "spark.sql.shuffle.partitions": "4",
         "spark.databricks.delta.snapshotPartitions": "4",

@@ -22,7 +22,7 @@ from lakelayout.advisor.benefit import BenefitConfig
 from lakelayout.advisor.costmodel import DEFAULTS, CostModel
 from lakelayout.advisor.estimate import bytes_read, virtual_files
 from lakelayout.advisor.recommend import Inputs, Recommendation, recommend
-from lakelayout.errors import LayoutError
+from lakelayout.errors import InvalidOption, LayoutError
 from lakelayout.expr.nodes import Opaque
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.layouts import PandoLayout, QdTreeLayout
@@ -176,7 +176,7 @@ def _sweep(inputs: Inputs, model: CostModel, horizons: list[float]) -> list[tupl
     """(horizon, decision with the exits, decision pricing every candidate, reason)."""
     out = []
     for h in horizons:
-        cfg = BenefitConfig(horizon_queries=h)
+        cfg = BenefitConfig(horizon_queries=h, fit_seconds_per_row=0.0)  # exits that are exact
         fast = recommend(dataclasses.replace(inputs), model=model, benefit=cfg)
         full = recommend(dataclasses.replace(inputs), model=model, benefit=cfg, bounds=False)
         out.append((h, _decision(fast), _decision(full), fast.reason))
@@ -245,11 +245,52 @@ def test_the_sample_exit_sits_between_the_first_exit_and_the_flip() -> None:
     )
     per_query = model.read_seconds(bytes_now, best.files_now_per_query)
     edge = floor * 1.5 / per_query  # the exit's threshold
-    below = recommend(dataclasses.replace(inputs), model=model,
-                      benefit=BenefitConfig(horizon_queries=edge * 0.999))  # fmt: skip
-    above = recommend(dataclasses.replace(inputs), model=model,
-                      benefit=BenefitConfig(horizon_queries=edge * 1.001))  # fmt: skip
+    below = recommend(
+        dataclasses.replace(inputs),
+        model=model,
+        benefit=BenefitConfig(horizon_queries=edge * 0.999, fit_seconds_per_row=0),
+    )
+    above = recommend(
+        dataclasses.replace(inputs),
+        model=model,
+        benefit=BenefitConfig(horizon_queries=edge * 1.001, fit_seconds_per_row=0),
+    )
     assert "estimated on the sample" in below.reason and below.candidates == []
     assert not below.rewrite and not above.rewrite and above.candidates
     assert above.best is not None and above.best.saving_seconds < above.best.cost_seconds * 1.5
     assert edge < _flip(inputs, model)
+
+
+def test_candidates_are_fitted_only_when_a_rewrite_could_net_more_than_the_fitting() -> None:
+    """The fitting exit sits exactly where the most a rewrite could net (the sample's
+    "read now" ceiling minus the cheapest rewrite) equals the fitting's estimate:
+    just below, nothing is fitted; just above, the candidates are fitted and, this far
+    past the flip, one is chosen. Without the exits the decision is the rewrite."""
+    model = TIGHT
+    inputs = _inputs(_window(36), sample_all=True, scale=40.0)
+    horizon = _flip(inputs, model) * 3.0
+    probe = recommend(
+        dataclasses.replace(inputs), model=model,
+        benefit=BenefitConfig(horizon_queries=horizon), bounds=False,
+    )  # fmt: skip
+    best = probe.best
+    assert probe.rewrite and best is not None
+    ceiling = horizon * model.read_seconds(best.bytes_now_per_query, best.files_now_per_query)
+    floor = model.rewrite_seconds(
+        best.candidate_bytes, 1, n_curve=1, n_additional=best.n_additional
+    )
+    per_row = (ceiling - floor) / ROWS  # the whole table is the sample
+    assert per_row > 0
+
+    def decide(fit_seconds_per_row: float) -> Recommendation:
+        config = BenefitConfig(horizon_queries=horizon, fit_seconds_per_row=fit_seconds_per_row)
+        return recommend(dataclasses.replace(inputs), model=model, benefit=config)
+
+    stopped, fitted = decide(per_row * 1.001), decide(per_row * 0.999)
+    assert not stopped.rewrite and stopped.candidates == [] and not stopped.estimates
+    assert "not more than fitting the candidate layouts" in stopped.reason
+    assert f"{ROWS:,} sample rows" in stopped.reason
+    assert fitted.candidates and fitted.rewrite
+    assert _decision(fitted) == _decision(probe)
+    with pytest.raises(InvalidOption, match="fit_seconds_per_row"):
+        BenefitConfig(fit_seconds_per_row=-1.0)

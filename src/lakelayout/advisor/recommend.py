@@ -270,6 +270,7 @@ def _recommend(
         model,
         cfg,
         inputs.shuffled,
+        sample.num_rows,
     ):
         return rec
     rec.candidates = candidates(
@@ -368,9 +369,10 @@ def _cannot_pay(
     model: CostModel,
     cfg: BenefitConfig,
     shuffled: bool,
+    sample_rows: int,
 ) -> bool:
-    """Whether no candidate can pay, from the sample's "now" side alone (then
-    ``rec.reason`` says so and nothing is fitted or priced).
+    """Whether no candidate can pay, or none can pay for fitting the candidates, from the
+    sample's "now" side alone (then ``rec.reason`` says so and nothing is fitted or priced).
 
     Exact bound, not a heuristic: a candidate saves ``E × ((now − after) ×
     bytes × cost per byte + (now × files − after × files after) × cost per
@@ -379,6 +381,13 @@ def _cannot_pay(
     one file, with the ``n_additional`` statistics every candidate builds (all
     coefficients are >= 0). When that saving does not
     beat that cost × margin, full pricing would say no rewrite as well.
+
+    The second exit weighs the decision's own work: fitting every family on the
+    sample takes about ``fit_seconds_per_row × sample_rows`` (seconds of the
+    driver, paid whatever the answer). A rewrite that happens nets at most
+    ``ceiling − floor``; when that is not more than the fitting, fitting cannot
+    pay for itself, and the decision stops (not exact against full pricing: a
+    candidate could still have passed the margin, netting less than the fit).
     """
     assert rec.rate is not None
     expected = rec.rate.expected_queries
@@ -389,16 +398,26 @@ def _cannot_pay(
         nbytes, 1, n_curve=1, n_additional=n_additional, values=values, shuffled=shuffled
     )
     floor += model.additional_seconds_per_byte * n_additional * other_bytes
-    if ceiling > floor * cfg.margin:
-        return False
-    rec.reason = (
-        f"no rewrite: even a layout that made the recent queries read nothing of the "
-        f"{nbytes / 2**20:,.2f} MiB of never-clustered data would save at most {ceiling:.3g} s "
-        f"({expected:,.0f} expected queries × {bytes_now / 2**20:,.2f} MiB read now each, "
-        f"estimated on the sample), not more than the cheapest rewrite with its statistics "
-        f"({floor:.3g} s) × {cfg.margin:g}; no candidate layout was fitted"
-    )
-    return True
+    fitting = cfg.fit_seconds_per_row * sample_rows
+    if ceiling <= floor * cfg.margin:
+        rec.reason = (
+            f"no rewrite: even a layout that made the recent queries read nothing of the "
+            f"{nbytes / 2**20:,.2f} MiB of never-clustered data would save at most "
+            f"{ceiling:.3g} s ({expected:,.0f} expected queries × {bytes_now / 2**20:,.2f} MiB "
+            f"read now each, estimated on the sample), not more than the cheapest rewrite with "
+            f"its statistics ({floor:.3g} s) × {cfg.margin:g}; no candidate layout was fitted"
+        )
+        return True
+    if ceiling - floor <= fitting:
+        rec.reason = (
+            f"no rewrite: the most a layout could save net of its rewrite is "
+            f"{ceiling - floor:.3g} s (at most {ceiling:.3g} s saved over {expected:,.0f} "
+            f"expected queries, at least {floor:.3g} s to rewrite), not more than fitting the "
+            f"candidate layouts would take (~{fitting:.3g} s for {sample_rows:,} sample rows); "
+            f"no candidate layout was fitted"
+        )
+        return True
+    return False
 
 
 def _features_in(index: Index) -> int:
