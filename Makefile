@@ -40,7 +40,8 @@ demo: java $(STAMP) $(JARS_STAMP)  ## the main job: TPC-H replay of inserts and 
 	$(BIN)/lakelayout demo
 
 test: java $(STAMP) $(JARS_STAMP) lint  ## lint, type-check and run the whole test suite (Spark included)
-	$(BIN)/python -m pytest tests src/lakelayout -q --durations=40 -n 2 --dist loadfile
+	$(BIN)/python -m pytest tests src/lakelayout -q --durations=40 -n 2 --dist loadfile \
+	  --no-loadscope-reorder
 
 test-fast: $(STAMP)  ## only the tests that need no JVM
 	$(BIN)/python -m pytest tests src/lakelayout -q -m "not spark"

@@ -24,9 +24,11 @@ def spark() -> Iterator[Any]:
 
 
 #: the files that took longest in a full run (seconds of test time, 2026-11-24, 1,372 s in
-#: all). ``--dist loadfile`` hands whole files to the two workers in collection order, and
-#: by path the slowest would come last (tests/test_*.py after the folders): one worker then
-#: finished ~20 s after the other. Slowest first, the short files even out the end.
+#: all). ``--dist loadfile`` hands whole files to the two workers in order; by default
+#: xdist orders them by their number of tests, which put the slowest last (test_deployments:
+#: 2 tests, 115 s; test_concurrent_writers: 2 tests, 85 s) and one worker finished ~20 s
+#: after the other. ``make test`` passes ``--no-loadscope-reorder`` and the files come in
+#: this order: slowest first, the short ones even out the end.
 SLOWEST_FIRST = (
     "tests/table/test_delta_connector_tables.py",  # 118 s
     "tests/test_deployments.py",  # 115 s
