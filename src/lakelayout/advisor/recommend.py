@@ -160,7 +160,10 @@ def recommend(
     ``inputs.sample`` is None). After sampling and analysis, before any
     candidate is fitted: the same bound with "read now" measured on the
     sample as the estimate measures it, against the cheapest rewrite with the
-    statistics every candidate would add (:func:`_cannot_pay`, exact).
+    statistics every candidate would add (:func:`_cannot_pay`, exact). At the same
+    point a third exit, not exact, weighs the fitting itself: when the most a
+    rewrite could net (that ceiling − the cheapest rewrite) is not more than
+    ``benefit.fit_seconds_per_row`` × the sample's rows, nothing is fitted.
     """
     started = time.perf_counter()
     cfg = benefit or BenefitConfig()
