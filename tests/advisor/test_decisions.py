@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -261,50 +262,52 @@ def test_cost_model_round_trip_defaults_and_fit(tmp_path: pytest.TempPathFactory
         fit(rewrites[:2], queries)
 
 
-def test_a_model_saved_before_the_per_value_term_still_loads(tmp_path: Path) -> None:
-    old = {k: v for k, v in DEFAULTS.to_dict().items() if k != "rewrite_seconds_per_value"}
+def _older_model(
+    tmp_path: Path, missing: set[str], fmt: int, source: str
+) -> tuple[CostModel, Callable[..., CostModel]]:
+    """A model file of format ``fmt`` without the ``missing`` terms, loaded; and a function
+    that saves the same terms under another format and loads that file."""
+    old = {k: v for k, v in DEFAULTS.to_dict().items() if k not in missing}
     path = tmp_path / "m.json"
-    path.write_text(json.dumps({**old, "format": 1, "source": "calibrated long ago"}))
-    model = CostModel.load(path)
+
+    def load(fmt: int, **extra: str) -> CostModel:
+        path.write_text(json.dumps({**old, "format": fmt, **extra}))
+        return CostModel.load(path)
+
+    return load(fmt, source=source), load
+
+
+def test_a_model_saved_before_the_per_value_term_still_loads(tmp_path: Path) -> None:
+    model, load = _older_model(tmp_path, {"rewrite_seconds_per_value"}, 1, "calibrated long ago")
     assert model.rewrite_seconds_per_value == 0.0
     assert model.source.startswith("calibrated long ago; no per-value rewrite term")
     assert model.rewrite_seconds(10**6, 2, values=10**9) == model.rewrite_seconds(10**6, 2)
-    path.write_text(json.dumps({**old, "format": 2}))
     with pytest.raises(InvalidOption, match="lacks rewrite_seconds_per_value"):
-        CostModel.load(path)
-    path.write_text(json.dumps({**old, "format": 5}))
+        load(2)
     with pytest.raises(InvalidOption, match="format 5 is not supported"):
-        CostModel.load(path)
+        load(5)
 
 
 def test_a_model_saved_before_the_shuffle_terms_loads_without_them(tmp_path: Path) -> None:
     shuffle = {"shuffle_fixed_seconds", "shuffle_seconds_per_value"}
-    old = {k: v for k, v in DEFAULTS.to_dict().items() if k not in shuffle}
-    path = tmp_path / "m.json"
-    path.write_text(json.dumps({**old, "format": 2, "source": "calibrated last month"}))
-    model = CostModel.load(path)
+    model, load = _older_model(tmp_path, shuffle, 2, "calibrated last month")
     assert model.shuffle_fixed_seconds == model.shuffle_seconds_per_value == 0.0
     assert model.source.startswith("calibrated last month; no shuffle terms (format 2)")
     assert model.rewrite_seconds(10**8, 4, shuffled=True) == model.rewrite_seconds(10**8, 4)
-    path.write_text(json.dumps({**old, "format": 3}))
     with pytest.raises(
         InvalidOption, match="lacks shuffle_fixed_seconds, shuffle_seconds_per_value"
     ):
-        CostModel.load(path)
+        load(3)
 
 
 def test_a_model_saved_before_the_per_file_query_term_prices_bytes_only(tmp_path: Path) -> None:
-    old = {k: v for k, v in DEFAULTS.to_dict().items() if k != "query_seconds_per_file"}
-    path = tmp_path / "m.json"
-    path.write_text(json.dumps({**old, "format": 3, "source": "calibrated yesterday"}))
-    model = CostModel.load(path)
+    model, load = _older_model(tmp_path, {"query_seconds_per_file"}, 3, "calibrated yesterday")
     assert model.query_seconds_per_file == 0.0
     assert model.source.startswith("calibrated yesterday; no per-file query term (format 3)")
     assert model.query_seconds(10**8, 50) == model.query_seconds(10**8)
     assert DEFAULTS.query_seconds(10**8, 50) > DEFAULTS.query_seconds(10**8)
-    path.write_text(json.dumps({**old, "format": 4}))
     with pytest.raises(InvalidOption, match="lacks query_seconds_per_file"):
-        CostModel.load(path)
+        load(4)
 
 
 def test_a_shuffled_rewrite_costs_its_shuffle_terms_more() -> None:

@@ -273,7 +273,7 @@ class Advisor:
             still = [live[str(p)] for p in new.paths if str(p) in live]
             if not still:
                 continue
-            saved = float(np.mean([bytes_read(p, old) - bytes_read(p, new) for p in after]))
+            saved = float(np.mean(_saved_bytes(after, old, new)))
             if saved >= estimated_saving / self.benefit.margin:
                 continue
             chosen[still] = True
@@ -435,13 +435,12 @@ class Advisor:
         later = [i for i, ts in enumerate(times) if ts > row["ts"]][:MEASURE_QUERIES]
         if not later:
             return None
-        saved = []
         functions = self.table.indexes.functions()
-        for i in later:
-            pred = _parse(str(log["predicate"][i]), after.schema, functions, self._timezone())
-            if pred is None:
-                continue
-            saved.append(bytes_read(pred, old) - bytes_read(pred, new))
+        parsed = [
+            _parse(str(log["predicate"][i]), after.schema, functions, self._timezone())
+            for i in later
+        ]
+        saved = _saved_bytes([p for p in parsed if p is not None], old, new)
         if not saved:
             return None
         chosen = (row["detail"] or {}).get("chosen") or {}
@@ -770,6 +769,19 @@ def _rewrite_files(table_uri: str, version: int) -> tuple[FileStats, FileStats]:
             after.take(np.array([str(p) not in old_paths for p in after.paths], dtype=bool)),
         )
     return _REWRITES[key]
+
+
+def _saved_bytes(predicates: Sequence[Predicate], old: FileStats, new: FileStats) -> list[float]:
+    """Per predicate: bytes it reads from ``old`` minus from ``new`` (min/max pruning on
+    both sides; each distinct predicate text planned once: windows repeat queries)."""
+    seen: dict[str, float] = {}
+    out = []
+    for pred in predicates:
+        key = pred.sql()
+        if key not in seen:
+            seen[key] = float(bytes_read(pred, old) - bytes_read(pred, new))
+        out.append(seen[key])
+    return out
 
 
 def _unclustered(table_uri: str, files: FileStats) -> FileStats:
