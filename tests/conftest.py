@@ -15,10 +15,18 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """A local SparkSession shared by every Spark test (started once)."""
+    """A local SparkSession shared by every Spark test (started once per xdist worker).
+
+    One task thread: ``make test`` runs two workers on two cores, so a second
+    thread per session adds no throughput, only tasks (the shuffle and Delta
+    snapshot partitions follow the cores: 2 instead of 4) and contention. Six
+    Spark-heavy files, -n 2, interleaved: 307 / 326 s with ``local[2]``, 280 / 299 s
+    with ``local[1]``. Tasks running side by side are still exercised by the
+    child processes of the deployment tests (a 2-core worker, ``local[2]`` Connect).
+    """
     from lakelayout.table.session import spark_session
 
-    session = spark_session("local[2]", **{"spark.ui.enabled": "false"})
+    session = spark_session("local[1]", **{"spark.ui.enabled": "false"})
     yield session
     session.stop()
 

@@ -20,6 +20,7 @@ from lakelayout.cluster import OptimizeHooks
 from lakelayout.errors import InvalidOption
 
 from .cluster.helpers import gen, live_paths, same_rows
+from .processes import C1_ONLY
 
 pytestmark = pytest.mark.spark
 
@@ -152,7 +153,8 @@ def test_a_process_killed_mid_rewrite_leaves_a_usable_table_and_state(
     sqls = queries(40)
     done = subprocess.run(
         [sys.executable, "-c", KILLER, t.uri, *sqls],
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        # a JVM that lives for one rewrite: C1 only, like the suite's other child JVMs
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_SUBMIT_OPTS": C1_ONLY},
         capture_output=True,
         text=True,
         timeout=600,
