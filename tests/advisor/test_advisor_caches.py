@@ -37,6 +37,7 @@ def _decided(rec: Recommendation) -> dict[str, Any]:
     """The decision and every number behind it, without the timings."""
     doc = rec.to_dict()
     doc.pop("seconds")
+    doc.pop("fit_seconds")
     for e in doc["estimates"]:
         e.pop("fit_seconds", None)
     return doc

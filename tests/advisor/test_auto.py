@@ -4,6 +4,7 @@ the decision log (real Spark, real Delta tables)."""
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -159,12 +160,19 @@ def test_features_recommend_auto_and_measurement(spark: Any, tmp_path: Path) -> 
     assert model.rewrite_seconds(10**8, 4) == pytest.approx(
         correction.factor * t.advisor.cost_model().rewrite_seconds(10**8, 4)
     )
+    # and with what fitting the candidates took the decisions that fitted them
+    fitted = [d for d in t.advisor.decisions() if (d["detail"] or {}).get("fit_seconds")]
+    assert applied in fitted
+    per_row = [d["detail"]["fit_seconds"] / d["detail"]["inputs"]["sample_rows"] for d in fitted]
+    assert model.fit_seconds_per_row == pytest.approx(statistics.median(per_row[-5:]))
     again = t.advisor.recommend()
     assert again.inputs["rewrite_correction"] == correction.factor
     assert "rewrites x" in again.inputs["cost_model"]
+    assert "per sample row" in again.inputs["cost_model"]
     t.advisor.learn_rewrite_cost = False
     assert t.advisor.correction() is None
-    assert t.advisor.recommend().inputs["cost_model"] == t.advisor.cost_model().source
+    unscaled = t.advisor.recommend().inputs["cost_model"]
+    assert unscaled.startswith(t.advisor.cost_model().source) and "rewrites x" not in unscaled
 
 
 def test_files_of_a_rewrite_the_workload_left_behind_are_candidates_again(

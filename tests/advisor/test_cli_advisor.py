@@ -74,12 +74,15 @@ def test_advisor_commands_fail_in_one_line(tmp_path: Path, logged: tuple[str, Pa
 
 
 def test_calibrate_measures_saves_and_is_reused(spark: Any, tmp_path: Path) -> None:
-    model = calibrate(spark, sizes=(2000, 6000), work_dir=tmp_path, many_files=(24,))
+    model = calibrate(
+        spark, sizes=(2000, 6000), work_dir=tmp_path, many_files=(24,), fit_rows=(500, 1000)
+    )
     assert model.source == (
         "calibrated on tables of 2,000, 6,000 rows (rewrites also on 30-column tables of "
         "6,000 and shuffled at 6,000; queries and a Z-order each way also on 24,000, queried "
-        "again in 24 files)"
+        "again in 24 files; fitting on samples of 500, 1,000 rows)"
     )
+    assert model.fit_seconds_per_row > 0
     assert set(model.quality) == {"rewrite_r2", "query_r2", "statistics_r2"}
     assert model.rewrite_seconds(10**6, 4) > 0 and model.query_seconds(10**6) > 0
     path = model.save(tmp_path / "cfg" / "costmodel.json")

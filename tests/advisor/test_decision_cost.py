@@ -18,9 +18,11 @@ import pyarrow as pa
 import pytest
 
 from lakelayout.advisor import advisor as advisor_module
+from lakelayout.advisor.analyzer import analyze
 from lakelayout.advisor.benefit import BenefitConfig
+from lakelayout.advisor.calibrate import fitting_workload, measure_fitting
 from lakelayout.advisor.costmodel import DEFAULTS, CostModel
-from lakelayout.advisor.estimate import bytes_read, virtual_files
+from lakelayout.advisor.estimate import bytes_read, candidates, virtual_files
 from lakelayout.advisor.recommend import Inputs, Recommendation, recommend
 from lakelayout.errors import InvalidOption, LayoutError
 from lakelayout.expr.nodes import Opaque
@@ -60,8 +62,12 @@ def _window(n: int, seed: int = 4) -> list[str]:
 
 
 def _parsed(texts: list[str]) -> list[Any]:
+    return _parsed_on(texts, DATA.schema)
+
+
+def _parsed_on(texts: list[str], schema: pa.Schema) -> list[Any]:
     cache: dict[str, Any] = {}
-    return [cache.setdefault(t, parse_predicate(t, DATA.schema)) for t in texts]
+    return [cache.setdefault(t, parse_predicate(t, schema)) for t in texts]
 
 
 def _inputs(texts: list[str], *, sample_all: bool, scale: float = 1.0) -> Inputs:
@@ -282,15 +288,38 @@ def test_candidates_are_fitted_only_when_a_rewrite_could_net_more_than_the_fitti
     per_row = (ceiling - floor) / ROWS  # the whole table is the sample
     assert per_row > 0
 
-    def decide(fit_seconds_per_row: float) -> Recommendation:
-        config = BenefitConfig(horizon_queries=horizon, fit_seconds_per_row=fit_seconds_per_row)
-        return recommend(dataclasses.replace(inputs), model=model, benefit=config)
+    def decide(per_row: float, *, told: float | None = None) -> Recommendation:
+        """The fitting cost per row measured in the model; ``told``: given in the config."""
+        config = BenefitConfig(horizon_queries=horizon, fit_seconds_per_row=told)
+        measured = dataclasses.replace(model, fit_seconds_per_row=per_row)
+        return recommend(dataclasses.replace(inputs), model=measured, benefit=config)
 
-    stopped, fitted = decide(per_row * 1.001), decide(per_row * 0.999)
-    assert not stopped.rewrite and stopped.candidates == [] and not stopped.estimates
-    assert "not more than fitting the candidate layouts" in stopped.reason
-    assert f"{ROWS:,} sample rows" in stopped.reason
-    assert fitted.candidates and fitted.rewrite
-    assert _decision(fitted) == _decision(probe)
+    for stopped, fitted in (
+        (decide(per_row * 1.001), decide(per_row * 0.999)),
+        (decide(0.0, told=per_row * 1.001), decide(per_row * 1.001, told=per_row * 0.999)),
+    ):
+        assert not stopped.rewrite and stopped.candidates == [] and not stopped.estimates
+        assert "not more than fitting the candidate layouts" in stopped.reason
+        assert f"{ROWS:,} sample rows" in stopped.reason
+        assert fitted.candidates and fitted.rewrite
+        assert _decision(fitted) == _decision(probe)
+        # what the fitting took is kept for the next decisions (0: nothing was fitted)
+        assert stopped.fit_seconds == 0.0 == stopped.to_dict()["fit_seconds"]
+        assert 0 < fitted.fit_seconds == fitted.to_dict()["fit_seconds"] < fitted.seconds
     with pytest.raises(InvalidOption, match="fit_seconds_per_row"):
         BenefitConfig(fit_seconds_per_row=-1.0)
+
+
+def test_calibration_times_every_family_on_its_fitting_workload() -> None:
+    sample, texts = fitting_workload(600)
+    predicates = _parsed_on(texts, sample.schema)
+    analysis = analyze(predicates, sample)
+    fitted = candidates(analysis, predicates, sample, 8)
+    assert sorted(c.family for c in fitted) == ["hilbert", "pando", "qdtree", "sop-z", "zorder"]
+    assert all(c.error is None and c.layout is not None for c in fitted)
+    per_row = measure_fitting((300, 600), repeats=1)
+    assert 0 < per_row < 1  # seconds per row: the work ran, once per size
+    with pytest.raises(InvalidOption, match="samples of >= 100 rows"):
+        measure_fitting((50,))
+    with pytest.raises(InvalidOption, match="at least once"):
+        measure_fitting((300,), repeats=0)

@@ -20,6 +20,7 @@ import pytest
 
 from lakelayout.advisor.benefit import BenefitConfig, Estimate, decide, expected_queries
 from lakelayout.advisor.costmodel import (
+    DEFAULT_FIT_SECONDS_PER_ROW,
     DEFAULTS,
     CostModel,
     QueryObservation,
@@ -227,6 +228,28 @@ def test_cost_model_round_trip_defaults_and_fit(tmp_path: pytest.TempPathFactory
     assert model.rewrite_seconds(0, 0, n_curve=1) == model.rewrite_fixed_seconds
     # exact linear data is recovered by the fit
     truth = dataclasses.replace(DEFAULTS, source="truth")
+    rewrites, queries = _exact_observations(truth)
+    fitted = fit(rewrites, queries)
+    assert fitted.query_seconds_per_byte == pytest.approx(truth.query_seconds_per_byte, rel=1e-6)
+    assert fitted.query_seconds_per_file == pytest.approx(truth.query_seconds_per_file, rel=1e-6)
+    assert fitted.rewrite_fixed_seconds == pytest.approx(truth.rewrite_fixed_seconds, rel=1e-4)
+    assert fitted.curve_seconds_per_byte == pytest.approx(truth.curve_seconds_per_byte, rel=1e-4)
+    assert fitted.rewrite_seconds_per_value == pytest.approx(
+        truth.rewrite_seconds_per_value, rel=1e-4
+    )
+    assert fitted.shuffle_fixed_seconds == pytest.approx(truth.shuffle_fixed_seconds, rel=1e-4)
+    assert fitted.shuffle_seconds_per_value == pytest.approx(
+        truth.shuffle_seconds_per_value, rel=1e-4
+    )
+    assert fitted.quality["rewrite_r2"] == pytest.approx(1.0)
+    with pytest.raises(InvalidOption, match="at least 6 rewrites"):
+        fit(rewrites[:2], queries)
+
+
+def _exact_observations(
+    truth: CostModel = DEFAULTS,
+) -> tuple[list[RewriteObservation], list[QueryObservation]]:
+    """Rewrites and queries priced exactly by ``truth``, varied enough to fit every term."""
     rewrites = [
         RewriteObservation(
             truth.rewrite_seconds(b, f, n_curve=c, n_sop=s, n_additional=a, values=v, shuffled=h),
@@ -245,21 +268,7 @@ def test_cost_model_round_trip_defaults_and_fit(tmp_path: pytest.TempPathFactory
         QueryObservation(truth.query_seconds(b, f), b, f)
         for b, f in ((0, 0), (10**6, 1), (10**8, 8), (10**8, 96), (5 * 10**8, 40))
     ]
-    fitted = fit(rewrites, queries)
-    assert fitted.query_seconds_per_byte == pytest.approx(truth.query_seconds_per_byte, rel=1e-6)
-    assert fitted.query_seconds_per_file == pytest.approx(truth.query_seconds_per_file, rel=1e-6)
-    assert fitted.rewrite_fixed_seconds == pytest.approx(truth.rewrite_fixed_seconds, rel=1e-4)
-    assert fitted.curve_seconds_per_byte == pytest.approx(truth.curve_seconds_per_byte, rel=1e-4)
-    assert fitted.rewrite_seconds_per_value == pytest.approx(
-        truth.rewrite_seconds_per_value, rel=1e-4
-    )
-    assert fitted.shuffle_fixed_seconds == pytest.approx(truth.shuffle_fixed_seconds, rel=1e-4)
-    assert fitted.shuffle_seconds_per_value == pytest.approx(
-        truth.shuffle_seconds_per_value, rel=1e-4
-    )
-    assert fitted.quality["rewrite_r2"] == pytest.approx(1.0)
-    with pytest.raises(InvalidOption, match="at least 6 rewrites"):
-        fit(rewrites[:2], queries)
+    return rewrites, queries
 
 
 def _older_model(
@@ -284,8 +293,8 @@ def test_a_model_saved_before_the_per_value_term_still_loads(tmp_path: Path) -> 
     assert model.rewrite_seconds(10**6, 2, values=10**9) == model.rewrite_seconds(10**6, 2)
     with pytest.raises(InvalidOption, match="lacks rewrite_seconds_per_value"):
         load(2)
-    with pytest.raises(InvalidOption, match="format 5 is not supported"):
-        load(5)
+    with pytest.raises(InvalidOption, match="format 6 is not supported"):
+        load(6)
 
 
 def test_a_model_saved_before_the_shuffle_terms_loads_without_them(tmp_path: Path) -> None:
@@ -308,6 +317,23 @@ def test_a_model_saved_before_the_per_file_query_term_prices_bytes_only(tmp_path
     assert DEFAULTS.query_seconds(10**8, 50) > DEFAULTS.query_seconds(10**8)
     with pytest.raises(InvalidOption, match="lacks query_seconds_per_file"):
         load(4)
+
+
+def test_a_model_saved_before_the_fitting_cost_gets_the_default_one(tmp_path: Path) -> None:
+    model, load = _older_model(tmp_path, {"fit_seconds_per_row"}, 4, "calibrated on Monday")
+    assert model.fit_seconds_per_row == DEFAULT_FIT_SECONDS_PER_ROW > 0
+    assert model.source.startswith("calibrated on Monday; fitting cost not measured (format 4)")
+    with pytest.raises(InvalidOption, match="lacks fit_seconds_per_row"):
+        load(5)
+    measured = dataclasses.replace(DEFAULTS, fit_seconds_per_row=1e-6, source="now")
+    assert CostModel.load(measured.save(tmp_path / "new.json")) == measured
+    assert fit(*_exact_observations(), fit_seconds_per_row=3e-6).fit_seconds_per_row == 3e-6
+    learned = measured.with_fitting(2e-5, "learned")
+    assert learned.fit_seconds_per_row == 2e-5 and learned.source == "now; learned"
+    assert learned.rewrite_seconds(10**8, 4) == measured.rewrite_seconds(10**8, 4)
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(InvalidOption, match="fitting cost per row"):
+            measured.with_fitting(bad, "bad")
 
 
 def test_a_shuffled_rewrite_costs_its_shuffle_terms_more() -> None:

@@ -1,5 +1,6 @@
 """The advisor learns the rewrite cost of the table at hand: the correction from the
-decision log, and the cost model scaled by it (pure: no Spark)."""
+decision log, and the cost model scaled by it; and what fitting candidates costs its
+own decisions (pure: no Spark)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from lakelayout.advisor.decisions import (
     CORRECTION_BOUNDS,
     CORRECTION_KEY,
     CORRECTION_REWRITES,
+    fitting_per_row,
     rewrite_correction,
 )
 from lakelayout.errors import InvalidOption
@@ -107,3 +109,34 @@ def test_a_scaled_model_scales_every_rewrite_term_and_no_query_term() -> None:
     for bad in (0.0, -1.0, math.nan, math.inf):
         with pytest.raises(InvalidOption, match="rewrite cost factor must be finite and > 0"):
             DEFAULTS.scaled_rewrites(bad, "why")
+
+
+def _fitted(seconds: float | None, sample_rows: int | None, **kw: Any) -> dict[str, Any]:
+    detail = {"fit_seconds": seconds, "inputs": {"sample_rows": sample_rows}}
+    return {"kind": "decision", "outcome": "skipped", "detail": detail, **kw}
+
+
+def test_the_fitting_cost_is_learned_from_the_decisions_that_fitted() -> None:
+    assert fitting_per_row([]) is None
+    unfitted = [
+        _fitted(0.0, 20_000),  # a bound ended it: nothing was fitted
+        _fitted(None, 20_000),  # recorded before decisions kept their fitting time
+        _fitted(1.0, 0),
+        _fitted(1.0, 20_000, kind="measurement"),
+        {"kind": "decision", "detail": None},
+    ]
+    assert fitting_per_row(unfitted) is None
+    # every decision that fitted counts, applied or not; the median of the last five
+    times = [4.0, 1.0, 2.0, 3.0, 2.5, 0.5, 1.5]
+    outcomes = ("applied", "skipped", "recommended (not applied)") * 3
+    rows = [
+        *unfitted,
+        *(_fitted(t, 10_000, outcome=o) for t, o in zip(times, outcomes[:7], strict=True)),
+    ]
+    cost = fitting_per_row(rows)
+    assert cost is not None
+    assert cost.measured == tuple(t / 10_000 for t in times[-CORRECTION_REWRITES:])
+    assert cost.per_row == pytest.approx(2.0 / 10_000)
+    assert "last 5 decisions that fitted" in cost.describe()
+    last = fitting_per_row(rows, last=1)
+    assert last is not None and last.measured == (1.5 / 10_000,) == (last.per_row,)

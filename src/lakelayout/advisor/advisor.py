@@ -37,6 +37,7 @@ from lakelayout.advisor.decisions import (
     DecisionLog,
     DecisionRow,
     RewriteCorrection,
+    fitting_per_row,
     rewrite_correction,
 )
 from lakelayout.advisor.estimate import FAMILIES, bytes_read
@@ -160,9 +161,14 @@ class Advisor:
 
     def decision_model(self) -> tuple[CostModel, RewriteCorrection | None]:
         """The model a decision is priced with: :meth:`cost_model` with the table's
-        rewrite correction applied; and the correction."""
+        rewrite correction applied and the fitting cost its last decisions measured
+        (:func:`.decisions.fitting_per_row`); and the correction."""
         model = self.cost_model()
-        correction = self.correction()
+        rows = self.decisions()
+        fitting = fitting_per_row(rows)
+        if fitting is not None:
+            model = model.with_fitting(fitting.per_row, fitting.describe())
+        correction = rewrite_correction(rows) if self.learn_rewrite_cost else None
         if correction is None:
             return model, None
         return model.scaled_rewrites(correction.factor, correction.describe()), correction

@@ -54,14 +54,14 @@ class BenefitConfig:
     #: a window shorter than this is stretched to it when computing the rate (a burst
     #: of queries in a few seconds says little about the next week)
     min_span_seconds: float = 3600.0
-    #: seconds the candidate layouts take to fit, per sample row (every family together;
-    #: ~0.8 s for the 20,000-row default sample on the 2-core development machine): a
-    #: decision fits them only when the most a rewrite could save, net of its cheapest
-    #: cost, exceeds this × the sample's rows (0 turns the check off)
-    fit_seconds_per_row: float = 4e-5
+    #: seconds the candidate layouts take to fit, per sample row (every family together):
+    #: a decision fits them only when the most a rewrite could save, net of its cheapest
+    #: cost, exceeds this × the sample's rows. None: the cost model's measured
+    #: ``fit_seconds_per_row`` (``lakelayout calibrate``); 0 turns the check off
+    fit_seconds_per_row: float | None = None
 
     def __post_init__(self) -> None:
-        if self.fit_seconds_per_row < 0:
+        if self.fit_seconds_per_row is not None and self.fit_seconds_per_row < 0:
             raise InvalidOption(f"fit_seconds_per_row must be >= 0, got {self.fit_seconds_per_row}")
         if self.horizon_seconds <= 0 or self.margin < 1.0 or self.min_queries < 1:
             raise InvalidOption(

@@ -21,7 +21,11 @@ generated table sizes (Spark writes them, like any lakelayout table):
   rows arrive in ``id`` order, so ``id < x`` reads a known share of the
   files), best of three runs, timed; on the largest table three times, in 8
   files and sorted into each of :data:`MANY_FILES`, so that what a query pays
-  per file separates from what it pays per byte.
+  per file separates from what it pays per byte;
+* the advisor's own work (no Spark): fitting and pricing every candidate
+  family on generated samples of :data:`FIT_ROWS` rows for a workload of range,
+  equality and LIKE filters (:func:`measure_fitting`), best of two, a line
+  through the origin: the seconds per sample row a decision pays to fit.
 
 :func:`lakelayout.advisor.costmodel.fit` then fits the coefficients
 (non-negative least squares) and the model is saved as JSON. Every table
@@ -37,6 +41,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+import pyarrow as pa
+
 from lakelayout.advisor.costmodel import (
     CostModel,
     QueryObservation,
@@ -50,6 +57,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from lakelayout.api import Table
+    from lakelayout.expr.nodes import Predicate
 
 #: rows of the generated tables (a few MB to a few tens of MB)
 DEFAULT_SIZES = (60_000, 180_000, 540_000)
@@ -60,6 +68,11 @@ QUERY_TABLE_FACTOR = 4
 MANY_FILES = (96, 384)
 
 SOP_FEATURES = ("s LIKE '%7%'", "b < 0.3", "c > 0.8", "d < 0.1")
+#: sample sizes the advisor's fitting is timed on (its default sample has 20,000 rows)
+FIT_ROWS = (5_000, 20_000)
+#: queries of the workload the fitting is timed for, and the files the sample stands for
+FIT_QUERIES = 100
+FIT_BLOCKS = 32
 
 
 def calibrate(
@@ -69,10 +82,12 @@ def calibrate(
     work_dir: str | Path | None = None,
     progress: Callable[[str], None] = lambda _: None,
     many_files: Sequence[int] = MANY_FILES,
+    fit_rows: Sequence[int] = FIT_ROWS,
 ) -> CostModel:
     """Measure rewrites, index builds and queries on tables of ``sizes`` rows, and
     queries on one of ``QUERY_TABLE_FACTOR`` x the largest size, in 8 files and again
-    sorted into each of ``many_files`` files; fit."""
+    sorted into each of ``many_files`` files; time the advisor's fitting on samples of
+    ``fit_rows`` rows; fit."""
     if len(sizes) < 2 or any(int(n) < 1000 for n in sizes):
         raise InvalidOption(f"calibration needs at least two sizes of >= 1000 rows, got {sizes}")
     rewrites: list[RewriteObservation] = []
@@ -118,18 +133,87 @@ def calibrate(
                  f"({time.perf_counter() - started:.0f} s)")  # fmt: skip
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    per_row = measure_fitting(fit_rows)
+    progress(
+        f"fitting candidate layouts: {per_row * 1e6:.3g} µs per sample row "
+        f"({per_row * max(fit_rows):.2f} s for {max(fit_rows):,} rows)"
+    )
     rows = ", ".join(f"{n:,}" for n in sizes)
     wide = ", ".join(f"{n:,}" for n in sizes if n != min(sizes))
     return fit(
         rewrites,
         queries,
         statistics,
+        fit_seconds_per_row=per_row,
         source=(
             f"calibrated on tables of {rows} rows (rewrites also on {WIDE_COLUMNS}-column "
             f"tables of {wide} and shuffled at {wide}; queries and a Z-order each way also "
-            f"on {large:,}, queried again in {' and '.join(map(str, many_files))} files)"
+            f"on {large:,}, queried again in {' and '.join(map(str, many_files))} files; "
+            f"fitting on samples of {', '.join(f'{n:,}' for n in fit_rows)} rows)"
         ),
     )
+
+
+def measure_fitting(rows: Sequence[int] = FIT_ROWS, *, repeats: int = 2) -> float:
+    """Seconds per sample row that fitting and pricing every candidate family takes
+    (:func:`lakelayout.advisor.estimate.candidates`, what a decision runs after its
+    bounds), on generated samples of ``rows`` rows: the best of ``repeats`` runs at each
+    size, a least-squares line through the origin. Pure: no Spark."""
+    from lakelayout.advisor.analyzer import analyze
+    from lakelayout.advisor.estimate import candidates
+    from lakelayout.expr.parse import parse_predicate
+
+    if not rows or any(int(n) < 100 for n in rows) or repeats < 1:
+        raise InvalidOption(
+            f"fitting is timed on samples of >= 100 rows, at least once; got {rows}, {repeats}"
+        )
+    seconds = []
+    for n in rows:
+        sample, texts = fitting_workload(int(n))
+        parsed: dict[str, Predicate] = {}
+        predicates = [parsed.setdefault(t, parse_predicate(t, sample.schema)) for t in texts]
+        analysis = analyze(predicates, sample)
+        best = float("inf")
+        for _ in range(repeats):
+            started = time.perf_counter()
+            candidates(analysis, predicates, sample, FIT_BLOCKS)
+            best = min(best, time.perf_counter() - started)
+        seconds.append(best)
+    x = np.asarray(rows, dtype=np.float64)
+    return float(np.dot(x, seconds) / np.dot(x, x))
+
+
+def fitting_workload(rows: int, seed: int = 11) -> tuple[pa.Table, list[str]]:
+    """The sample and the queries :func:`measure_fitting` times: numbers, a
+    low-cardinality integer and short strings in no useful order; :data:`FIT_QUERIES`
+    filters, a third of them repeated (a log repeats queries): ranges on ``a``, a range
+    with an equality, a range on two columns, LIKE filters (curve and SOP features,
+    so that every family is fitted)."""
+    rng = np.random.default_rng(seed)
+    sample = pa.table(
+        {
+            "a": rng.integers(0, 1000, rows),
+            "b": rng.random(rows),
+            "c": rng.random(rows),
+            "k": rng.integers(0, 20, rows).astype(np.int32),
+            "s": pa.array([f"s{v}" for v in rng.integers(0, 97, rows)]),
+        }
+    )
+    texts: list[str] = []
+    for i in range(FIT_QUERIES):
+        if i % 3 == 2:
+            texts.append(texts[i - 2])
+            continue
+        lo, x = int(rng.integers(0, 950)), round(float(rng.random()), 3)
+        texts.append(
+            (
+                f"a BETWEEN {lo} AND {lo + 50}",
+                f"b < {x} AND k = {int(rng.integers(0, 20))}",
+                f"a >= {lo} AND c > {x}",
+                f"s LIKE '%{int(rng.integers(0, 9))}%'",
+            )[i % 4]
+        )
+    return sample, texts
 
 
 #: columns of the wide calibration table

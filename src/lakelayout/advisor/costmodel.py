@@ -8,6 +8,10 @@ Two linear models, with coefficients measured by ``lakelayout calibrate``
                       [+ shuffle_fixed + shuffle_per_value × values, when the rewrite shuffles]
     query seconds   = query_fixed + query_per_file × files read + query_per_byte × bytes read
 
+and one more measured coefficient, the advisor's own: ``fit_seconds_per_row``,
+what fitting and pricing every candidate layout on a sample costs per sample
+row (the decision pays it whatever it decides; :func:`recommend` weighs it).
+
 ``bytes`` are the bytes of the files rewritten; ``values`` their rows ×
 columns (every value is decoded, routed and encoded again: a wide table with
 many small, well-compressed strings costs more per byte than a narrow numeric
@@ -54,24 +58,30 @@ from scipy.optimize import nnls
 from lakelayout.errors import InvalidOption
 
 FILE_NAME = "costmodel.json"
-FORMAT = 4
-#: formats 1 (before the per-value term), 2 (before the shuffle terms) and 3 (before
-#: the per-file query term) still load, with the missing terms 0
-READABLE_FORMATS = (1, 2, 3, 4)
-#: the terms added since format 1, and the format that added each (older files load
-#: with them 0)
+FORMAT = 5
+#: formats 1 (before the per-value term), 2 (before the shuffle terms), 3 (before
+#: the per-file query term) and 4 (before the measured fitting cost) still load, with
+#: the missing terms at their defaults (0, and DEFAULT_FIT_SECONDS_PER_ROW)
+READABLE_FORMATS = (1, 2, 3, 4, 5)
+#: the terms added since format 1, and the format that added each
 ADDED_IN = {
     "rewrite_seconds_per_value": 2,
     "shuffle_fixed_seconds": 3,
     "shuffle_seconds_per_value": 3,
     "query_seconds_per_file": 4,
+    "fit_seconds_per_row": 5,
 }
 #: what a model of an older format is told in its ``source``
 OLD_FORMATS = {
     1: "no per-value rewrite term (format 1)",
     2: "no shuffle terms (format 2)",
     3: "no per-file query term (format 3)",
+    4: "fitting cost not measured (format 4)",
 }
+#: seconds per sample row to fit and price every candidate family, until calibration
+#: measures it (~0.8 s for the advisor's 20,000-row sample on the 2-core development
+#: machine, TPC-H's templates)
+DEFAULT_FIT_SECONDS_PER_ROW = 4e-5
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,8 @@ class CostModel:
     shuffle_seconds_per_value: float = 0.0
     #: per file a query reads (0 in models calibrated before it existed)
     query_seconds_per_file: float = 0.0
+    #: the advisor's fitting of every candidate layout on a sample, per sample row
+    fit_seconds_per_row: float = DEFAULT_FIT_SECONDS_PER_ROW
     #: where the coefficients come from: "defaults", or the calibration's description
     source: str = "defaults"
     #: the calibration's own measure of fit (R² per model), when calibrated
@@ -168,6 +180,15 @@ class CostModel:
             source=f"{self.source}; rewrites x {factor:.3g} ({why})",
         )
 
+    def with_fitting(self, per_row: float, why: str) -> CostModel:
+        """This model with ``fit_seconds_per_row`` measured elsewhere (the table's own
+        decisions, :func:`.decisions.fitting_per_row`); ``why`` is added to :attr:`source`."""
+        if not math.isfinite(per_row) or per_row < 0:
+            raise InvalidOption(f"a fitting cost per row must be finite and >= 0, got {per_row}")
+        return dataclasses.replace(
+            self, fit_seconds_per_row=per_row, source=f"{self.source}; {why}"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, **dataclasses.asdict(self)}
 
@@ -230,6 +251,7 @@ DEFAULTS = CostModel(
     query_fixed_seconds=0.25,
     query_seconds_per_byte=5e-9,  # 200 MB/s
     query_seconds_per_file=2e-3,
+    fit_seconds_per_row=DEFAULT_FIT_SECONDS_PER_ROW,
     rewrite_seconds_per_value=2e-8,
     shuffle_fixed_seconds=0.5,
     # a Qd-tree rewrite of 3.0M rows x 30 columns took 5.5 s more through the shuffle
@@ -320,12 +342,14 @@ def fit(
     queries: Sequence[QueryObservation],
     statistics: Sequence[StatisticsObservation] = (),
     *,
+    fit_seconds_per_row: float = DEFAULT_FIT_SECONDS_PER_ROW,
     source: str = "calibrated",
 ) -> CostModel:
     """Fit the models to measurements (needs enough distinct sizes to separate the terms).
 
     The cost per additional feature comes from ``statistics`` (index builds)
     when given, else from the rewrites' ``n_additional`` column.
+    ``fit_seconds_per_row`` is measured apart (:func:`.calibrate.measure_fitting`).
     """
     if len(rewrites) < 6 or len(queries) < 3:
         raise InvalidOption(
@@ -353,6 +377,7 @@ def fit(
         rewrite_seconds_per_value=float(rw[6]),
         shuffle_fixed_seconds=float(rw[7]),
         shuffle_seconds_per_value=float(rw[8]),
+        fit_seconds_per_row=fit_seconds_per_row,
         source=source,
         quality=quality,
     )

@@ -18,7 +18,11 @@ The applied decisions also correct the next ones: :func:`rewrite_correction`
 is the median, over the table's last few automatic rewrites, of what each
 took over what the cost model (uncorrected) said it would take; the advisor
 scales the model's rewrite terms by it (``CostModel.scaled_rewrites``). The
-calibration measures generated tables; this learns the table at hand.
+calibration measures generated tables; this learns the table at hand. The
+same for the advisor's own work: :func:`fitting_per_row` is the median
+seconds per sample row that the table's last decisions spent fitting and
+pricing candidate layouts (it grows with the workload's distinct filters,
+which calibration cannot know), and replaces the calibrated figure.
 
 Pure: deltalake and Arrow.
 """
@@ -154,6 +158,45 @@ class RewriteCorrection:
             f"median actual / estimated of this table's last {n} automatic "
             f"rewrite{'s' if n > 1 else ''}: {shown}{bounded}"
         )
+
+
+@dataclass(frozen=True)
+class FittingCost:
+    """Seconds per sample row this table's last decisions spent fitting candidates."""
+
+    per_row: float
+    #: per decision looked at, oldest first
+    measured: tuple[float, ...]
+
+    def describe(self) -> str:
+        n = len(self.measured)
+        return (
+            f"fitting {self.per_row * 1e6:.3g} µs per sample row: the median of this table's "
+            f"last {n} decision{'s' if n > 1 else ''} that fitted candidates"
+        )
+
+
+def fitting_per_row(
+    rows: Iterable[Mapping[str, Any]], *, last: int = CORRECTION_REWRITES
+) -> FittingCost | None:
+    """What fitting the candidate layouts cost this table's last ``last`` decisions that
+    fitted any (decision-log ``rows``, oldest first), per sample row; None before one."""
+    measured = []
+    for row in rows:
+        if row.get("kind") != "decision":
+            continue
+        detail = row.get("detail") or {}
+        seconds = detail.get("fit_seconds")
+        sample_rows = (detail.get("inputs") or {}).get("sample_rows")
+        if not seconds or not sample_rows or not seconds > 0 or not sample_rows > 0:
+            continue
+        per_row = float(seconds) / float(sample_rows)
+        if math.isfinite(per_row):
+            measured.append(per_row)
+    if not measured:
+        return None
+    recent = tuple(measured[-last:])
+    return FittingCost(statistics.median(recent), recent)
 
 
 def rewrite_correction(

@@ -89,6 +89,9 @@ class Recommendation:
     new_indexes: list[Index] = field(default_factory=list)
     inputs: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    #: of ``seconds``, fitting and pricing the candidate layouts (0 when a bound ended
+    #: the decision first): what the next decisions learn their fitting cost from
+    fit_seconds: float = 0.0
     #: the files priced as the rewrite's input (what applying it replaces), when known
     candidate_paths: list[str] | None = None
 
@@ -110,6 +113,7 @@ class Recommendation:
             "layout": None if self.layout is None else self.layout.to_dict(),
             "new_indexes": [i.name for i in self.new_indexes],
             "seconds": self.seconds,
+            "fit_seconds": self.fit_seconds,
         }
 
     def lines(self) -> list[str]:
@@ -163,7 +167,8 @@ def recommend(
     statistics every candidate would add (:func:`_cannot_pay`, exact). At the same
     point a third exit, not exact, weighs the fitting itself: when the most a
     rewrite could net (that ceiling − the cheapest rewrite) is not more than
-    ``benefit.fit_seconds_per_row`` × the sample's rows, nothing is fitted.
+    the cost model's ``fit_seconds_per_row`` (or ``benefit.fit_seconds_per_row``) ×
+    the sample's rows, nothing is fitted.
     """
     started = time.perf_counter()
     cfg = benefit or BenefitConfig()
@@ -276,6 +281,7 @@ def _recommend(
         sample.num_rows,
     ):
         return rec
+    fitting = time.perf_counter()
     rec.candidates = candidates(
         analysis,
         inputs.predicates,
@@ -321,6 +327,7 @@ def _recommend(
         saved = float(np.mean(plain_now - plain_after)) * nbytes
         rec.chosen = dataclasses.replace(chosen, minmax_saved_bytes_per_query=saved)
         rec.best = rec.chosen if best is chosen else best
+    rec.fit_seconds = time.perf_counter() - fitting
     return rec
 
 
@@ -386,7 +393,8 @@ def _cannot_pay(
     beat that cost × margin, full pricing would say no rewrite as well.
 
     The second exit weighs the decision's own work: fitting every family on the
-    sample takes about ``fit_seconds_per_row × sample_rows`` (seconds of the
+    sample takes about ``fit_seconds_per_row × sample_rows`` (the cost model's measure
+    unless ``cfg`` gives one; seconds of the
     driver, paid whatever the answer). A rewrite that happens nets at most
     ``ceiling − floor``; when that is not more than the fitting, fitting cannot
     pay for itself, and the decision stops (not exact against full pricing: a
@@ -401,7 +409,10 @@ def _cannot_pay(
         nbytes, 1, n_curve=1, n_additional=n_additional, values=values, shuffled=shuffled
     )
     floor += model.additional_seconds_per_byte * n_additional * other_bytes
-    fitting = cfg.fit_seconds_per_row * sample_rows
+    per_row = (
+        model.fit_seconds_per_row if cfg.fit_seconds_per_row is None else cfg.fit_seconds_per_row
+    )
+    fitting = per_row * sample_rows
     if ceiling <= floor * cfg.margin:
         rec.reason = (
             f"no rewrite: even a layout that made the recent queries read nothing of the "
