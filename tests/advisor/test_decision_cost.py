@@ -20,7 +20,7 @@ import pytest
 from lakelayout.advisor import advisor as advisor_module
 from lakelayout.advisor.analyzer import analyze
 from lakelayout.advisor.benefit import BenefitConfig
-from lakelayout.advisor.calibrate import fitting_workload, measure_fitting
+from lakelayout.advisor.calibrate import calibrate, fitting_workload, measure_fitting
 from lakelayout.advisor.costmodel import DEFAULTS, CostModel
 from lakelayout.advisor.estimate import bytes_read, candidates, virtual_files
 from lakelayout.advisor.recommend import Inputs, Recommendation, recommend
@@ -323,3 +323,6 @@ def test_calibration_times_every_family_on_its_fitting_workload() -> None:
         measure_fitting((50,))
     with pytest.raises(InvalidOption, match="at least once"):
         measure_fitting((300,), repeats=0)
+    # and calibrate() refuses them before it starts any Spark work (no session needed)
+    with pytest.raises(InvalidOption, match="samples of >= 100 rows"):
+        calibrate(None, fit_rows=(50, 20_000))  # type: ignore[arg-type]

@@ -90,6 +90,7 @@ def calibrate(
     ``fit_rows`` rows; fit."""
     if len(sizes) < 2 or any(int(n) < 1000 for n in sizes):
         raise InvalidOption(f"calibration needs at least two sizes of >= 1000 rows, got {sizes}")
+    _check_fitting(fit_rows, 1)  # before minutes of Spark work, not after
     rewrites: list[RewriteObservation] = []
     queries: list[QueryObservation] = []
     statistics: list[StatisticsObservation] = []
@@ -163,10 +164,7 @@ def measure_fitting(rows: Sequence[int] = FIT_ROWS, *, repeats: int = 2) -> floa
     from lakelayout.advisor.estimate import candidates
     from lakelayout.expr.parse import parse_predicate
 
-    if not rows or any(int(n) < 100 for n in rows) or repeats < 1:
-        raise InvalidOption(
-            f"fitting is timed on samples of >= 100 rows, at least once; got {rows}, {repeats}"
-        )
+    _check_fitting(rows, repeats)
     seconds = []
     for n in rows:
         sample, texts = fitting_workload(int(n))
@@ -181,6 +179,13 @@ def measure_fitting(rows: Sequence[int] = FIT_ROWS, *, repeats: int = 2) -> floa
         seconds.append(best)
     x = np.asarray(rows, dtype=np.float64)
     return float(np.dot(x, seconds) / np.dot(x, x))
+
+
+def _check_fitting(rows: Sequence[int], repeats: int) -> None:
+    if not rows or any(int(n) < 100 for n in rows) or repeats < 1:
+        raise InvalidOption(
+            f"fitting is timed on samples of >= 100 rows, at least once; got {rows}, {repeats}"
+        )
 
 
 def fitting_workload(rows: int, seed: int = 11) -> tuple[pa.Table, list[str]]:
