@@ -66,8 +66,8 @@ def _parsed(texts: list[str]) -> list[Any]:
 
 
 def _parsed_on(texts: list[str], schema: pa.Schema) -> list[Any]:
-    cache: dict[str, Any] = {}
-    return [cache.setdefault(t, parse_predicate(t, schema)) for t in texts]
+    parsed = {t: parse_predicate(t, schema) for t in dict.fromkeys(texts)}
+    return [parsed[t] for t in texts]
 
 
 def _inputs(texts: list[str], *, sample_all: bool, scale: float = 1.0) -> Inputs:

@@ -152,12 +152,13 @@ class Advisor:
             self.model = CostModel.load()
         return self.model
 
-    def correction(self) -> RewriteCorrection | None:
+    def correction(self, rows: list[dict[str, Any]] | None = None) -> RewriteCorrection | None:
         """What this table's automatic rewrites took over their estimates (None before
-        the first one, or with ``learn_rewrite_cost`` off)."""
+        the first one, or with ``learn_rewrite_cost`` off); ``rows``: the decision log
+        already read."""
         if not self.learn_rewrite_cost:
             return None
-        return rewrite_correction(self.decisions())
+        return rewrite_correction(self.decisions() if rows is None else rows)
 
     def decision_model(self) -> tuple[CostModel, RewriteCorrection | None]:
         """The model a decision is priced with: :meth:`cost_model` with the table's
@@ -168,7 +169,7 @@ class Advisor:
         fitting = fitting_per_row(rows)
         if fitting is not None:
             model = model.with_fitting(fitting.per_row, fitting.describe())
-        correction = rewrite_correction(rows) if self.learn_rewrite_cost else None
+        correction = self.correction(rows)
         if correction is None:
             return model, None
         return model.scaled_rewrites(correction.factor, correction.describe()), correction
