@@ -16,7 +16,7 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from lakelayout.advisor.advisor import Advisor, AutoOptimizer
+    from lakelayout.advisor.querylog import PendingRecord
     from lakelayout.cluster.detail import TableDetail
     from lakelayout.cluster.optimize import OptimizeHooks
     from lakelayout.cluster.optimize_metrics import OptimizeMetrics
@@ -81,11 +82,33 @@ class WriteMetrics:
 
 @dataclass(frozen=True)
 class ScanResult:
-    """A scan: the Spark DataFrame over the kept files, and its report."""
+    """A scan: the Spark DataFrame over the kept files, and its report.
+
+    Spark runs ``df`` later, outside :meth:`Table.scan`; an action run through
+    :meth:`count` or inside :meth:`timed` also puts what it took in the scan's
+    query-log record (``run_seconds``), from which the advisor learns what a
+    byte read costs on this table (docs/advisor.md).
+    """
 
     df: DataFrame
     report: ScanReport
     predicate: Predicate
+    #: the scan's query-log record while it is queued (None: logging is off)
+    logged: PendingRecord | None = field(default=None, repr=False, compare=False)
+
+    def count(self) -> int:
+        """``df.count()``, timed into the query log."""
+        with self.timed():
+            return int(self.df.count())
+
+    @contextlib.contextmanager
+    def timed(self) -> Iterator[None]:
+        """Time the block (an action on ``df``) as this scan's run in the query log."""
+        if self.logged is None:
+            yield
+        else:
+            with self.logged.timed():
+                yield
 
 
 @dataclass(frozen=True)
@@ -454,8 +477,10 @@ class Table:
             unused_indexes=planned.unused,
         )
         result = ScanResult(df=df, report=report, predicate=predicate)
-        self._after_scan(snap, result, select, time.perf_counter() - scan_started, where, version)
-        return result
+        logged = self._after_scan(
+            snap, result, select, time.perf_counter() - scan_started, where, version
+        )
+        return dataclasses.replace(result, logged=logged) if logged is not None else result
 
     def to_df(self, *, version: int | None = None) -> DataFrame:
         """Every row of the table (at ``version``) as a Spark DataFrame."""
@@ -604,32 +629,35 @@ class Table:
         seconds: float,
         where: str | None,
         version: int | None,
-    ) -> None:
-        """What follows every scan: its record in the query log, and (for a scan of
-        the latest version with a predicate) the online reorganizer's update.
+    ) -> PendingRecord | None:
+        """What follows every scan: its record in the query log (returned, None when not
+        logged), and (for a scan of the latest version with a predicate) the online
+        reorganizer's update.
 
         The query log never raises: a log that cannot be written must not fail
         the query. The reorganizer is a no-op unless ``online`` is enabled.
         """
-        self._log_scan(snap, result, columns, seconds)
+        logged = self._log_scan(snap, result, columns, seconds)
         if where is not None and version is None:
             from lakelayout.online_table import after_scan
 
             after_scan(self, where, result.predicate, snap)
+        return logged
 
     def _log_scan(
         self, snap: Snapshot, result: ScanResult, columns: Sequence[str] | None, seconds: float
-    ) -> None:
+    ) -> PendingRecord | None:
         try:
             from lakelayout.advisor import querylog
 
             session = self.spark.conf.get(querylog.SESSION_CONF, None)
-            querylog.log_scan(
+            return querylog.log_scan(
                 self.uri, snap.configuration, result.report, result.predicate, columns, seconds,
                 session_value=session,
             )  # fmt: skip
         except Exception as exc:
             logger.warning("query log of %s: scan not recorded: %s", self.uri, exc)
+            return None
 
     def _after_append(self, metrics: WriteMetrics) -> None:
         """Ask the advisor after a committed append (``lakelayout.autoOptimize``); it

@@ -322,7 +322,8 @@ def log_(
     path: Annotated[str, typer.Argument(help="table location")],
     last: Annotated[int, typer.Option(help="how many of the newest queries")] = 20,
 ) -> None:
-    """Recent queries of a table's query log: predicate, columns, files/bytes kept, time."""
+    """Recent queries of a table's query log: predicate, columns, files/bytes kept, the
+    scan call's time and (for a query run through its timed path) Spark's run time."""
     from lakelayout.advisor.querylog import QueryLog
     from lakelayout.api import Table
 
@@ -335,8 +336,9 @@ def log_(
         _fail(exc)
         return
     grid = RichTable(title=f"query log of {table.uri}: the {data.num_rows} newest queries")
-    for name in ("time (UTC)", "version", "predicate", "columns", "files", "bytes", "ms"):
-        grid.add_column(name, justify="right" if name in ("version", "files", "ms") else "left")
+    numbers = ("version", "files", "scan ms", "run ms")
+    for name in ("time (UTC)", "version", "predicate", "columns", "files", "bytes", *numbers[2:]):
+        grid.add_column(name, justify="right" if name in numbers else "left")
     for r in data.to_pylist():
         grid.add_row(
             r["ts"].strftime("%Y-%m-%d %H:%M:%S"),
@@ -346,6 +348,7 @@ def log_(
             f"{r['files_kept']}/{r['files_total']}",
             f"{_fmt_bytes(r['bytes_kept'])} of {_fmt_bytes(r['bytes_total'])}",
             f"{r['scan_seconds'] * 1000:.0f}",
+            "" if r["run_seconds"] is None else f"{r['run_seconds'] * 1000:.0f}",
         )
     console.print(grid)
 

@@ -14,7 +14,7 @@ import pytest
 
 from lakelayout.advisor.advisor import AUTO_MIN_BYTES, AUTO_OPTIMIZE
 from lakelayout.advisor.benefit import BenefitConfig
-from lakelayout.advisor.costmodel import DEFAULTS
+from lakelayout.advisor.costmodel import DEFAULTS, QueryObservation
 from lakelayout.api import Table
 from lakelayout.cluster.config import SMALL_REWRITE_SIZE
 from lakelayout.cluster.optimize import OptimizeHooks
@@ -221,3 +221,32 @@ def test_files_of_a_rewrite_the_workload_left_behind_are_candidates_again(
     assert second.metrics.rows_added == second.metrics.rows_removed == 8000
     assert _ids(t) == list(range(8000))  # nothing lost, nothing duplicated
     assert t.scan("id BETWEEN 4000 AND 4300").report.files_kept < files_before
+
+
+def test_decisions_price_reads_with_what_the_tables_timed_queries_took(
+    spark: Any, tmp_path: Path
+) -> None:
+    t = Table.create(str(tmp_path / "t"), _batch(spark, 0, 2000, 2))
+    t.advisor.model = DEFAULTS  # 5e-9 s a byte + 2 ms a file: 7.2 ms for a 1 MiB file
+
+    def runs(per_mib: float, n: int = 30) -> list[QueryObservation]:
+        """n timed queries reading 0 to 3n files of 1 MiB at 0.1 s + per_mib a file"""
+        return [QueryObservation(0.1 + per_mib * 3 * k, 3 * k * 2**20, 3 * k) for k in range(n)]
+
+    # the table's queries pay 10x less a file than the model says: its fit prices reads
+    model, _ = t.advisor.decision_model(runs(0.72e-3))
+    assert model.read_seconds(2**20, 1) == pytest.approx(0.72e-3, rel=0.01)
+    assert "fitted on this table's last 30 timed queries" in model.source
+    assert "10x off: replaced" in model.source
+    assert model.rewrite_seconds(10**8, 4) == DEFAULTS.rewrite_seconds(10**8, 4)
+    # within 2x of the model: the model stays, and says it was checked
+    close, _ = t.advisor.decision_model(runs(5e-3))
+    assert close.read_seconds(2**20, 1) == DEFAULTS.read_seconds(2**20, 1)
+    assert "agrees within 2x (1.4x)" in close.source and "kept" in close.source
+    # too few to tell, or learning off: the model as it is
+    few, _ = t.advisor.decision_model(runs(0.72e-3, n=5))
+    assert few.read_seconds(2**20, 1) == DEFAULTS.read_seconds(2**20, 1)
+    t.advisor.learn_query_cost = False
+    off, _ = t.advisor.decision_model(runs(0.72e-3))
+    assert off.read_seconds(2**20, 1) == DEFAULTS.read_seconds(2**20, 1)
+    assert "timed queries" not in off.source

@@ -157,3 +157,65 @@ def test_records_of_a_deleted_table_are_dropped_not_written(tmp_path: Path) -> N
     log.record(ql.QueryRecord(table_version=0, predicate="a = 1"))
     assert log.flush() == 0 and log.pending() == 0
     assert not (tmp_path / "gone").exists()
+
+
+def test_a_timed_run_is_held_back_from_flushes_and_written_with_its_seconds(
+    tmp_path: Path,
+) -> None:
+    uri = _table(tmp_path)
+    log = ql.QueryLog(uri)
+    handle = log.record(ql.QueryRecord(table_version=0, predicate="a = 1"))
+    with handle.timed():
+        # the run's record waits for its time; the others are written meanwhile
+        log.record(ql.QueryRecord(table_version=0, predicate="a = 2"))
+        assert log.flush() == 1 and log.pending() == 1
+        assert log.read(flush=False).column("run_seconds").to_pylist() == [None, None]
+    assert handle.run_seconds is not None and handle.run_seconds >= 0
+    assert log.flush() == 1
+    rows = {r["predicate"]: r["run_seconds"] for r in log.read().to_pylist()}
+    assert rows == {"a = 2": None, "a = 1": handle.run_seconds}
+
+
+def test_a_run_that_fails_or_comes_after_the_flush_records_no_time(tmp_path: Path) -> None:
+    uri = _table(tmp_path)
+    log = ql.QueryLog(uri)
+    failed = log.record(ql.QueryRecord(table_version=0, predicate="a = 1"))
+    with pytest.raises(ZeroDivisionError), failed.timed():
+        _ = 1 / 0
+    late = log.record(ql.QueryRecord(table_version=0, predicate="a = 2"))
+    assert log.flush() == 2  # nothing held: both written
+    with late.timed():
+        pass
+    assert late.run_seconds is None and log.pending() == 0
+    assert log.read().column("run_seconds").to_pylist() == [None, None]
+
+
+def test_a_held_record_is_written_once_its_hold_expires(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = _table(tmp_path)
+    log = ql.QueryLog(uri)
+    monkeypatch.setattr(ql, "MAX_HOLD_SECONDS", 0.0)  # a run that never ends, on fast-forward
+    handle = log.record(ql.QueryRecord(table_version=0, predicate="a = 1"))
+    with handle.timed():
+        assert log.flush() == 1  # the hold has expired: not kept forever
+    assert log.read().column("run_seconds").to_pylist() == [None]
+
+
+def test_a_log_written_before_run_seconds_existed_is_read_and_appended_to(
+    tmp_path: Path,
+) -> None:
+    uri = _table(tmp_path)
+    log = ql.QueryLog(uri)
+    old_schema = pa.schema([f for f in ql.SCHEMA if f.name not in ql.ADDED_COLUMNS])
+    old = pa.Table.from_pylist([ql.QueryRecord(table_version=0, predicate="a = 0").row()],
+                               schema=old_schema)  # fmt: skip
+    write_deltalake(log.path, old)
+    assert log.read().column("run_seconds").to_pylist() == [None]
+    handle = log.record(ql.QueryRecord(table_version=0, predicate="a = 1"))
+    with handle.timed():
+        pass
+    data = log.read()
+    assert data.schema == ql.SCHEMA
+    assert data.column("run_seconds").to_pylist() == [None, handle.run_seconds]
+    assert "run_seconds" in DeltaTable(log.path).schema().to_arrow().names

@@ -119,3 +119,43 @@ def test_select_through_lakelayout_sql_is_logged(spark: Any, tmp_path: Path) -> 
         ("id >= 390L", ["id", "s"]),
         ("TRUE", None),
     ]
+
+
+def test_a_count_through_the_scan_records_what_spark_took(spark: Any, tmp_path: Path) -> None:
+    t = _make(spark, tmp_path / "t")
+    timed = t.scan("id >= 250")
+    assert timed.count() == 150
+    untimed = t.scan("id < 10")
+    assert untimed.df.count() == 10  # straight through Spark: not timed
+    inside = t.scan("s = 'v3'")
+    with inside.timed():
+        rows = inside.df.collect()
+    assert len(rows) == len([i for i in range(400) if i % 7 == 3])
+    log = {r["predicate"]: r for r in ql.QueryLog(t.uri).read().to_pylist()}
+    assert log[timed.predicate.sql()]["run_seconds"] > 0
+    assert log[untimed.predicate.sql()]["run_seconds"] is None
+    assert log[inside.predicate.sql()]["run_seconds"] > 0
+    assert timed.logged is not None and timed.logged.run_seconds == pytest.approx(
+        log[timed.predicate.sql()]["run_seconds"]
+    )
+    # the advisor reads the timed ones as the table's own query costs
+    runs = t.advisor.inputs().runs
+    assert sorted(r.bytes_read for r in runs) == sorted(
+        r["bytes_kept"] for r in log.values() if r["run_seconds"] is not None
+    )
+    assert all(
+        any(r.seconds == pytest.approx(x["scan_seconds"] + x["run_seconds"]) for r in runs)
+        for x in log.values()
+        if x["run_seconds"] is not None
+    )
+
+
+def test_with_logging_off_a_scan_still_counts(spark: Any, tmp_path: Path) -> None:
+    t = _make(spark, tmp_path / "t")
+    ql.set_enabled(False)
+    try:
+        res = t.scan("id < 5")
+        assert res.logged is None and res.count() == 5
+    finally:
+        ql.set_enabled(True)
+    assert ql.QueryLog(t.uri).read().num_rows == 0

@@ -28,10 +28,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakelayout.advisor.analyzer import Analysis, AnalyzerConfig, analyze
 from lakelayout.advisor.benefit import BenefitConfig
-from lakelayout.advisor.costmodel import CostModel
+from lakelayout.advisor.costmodel import (
+    READ_FIT_TRUST,
+    CostModel,
+    QueryObservation,
+    ReadFit,
+    fit_reads,
+)
 from lakelayout.advisor.decisions import (
     CORRECTION_KEY,
     DecisionLog,
@@ -134,6 +141,9 @@ class Advisor:
     #: took over their estimate (:func:`.decisions.rewrite_correction`; False: the
     #: model as calibrated)
     learn_rewrite_cost: bool = True
+    #: replace the model's query terms with a fit on the window's timed queries when
+    #: they allow one (:func:`.costmodel.fit_reads`; False: the model as calibrated)
+    learn_query_cost: bool = True
     #: files of automatic rewrites that did not deliver are candidates again (see
     #: :meth:`candidate_files`; False: never-clustered files only, the thesis's rule)
     recluster: bool = True
@@ -160,11 +170,33 @@ class Advisor:
             return None
         return rewrite_correction(self.decisions() if rows is None else rows)
 
-    def decision_model(self) -> tuple[CostModel, RewriteCorrection | None]:
-        """The model a decision is priced with: :meth:`cost_model` with the table's
+    def reads(self, runs: Sequence[QueryObservation]) -> ReadFit | None:
+        """The query terms fitted on ``runs`` (the window's timed queries), None when
+        they cannot tell or ``learn_query_cost`` is off."""
+        return fit_reads(runs) if self.learn_query_cost else None
+
+    def decision_model(
+        self, runs: Sequence[QueryObservation] = ()
+    ) -> tuple[CostModel, RewriteCorrection | None]:
+        """The model a decision is priced with: :meth:`cost_model` with the query terms
+        the window's timed queries ``runs`` measured (:meth:`reads`) when they price a
+        file's read more than ``READ_FIT_TRUST`` times off the model's, the table's
         rewrite correction applied and the fitting cost its last decisions measured
         (:func:`.decisions.fitting_per_row`); and the correction."""
         model = self.cost_model()
+        reads = self.reads(runs)
+        if reads is not None:
+            factor = reads.disagreement(model)
+            if factor > READ_FIT_TRUST:
+                model = model.with_reads(reads).noted(
+                    f"the model priced a {reads.file_bytes / 1e3:,.0f} kB file's read "
+                    f"{factor:.2g}x off: replaced"
+                )
+            else:
+                model = model.noted(
+                    f"{reads.describe()} agrees within {READ_FIT_TRUST:g}x ({factor:.2g}x) "
+                    "on a file's read: kept"
+                )
         rows = self.decisions()
         fitting = fitting_per_row(rows)
         if fitting is not None:
@@ -179,7 +211,7 @@ class Advisor:
     def features(self) -> Analysis:
         """Clustering features of the recent workload, ranked, with reasons (no rewrite)."""
         snap = self.table.snapshot()
-        predicates, stamps, _ = self._window(snap.schema)
+        predicates, stamps, _, _ = self._window(snap.schema)
         files, _ = self.candidate_files(snap, predicates, stamps)
         reads = read_columns(predicates, snap.schema)
         sample, _ = self._sample(files, snap, reads) if len(files) else (None, None)
@@ -200,7 +232,7 @@ class Advisor:
         snap = self.table.snapshot()
         inputs = self.inputs(snap)
         files = inputs.candidate_files
-        model, correction = self.decision_model()
+        model, correction = self.decision_model(inputs.runs)
         rec = recommend(
             inputs,
             model=model,
@@ -220,7 +252,7 @@ class Advisor:
         from lakelayout.cluster import config as cluster_config
 
         snap = self.table.snapshot() if snap is None else snap
-        predicates, stamps, unparsed = self._window(snap.schema)
+        predicates, stamps, unparsed, runs = self._window(snap.schema)
         files, again = self.candidate_files(snap, predicates, stamps)
         indexes, _ = self.table.indexes.usable(snap.schema)
         shuffled = cluster_config.rewrite_shuffles(
@@ -241,6 +273,7 @@ class Advisor:
             unparsed=unparsed,
             shuffled=shuffled,
             again=again,
+            runs=runs,
         )
 
     def candidate_files(
@@ -328,8 +361,9 @@ class Advisor:
             bytes_skipped_by=planned.bytes_skipped_by,
         )
         seconds = time.perf_counter() - started
-        return log_scan(self.table.uri, snap.configuration, report, pred, None, seconds,
-                        source=source)  # fmt: skip
+        logged = log_scan(self.table.uri, snap.configuration, report, pred, None, seconds,
+                          source=source)  # fmt: skip
+        return logged is not None
 
     # ------------------------------------------------------------ acting
 
@@ -376,7 +410,7 @@ class Advisor:
         paths = rec.candidate_paths
         if paths is None:
             snap = self.table.snapshot()
-            predicates, stamps, _ = self._window(snap.schema)
+            predicates, stamps, _, _ = self._window(snap.schema)
             paths = [str(p) for p in self.candidate_files(snap, predicates, stamps)[0].paths]
         metrics = self.table.optimize.apply(
             rec.layout, paths, hooks=self.hooks, one_file_per_block=True
@@ -517,8 +551,11 @@ class Advisor:
     def _timezone(self) -> str:
         return self.table.spark.conf.get("spark.sql.session.timeZone") or "UTC"
 
-    def _window(self, schema: pa.Schema) -> tuple[list[Predicate], list[dt.datetime], int]:
-        """Parsed predicates and times of the newest logged queries; how many did not parse."""
+    def _window(
+        self, schema: pa.Schema
+    ) -> tuple[list[Predicate], list[dt.datetime], int, list[QueryObservation]]:
+        """Parsed predicates and times of the newest logged queries; how many did not
+        parse; what those of them that were timed took (:func:`_runs`)."""
         since = dt.datetime.now(dt.UTC) - dt.timedelta(days=self.window_days)
         data = self.log.read(since=since, last=self.window, flush=False)
         functions = self.table.indexes.functions()
@@ -536,7 +573,7 @@ class Advisor:
                 continue
             predicates.append(pred)
             stamps.append(ts)
-        return predicates, stamps, unparsed
+        return predicates, stamps, unparsed, _runs(data)
 
     def _sample(
         self, files: FileStats, snap: Snapshot, columns: Sequence[str] | None = None
@@ -690,6 +727,22 @@ def _sample_key(table_uri: str, path: str, snap: Snapshot) -> tuple[str, str, st
         "" if len(deleted) == 0 else hashlib.blake2b(deleted.tobytes(), digest_size=16).hexdigest()
     )
     return (table_uri, path, digest, snap.schema)
+
+
+def _runs(data: pa.Table) -> list[QueryObservation]:
+    """The logged queries that were timed (``run_seconds`` set): what each took, from
+    the scan call to its last row, and the bytes and files it read."""
+    timed = data.filter(pc.is_valid(data["run_seconds"]))
+    return [
+        QueryObservation(scan + run, int(nbytes or 0), int(files or 0))
+        for scan, run, nbytes, files in zip(
+            timed["scan_seconds"].to_pylist(),
+            timed["run_seconds"].to_pylist(),
+            timed["bytes_kept"].to_pylist(),
+            timed["files_kept"].to_pylist(),
+            strict=True,
+        )
+    ]
 
 
 def read_columns(predicates: Sequence[Predicate], schema: pa.Schema) -> list[str] | None:

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.optimize import nnls
+from scipy.optimize import least_squares, nnls
 
 from lakelayout.errors import InvalidOption
 
@@ -189,6 +189,21 @@ class CostModel:
             self, fit_seconds_per_row=per_row, source=f"{self.source}; {why}"
         )
 
+    def noted(self, note: str) -> CostModel:
+        """This model with ``note`` added to :attr:`source`."""
+        return dataclasses.replace(self, source=f"{self.source}; {note}")
+
+    def with_reads(self, reads: ReadFit) -> CostModel:
+        """This model with the query terms a table's own queries measured
+        (:func:`fit_reads`); the rewrite terms unchanged."""
+        return dataclasses.replace(
+            self,
+            query_fixed_seconds=reads.fixed_seconds,
+            query_seconds_per_byte=reads.seconds_per_byte,
+            query_seconds_per_file=reads.seconds_per_file,
+            source=f"{self.source}; {reads.describe()}",
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, **dataclasses.asdict(self)}
 
@@ -321,6 +336,135 @@ class StatisticsObservation:
 
     def row(self) -> list[float]:
         return [1.0, float(self.nbytes) * self.n_features]
+
+
+#: a table's own timed queries replace the calibrated query terms (:func:`fit_reads`)
+#: only when there are at least this many ...
+READ_FIT_MIN_QUERIES = 20
+#: ... whose bytes read spread at least this much (90th percentile over the 10th) ...
+READ_FIT_MIN_SPREAD = 2.0
+#: ... and whose fit explains at least this share of the seconds' variance
+READ_FIT_MIN_R2 = 0.5
+#: the fit replaces the model's query terms only when the two disagree by more than this
+#: factor on a file of the table's size (:meth:`ReadFit.disagreement`)
+READ_FIT_TRUST = 2.0
+
+
+@dataclass(frozen=True)
+class ReadFit:
+    """The query terms fitted on one table's timed queries (:func:`fit_reads`)."""
+
+    fixed_seconds: float
+    seconds_per_byte: float
+    seconds_per_file: float
+    queries: int
+    r2: float
+    #: the mean size of the files the queries read (bytes read / files read)
+    file_bytes: float
+
+    def describe(self) -> str:
+        return (
+            f"queries: {self.fixed_seconds:.3g} s + {self.seconds_per_byte:.3g} s/byte + "
+            f"{self.seconds_per_file:.3g} s/file, fitted on this table's last {self.queries} "
+            f"timed queries (R² {self.r2:.2f})"
+        )
+
+    def file_seconds(self) -> float:
+        """What reading one file of the table's mean size costs by this fit."""
+        return self.seconds_per_byte * self.file_bytes + self.seconds_per_file
+
+    def disagreement(self, model: CostModel) -> float:
+        """How many times more (or less) ``model`` prices reading one file of the table's
+        mean size than this fit does (>= 1; inf when one of them prices it at 0)."""
+        mine, theirs = self.file_seconds(), model.read_seconds(self.file_bytes, 1)
+        if mine <= 0 or theirs <= 0:
+            return math.inf
+        return max(mine / theirs, theirs / mine)
+
+
+def fit_reads(
+    observations: Sequence[QueryObservation],
+    *,
+    min_queries: int = READ_FIT_MIN_QUERIES,
+    min_spread: float = READ_FIT_MIN_SPREAD,
+    min_r2: float = READ_FIT_MIN_R2,
+) -> ReadFit | None:
+    """The query model fitted on a table's own queries, or None when they cannot tell.
+
+    Calibration measures generated tables on one occasion; a noisy minute
+    during it moves the cost of a byte read by 2× (docs/benchmarks.md), and the
+    table at hand (its columns, its file sizes, the queries' projections) is
+    not the calibration's. The table's query log holds what its queries took
+    (``scan_seconds + run_seconds`` of the scans run through the timed path)
+    with the bytes and files each read. With enough of them, spread over
+    small and large reads, the same linear model is fitted to them: robust
+    least squares (soft-L1 loss around the non-negative least-squares
+    solution, so that a query slowed by a garbage collection or a cold worker
+    does not tilt the line), non-negative coefficients. None — keep the
+    calibration — with fewer than ``min_queries``, reads that do not spread
+    (their 90th percentile of bytes below ``min_spread`` × their 10th: the
+    slope would be noise), or a fit that explains less than ``min_r2`` of the
+    variance of the queries within 3 robust deviations of it (or leaves more
+    than a fifth of them outside).
+
+    Bytes and files read are nearly proportional on a table of even file
+    sizes, so how the fit splits a read between the two terms is loose; what a
+    decision uses, the seconds of skipping files of the table's own sizes, is
+    not.
+    """
+    if len(observations) < max(min_queries, 3):
+        return None
+    nbytes = np.array([o.bytes_read for o in observations], dtype=np.float64)
+    low, high = np.percentile(nbytes, [10, 90])
+    if high <= 0 or high < min_spread * low:
+        return None
+    rows = [o.row() for o in observations]
+    seconds = [o.seconds for o in observations]
+    coef, r2 = _robust_nnls(rows, seconds)
+    if r2 < min_r2 or coef[1] + coef[2] <= 0:
+        return None
+    files = sum(o.files_read for o in observations)
+    return ReadFit(
+        fixed_seconds=float(coef[0]),
+        seconds_per_byte=float(coef[1]),
+        seconds_per_file=float(coef[2]),
+        queries=len(observations),
+        r2=round(r2, 4),
+        file_bytes=float(nbytes.sum()) / files if files else 0.0,
+    )
+
+
+def _robust_nnls(rows: Sequence[list[float]], seconds: Sequence[float]) -> tuple[np.ndarray, float]:
+    """Non-negative robust least squares (soft-L1 loss, scale from the residuals'
+    median absolute deviation), started from :func:`_nnls`; (coefficients, R² of the
+    inliers, -inf when over a fifth of the points are outliers)."""
+    a = np.asarray(rows, dtype=np.float64)
+    y = np.asarray(seconds, dtype=np.float64)
+    scale = np.linalg.norm(a, axis=0)
+    scale[scale == 0] = 1.0
+    start, _ = _nnls(rows, seconds)
+    residual = y - a @ start
+    f_scale = max(1.4826 * float(np.median(np.abs(residual))), 1e-4)
+    scaled = a / scale
+    result = least_squares(
+        lambda x: scaled @ x - y,
+        start * scale,
+        bounds=(0.0, np.inf),
+        loss="soft_l1",
+        f_scale=f_scale,
+    )
+    coef = np.maximum(result.x, 0.0) / scale
+    residual = y - a @ coef
+    # R² of the queries the line describes: within 3 robust deviations of it (the loss
+    # discounted the others); none at all when those are under 80 % of the queries
+    deviation = 1.4826 * float(np.median(np.abs(residual)))
+    inliers = np.abs(residual) <= 3 * deviation
+    if inliers.sum() < 0.8 * len(y):
+        return coef, -math.inf
+    y_in, residual_in = y[inliers], residual[inliers]
+    spread = float(((y_in - y_in.mean()) ** 2).sum())
+    r2 = 1.0 - float((residual_in**2).sum()) / spread if spread > 0 else 0.0
+    return coef, r2
 
 
 def _nnls(rows: Sequence[list[float]], seconds: Sequence[float]) -> tuple[np.ndarray, float]:

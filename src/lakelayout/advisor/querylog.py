@@ -50,7 +50,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -81,6 +81,10 @@ FLUSH_SECONDS = 5.0
 MAX_PENDING = 10_000
 #: maintenance (retention, compaction, vacuum) runs every this many flushes of a table
 MAINTAIN_EVERY = 25
+#: a queued record whose query is being timed waits for its run time this long at most
+MAX_HOLD_SECONDS = 600.0
+#: the key of a held record's deadline (not a column: Arrow ignores keys outside the schema)
+_HELD = "_held_until"
 
 SCHEMA = pa.schema(
     [
@@ -100,8 +104,12 @@ SCHEMA = pa.schema(
         pa.field("rows_kept", pa.int64()),
         pa.field("planning_seconds", pa.float64()),
         pa.field("scan_seconds", pa.float64()),
+        pa.field("run_seconds", pa.float64()),
     ]
 )
+#: columns added after the first version of the log: a log written before reads them as
+#: nulls, and the next append adds them (``schema_mode="merge"``)
+ADDED_COLUMNS = ("run_seconds",)
 
 #: this process's id in the ``session`` column (host, pid and a random part)
 SESSION_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -119,7 +127,9 @@ class QueryRecord:
     read (None: all); files/bytes/rows are the snapshot's totals and what
     pruning kept. ``planning_seconds`` is the pruning time and
     ``scan_seconds`` the whole ``Table.scan`` call (Spark runs the returned
-    DataFrame later, outside it).
+    DataFrame later, outside it); ``run_seconds`` what Spark then took to run
+    it, when the action went through the scan's timed path
+    (``ScanResult.count``, ``ScanResult.timed``), else None.
     """
 
     table_version: int
@@ -134,6 +144,7 @@ class QueryRecord:
     rows_kept: int = 0
     planning_seconds: float = 0.0
     scan_seconds: float = 0.0
+    run_seconds: float | None = None
     source: str = "scan"
     ts: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
 
@@ -223,6 +234,23 @@ class _Writer:
             queue = self._queues.get(table_uri)
             return len(queue.rows) if queue else 0
 
+    def hold(self, table_uri: str, row: dict[str, Any]) -> bool:
+        """Keep ``row`` out of flushes until :meth:`release` (or :data:`MAX_HOLD_SECONDS`);
+        whether it was still queued (a record already written cannot take a run time)."""
+        with self._lock:
+            queue = self._queues.get(table_uri)
+            if queue is None or not any(r is row for r in queue.rows):
+                return False
+            row[_HELD] = time.monotonic() + MAX_HOLD_SECONDS
+            return True
+
+    def release(self, row: dict[str, Any], run_seconds: float | None) -> None:
+        """Let a held ``row`` be flushed again, with its run time when there is one."""
+        with self._lock:
+            if run_seconds is not None:
+                row["run_seconds"] = float(run_seconds)
+            row.pop(_HELD, None)
+
     def _start(self) -> None:
         if self._thread is None or not self._thread.is_alive():
             self._thread = threading.Thread(
@@ -260,8 +288,16 @@ class _Writer:
             queue = self._queues.get(uri)
             if queue is None or not queue.rows:
                 return 0
-            rows, queue.rows = queue.rows, []
+            now = time.monotonic()
+            ready = [self._closed or r.get(_HELD, 0.0) <= now for r in queue.rows]
+            rows = [r for r, go in zip(queue.rows, ready, strict=True) if go]
+            # the held ones wait for their run times (and count as new: due again later)
+            queue.rows = [r for r, go in zip(queue.rows, ready, strict=True) if not go]
+            if queue.rows:
+                queue.since = now
             limits = (queue.retention_days, queue.max_records)
+        if not rows:
+            return 0
         if not os.path.isdir(os.path.join(uri, "_delta_log")):
             logger.info("query log: table %s is gone; %d records dropped", uri, len(rows))
             return 0
@@ -300,7 +336,19 @@ _WRITER = _Writer()
 
 def _append(path: str, rows: Sequence[dict[str, Any]]) -> None:
     data = pa.Table.from_pylist(list(rows), schema=SCHEMA)
-    write_deltalake(path, data, mode="append", name="lakelayout query log")
+    # "merge": a log written before a column was added gains it
+    write_deltalake(path, data, mode="append", schema_mode="merge", name="lakelayout query log")
+
+
+def _with_schema(data: pa.Table) -> pa.Table:
+    """``data`` (a log read from disk) in :data:`SCHEMA`'s columns and order; the columns
+    a log written before :data:`ADDED_COLUMNS` lacks are nulls."""
+    for name in ADDED_COLUMNS:
+        if name not in data.column_names:
+            data = data.append_column(
+                SCHEMA.field(name), pa.nulls(data.num_rows, SCHEMA.field(name).type)
+            )
+    return data.select(SCHEMA.names).cast(SCHEMA)
 
 
 def records_added(table_uri: str) -> int:
@@ -330,9 +378,12 @@ class QueryLog:
         *,
         retention_days: float = DEFAULT_RETENTION_DAYS,
         max_records: int = DEFAULT_MAX_RECORDS,
-    ) -> None:
-        """Queue ``entry``; the background thread writes it. Never raises on I/O."""
-        _WRITER.add(self.table_uri, entry.row(), (retention_days, max_records))
+    ) -> PendingRecord:
+        """Queue ``entry``; the background thread writes it. Never raises on I/O. The
+        handle times the query's run (:meth:`PendingRecord.timed`)."""
+        row = entry.row()
+        _WRITER.add(self.table_uri, row, (retention_days, max_records))
+        return PendingRecord(self.table_uri, row)
 
     def pending(self) -> int:
         """Records of this table queued in this process and not written yet."""
@@ -362,7 +413,7 @@ class QueryLog:
             self.flush()
         parts = []
         if self.exists():
-            parts.append(DeltaTable(self.path).to_pyarrow_table().select(SCHEMA.names).cast(SCHEMA))
+            parts.append(_with_schema(DeltaTable(self.path).to_pyarrow_table()))
         if not flush:
             queued = _WRITER.queued(self.table_uri)
             if queued:
@@ -389,6 +440,40 @@ class QueryLog:
         """Apply the retention limits, compact the log's files, vacuum unneeded ones."""
         self.flush()
         return maintain(self.table_uri, retention_days=retention_days, max_records=max_records)
+
+
+class PendingRecord:
+    """A queued record whose query's run time can still be added (:meth:`timed`)."""
+
+    def __init__(self, table_uri: str, row: dict[str, Any]) -> None:
+        self.table_uri = table_uri
+        self._row = row
+
+    @contextlib.contextmanager
+    def timed(self) -> Iterator[None]:
+        """Time the block (a Spark action on the scanned rows) as the record's
+        ``run_seconds``.
+
+        The record is held back from flushes while the block runs (at most
+        :data:`MAX_HOLD_SECONDS`). A block that raises leaves the record without a
+        run time, and so does a record written before the block started; a second
+        timed block replaces the first's time. Never fails the block for the log's sake.
+        """
+        held = _WRITER.hold(self.table_uri, self._row)
+        started = time.perf_counter()
+        seconds: float | None = None
+        try:
+            yield
+            seconds = time.perf_counter() - started
+        finally:
+            if held:
+                _WRITER.release(self._row, seconds)
+
+    @property
+    def run_seconds(self) -> float | None:
+        """The run time recorded so far (None: none yet)."""
+        value = self._row.get("run_seconds")
+        return None if value is None else float(value)
 
 
 @dataclass(frozen=True)
@@ -484,11 +569,11 @@ def log_scan(
     *,
     session_value: str | None = None,
     source: str = "scan",
-) -> bool:
+) -> PendingRecord | None:
     """Queue the record of one scan (a :class:`~lakelayout.skipping.scan_report.ScanReport`
-    and its bound predicate) unless logging is off; whether it was queued."""
+    and its bound predicate) unless logging is off; its handle, None when not queued."""
     if not is_enabled(configuration, session_value):
-        return False
+        return None
     from lakelayout.advisor.filters import feature_keys
 
     entry = QueryRecord(
@@ -507,5 +592,4 @@ def log_scan(
         source=source,
     )
     days, records = properties_limits(configuration)
-    QueryLog(table_uri).record(entry, retention_days=days, max_records=records)
-    return True
+    return QueryLog(table_uri).record(entry, retention_days=days, max_records=records)

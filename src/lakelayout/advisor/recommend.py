@@ -25,7 +25,7 @@ import pyarrow as pa
 from lakelayout.advisor.analyzer import Analysis, AnalyzerConfig, analyze
 from lakelayout.advisor.benefit import BenefitConfig, Estimate, Rate, decide, estimate
 from lakelayout.advisor.benefit import expected_queries as expected_queries_of
-from lakelayout.advisor.costmodel import CostModel
+from lakelayout.advisor.costmodel import CostModel, QueryObservation
 from lakelayout.advisor.estimate import (
     FAMILIES,
     Candidate,
@@ -69,6 +69,8 @@ class Inputs:
     shuffled: bool = False
     #: earlier automatic rewrites whose files are candidates again (they did not deliver)
     again: list[dict[str, Any]] = field(default_factory=list)
+    #: what the window's timed queries took (the table's own query cost: ``fit_reads``)
+    runs: list[QueryObservation] = field(default_factory=list)
 
 
 Sampler = Callable[[], tuple[pa.Table, np.ndarray]]

@@ -53,9 +53,9 @@ def prepare_table(table: Table, dataset: Dataset, *, indexes: bool) -> None:
 
 
 def timed_scan(table: Table, sql: str, *, version: int | None = None) -> tuple[float, int, int]:
-    """``Table.scan(sql).df.count()``: (seconds, rows returned, files kept) — what a
+    """``Table.scan(sql).count()``: (seconds, rows returned, files kept) — what a
     query costs in spark mode, from the snapshot read to the last row counted."""
     started = time.perf_counter()
     result = table.scan(sql, version=version)
-    rows = int(result.df.count())
+    rows = result.count()
     return time.perf_counter() - started, rows, result.report.files_kept

@@ -1,0 +1,88 @@
+"""The query terms fitted on a table's own timed queries (pure: no Spark)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lakelayout.advisor.costmodel import (
+    DEFAULTS,
+    READ_FIT_MIN_QUERIES,
+    QueryObservation,
+    fit_reads,
+)
+
+FIXED, PER_BYTE, PER_FILE = 0.15, 2e-9, 1e-3
+FILE_BYTES = 400_000
+
+
+def _queries(
+    n: int, seed: int = 0, *, noise: float = 0.01, slow: int = 0
+) -> list[QueryObservation]:
+    """``n`` queries reading 0 to 100 files of FILE_BYTES, each priced by the known
+    model plus noise; ``slow`` of them 10× slower (a GC pause, a cold worker)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(n):
+        files = int(rng.integers(0, 101))
+        nbytes = files * FILE_BYTES + int(rng.integers(0, FILE_BYTES // 4)) * (files > 0)
+        seconds = FIXED + PER_BYTE * nbytes + PER_FILE * files + rng.normal(0, noise)
+        out.append(QueryObservation(seconds * (10 if k < slow else 1), nbytes, files))
+    return out
+
+
+def _read_cost(fit: object, nbytes: float, files: float) -> float:
+    return fit.seconds_per_byte * nbytes + fit.seconds_per_file * files  # type: ignore[attr-defined]
+
+
+def test_the_fit_recovers_what_skipping_a_file_saves() -> None:
+    fit = fit_reads(_queries(60))
+    assert fit is not None and fit.queries == 60 and fit.r2 > 0.9
+    truth = PER_BYTE * FILE_BYTES + PER_FILE
+    assert _read_cost(fit, FILE_BYTES, 1) == pytest.approx(truth, rel=0.05)
+    assert fit.fixed_seconds == pytest.approx(FIXED, abs=0.02)
+
+
+def test_a_few_slow_queries_do_not_tilt_the_line() -> None:
+    # 3 of 60 queries 10x slower: plain least squares moves the slope by far more
+    queries = _queries(60, seed=3, slow=3)
+    fit = fit_reads(queries, min_r2=0.0)
+    assert fit is not None
+    truth = PER_BYTE * FILE_BYTES + PER_FILE
+    assert _read_cost(fit, FILE_BYTES, 1) == pytest.approx(truth, rel=0.1)
+    a = np.array([q.row() for q in queries])
+    plain, *_ = np.linalg.lstsq(a, np.array([q.seconds for q in queries]), rcond=None)
+    plain_cost = plain[1] * FILE_BYTES + plain[2]
+    assert abs(plain_cost - truth) > 3 * abs(_read_cost(fit, FILE_BYTES, 1) - truth)
+
+
+def test_too_few_queries_reads_that_do_not_spread_or_noise_keep_the_calibration() -> None:
+    assert fit_reads(_queries(READ_FIT_MIN_QUERIES - 1)) is None
+    assert fit_reads(_queries(READ_FIT_MIN_QUERIES)) is not None
+    same = [QueryObservation(0.2 + 0.01 * (k % 3), 10 * FILE_BYTES, 10) for k in range(40)]
+    assert fit_reads(same) is None  # every query read the same: no slope to see
+    rng = np.random.default_rng(1)
+    noise = [
+        QueryObservation(float(rng.uniform(0.1, 1.0)), int(rng.integers(0, 10**8)), 5)
+        for _ in range(40)
+    ]
+    assert fit_reads(noise) is None  # the seconds do not follow the bytes
+
+
+def test_a_model_with_the_tables_reads_keeps_its_rewrite_terms() -> None:
+    fit = fit_reads(_queries(40))
+    assert fit is not None
+    assert fit.file_bytes == pytest.approx(FILE_BYTES, rel=0.15)
+    # DEFAULTS price a file of 400 kB at 5e-9 s a byte + 2 ms: 4 ms, against 1.8 ms
+    truth = PER_BYTE * FILE_BYTES + PER_FILE
+    assert fit.file_seconds() == pytest.approx(truth, rel=0.05)
+    expected = DEFAULTS.read_seconds(fit.file_bytes, 1) / fit.file_seconds()
+    assert fit.disagreement(DEFAULTS) == pytest.approx(expected) and expected > 2
+    model = DEFAULTS.with_reads(fit)
+    assert model.query_seconds_per_byte == fit.seconds_per_byte
+    assert model.query_seconds_per_file == fit.seconds_per_file
+    assert model.query_fixed_seconds == fit.fixed_seconds
+    assert model.rewrite_seconds(10**8, 10, values=10**7) == DEFAULTS.rewrite_seconds(
+        10**8, 10, values=10**7
+    )
+    assert "fitted on this table's last 40 timed queries" in model.source
