@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-from lakelayout.advisor.calibrate import calibrate
+from lakelayout.advisor.calibrate import QUERY_SHARES, _queries, _table, calibrate
 from lakelayout.advisor.costmodel import DEFAULTS, CostModel
 from lakelayout.api import Table
 from lakelayout.cli import app
@@ -71,6 +71,17 @@ def test_advisor_commands_fail_in_one_line(tmp_path: Path, logged: tuple[str, Pa
     bad = runner.invoke(app, ["advise", logged[0], "--model", str(tmp_path / "absent.json")])
     assert bad.exit_code == 2 and "no cost model at" in bad.output
     assert len(bad.output.strip().splitlines()) == 1
+
+
+def test_calibration_queries_keep_each_points_fastest_round(spark: Any, tmp_path: Path) -> None:
+    tables = [_table(spark, tmp_path / "a", 3000), _table(spark, tmp_path / "b", 6000)]
+    points = _queries(tables, rounds=2)
+    assert len(points) == len(tables) * len(QUERY_SHARES)  # one per table and share
+    full = [p for p in points if p.files_read == 8]  # every file (share None), per table
+    totals = sorted(int(t.snapshot().files.total_bytes) for t in tables)
+    assert sorted(p.bytes_read for p in full) == totals
+    assert all(0 < p.seconds < 60 for p in points)
+    assert min(p.bytes_read for p in points) < min(totals) / 4  # id < 10 %: few files read
 
 
 def test_calibrate_measures_saves_and_is_reused(spark: Any, tmp_path: Path) -> None:

@@ -19,9 +19,11 @@ generated table sizes (Spark writes them, like any lakelayout table):
   table (``indexes.refresh``), timed: the cost per additional feature;
 * queries: ``Table.scan(where).df.count()`` at several selectivities (the
   rows arrive in ``id`` order, so ``id < x`` reads a known share of the
-  files), best of three runs, timed; on the largest table three times, in 8
-  files and sorted into each of :data:`MANY_FILES`, so that what a query pays
-  per file separates from what it pays per byte;
+  files), timed, on a table of each size and on a larger one three times, in
+  8 files and sorted into each of :data:`MANY_FILES` (so that what a query
+  pays per file separates from what it pays per byte); all of them at the
+  end, in :data:`QUERY_ROUNDS` rounds over every table, the fastest round per
+  point (:func:`_queries`);
 * the advisor's own work (no Spark): fitting and pricing every candidate
   family on generated samples of :data:`FIT_ROWS` rows for a workload of range,
   equality and LIKE filters (:func:`measure_fitting`), best of two, a line
@@ -66,6 +68,10 @@ QUICK_SIZES = (20_000, 60_000, 180_000)
 QUERY_TABLE_FACTOR = 4
 #: files of the query table's later layouts (the first has 8)
 MANY_FILES = (96, 384)
+#: selectivities every query table is scanned at (None: no filter on ``id``)
+QUERY_SHARES = (None, 0.1, 0.4, 0.75)
+#: rounds of the queries (each point's fastest counts)
+QUERY_ROUNDS = 3
 
 SOP_FEATURES = ("s LIKE '%7%'", "b < 0.3", "c > 0.8", "d < 0.1")
 #: sample sizes the advisor's fitting is timed on (its default sample has 20,000 rows)
@@ -97,9 +103,12 @@ def calibrate(
     started = time.perf_counter()
     root = Path(tempfile.mkdtemp(prefix="ll-calibrate-", dir=work_dir))
     try:
+        # the queries run at the end, in rounds over every query table (below); each
+        # size's is a table of its own, left in its first layout while ``t`` is rewritten
+        query_tables: list[Table] = []
         for size in sizes:
             table = _table(spark, root / f"t{size}", int(size))
-            queries += _queries(table)
+            query_tables.append(_table(spark, root / f"q{size}", int(size)))
             rewrites += _rewrites(table)
             statistics += _statistics(table)
             if size != min(sizes):
@@ -109,14 +118,14 @@ def calibrate(
                     wide_table, ZORDERS[1:2], shuffled=True
                 )
             progress(
-                f"{size:,} rows: {len(rewrites)} rewrites, {len(statistics)} index builds, "
-                f"{len(queries)} queries measured ({time.perf_counter() - started:.0f} s)"
+                f"{size:,} rows: {len(rewrites)} rewrites and {len(statistics)} index builds "
+                f"measured ({time.perf_counter() - started:.0f} s)"
             )
-        # queries only on a larger table: below a few tens of MB a scan's time is its
+        # queries also on a larger table: below a few tens of MB a scan's time is its
         # fixed overhead plus noise, and the fitted cost per byte comes out as 0
         large = QUERY_TABLE_FACTOR * max(int(n) for n in sizes)
         table = _table(spark, root / f"t{large}", large)
-        queries += _queries(table)
+        query_tables.append(table)
         # the same rows in more, smaller files, still in ``id`` order (a one-column
         # Z-order is a sort): the same bytes in more files separate the per-file cost of
         # a query from its per-byte cost. Spark packs small files into a task, so a file
@@ -124,13 +133,15 @@ def calibrate(
         # here); two steps let the one linear term fit both regimes (and each rewrite is
         # one more measured rewrite)
         for files in many_files:
-            rewrites += _zorders(table, ((("id",), files),))
-            queries += _queries(table)
+            sorted_table = _table(spark, root / f"t{large}-{files}", large)
+            rewrites += _zorders(sorted_table, ((("id",), files),))
+            query_tables.append(sorted_table)
+        queries = _queries(query_tables)
         # and one Z-order each way: the model is used far above the sizes before, and
         # this is the largest input calibration rewrites
         rewrites += _zorders(table, ZORDERS[1:2]) + _zorders(table, ZORDERS[1:2], shuffled=True)
-        progress(f"{large:,} rows: {len(queries)} queries, {2 + len(many_files)} more rewrites "
-                 "measured "
+        progress(f"{large:,} rows: {len(queries)} queries in {QUERY_ROUNDS} rounds over "
+                 f"{len(query_tables)} tables, {2 + len(many_files)} more rewrites measured "
                  f"({time.perf_counter() - started:.0f} s)")  # fmt: skip
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -379,21 +390,30 @@ def _statistics(table: Table) -> list[StatisticsObservation]:
 READ_EVERY_COLUMN = "a + b + c + d + length(s) >= 0"
 
 
-def _queries(table: Table) -> list[QueryObservation]:
-    snap = table.snapshot()
-    rows = int(snap.files.total_rows)
-    out = []
-    for share in (None, 0.1, 0.4, 0.75):
-        where = READ_EVERY_COLUMN
-        if share is not None:
-            where = f"id < {int(rows * share)} AND {READ_EVERY_COLUMN}"
-        best = float("inf")
-        kept = files = 0
-        for _ in range(3):
-            started = time.perf_counter()
-            result = table.scan(where)
-            result.df.count()
-            best = min(best, time.perf_counter() - started)
-            kept, files = result.report.bytes_kept, result.report.files_kept
-        out.append(QueryObservation(best, kept, files))
-    return out
+def _queries(tables: Sequence[Table], rounds: int = QUERY_ROUNDS) -> list[QueryObservation]:
+    """Every table scanned at each of :data:`QUERY_SHARES` once per round, the rounds
+    one after another; per table and share, the fastest round.
+
+    Rounds over all the tables, not repeats of one query back to back: a slow
+    minute of a shared machine (a burst of garbage collection, another process)
+    then slows one repeat of many points, which the minimum discards, instead of
+    every repeat of the few points measured in it, which tilted the fitted cost
+    of a byte read 2.3x in one calibration (docs/benchmarks.md).
+    """
+    best: dict[tuple[int, float | None], QueryObservation] = {}
+    for _ in range(rounds):
+        for k, table in enumerate(tables):
+            rows = int(table.snapshot().files.total_rows)
+            for share in QUERY_SHARES:
+                where = READ_EVERY_COLUMN
+                if share is not None:
+                    where = f"id < {int(rows * share)} AND {READ_EVERY_COLUMN}"
+                started = time.perf_counter()
+                result = table.scan(where)
+                result.df.count()
+                seconds = time.perf_counter() - started
+                point = (k, share)
+                if point not in best or seconds < best[point].seconds:
+                    report = result.report
+                    best[point] = QueryObservation(seconds, report.bytes_kept, report.files_kept)
+    return list(best.values())
