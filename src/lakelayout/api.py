@@ -97,8 +97,11 @@ class ScanResult:
     logged: PendingRecord | None = field(default=None, repr=False, compare=False)
 
     def count(self) -> int:
-        """``df.count()``, timed into the query log."""
-        with self.timed():
+        """``df.count()``, timed into the query log (whose record then names the
+        predicate's columns as the columns read: Spark reads no other for a count)."""
+        if self.logged is None:
+            return int(self.df.count())
+        with self.logged.timed(columns=sorted(self.predicate.columns())):
             return int(self.df.count())
 
     @contextlib.contextmanager

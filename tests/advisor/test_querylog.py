@@ -165,29 +165,31 @@ def test_a_timed_run_is_held_back_from_flushes_and_written_with_its_seconds(
     uri = _table(tmp_path)
     log = ql.QueryLog(uri)
     handle = log.record(ql.QueryRecord(table_version=0, predicate="a = 1"))
-    with handle.timed():
+    with handle.timed(columns=["a"]):
         # the run's record waits for its time; the others are written meanwhile
         log.record(ql.QueryRecord(table_version=0, predicate="a = 2"))
         assert log.flush() == 1 and log.pending() == 1
         assert log.read(flush=False).column("run_seconds").to_pylist() == [None, None]
     assert handle.run_seconds is not None and handle.run_seconds >= 0
     assert log.flush() == 1
-    rows = {r["predicate"]: r["run_seconds"] for r in log.read().to_pylist()}
-    assert rows == {"a = 2": None, "a = 1": handle.run_seconds}
+    rows = {r["predicate"]: (r["run_seconds"], r["columns"]) for r in log.read().to_pylist()}
+    assert rows == {"a = 2": (None, None), "a = 1": (handle.run_seconds, ["a"])}
 
 
 def test_a_run_that_fails_or_comes_after_the_flush_records_no_time(tmp_path: Path) -> None:
     uri = _table(tmp_path)
     log = ql.QueryLog(uri)
     failed = log.record(ql.QueryRecord(table_version=0, predicate="a = 1"))
-    with pytest.raises(ZeroDivisionError), failed.timed():
+    with pytest.raises(ZeroDivisionError), failed.timed(columns=["a"]):
         _ = 1 / 0
     late = log.record(ql.QueryRecord(table_version=0, predicate="a = 2"))
     assert log.flush() == 2  # nothing held: both written
     with late.timed():
         pass
     assert late.run_seconds is None and log.pending() == 0
-    assert log.read().column("run_seconds").to_pylist() == [None, None]
+    data = log.read()
+    assert data.column("run_seconds").to_pylist() == [None, None]
+    assert data.column("columns").to_pylist() == [None, None]  # nor the run's columns
 
 
 def test_a_held_record_is_written_once_its_hold_expires(

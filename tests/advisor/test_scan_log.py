@@ -135,6 +135,10 @@ def test_a_count_through_the_scan_records_what_spark_took(spark: Any, tmp_path: 
     assert log[timed.predicate.sql()]["run_seconds"] > 0
     assert log[untimed.predicate.sql()]["run_seconds"] is None
     assert log[inside.predicate.sql()]["run_seconds"] > 0
+    # a count reads only its filter's columns, and its record says so; the others all
+    assert log[timed.predicate.sql()]["columns"] == ["id"]
+    assert log[untimed.predicate.sql()]["columns"] is None
+    assert log[inside.predicate.sql()]["columns"] is None
     assert timed.logged is not None and timed.logged.run_seconds == pytest.approx(
         log[timed.predicate.sql()]["run_seconds"]
     )
@@ -148,6 +152,17 @@ def test_a_count_through_the_scan_records_what_spark_took(spark: Any, tmp_path: 
         for x in log.values()
         if x["run_seconds"] is not None
     )
+
+
+def test_a_count_of_every_row_reads_no_column(spark: Any, tmp_path: Path) -> None:
+    t = _make(spark, tmp_path / "t")
+    assert t.scan().count() == 400
+    assert t.scan("month(ts) = 2 AND s LIKE 'v1%'").count() == len(
+        [i for i in range(100, 200) if i % 7 == 1]
+    )
+    first, second = ql.QueryLog(t.uri).read().to_pylist()
+    assert first["columns"] == [] and first["run_seconds"] > 0
+    assert second["columns"] == ["s", "ts"]
 
 
 def test_with_logging_off_a_scan_still_counts(spark: Any, tmp_path: Path) -> None:

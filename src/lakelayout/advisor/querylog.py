@@ -129,7 +129,9 @@ class QueryRecord:
     ``scan_seconds`` the whole ``Table.scan`` call (Spark runs the returned
     DataFrame later, outside it); ``run_seconds`` what Spark then took to run
     it, when the action went through the scan's timed path
-    (``ScanResult.count``, ``ScanResult.timed``), else None.
+    (``ScanResult.count``, ``ScanResult.timed``), else None. A count through
+    ``ScanResult.count`` records as ``columns`` its predicate's columns, the
+    only ones Spark reads for it.
     """
 
     table_version: int
@@ -244,11 +246,19 @@ class _Writer:
             row[_HELD] = time.monotonic() + MAX_HOLD_SECONDS
             return True
 
-    def release(self, row: dict[str, Any], run_seconds: float | None) -> None:
-        """Let a held ``row`` be flushed again, with its run time when there is one."""
+    def release(
+        self,
+        row: dict[str, Any],
+        run_seconds: float | None,
+        columns: Sequence[str] | None = None,
+    ) -> None:
+        """Let a held ``row`` be flushed again, with its run time when there is one (and
+        then the columns the run read, when given)."""
         with self._lock:
             if run_seconds is not None:
                 row["run_seconds"] = float(run_seconds)
+                if columns is not None:
+                    row["columns"] = list(columns)
             row.pop(_HELD, None)
 
     def _start(self) -> None:
@@ -450,9 +460,10 @@ class PendingRecord:
         self._row = row
 
     @contextlib.contextmanager
-    def timed(self) -> Iterator[None]:
+    def timed(self, *, columns: Sequence[str] | None = None) -> Iterator[None]:
         """Time the block (a Spark action on the scanned rows) as the record's
-        ``run_seconds``.
+        ``run_seconds``; ``columns``: the columns the action reads, when the caller
+        knows them better than the scan did (a count reads only its filter's).
 
         The record is held back from flushes while the block runs (at most
         :data:`MAX_HOLD_SECONDS`). A block that raises leaves the record without a
@@ -467,7 +478,7 @@ class PendingRecord:
             seconds = time.perf_counter() - started
         finally:
             if held:
-                _WRITER.release(self._row, seconds)
+                _WRITER.release(self._row, seconds, columns)
 
     @property
     def run_seconds(self) -> float | None:
