@@ -210,12 +210,17 @@ TIGHT = dataclasses.replace(
 
 
 @pytest.mark.parametrize(
-    ("model", "sample_all"), [(DEFAULTS, False), (TIGHT, True)], ids=["defaults", "tight"]
+    ("model", "sample_all", "columns"),
+    [(DEFAULTS, False, False), (TIGHT, True, False), (TIGHT, True, True)],
+    ids=["defaults", "tight", "tight-columns"],
 )
 def test_the_cannot_pay_exits_never_fire_where_full_pricing_rewrites(
-    model: CostModel, sample_all: bool
+    model: CostModel, sample_all: bool, columns: bool
 ) -> None:
     inputs = _inputs(_window(36), sample_all=sample_all, scale=40.0)
+    if columns:  # the queries read a fifth to all of a file's bytes (their columns)
+        shares = np.linspace(0.2, 1.0, len(inputs.predicates))
+        inputs = dataclasses.replace(inputs, read_shares=shares)
     flip = _flip(inputs, model)
     near = [flip * f for f in (0.99, 0.999, 1.001, 1.01)]
     far = [flip * f for f in (0.1, 0.6, 3.0)]

@@ -22,16 +22,16 @@ import datetime as dt
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakelayout.advisor.analyzer import Analysis, AnalyzerConfig, analyze
 from lakelayout.advisor.benefit import BenefitConfig
+from lakelayout.advisor.columns import column_shares, query_shares
 from lakelayout.advisor.costmodel import (
     READ_FIT_TRUST,
     CostModel,
@@ -211,8 +211,9 @@ class Advisor:
     def features(self) -> Analysis:
         """Clustering features of the recent workload, ranked, with reasons (no rewrite)."""
         snap = self.table.snapshot()
-        predicates, stamps, _, _ = self._window(snap.schema)
-        files, _ = self.candidate_files(snap, predicates, stamps)
+        window = self._window(snap.schema)
+        predicates = window.predicates
+        files, _ = self.candidate_files(snap, predicates, window.stamps)
         reads = read_columns(predicates, snap.schema)
         sample, _ = self._sample(files, snap, reads) if len(files) else (None, None)
         return analyze(
@@ -252,8 +253,10 @@ class Advisor:
         from lakelayout.cluster import config as cluster_config
 
         snap = self.table.snapshot() if snap is None else snap
-        predicates, stamps, unparsed, runs = self._window(snap.schema)
+        window = self._window(snap.schema)
+        predicates, stamps = window.predicates, window.stamps
         files, again = self.candidate_files(snap, predicates, stamps)
+        shares = self._column_shares(snap, files)
         indexes, _ = self.table.indexes.usable(snap.schema)
         shuffled = cluster_config.rewrite_shuffles(
             int(files.total_bytes),
@@ -270,11 +273,24 @@ class Advisor:
             indexes=indexes,
             udfs=self.table.indexes.udfs,
             timezone=self._timezone(),
-            unparsed=unparsed,
+            unparsed=window.unparsed,
             shuffled=shuffled,
             again=again,
-            runs=runs,
+            runs=window.observations(shares),
+            read_shares=query_shares(window.columns, shares),
         )
+
+    def _column_shares(self, snap: Snapshot, files: FileStats) -> dict[str, float]:
+        """Each column's share of the bytes of ``files`` (else of the live files), from
+        a few Parquet footers; partition columns cost nothing to read. Empty (whole
+        files priced) when no footer can be read."""
+        fmt = snap.table_format
+        paths = files.paths if len(files) else snap.files.paths
+        physical = {fmt.physical_name(name): name for name in fmt.data_schema.names}
+        shares = column_shares(self.table.uri, [str(p) for p in paths], physical)
+        if shares:
+            shares.update({name: 0.0 for name in fmt.partition_columns})
+        return shares
 
     def candidate_files(
         self, snap: Snapshot, predicates: Sequence[Predicate], stamps: Sequence[dt.datetime]
@@ -410,8 +426,9 @@ class Advisor:
         paths = rec.candidate_paths
         if paths is None:
             snap = self.table.snapshot()
-            predicates, stamps, _, _ = self._window(snap.schema)
-            paths = [str(p) for p in self.candidate_files(snap, predicates, stamps)[0].paths]
+            window = self._window(snap.schema)
+            files = self.candidate_files(snap, window.predicates, window.stamps)[0]
+            paths = [str(p) for p in files.paths]
         metrics = self.table.optimize.apply(
             rec.layout, paths, hooks=self.hooks, one_file_per_block=True
         )
@@ -551,29 +568,39 @@ class Advisor:
     def _timezone(self) -> str:
         return self.table.spark.conf.get("spark.sql.session.timeZone") or "UTC"
 
-    def _window(
-        self, schema: pa.Schema
-    ) -> tuple[list[Predicate], list[dt.datetime], int, list[QueryObservation]]:
-        """Parsed predicates and times of the newest logged queries; how many did not
-        parse; what those of them that were timed took (:func:`_runs`)."""
+    def _window(self, schema: pa.Schema) -> _Window:
+        """The newest logged queries: parsed predicates, their times and the columns each
+        read; how many did not parse; what the parsed ones that were timed took."""
         since = dt.datetime.now(dt.UTC) - dt.timedelta(days=self.window_days)
         data = self.log.read(since=since, last=self.window, flush=False)
         functions = self.table.indexes.functions()
         timezone = self._timezone()
         context = (schema, tuple(sorted(functions.items())), timezone)
-        predicates: list[Predicate] = []
-        stamps: list[dt.datetime] = []
-        unparsed = 0
-        for text, ts in zip(
-            data.column("predicate").to_pylist(), data.column("ts").to_pylist(), strict=True
+        out = _Window()
+        for text, ts, columns, scan, run, nbytes, files in zip(
+            data.column("predicate").to_pylist(),
+            data.column("ts").to_pylist(),
+            data.column("columns").to_pylist(),
+            data.column("scan_seconds").to_pylist(),
+            data.column("run_seconds").to_pylist(),
+            data.column("bytes_kept").to_pylist(),
+            data.column("files_kept").to_pylist(),
+            strict=True,
         ):
             pred = _parse_cached(text, context)
             if pred is None:
-                unparsed += 1
+                out.unparsed += 1
                 continue
-            predicates.append(pred)
-            stamps.append(ts)
-        return predicates, stamps, unparsed, _runs(data)
+            # what the query read: its projection (None: every column) and its filter's
+            read = None if columns is None else sorted(set(columns) | pred.columns())
+            out.predicates.append(pred)
+            out.stamps.append(ts)
+            out.columns.append(read)
+            if run is not None:
+                out.runs.append(
+                    (float(scan or 0.0) + float(run), int(nbytes or 0), int(files or 0), read)
+                )
+        return out
 
     def _sample(
         self, files: FileStats, snap: Snapshot, columns: Sequence[str] | None = None
@@ -729,20 +756,26 @@ def _sample_key(table_uri: str, path: str, snap: Snapshot) -> tuple[str, str, st
     return (table_uri, path, digest, snap.schema)
 
 
-def _runs(data: pa.Table) -> list[QueryObservation]:
-    """The logged queries that were timed (``run_seconds`` set): what each took, from
-    the scan call to its last row, and the bytes and files it read."""
-    timed = data.filter(pc.is_valid(data["run_seconds"]))
-    return [
-        QueryObservation(scan + run, int(nbytes or 0), int(files or 0))
-        for scan, run, nbytes, files in zip(
-            timed["scan_seconds"].to_pylist(),
-            timed["run_seconds"].to_pylist(),
-            timed["bytes_kept"].to_pylist(),
-            timed["files_kept"].to_pylist(),
-            strict=True,
-        )
-    ]
+@dataclass
+class _Window:
+    """The logged queries a decision looks at (:meth:`Advisor._window`)."""
+
+    predicates: list[Predicate] = field(default_factory=list)
+    stamps: list[dt.datetime] = field(default_factory=list)
+    #: per predicate, the columns the query read (None: every column)
+    columns: list[list[str] | None] = field(default_factory=list)
+    unparsed: int = 0
+    #: the timed ones: seconds (scan call + Spark's run), bytes and files kept, columns read
+    runs: list[tuple[float, int, int, list[str] | None]] = field(default_factory=list)
+
+    def observations(self, shares: Mapping[str, float]) -> list[QueryObservation]:
+        """The timed queries as measurements of the query model, their bytes those of
+        the columns each read (``shares``: each column's share of a file's bytes)."""
+        weights = query_shares([r[3] for r in self.runs], shares)
+        return [
+            QueryObservation(seconds, round(nbytes * w), files)
+            for (seconds, nbytes, files, _), w in zip(self.runs, weights, strict=True)
+        ]
 
 
 def read_columns(predicates: Sequence[Predicate], schema: pa.Schema) -> list[str] | None:

@@ -172,16 +172,27 @@ def estimate(
     n_additional: int,
     candidate_values: int = 0,
     shuffled: bool = False,
+    read_shares: np.ndarray | None = None,
 ) -> Estimate:
-    """The :class:`Estimate` of one candidate (see the module docstring)."""
+    """The :class:`Estimate` of one candidate (see the module docstring).
+
+    ``read_shares``: per query, the share of a file's bytes it reads (its
+    columns, :mod:`.columns`; None: whole files). The bytes reported are the
+    files' (what pruning keeps, as the decision log measures them); the
+    seconds price only the columns read.
+    """
     now = float(np.mean(fractions_now)) if len(fractions_now) else 1.0
     after = float(np.mean(fractions_after)) if len(fractions_after) else 1.0
     bytes_now = now * candidate_bytes
     bytes_after = after * candidate_bytes
     files_now = now * candidate_files
     files_after_read = after * files_after
+    read_now, read_after = bytes_now, bytes_after
+    if read_shares is not None and len(read_shares) == len(fractions_now) and len(read_shares):
+        read_now = float(np.mean(fractions_now * read_shares)) * candidate_bytes
+        read_after = float(np.mean(fractions_after * read_shares)) * candidate_bytes
     saving = expected * (
-        model.read_seconds(bytes_now, files_now) - model.read_seconds(bytes_after, files_after_read)
+        model.read_seconds(read_now, files_now) - model.read_seconds(read_after, files_after_read)
     )
     cost = model.rewrite_seconds(
         candidate_bytes,

@@ -71,6 +71,9 @@ class Inputs:
     again: list[dict[str, Any]] = field(default_factory=list)
     #: what the window's timed queries took (the table's own query cost: ``fit_reads``)
     runs: list[QueryObservation] = field(default_factory=list)
+    #: per predicate, the share of a file's bytes the query reads (its columns,
+    #: :mod:`.columns`); None: whole files
+    read_shares: np.ndarray | None = None
 
 
 Sampler = Callable[[], tuple[pa.Table, np.ndarray]]
@@ -185,6 +188,8 @@ def recommend(
         "shuffled": inputs.shuffled,
         "cost_model": model.source,
         "candidates_again": inputs.again,
+        # the mean share of a file's bytes a query reads (its columns; 1: whole files)
+        "read_share": round(float(np.mean(_shares_of(inputs))), 4) if inputs.predicates else 1.0,
     }
     rec = _recommend(
         inputs, model, analyzer or AnalyzerConfig(), cfg, families, sampler, bounds=bounds
@@ -240,7 +245,8 @@ def _recommend(
     # the cheapest rewrite any candidate can cost: one curve dimension, no SOP feature,
     # no new statistics, one file written (coefficients are >= 0, so every term only grows)
     cheapest = model.rewrite_seconds(nbytes, 1, n_curve=1, values=values, shuffled=inputs.shuffled)
-    read_now, files_now = _read_now_ceiling(inputs.predicates, files)
+    shares = _shares_of(inputs)
+    read_now, files_now = _read_now_ceiling(inputs.predicates, files, shares)
     ceiling = rate.expected_queries * model.read_seconds(read_now, files_now)
     if bounds and ceiling <= cheapest * cfg.margin:
         rec.reason = (
@@ -272,6 +278,7 @@ def _recommend(
     if bounds and _cannot_pay(
         rec,
         now,
+        shares,
         nbytes,
         len(files),
         values,
@@ -301,6 +308,7 @@ def _recommend(
                 cand.describe(),
                 fractions_now=now,
                 fractions_after=cand.fractions,
+                read_shares=shares,
                 candidate_bytes=nbytes,
                 candidate_files=len(files),
                 candidate_values=values,
@@ -333,9 +341,22 @@ def _recommend(
     return rec
 
 
-def _read_now_ceiling(predicates: Sequence[Predicate], files: FileStats) -> tuple[float, float]:
+def _shares_of(inputs: Inputs) -> np.ndarray:
+    """Per predicate, the share of a file's bytes the query reads (1: whole files)."""
+    n = len(inputs.predicates)
+    shares = inputs.read_shares
+    if shares is None or len(shares) != n:
+        return np.ones(n, dtype=np.float64)
+    return np.asarray(shares, dtype=np.float64)
+
+
+def _read_now_ceiling(
+    predicates: Sequence[Predicate], files: FileStats, shares: np.ndarray | None = None
+) -> tuple[float, float]:
     """Bytes and files of ``files`` a recent query reads now, on average — the most any
-    layout can save it — from the files' statistics alone (no sample).
+    layout can save it — from the files' statistics alone (no sample). The bytes
+    are those of the columns each query reads (``shares``, per predicate; None: whole
+    files), as the estimate prices them.
 
     The estimate weighs a file by its *rows* in the sample (a virtual file's
     size is its rows × the sample's average row size) and a virtual file is
@@ -367,12 +388,15 @@ def _read_now_ceiling(predicates: Sequence[Predicate], files: FileStats) -> tupl
                 max(float(kept.keep.sum()), share * count),
             )
         out.append(seen[key])
-    return float(np.mean([b for b, _ in out])), float(np.mean([f for _, f in out]))
+    weights = np.ones(len(out)) if shares is None else np.asarray(shares, dtype=np.float64)
+    read = [b * w for (b, _), w in zip(out, weights, strict=True)]
+    return float(np.mean(read)), float(np.mean([f for _, f in out]))
 
 
 def _cannot_pay(
     rec: Recommendation,
     now: np.ndarray,
+    shares: np.ndarray,
     nbytes: int,
     n_files: int,
     values: int,
@@ -406,7 +430,8 @@ def _cannot_pay(
     expected = rec.rate.expected_queries
     share_now = float(np.mean(now)) if len(now) else 1.0
     bytes_now = share_now * nbytes
-    ceiling = expected * model.read_seconds(bytes_now, share_now * n_files)
+    read_now = float(np.mean(now * shares)) * nbytes if len(now) else nbytes
+    ceiling = expected * model.read_seconds(read_now, share_now * n_files)
     floor = model.rewrite_seconds(
         nbytes, 1, n_curve=1, n_additional=n_additional, values=values, shuffled=shuffled
     )
