@@ -95,7 +95,10 @@ def test_a_tiny_table_with_few_queries_gets_no_rewrite() -> None:
     )
     # arrival order: every query reads every file
     files = len(inputs.candidate_files)
-    assert f"(7 expected queries × 0.35 MiB in {files:.1f} files read now each)" in rec.reason
+    assert (
+        f"(7 expected queries × 0.35 MiB of their columns in {files:.1f} files read now each)"
+        in rec.reason
+    )
     # the cheapest rewrite any candidate can be: one curve dimension, into one file
     nbytes = int(inputs.candidate_files.total_bytes)
     cheapest = DEFAULTS.rewrite_seconds(nbytes, 1, n_curve=1)

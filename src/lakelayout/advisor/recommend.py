@@ -253,7 +253,8 @@ def _recommend(
             f"no rewrite: even a layout that made the recent queries read nothing of the "
             f"{nbytes / 2**20:,.2f} MiB of never-clustered data would save at most "
             f"{ceiling:.3g} s ({rate.expected_queries:,.0f} expected queries × "
-            f"{read_now / 2**20:,.2f} MiB in {files_now:,.1f} files read now each), not more "
+            f"{read_now / 2**20:,.2f} MiB of their columns in {files_now:,.1f} files read now "
+            f"each), not more "
             f"than the cheapest rewrite ({cheapest:.3g} s) × {cfg.margin:g}"
         )
         return without_sample()
@@ -429,7 +430,6 @@ def _cannot_pay(
     assert rec.rate is not None
     expected = rec.rate.expected_queries
     share_now = float(np.mean(now)) if len(now) else 1.0
-    bytes_now = share_now * nbytes
     read_now = float(np.mean(now * shares)) * nbytes if len(now) else nbytes
     ceiling = expected * model.read_seconds(read_now, share_now * n_files)
     floor = model.rewrite_seconds(
@@ -444,8 +444,9 @@ def _cannot_pay(
         rec.reason = (
             f"no rewrite: even a layout that made the recent queries read nothing of the "
             f"{nbytes / 2**20:,.2f} MiB of never-clustered data would save at most "
-            f"{ceiling:.3g} s ({expected:,.0f} expected queries × {bytes_now / 2**20:,.2f} MiB "
-            f"read now each, estimated on the sample), not more than the cheapest rewrite with "
+            f"{ceiling:.3g} s ({expected:,.0f} expected queries × {read_now / 2**20:,.2f} MiB "
+            f"of their columns in {share_now * n_files:,.1f} files read now each, estimated on "
+            f"the sample), not more than the cheapest rewrite with "
             f"its statistics ({floor:.3g} s) × {cfg.margin:g}; no candidate layout was fitted"
         )
         return True
