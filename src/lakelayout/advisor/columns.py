@@ -42,7 +42,7 @@ def column_shares(
     """Each top-level column's share of the bytes of (up to ``footers`` of) the files at
     ``paths`` (log paths under ``table_uri``); ``physical`` maps a physical column name
     to its logical one. Empty when no footer can be read."""
-    from lakelayout.table.datafile import file_location
+    from lakelayout.table.datafile import column_bytes, file_location
     from lakelayout.table.location import resolve_location
 
     if not len(paths):
@@ -58,7 +58,7 @@ def column_shares(
         if sizes is None:
             try:
                 with filesystem.open_input_file(file_location(root, path)) as handle:
-                    sizes = _footer_sizes(pq.ParquetFile(handle).metadata)
+                    sizes = column_bytes(pq.ParquetFile(handle).metadata)
             except (OSError, ValueError):
                 continue
             with _LOCK:
@@ -70,17 +70,6 @@ def column_shares(
             total[logical] = total.get(logical, 0) + size
     whole = sum(total.values())
     return {name: size / whole for name, size in total.items()} if whole else {}
-
-
-def _footer_sizes(metadata: pq.FileMetaData) -> dict[str, int]:
-    sizes: dict[str, int] = {}
-    for g in range(metadata.num_row_groups):
-        group = metadata.row_group(g)
-        for c in range(group.num_columns):
-            chunk = group.column(c)
-            top = chunk.path_in_schema.split(".")[0]
-            sizes[top] = sizes.get(top, 0) + int(chunk.total_compressed_size)
-    return sizes
 
 
 def query_shares(

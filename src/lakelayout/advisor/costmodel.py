@@ -461,10 +461,7 @@ def _robust_nnls(rows: Sequence[list[float]], seconds: Sequence[float]) -> tuple
     inliers = np.abs(residual) <= 3 * deviation
     if inliers.sum() < 0.8 * len(y):
         return coef, -math.inf
-    y_in, residual_in = y[inliers], residual[inliers]
-    spread = float(((y_in - y_in.mean()) ** 2).sum())
-    r2 = 1.0 - float((residual_in**2).sum()) / spread if spread > 0 else 0.0
-    return coef, r2
+    return coef, _r2(y[inliers], residual[inliers], constant=0.0)
 
 
 def _nnls(rows: Sequence[list[float]], seconds: Sequence[float]) -> tuple[np.ndarray, float]:
@@ -475,10 +472,13 @@ def _nnls(rows: Sequence[list[float]], seconds: Sequence[float]) -> tuple[np.nda
     scale[scale == 0] = 1.0
     coef, _ = nnls(a / scale, y)
     coef = coef / scale
-    residual = y - a @ coef
+    return coef, _r2(y, y - a @ coef, constant=1.0)
+
+
+def _r2(y: np.ndarray, residual: np.ndarray, *, constant: float) -> float:
+    """R² of a fit with these residuals; ``constant`` when ``y`` does not vary."""
     spread = float(((y - y.mean()) ** 2).sum())
-    r2 = 1.0 - float((residual**2).sum()) / spread if spread > 0 else 1.0
-    return coef, r2
+    return 1.0 - float((residual**2).sum()) / spread if spread > 0 else constant
 
 
 def fit(

@@ -46,6 +46,7 @@ import pyarrow.parquet as pq
 from lakelayout.errors import InvalidOption, LakelayoutError
 from lakelayout.skipping.indexes.base import Collector, Index, Udf
 from lakelayout.stats.model import FileStats
+from lakelayout.table.datafile import column_bytes
 
 KEY_COLUMNS = ("path", "size", "modification_time")
 KEY_SCHEMA = pa.schema(
@@ -234,7 +235,7 @@ class MetadataStore:
         names = list(index_names) if index_names is not None else self.columns()
         if current is None:
             return {n: Coverage(0, 0, len(files), 0) for n in names}
-        sizes = _column_bytes(pq.ParquetFile(current).metadata)
+        sizes = column_bytes(pq.ParquetFile(current).metadata)
         keys = pq.read_table(current, columns=list(KEY_COLUMNS))
         positions = self._fresh_positions(keys, files)
         fresh = np.asarray(positions.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
@@ -350,29 +351,3 @@ def atomic_write_text(target: Path, text: str) -> None:
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-
-
-def _column_bytes(metadata: pq.FileMetaData) -> dict[str, int]:
-    """Compressed bytes per top-level column, summed over row groups and leaves.
-
-    Leaves are attributed by position (Parquet stores them depth-first), not by
-    splitting ``path_in_schema`` on dots, since index names may contain dots.
-    """
-    schema = metadata.schema.to_arrow_schema()
-    owners = [f.name for f in schema for _ in range(_leaf_count(f.type))]
-    out: dict[str, int] = {name: 0 for name in schema.names}
-    for g in range(metadata.num_row_groups):
-        group = metadata.row_group(g)
-        for c in range(group.num_columns):
-            out[owners[c]] += int(group.column(c).total_compressed_size)
-    return out
-
-
-def _leaf_count(dtype: pa.DataType) -> int:
-    if pa.types.is_struct(dtype):
-        return sum(_leaf_count(dtype.field(i).type) for i in range(dtype.num_fields))
-    if pa.types.is_map(dtype):
-        return _leaf_count(dtype.key_type) + _leaf_count(dtype.item_type)
-    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
-        return _leaf_count(dtype.value_type)
-    return 1

@@ -574,3 +574,30 @@ def partition_values_map(fmt: TableFormat, values: Sequence[str | None]) -> dict
         fmt.physical_name(name): value
         for name, value in zip(fmt.partition_columns, values, strict=True)
     }
+
+
+def column_bytes(metadata: pq.FileMetaData) -> dict[str, int]:
+    """Compressed bytes per top-level column, summed over row groups and leaves.
+
+    Leaves are attributed by position (Parquet stores them depth-first), not by
+    splitting ``path_in_schema`` on dots, since column (and index) names may
+    contain dots.
+    """
+    schema = metadata.schema.to_arrow_schema()
+    owners = [f.name for f in schema for _ in range(_leaf_count(f.type))]
+    out: dict[str, int] = {name: 0 for name in schema.names}
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        for c in range(group.num_columns):
+            out[owners[c]] += int(group.column(c).total_compressed_size)
+    return out
+
+
+def _leaf_count(dtype: pa.DataType) -> int:
+    if pa.types.is_struct(dtype):
+        return sum(_leaf_count(dtype.field(i).type) for i in range(dtype.num_fields))
+    if pa.types.is_map(dtype):
+        return _leaf_count(dtype.key_type) + _leaf_count(dtype.item_type)
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return _leaf_count(dtype.value_type)
+    return 1
