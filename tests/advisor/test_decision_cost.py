@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lakelayout.advisor import advisor as advisor_module
 from lakelayout.advisor.analyzer import analyze
@@ -23,7 +25,7 @@ from lakelayout.advisor.benefit import BenefitConfig
 from lakelayout.advisor.calibrate import calibrate, fitting_workload, measure_fitting
 from lakelayout.advisor.costmodel import DEFAULTS, CostModel
 from lakelayout.advisor.estimate import bytes_read, candidates, virtual_files
-from lakelayout.advisor.recommend import Inputs, Recommendation, recommend
+from lakelayout.advisor.recommend import Inputs, Recommendation, recommend, thinned
 from lakelayout.errors import InvalidOption, LayoutError
 from lakelayout.expr.nodes import Opaque
 from lakelayout.expr.parse import parse_predicate
@@ -146,6 +148,64 @@ def test_a_shared_workspace_fits_the_same_trees(blocks: int) -> None:
     )
     assert pando_shared.to_dict() == pando.to_dict()
     assert np.array_equal(pando_shared.assign(DATA), pando.assign(DATA))
+
+
+def test_pando_refits_with_fixed_leaf_bounds_grow_their_forest_once() -> None:
+    preds = _parsed(_window(24))
+    ws = Workspace.build(DATA, bind_queries(preds, DATA, "pando"))
+    opts: dict[str, Any] = {"k": 2, "max_leaves": 24, "min_leaf_rows": ROWS // 8}
+    grown = ws._forests
+    layouts = [
+        PandoLayout.fit(DATA, preds, target_blocks=t, workspace=ws, **opts) for t in (8, 20, 32)
+    ]
+    assert len(grown) == 1  # three block counts, one forest
+    for target, layout in zip((8, 20, 32), layouts, strict=True):
+        fresh = PandoLayout.fit(DATA, preds, target_blocks=target, **opts)
+        assert layout.to_dict() == fresh.to_dict()
+        assert np.array_equal(layout.assign(DATA), fresh.assign(DATA))
+    assert layouts[0].n_blocks < layouts[2].n_blocks  # the merge, not the trees, differs
+    # other leaf bounds grow another forest, and a Qd-tree's (k = 1) is its own
+    PandoLayout.fit(DATA, preds, target_blocks=16, workspace=ws, k=2, max_leaves=24)
+    QdTreeLayout.fit(DATA, preds, target_blocks=8, workspace=ws)
+    assert len(grown) == 3
+
+
+@given(n=st.integers(0, 5_000), at_most=st.one_of(st.none(), st.integers(1, 600)))
+def test_thinning_keeps_both_ends_and_spreads_evenly(n: int, at_most: int | None) -> None:
+    kept = thinned(n, at_most)
+    if at_most is None or n <= at_most:
+        assert kept.tolist() == list(range(n))
+        return
+    assert len(kept) == at_most and len(set(kept.tolist())) == at_most
+    assert kept[0] == 0 and (at_most == 1 or kept[-1] == n - 1)
+    gaps = np.diff(kept)
+    if len(gaps):  # every stretch of the window keeps its share: gaps differ by at most 1
+        assert gaps.min() >= 1 and gaps.max() - gaps.min() <= 1
+
+
+def test_a_long_window_is_fitted_and_priced_on_its_thinning() -> None:
+    """30 distinct queries, each run 10 times in a row: thinning 300 to 30 keeps one of
+    each, the same mix, so the decision and its estimates are those of the whole window."""
+    distinct = list(dict.fromkeys(_window(45)))[:30]
+    inputs = _inputs([t for t in distinct for _ in range(10)], sample_all=True, scale=40.0)
+    model = dataclasses.replace(DEFAULTS, fit_seconds_per_row=0.0)
+    horizon = {"horizon_queries": 1e5, "fit_seconds_per_row": 0.0}
+    whole = recommend(
+        inputs, model=model, benefit=BenefitConfig(**horizon, max_priced_queries=None)
+    )
+    thin = recommend(inputs, model=model, benefit=BenefitConfig(**horizon, max_priced_queries=30))
+    assert whole.inputs["priced_queries"] == 300 and thin.inputs["priced_queries"] == 30
+    assert whole.inputs["queries"] == thin.inputs["queries"] == 300
+    # every candidate was priced on 30 queries, not 300
+    assert {len(c.fractions) for c in thin.candidates if c.fractions is not None} == {30}
+    assert {len(c.fractions) for c in whole.candidates if c.fractions is not None} == {300}
+    assert whole.rewrite and _decision(thin) == _decision(whole)
+    assert len(thin.estimates) == len(whole.estimates) >= 3
+    for a, b in zip(thin.estimates, whole.estimates, strict=True):
+        assert a.family == b.family
+        assert a.saved_bytes_per_query == pytest.approx(b.saved_bytes_per_query, rel=1e-9)
+    with pytest.raises(InvalidOption, match="max_priced_queries must be >= 1"):
+        BenefitConfig(max_priced_queries=0)
 
 
 def test_a_workspace_of_another_sample_or_workload_is_refused() -> None:

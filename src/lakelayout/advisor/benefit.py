@@ -59,8 +59,18 @@ class BenefitConfig:
     #: cost, exceeds this × the sample's rows. None: the cost model's measured
     #: ``fit_seconds_per_row`` (``lakelayout calibrate``); 0 turns the check off
     fit_seconds_per_row: float | None = None
+    #: queries a decision fits the tree layouts to and prices every candidate on, at
+    #: most: a longer window is thinned evenly over time (every k-th query, so each
+    #: stretch of the stream keeps its share); the bounds before sampling, the
+    #: analyzer's features and the query rate still see every query. None: all
+    max_priced_queries: int | None = 150
 
     def __post_init__(self) -> None:
+        if self.max_priced_queries is not None and self.max_priced_queries < 1:
+            raise InvalidOption(
+                f"max_priced_queries must be >= 1 (or None: every query), "
+                f"got {self.max_priced_queries}"
+            )
         if self.fit_seconds_per_row is not None and self.fit_seconds_per_row < 0:
             raise InvalidOption(f"fit_seconds_per_row must be >= 0, got {self.fit_seconds_per_row}")
         if self.horizon_seconds <= 0 or self.margin < 1.0 or self.min_queries < 1:

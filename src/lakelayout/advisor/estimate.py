@@ -356,14 +356,19 @@ def _qdtree_fit(workload: list[Predicate], blocks: int, shared: _SharedWorkspace
 
 
 def _pando_fit(workload: list[Predicate], blocks: int, shared: _SharedWorkspace) -> _Fit:
+    """Pando's trees grown once with leaves no smaller than a wanted block; the refits
+    of :func:`_near` only merge their cells into more or fewer blocks (a leaf smaller
+    than the blocks the rewrite wants buys no skipping a block could keep)."""
     from lakelayout.layouts import PandoLayout
 
     return _near(
         lambda s, t: PandoLayout.fit(
-            s, workload, target_blocks=t, k=2, max_leaves=24, workspace=shared.get(s, "pando")
+            s, workload, target_blocks=t, k=2, max_leaves=24,
+            min_leaf_rows=max(1, s.num_rows // max(1, blocks)),
+            workspace=shared.get(s, "pando"),
         ),
         blocks,
-    )
+    )  # fmt: skip
 
 
 #: fits tried to bring a tree layout's block count near the wanted one

@@ -190,6 +190,8 @@ def recommend(
         "candidates_again": inputs.again,
         # the mean share of a file's bytes a query reads (its columns; 1: whole files)
         "read_share": round(float(np.mean(_shares_of(inputs))), 4) if inputs.predicates else 1.0,
+        # the queries the candidates were fitted to and priced on (a thinned long window)
+        "priced_queries": len(thinned(len(inputs.predicates), cfg.max_priced_queries)),
     }
     rec = _recommend(
         inputs, model, analyzer or AnalyzerConfig(), cfg, families, sampler, bounds=bounds
@@ -271,11 +273,15 @@ def _recommend(
     if sample.num_rows == 0:
         rec.reason = "no rewrite: the sample of the never-clustered files is empty"
         return rec
+    # the fits and the pricing below run on an even thinning of a long window
+    kept = thinned(n, cfg.max_priced_queries)
+    predicates = [inputs.predicates[k] for k in kept]
+    shares = shares[kept]
     proposed = additional_indexes(analysis, inputs.indexes, inputs.schema)
     # only statistics that can be computed on the sample are proposed
     rec.new_indexes = list(virtual_files(sample, sample_files, proposed).indexes)
     n_additional = sum(_features_in(i) for i in rec.new_indexes)
-    now = virtual_files(sample, sample_files, inputs.indexes).fractions(inputs.predicates)
+    now = virtual_files(sample, sample_files, inputs.indexes).fractions(predicates)
     if bounds and _cannot_pay(
         rec,
         now,
@@ -294,7 +300,7 @@ def _recommend(
     fitting = time.perf_counter()
     rec.candidates = candidates(
         analysis,
-        inputs.predicates,
+        predicates,
         sample,
         blocks,
         indexes=[*inputs.indexes, *rec.new_indexes],
@@ -333,13 +339,23 @@ def _recommend(
         blocks_after = np.asarray(layout.assign(sample), dtype=np.int64)
         plain_now, plain_after = stacked_fractions(
             [virtual_files(sample, sample_files), virtual_files(sample, blocks_after)],
-            inputs.predicates,
+            predicates,
         )
         saved = float(np.mean(plain_now - plain_after)) * nbytes
         rec.chosen = dataclasses.replace(chosen, minmax_saved_bytes_per_query=saved)
         rec.best = rec.chosen if best is chosen else best
     rec.fit_seconds = time.perf_counter() - fitting
     return rec
+
+
+def thinned(n: int, at_most: int | None) -> np.ndarray:
+    """Positions of an even thinning of ``n`` queries to ``at_most`` (every position when
+    there are no more, or ``at_most`` is None): the first, the last and every
+    ``(n - 1) / (at_most - 1)``-th between, rounded down, so that each stretch of the
+    window keeps its share of the queries (a drifting workload keeps its phases)."""
+    if at_most is None or n <= at_most:
+        return np.arange(n, dtype=np.int64)
+    return np.arange(at_most, dtype=np.int64) * (n - 1) // max(1, at_most - 1)
 
 
 def _shares_of(inputs: Inputs) -> np.ndarray:

@@ -247,6 +247,10 @@ class Workspace:
     #: the sample and the bound queries it was built for (what :meth:`reuse` checks)
     sample: pa.Table | None = None
     predicates: list[Predicate] = field(default_factory=list)
+    #: forests grown on this workspace (:meth:`grow`), by their growth arguments
+    _forests: dict[tuple[Any, ...], GrownForest] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     @classmethod
     def build(cls, sample: pa.Table, queries: list[Predicate]) -> Workspace:
@@ -286,6 +290,33 @@ class Workspace:
         skip_true = np.array(rows_t, dtype=bool).reshape(len(cuts), q)
         skip_false = np.array(rows_f, dtype=bool).reshape(len(cuts), q)
         return cls(plans, cuts, masks, skip_true, skip_false, qkeys, sample, list(queries))
+
+    def grow(
+        self,
+        n_rows: int,
+        *,
+        k: int,
+        min_leaf_rows: int,
+        max_leaves: int | None,
+        best_cut: Callable[[Workspace, list[Growing], int, int, int], tuple[float, int] | None]
+        | None = None,
+    ) -> GrownForest:
+        """:func:`grow_forest` on this workspace, grown once per set of arguments.
+
+        A forest depends on the workspace, the leaf bounds and the scorer, not on
+        the block count a fit then merges or numbers it into: fits of one workload
+        at several block counts with the same bounds (Pando's refits with a fixed
+        ``min_leaf_rows``) share it. The forest is read, never changed, by the
+        layouts built from it. Scorers are told apart by their type (they are
+        stateless between calls to ``grow_forest``).
+        """
+        key = (n_rows, k, min_leaf_rows, max_leaves, type(best_cut).__qualname__)
+        if key not in self._forests:
+            self._forests[key] = grow_forest(
+                self, n_rows, k=k, min_leaf_rows=min_leaf_rows, max_leaves=max_leaves,
+                best_cut=best_cut,
+            )  # fmt: skip
+        return self._forests[key]
 
     @classmethod
     def reuse(
@@ -709,9 +740,7 @@ class QdTreeLayout(Layout):
             min_leaf = positive_int(opts["min_leaf_rows"], "min_leaf_rows")
         queries = bind_queries(workload, sample, cls.family)
         ws = Workspace.reuse(workspace, sample, queries, cls.family)
-        forest = grow_forest(
-            ws, sample.num_rows, k=1, min_leaf_rows=min_leaf, max_leaves=max_leaves
-        )
+        forest = ws.grow(sample.num_rows, k=1, min_leaf_rows=min_leaf, max_leaves=max_leaves)
         tree = forest.trees[0]
         return cls(tree, sample.schema, sample.num_rows, inner_order([tree], sample))
 
