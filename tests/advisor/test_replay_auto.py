@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from lakelayout.advisor.advisor import DEFAULT_WINDOW
 from lakelayout.advisor.costmodel import DEFAULTS
 from lakelayout.advisor.querylog import QueryLog
 from lakelayout.api import Table
@@ -70,6 +71,8 @@ def test_auto_learns_from_its_own_log_only(spark: Any, tmp_path: Path) -> None:
     log = QueryLog(table.uri).read()
     assert log.num_rows == 12 and set(log["source"].to_pylist()) == {"replay"}
     assert ctx.rewrites and ctx.rewrites[0].startswith("auto ")
+    # the policy decides over the window a table gets outside the replay, unless told
+    assert table.advisor.window == DEFAULT_WINDOW and policy.window is None
     assert {kind for kind, _ in ctx.overheads} == {"advisor log", "advisor decision"}
     assert policy.overhead_seconds == 0.0  # all handed to ctx.record_overhead
     assert sum(s for _, s in ctx.overheads) == pytest.approx(

@@ -946,7 +946,7 @@ class AutoPolicy(Policy):
         *,
         model: CostModel | None = None,
         recheck: int = 10,
-        window: int = 120,
+        window: int | None = None,
         min_queries: int = 5,
         margin: float | None = None,
         name: str = "auto",
@@ -959,6 +959,8 @@ class AutoPolicy(Policy):
         #: rewrite when the saving over the expected queries > cost × margin
         self.margin = BenefitConfig().margin if margin is None else margin
         self.recheck = recheck
+        #: queries of the log a decision looks at (None: the advisor's default, what a
+        #: table gets outside the replay)
         self.window = window
         #: advisor seconds not handed to ``ctx.record_overhead`` (the replay adds them)
         self.overhead_seconds = 0.0
@@ -1002,7 +1004,8 @@ class AutoPolicy(Policy):
         advisor = ctx.table.advisor
         if advisor.model is None:
             advisor.model = self.model or CostModel.load()
-        advisor.window = self.window
+        if self.window is not None:
+            advisor.window = self.window
         advisor.benefit = BenefitConfig(
             horizon_queries=float(self._logged), min_queries=self.min_queries, margin=self.margin
         )
