@@ -340,6 +340,17 @@ def test_features_bits_and_their_negation() -> None:
     assert courier.keep.tolist() == [True, False, True]
 
 
+def test_a_feature_label_is_the_first_feature_whose_text_or_negation_matches() -> None:
+    # the second feature's text is the first one's negation: the first one labels it
+    index = Features(["i < 5", "i >= 5", "s = 'a'"]).bind(SCHEMA)
+    bits = [(c.i, c.truth) for c in (index.label(parse_predicate(t, SCHEMA)) for t in (
+        "i < 5", "i >= 5", "NOT (s = 'a')", "s = 'a'"))]  # fmt: skip
+    assert bits == [(0, True), (0, False), (2, False), (2, True)]
+    assert index.label(parse_predicate("i < 6", SCHEMA)) is None
+    with pytest.raises(InvalidOption, match="not bound"):
+        Features(["i < 5"]).label(parse_predicate("i < 5", SCHEMA))
+
+
 # ---------------------------------------------------------------- errors at add time
 
 

@@ -52,6 +52,8 @@ class Features(Index):
             )
         self.texts = [str(p) for p in predicates]
         self._preds: list[Predicate] | None = None
+        #: a bound index's labels by the SQL of the node they label (built on first use)
+        self._labels: dict[str, Clause] | None = None
 
     @property
     def key(self) -> str:
@@ -77,7 +79,7 @@ class Features(Index):
                     f"Features predicate {text!r} cannot be evaluated on data: {err}"
                 ) from None
         bound = copy.copy(self)
-        bound._preds = preds
+        bound._preds, bound._labels = preds, None
         return bound
 
     @property
@@ -105,13 +107,15 @@ class Features(Index):
         return [{name: bool(v[j]) for name, v in bits.items()} for j in range(len(at))]
 
     def label(self, node: Predicate) -> Clause | None:
-        key = node.sql()
-        for i, pred in enumerate(self.predicates):
-            if key == pred.sql():
-                return FeatureClause(i, True)
-            if key == pred.negate().sql():
-                return FeatureClause(i, False)
-        return None
+        """The feature bit ``node`` is (feature i, or its negation), by SQL text; the
+        first feature that matches wins, its own text before its negation's."""
+        if self._labels is None:
+            labels: dict[str, Clause] = {}
+            for i, pred in enumerate(self.predicates):
+                labels.setdefault(pred.sql(), FeatureClause(i, True))
+                labels.setdefault(pred.negate().sql(), FeatureClause(i, False))
+            self._labels = labels
+        return self._labels.get(node.sql())
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "expression": list(self.texts), "params": {}}
