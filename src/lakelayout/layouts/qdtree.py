@@ -29,6 +29,7 @@ is Pando's top-down phase (:mod:`lakelayout.layouts.pando`).
 from __future__ import annotations
 
 import heapq
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -307,10 +308,14 @@ class Workspace:
         the block count a fit then merges or numbers it into: fits of one workload
         at several block counts with the same bounds (Pando's refits with a fixed
         ``min_leaf_rows``) share it. The forest is read, never changed, by the
-        layouts built from it. Scorers are told apart by their type (they are
-        stateless between calls to ``grow_forest``).
+        layouts built from it. A scorer object is told apart by its type (scorer
+        classes keep no state between calls to ``grow_forest``), a plain function
+        by itself.
         """
-        key = (n_rows, k, min_leaf_rows, max_leaves, type(best_cut).__qualname__)
+        scorer: object = (
+            best_cut if best_cut is None or inspect.isroutine(best_cut) else type(best_cut)
+        )
+        key = (n_rows, k, min_leaf_rows, max_leaves, scorer)
         if key not in self._forests:
             self._forests[key] = grow_forest(
                 self, n_rows, k=k, min_leaf_rows=min_leaf_rows, max_leaves=max_leaves,
