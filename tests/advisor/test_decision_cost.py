@@ -30,7 +30,7 @@ from lakelayout.errors import InvalidOption, LayoutError
 from lakelayout.expr.nodes import Opaque
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.layouts import PandoLayout, QdTreeLayout
-from lakelayout.layouts.qdtree import Workspace, best_split, bind_queries
+from lakelayout.layouts.qdtree import Workspace, best_split, bind_queries, grow_forest
 from lakelayout.skipping.indexes import Features, MinMax
 from lakelayout.stats.blocks import block_stats
 
@@ -170,10 +170,10 @@ def test_pando_refits_with_fixed_leaf_bounds_grow_their_forest_once() -> None:
     assert len(grown) == 3
     # two scorer functions are two forests, whatever else they share
     bounds: dict[str, Any] = {"k": 1, "min_leaf_rows": ROWS // 8, "max_leaves": None}
-    first = ws.grow(ROWS, best_cut=best_split, **bounds)
-    other = ws.grow(ROWS, best_cut=lambda *a: best_split(*a), **bounds)
+    first = grow_forest(ws, ROWS, best_cut=best_split, **bounds)
+    other = grow_forest(ws, ROWS, best_cut=lambda *a: best_split(*a), **bounds)
     assert len(grown) == 5 and first is not other
-    assert ws.grow(ROWS, best_cut=best_split, **bounds) is first
+    assert grow_forest(ws, ROWS, best_cut=best_split, **bounds) is first
 
 
 @given(n=st.integers(0, 5_000), at_most=st.one_of(st.none(), st.integers(1, 600)))

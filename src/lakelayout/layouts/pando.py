@@ -52,6 +52,7 @@ from lakelayout.layouts.qdtree import (
     check_options,
     check_sample,
     estimate_by_index,
+    grow_forest,
     inner_from_dict,
     inner_order,
     positive_int,
@@ -152,8 +153,8 @@ class PandoLayout(Layout):
             max_leaves = positive_int(max_leaves, "max_leaves")
         queries = bind_queries(workload, sample, cls.family)
         ws = Workspace.reuse(workspace, sample, queries, cls.family)
-        forest = ws.grow(
-            n, k=k, min_leaf_rows=min_leaf, max_leaves=max_leaves, best_cut=JointScorer()
+        forest = grow_forest(
+            ws, n, k=k, min_leaf_rows=min_leaf, max_leaves=max_leaves, best_cut=JointScorer()
         )
         return cls._from_forest(
             forest, sample, b=b, outlier_rows=outlier_rows, max_outlier_share=share

@@ -248,7 +248,7 @@ class Workspace:
     #: the sample and the bound queries it was built for (what :meth:`reuse` checks)
     sample: pa.Table | None = None
     predicates: list[Predicate] = field(default_factory=list)
-    #: forests grown on this workspace (:meth:`grow`), by their growth arguments
+    #: forests grown on this workspace (:func:`grow_forest`), by their growth arguments
     _forests: dict[tuple[Any, ...], GrownForest] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -291,37 +291,6 @@ class Workspace:
         skip_true = np.array(rows_t, dtype=bool).reshape(len(cuts), q)
         skip_false = np.array(rows_f, dtype=bool).reshape(len(cuts), q)
         return cls(plans, cuts, masks, skip_true, skip_false, qkeys, sample, list(queries))
-
-    def grow(
-        self,
-        n_rows: int,
-        *,
-        k: int,
-        min_leaf_rows: int,
-        max_leaves: int | None,
-        best_cut: Callable[[Workspace, list[Growing], int, int, int], tuple[float, int] | None]
-        | None = None,
-    ) -> GrownForest:
-        """:func:`grow_forest` on this workspace, grown once per set of arguments.
-
-        A forest depends on the workspace, the leaf bounds and the scorer, not on
-        the block count a fit then merges or numbers it into: fits of one workload
-        at several block counts with the same bounds (Pando's refits with a fixed
-        ``min_leaf_rows``) share it. The forest is read, never changed, by the
-        layouts built from it. A scorer object is told apart by its type (scorer
-        classes keep no state between calls to ``grow_forest``), a plain function
-        by itself.
-        """
-        scorer: object = (
-            best_cut if best_cut is None or inspect.isroutine(best_cut) else type(best_cut)
-        )
-        key = (n_rows, k, min_leaf_rows, max_leaves, scorer)
-        if key not in self._forests:
-            self._forests[key] = grow_forest(
-                self, n_rows, k=k, min_leaf_rows=min_leaf_rows, max_leaves=max_leaves,
-                best_cut=best_cut,
-            )  # fmt: skip
-        return self._forests[key]
 
     @classmethod
     def reuse(
@@ -425,7 +394,31 @@ def grow_forest(
     reaches the top, and accepted once fresh (lazy greedy). ``best_cut``
     replaces the scorer (:func:`best_split`, same signature and result) with a
     faster exact one, such as Pando's.
+
+    A forest depends on the workspace, these arguments and the scorer, not on
+    the block count a fit then merges or numbers it into, so the workspace
+    keeps every forest grown on it: fits of one workload at several block
+    counts with the same bounds (Pando's refits with a fixed
+    ``min_leaf_rows``) grow it once. The layouts built from a forest read it
+    and never change it. A scorer object is told apart by its type (scorer
+    classes keep no state between growths), a plain function by itself.
     """
+    scorer: object = best_cut if best_cut is None or inspect.isroutine(best_cut) else type(best_cut)
+    key = (n_rows, k, min_leaf_rows, max_leaves, scorer)
+    if key not in ws._forests:
+        ws._forests[key] = _grow(ws, n_rows, k, min_leaf_rows, max_leaves, best_cut)
+    return ws._forests[key]
+
+
+def _grow(
+    ws: Workspace,
+    n_rows: int,
+    k: int,
+    min_leaf_rows: int,
+    max_leaves: int | None,
+    best_cut: Callable[[Workspace, list[Growing], int, int, int], tuple[float, int] | None] | None,
+) -> GrownForest:
+    """:func:`grow_forest`, every time."""
     score = best_split if best_cut is None else best_cut
     n_q = len(ws.queries)
     trees = [Growing() for _ in range(k)]
@@ -745,7 +738,9 @@ class QdTreeLayout(Layout):
             min_leaf = positive_int(opts["min_leaf_rows"], "min_leaf_rows")
         queries = bind_queries(workload, sample, cls.family)
         ws = Workspace.reuse(workspace, sample, queries, cls.family)
-        forest = ws.grow(sample.num_rows, k=1, min_leaf_rows=min_leaf, max_leaves=max_leaves)
+        forest = grow_forest(
+            ws, sample.num_rows, k=1, min_leaf_rows=min_leaf, max_leaves=max_leaves
+        )
         tree = forest.trees[0]
         return cls(tree, sample.schema, sample.num_rows, inner_order([tree], sample))
 
