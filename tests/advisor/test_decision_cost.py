@@ -210,6 +210,9 @@ def test_a_long_window_is_fitted_and_priced_on_its_thinning() -> None:
     for a, b in zip(thin.estimates, whole.estimates, strict=True):
         assert a.family == b.family
         assert a.saved_bytes_per_query == pytest.approx(b.saved_bytes_per_query, rel=1e-9)
+    # a decision a bound ends before any candidate is priced says it priced none
+    short = BenefitConfig(horizon_queries=0.001, fit_seconds_per_row=0.0)
+    assert recommend(inputs, model=model, benefit=short).inputs["priced_queries"] == 0
     with pytest.raises(InvalidOption, match="max_priced_queries must be >= 1"):
         BenefitConfig(max_priced_queries=0)
 

@@ -14,6 +14,7 @@ from deltalake import DeltaTable, write_deltalake
 from lakelayout.advisor.benefit import estimate
 from lakelayout.advisor.columns import column_shares, query_shares
 from lakelayout.advisor.costmodel import DEFAULTS
+from lakelayout.table.datafile import column_bytes
 
 
 def test_a_query_reads_the_sum_of_its_columns_shares_and_unknown_stays_whole() -> None:
@@ -53,6 +54,31 @@ def test_shares_come_from_the_footers_and_partition_columns_are_not_in_them(
     renamed = column_shares(path, [*files, "missing.parquet"], {"wide": "comment"})
     assert set(renamed) == {"small", "comment"} and renamed["comment"] == shares["wide"]
     assert column_shares(path, ["missing.parquet"], {}) == {}
+
+
+def test_footer_bytes_go_to_their_top_level_column_whatever_the_nesting(tmp_path: Path) -> None:
+    n = 2_000
+    point = pa.struct([("x", pa.int32()), ("y", pa.string())])
+    data = pa.table(
+        {
+            "a.b": pa.array(range(n), pa.int64()),  # a dot in a top-level name
+            "fixed": pa.array([[{"x": i, "y": str(i)}] * 2 for i in range(n)],
+                              pa.list_(point, 2)),
+            "m": pa.array([[("k", {"x": i, "y": "v"})] for i in range(n)],
+                          pa.map_(pa.string(), point)),
+            "tail": pa.array([f"s{i}" for i in range(n)]),
+        }
+    )  # fmt: skip
+    pq.write_table(data, tmp_path / "f.parquet", row_group_size=500)
+    meta = pq.read_metadata(tmp_path / "f.parquet")
+    # by position: "a.b" 1 leaf, fixed 2 (x, y), m 3 (key, x, y), tail 1
+    owners = ["a.b", "fixed", "fixed", "m", "m", "m", "tail"]
+    want = dict.fromkeys(owners, 0)
+    for g in range(meta.num_row_groups):
+        for c in range(meta.num_columns):
+            want[owners[c]] += meta.row_group(g).column(c).total_compressed_size
+    assert meta.num_columns == len(owners)
+    assert column_bytes(meta) == want
 
 
 def test_only_the_byte_term_of_a_saving_follows_the_columns_read() -> None:

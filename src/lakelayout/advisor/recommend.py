@@ -97,6 +97,9 @@ class Recommendation:
     #: of ``seconds``, fitting and pricing the candidate layouts (0 when a bound ended
     #: the decision first): what the next decisions learn their fitting cost from
     fit_seconds: float = 0.0
+    #: queries the candidates were fitted to and priced on (a long window thinned; 0 when
+    #: a bound ended the decision before any candidate was priced)
+    priced_queries: int = 0
     #: the files priced as the rewrite's input (what applying it replaces), when known
     candidate_paths: list[str] | None = None
 
@@ -190,13 +193,12 @@ def recommend(
         "candidates_again": inputs.again,
         # the mean share of a file's bytes a query reads (its columns; 1: whole files)
         "read_share": round(float(np.mean(_shares_of(inputs))), 4) if inputs.predicates else 1.0,
-        # the queries the candidates were fitted to and priced on (a thinned long window)
-        "priced_queries": len(thinned(len(inputs.predicates), cfg.max_priced_queries)),
     }
     rec = _recommend(
         inputs, model, analyzer or AnalyzerConfig(), cfg, families, sampler, bounds=bounds
     )
     summary["sample_rows"] = 0 if inputs.sample is None else inputs.sample.num_rows
+    summary["priced_queries"] = rec.priced_queries
     rec.inputs = summary
     rec.seconds = time.perf_counter() - started
     return rec
@@ -298,6 +300,7 @@ def _recommend(
     ):
         return rec
     fitting = time.perf_counter()
+    rec.priced_queries = len(predicates)
     rec.candidates = candidates(
         analysis,
         predicates,

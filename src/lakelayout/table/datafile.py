@@ -594,10 +594,8 @@ def column_bytes(metadata: pq.FileMetaData) -> dict[str, int]:
 
 
 def _leaf_count(dtype: pa.DataType) -> int:
-    if pa.types.is_struct(dtype):
-        return sum(_leaf_count(dtype.field(i).type) for i in range(dtype.num_fields))
-    if pa.types.is_map(dtype):
-        return _leaf_count(dtype.key_type) + _leaf_count(dtype.item_type)
-    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
-        return _leaf_count(dtype.value_type)
-    return 1
+    """Parquet leaf columns of a column of ``dtype``: a nested type's (struct, map, every
+    list kind) are its children's, anything else is one."""
+    if dtype.num_fields == 0:
+        return 1
+    return sum(_leaf_count(dtype.field(i).type) for i in range(dtype.num_fields))
