@@ -12,6 +12,15 @@ rewrites its own fresh copy of it, clustering on ``--dims`` columns:
   with ``n`` the number of files lakelayout's Z-order wrote (no layout, no
   commit: the floor of any Spark rewrite, B3 in the issue).
 
+With ``--indexes`` the base table declares four skipping indexes (a Bloom
+filter, a value list over an expression, a string prefix, min/max of a sum)
+and every copy carries their metadata; the lakelayout verbs collect them on
+the rows they write, and one more contender is timed:
+
+* ``zorder-refresh``: the flow before rewrites collected indexes: a Z-order
+  rewrite that collects nothing, then ``t.indexes.refresh()`` reading the new
+  files again (ratio ``zorder / zorder-refresh``: what collecting saves).
+
 The JVM and Python workers are warmed first; repeats are interleaved and the
 order of contenders rotates every repeat, so drift on a shared machine hits
 all of them alike. Printed: median seconds, the ratio of each lakelayout verb
@@ -23,6 +32,7 @@ executors) after the size's runs. Peaks only grow: run one size per process
 (``--rows 8000000``) to read a size's own figure.
 
     .venv/bin/python bench/bench_b3_optimize.py --rows 500000 2000000 8000000
+    .venv/bin/python bench/bench_b3_optimize.py --rows 2000000 --indexes --only zorder zorder-refresh
 """
 
 from __future__ import annotations
@@ -40,11 +50,21 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from lakelayout.api import Table
+from lakelayout.cluster.optimize import Optimizer
 from lakelayout.cluster.optimize_metrics import STEPS, TASK_STEPS
+from lakelayout.skipping.indexes import BloomFilter, Index, MinMax, Prefix, ValueList
 from lakelayout.table.session import spark_session
 
 LAKELAYOUT = ("zorder", "hilbert", "liquid")
 PEERS = ("delta-rs", "plain")
+#: with --indexes: a Z-order rewrite that collects no index, then a refresh
+REFRESHED = "zorder-refresh"
+
+
+def bench_indexes() -> list[Index]:
+    """The skipping indexes ``--indexes`` declares on the base table."""
+    return [BloomFilter("k3", fpp=0.01), ValueList("k0 % 16"), Prefix("s", length=8),
+            MinMax("k1 + k2")]  # fmt: skip
 
 
 def make_data(spark: Any, rows: int) -> Any:
@@ -73,10 +93,15 @@ def peak_memory_mb(spark: Any) -> tuple[float, float]:
 class Run:
     """One size: the base table and a fresh copy per timed rewrite."""
 
-    def __init__(self, spark: Any, work: str, rows: int, dims: list[str], target: int) -> None:
+    def __init__(
+        self, spark: Any, work: str, rows: int, dims: list[str], target: int, indexed: bool
+    ) -> None:
         self.spark, self.work, self.dims, self.target = spark, work, dims, target
         self.base = os.path.join(work, f"base-{rows}")
-        Table.create(self.base, make_data(spark, rows), target_file_size=target)
+        base = Table.create(self.base, make_data(spark, rows), target_file_size=target)
+        if indexed:
+            base.indexes.add(*bench_indexes())
+            base.indexes.refresh()
         snap = Table(self.base).snapshot()
         self.paths = [os.path.join(self.base, str(p)) for p in snap.files.paths]
         self.nbytes = int(snap.files.total_bytes)
@@ -118,7 +143,16 @@ class Run:
             self.spark.read.parquet(*self.paths).repartition(self.files_written).write.parquet(out)
             return time.perf_counter() - started
 
-        return {"delta-rs": delta_rs, "plain": plain}.get(name, lakelayout)
+        def zorder_refresh() -> float:
+            t = Table(self.copy(), spark=self.spark)
+            started = time.perf_counter()
+            Optimizer(t.uri, lambda: self.spark).zorder(self.dims)  # collects no index
+            t.indexes.refresh()
+            return time.perf_counter() - started
+
+        return {"delta-rs": delta_rs, "plain": plain, REFRESHED: zorder_refresh}.get(
+            name, lakelayout
+        )
 
 
 def _steps(steps: dict[str, float], order: tuple[str, ...]) -> str:
@@ -132,14 +166,18 @@ def main() -> None:
     ap.add_argument("--target-mb", type=int, default=128, help="target file size")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--only", nargs="+", default=[*LAKELAYOUT, *PEERS], help="contenders to run")
+    ap.add_argument(
+        "--indexes", action="store_true", help=f"declare skipping indexes; adds {REFRESHED}"
+    )
     args = ap.parse_args()
     spark = spark_session()
     dims = [f"k{i}" for i in range(args.dims)]
-    names = [n for n in (*LAKELAYOUT, *PEERS) if n in args.only]
+    everyone = (*LAKELAYOUT, *PEERS, *((REFRESHED,) if args.indexes else ()))
+    names = [n for n in everyone if n in args.only or (n == REFRESHED and args.indexes)]
     work = tempfile.mkdtemp(prefix="b3-")
     try:
         for rows in args.rows:
-            run = Run(spark, work, rows, dims, args.target_mb << 20)
+            run = Run(spark, work, rows, dims, args.target_mb << 20, args.indexes)
             print(
                 f"== {rows:,} rows, {len(run.paths)} files, {run.nbytes / 1e6:.1f} MB; "
                 f"clustering on {', '.join(dims)}; median of {args.repeats} interleaved runs"
@@ -157,7 +195,7 @@ def main() -> None:
             for name in names:
                 line = f"   {name:9s} {medians[name]:6.2f} s  ({'/'.join(f'{t:.2f}' for t in times[name])})"
                 if name in LAKELAYOUT:
-                    for peer in PEERS:
+                    for peer in (*PEERS, REFRESHED):
                         if peer in medians:
                             line += f"   / {peer} {medians[name] / medians[peer]:.2f}"
                 print(line)

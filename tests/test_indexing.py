@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 
 from lakelayout import InvalidOption, PredicateError
 from lakelayout.api import Table
+from lakelayout.cluster.config import SMALL_REWRITE_SIZE
+from lakelayout.layouts import LinearLayout, QdTreeLayout, ZOrderLayout
 from lakelayout.skipping.indexes import (
     BloomFilter,
     Features,
@@ -241,6 +243,74 @@ def test_write_time_metadata_equals_refresh(spark: Any, tmp_path: Path) -> None:
         pairs = [(a, b) for a, b in zip(written, rebuilt[name].to_pylist(), strict=True) if a]
         assert repr([b for _, b in pairs]) == repr([a for a, _ in pairs]), name
     assert t.indexes.refresh().files_indexed == 0
+
+
+def _metadata(t: Table) -> dict[str, list[Any]]:
+    """Every live file's stored metadata, per index, in snapshot order."""
+    store = MetadataStore(t.uri)
+    values = store.read(t.snapshot().files, store.columns())
+    return {name: values[name].to_pylist() for name in sorted(values)}
+
+
+#: every rewrite path, in turn, on one table: compaction (files routed by file, no
+#: shuffle), a curve layout (no shuffle), a tree layout through the packed shuffle, a
+#: linear layout through Spark's row shuffle and sort, and DELETE (surviving rows)
+REWRITES: list[tuple[str, Any]] = [
+    ("compact", lambda t: t.optimize.compact()),
+    (
+        "zorder, no shuffle",
+        lambda t: t.optimize.apply(
+            ZOrderLayout.fit(t.to_df().toArrow(), columns=["okey", "price"], target_blocks=4),
+            one_file_per_block=True,
+        ),
+    ),
+    (
+        "qd-tree, packed shuffle",
+        lambda t: t.optimize.apply(
+            QdTreeLayout.fit(t.to_df().toArrow(), ["id < 60", "id < 120"], rows_per_block=40),
+            one_file_per_block=True,
+        ),
+    ),
+    (
+        "linear, row shuffle",
+        lambda t: t.optimize.apply(
+            LinearLayout.fit(t.to_df().toArrow(), columns=["ts"], target_blocks=3),
+            one_file_per_block=True,
+        ),
+    ),
+    ("delete", lambda t: t.delete("id % 7 = 0")),
+]
+
+
+@pytest.mark.spark
+def test_rewrites_index_the_files_they_write(spark: Any, tmp_path: Path) -> None:
+    """A rewrite collects every declared index on the rows it writes (no second read):
+    nothing is left for refresh(), and the values are what refresh() computes."""
+    from pyspark.sql import functions as F
+
+    path = tmp_path / "r"
+    Table.create(str(path), _frame(spark, range(FILES)))
+    t = Table(str(path), spark=spark, udfs=UDFS)
+    t.indexes.add(*ALL_INDEXES)
+    t.indexes.refresh()
+    for name, rewrite in REWRITES:
+        if name == "qd-tree, packed shuffle":
+            delta.set_properties(t.uri, {SMALL_REWRITE_SIZE: "1"})
+        before = set(map(str, t.snapshot().files.paths))
+        m = rewrite(t)
+        assert m.files_added > 0 and set(map(str, t.snapshot().files.paths)) != before, name
+        assert name == "delete" or "indexes" in m.steps, name  # DELETE reports no steps
+        collected = _metadata(t)
+        assert all(v is not None for vs in collected.values() for v in vs), name
+        assert t.indexes.refresh().files_indexed == 0, name
+
+        MetadataStore(t.uri).pointer.unlink()  # forget: refresh rebuilds from the data files
+        assert t.indexes.refresh().files_indexed == len(t.snapshot().files), name
+        assert repr(_metadata(t)) == repr(collected), name
+    expected = [i for i in range(FILES * ROWS) if i % 7]
+    assert _ids(t.to_df()) == expected
+    for where in ("mode = 'M2'", "getAgentName(ua) = 'Hacker'", "status = 'error'"):
+        assert _ids(t.scan(where).df) == _ids(t.to_df().where(F.expr(where))), where
 
 
 @pytest.mark.spark

@@ -580,7 +580,14 @@ class Table:
         from lakelayout.table.conflicts import DEFAULT_RETRY
 
         args.require_str(where, "where", "Table.delete")
-        return delete(self.uri, self.spark, where, hooks=hooks, retry=retry or DEFAULT_RETRY)
+        return delete(
+            self.uri,
+            self.spark,
+            where,
+            hooks=hooks,
+            retry=retry or DEFAULT_RETRY,
+            indexes=self.indexes,
+        )
 
     def vacuum(
         self, *, retain_hours: int | None = None, dry_run: bool = False, force: bool = False

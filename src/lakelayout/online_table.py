@@ -65,10 +65,8 @@ from lakelayout.skipping.store import atomic_write_text
 from lakelayout.stats.model import FileStats
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
     from lakelayout.api import Table
-    from lakelayout.cluster.optimize import OptimizeHooks
+    from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
     from lakelayout.table.delta import Snapshot
 
 DIRECTORY = os.path.join("_lakelayout", "online")
@@ -365,7 +363,7 @@ class _Controller:
                 )
                 engine.observe(where, predicate, real)
                 engine.last_error = ""
-                self._maybe_rewrite(table.spark, snap)
+                self._maybe_rewrite(table, snap)
             except Exception as exc:  # the reorganizer must never fail the user's scan
                 engine.last_error = f"{type(exc).__name__}: {exc}"
             self.save()
@@ -383,7 +381,7 @@ class _Controller:
         engine.replace_sample(sample)
         self.document["sample_base_rows"] = rows
 
-    def _maybe_rewrite(self, spark: SparkSession, snap: Snapshot) -> None:
+    def _maybe_rewrite(self, table: Table, snap: Snapshot) -> None:
         """Start the rewrite to the reorganizer's state if it differs from the table's."""
         engine = self.engine
         assert engine is not None
@@ -401,25 +399,22 @@ class _Controller:
         self.save()
         self.worker = threading.Thread(
             target=self._rewrite,
-            args=(record.id, layout, list(record.inputs), spark),
+            # the table's optimizer: the files it writes carry the table's index metadata
+            args=(record.id, layout, list(record.inputs), table.optimize),
             name=f"lakelayout-online-{record.id[:8]}",
             daemon=True,
         )
         self.worker.start()
 
     def _rewrite(
-        self, record_id: str, layout: Layout, paths: list[str], spark: SparkSession
+        self, record_id: str, layout: Layout, paths: list[str], optimizer: Optimizer
     ) -> None:
-        from lakelayout.cluster.optimize import Optimizer
-
         started = time.perf_counter()
         error = ""
         metrics = None
         try:
             if paths:
-                metrics = Optimizer(self.uri, lambda: spark).apply(
-                    layout, paths, one_file_per_block=True, hooks=self.hooks
-                )
+                metrics = optimizer.apply(layout, paths, one_file_per_block=True, hooks=self.hooks)
         except Exception as exc:  # the table is unchanged: the commit did not happen
             error = f"{type(exc).__name__}: {exc}"
         seconds = time.perf_counter() - started

@@ -134,9 +134,21 @@ def test_features_recommend_auto_and_measurement(spark: Any, tmp_path: Path) -> 
     assert t.advisor.inputs().shuffled is False
 
     before = t.scan("ts BETWEEN 500 AND 530").report.files_kept
+    # the rewrite's statistics are declared before it runs; a failed rewrite drops them
+    version = t.version
+    t.advisor.hooks = OptimizeHooks(before_commit=_boom)
+    failed = t.optimize.auto()
+    assert not failed.applied and failed.recommendation.new_indexes
+    assert t.indexes.list() == [] and t.version == version
+    t.advisor.hooks = None
     result = t.optimize.auto()
     assert result.applied and result.metrics is not None
     assert result.metrics.rows_added == result.metrics.rows_removed == 8000
+    # ... and collected by the rewrite's own tasks: every file has them, nothing to refresh
+    new = {i.name for i in result.recommendation.new_indexes}
+    covered = {d.name: d.files_covered for d in t.indexes.describe()}
+    assert new and all(covered[n] == len(t.snapshot().files) for n in new)
+    assert "indexes" in result.metrics.steps and t.indexes.refresh().files_indexed == 0
     assert t.scan("ts BETWEEN 500 AND 530").report.files_kept < before
     assert _ids(t) == list(range(8000))
     # nothing left to cluster: the next call declines

@@ -420,7 +420,13 @@ class Advisor:
     def apply(self, rec: Recommendation) -> OptimizeMetrics:
         """Rewrite the files the recommendation priced (never-clustered ones and those
         of automatic rewrites that did not deliver, see :meth:`candidate_files`) with the
-        recommended layout; then declare and build its additional statistics."""
+        recommended layout, and give the table its additional statistics.
+
+        The statistics are declared before the rewrite, so its tasks collect them
+        on the rows they write (no second read of the rewritten files); a refresh
+        afterwards builds them only for files the rewrite did not touch. If the
+        rewrite fails, the new declarations are dropped again: the table is as it was.
+        """
         if rec.layout is None or rec.chosen is None:
             raise InvalidOption(f"nothing to apply: {rec.reason}")
         paths = rec.candidate_paths
@@ -429,34 +435,54 @@ class Advisor:
             window = self._window(snap.schema)
             files = self.candidate_files(snap, window.predicates, window.stamps)[0]
             paths = [str(p) for p in files.paths]
-        metrics = self.table.optimize.apply(
-            rec.layout, paths, hooks=self.hooks, one_file_per_block=True
-        )
-        self._add_statistics(rec)
+        added = self._declare_statistics(rec)
+        try:
+            metrics = self.table.optimize.apply(
+                rec.layout, paths, hooks=self.hooks, one_file_per_block=True
+            )
+        except BaseException:
+            self._drop_statistics(added)
+            raise
+        self._build_statistics(added)
         return metrics
 
-    def _add_statistics(self, rec: Recommendation) -> None:
-        """Declare and build the additional statistics after the rewrite committed.
+    def _declare_statistics(self, rec: Recommendation) -> list[str]:
+        """Declare the recommendation's statistics the table lacks; their names.
 
-        Statistics only help skipping: if declaring or building them fails, the
-        new declarations are dropped again (a failing index would fail every
-        later refresh) and the rewrite stands.
+        Statistics only help skipping: a declaration that fails is logged and
+        left out, never a reason not to rewrite.
         """
         declared = {d.name for d in self.table.indexes.describe()}
         new = [i for i in rec.new_indexes if i.name not in declared]
-        added: list[str] = []
+        if not new:
+            return []
         try:
-            if new:
-                added = self.table.indexes.add(*new)
-            if new or declared:
-                self.table.indexes.refresh()
+            return self.table.indexes.add(*new)
+        except Exception as exc:
+            logger.warning("advisor on %s: statistics not declared: %s", self.table.uri, exc)
+            return []
+
+    def _build_statistics(self, added: Sequence[str]) -> None:
+        """After the rewrite committed: build the new statistics for the files it did not
+        write (the rewritten ones got every declared index from the rewrite itself).
+
+        If that fails, the new declarations are dropped again (a failing index
+        would fail every later refresh) and the rewrite stands.
+        """
+        if not added:
+            return
+        try:
+            self.table.indexes.refresh()
         except Exception as exc:
             logger.warning("advisor on %s: statistics not built: %s", self.table.uri, exc)
-            for name in added:
-                try:
-                    self.table.indexes.drop(name)
-                except LakelayoutError as drop_exc:
-                    logger.warning("advisor on %s: %s", self.table.uri, drop_exc)
+            self._drop_statistics(added)
+
+    def _drop_statistics(self, names: Sequence[str]) -> None:
+        for name in names:
+            try:
+                self.table.indexes.drop(name)
+            except LakelayoutError as exc:
+                logger.warning("advisor on %s: %s", self.table.uri, exc)
 
     # ------------------------------------------------------------ the decision log
 
@@ -904,7 +930,7 @@ class AutoOptimizer(Optimizer):
     """``table.optimize`` with ``auto()``: OPTIMIZE only when the advisor says it pays."""
 
     def __init__(self, table: Table) -> None:
-        super().__init__(table.uri, lambda: table.spark)
+        super().__init__(table.uri, lambda: table.spark, lambda: table.indexes)
         self._table = table
 
     def auto(self, *, apply: bool = True) -> AutoResult:

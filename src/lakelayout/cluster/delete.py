@@ -59,6 +59,8 @@ from lakelayout.table.writer import row_group_size
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from lakelayout.skipping.catalog import IndexCatalog
+
 
 def delete(
     uri: str,
@@ -67,11 +69,13 @@ def delete(
     *,
     hooks: OptimizeHooks | None = None,
     retry: RetryPolicy = DEFAULT_RETRY,
+    indexes: IndexCatalog | None = None,
 ) -> OptimizeMetrics:
     """Delete the rows of the table at ``uri`` where ``where`` (Spark SQL) is TRUE.
 
     Retries (re-planning each time) while the races it loses are to rewrites
-    that changed no data; see the module doc.
+    that changed no data; see the module doc. The files rewritten without
+    the deleted rows carry the metadata of the table's skipping ``indexes``.
     """
     started = time.perf_counter()
     timezone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
@@ -79,19 +83,24 @@ def delete(
     metrics, retries = run_with_retries(
         uri,
         "DELETE",
-        lambda _: _delete_once(uri, spark, where, hooks or NO_HOOKS, timezone),
+        lambda _: _delete_once(uri, spark, where, hooks or NO_HOOKS, timezone, indexes),
         policy=retry,
     )
     return _finish(replace(metrics, retries=retries), started)
 
 
 def _delete_once(
-    uri: str, spark: SparkSession, where: str, hooks: OptimizeHooks, timezone: str
+    uri: str,
+    spark: SparkSession,
+    where: str,
+    hooks: OptimizeHooks,
+    timezone: str,
+    indexes: IndexCatalog | None,
 ) -> OptimizeMetrics:
     """One attempt: plan on the latest version, rewrite, commit (CommitConflict on a race)."""
     from pyspark.sql import functions as F
 
-    ctx = load_context(uri, spark)
+    ctx = load_context(uri, spark, indexes)
     predicate = parse_predicate(where, ctx.schema, timezone=timezone)
     files = ctx.snap.files
     maybe = might_match(predicate, files, timezone=timezone)
@@ -124,6 +133,7 @@ def _delete_once(
             prefix="del",
             fmt=ctx.snap.table_format,
             row_group_bytes=row_group_size(ctx.snap.configuration),
+            indexes=ctx.indexes,
         )
         by_path = ctx.by_path()
         for w in written:

@@ -76,6 +76,8 @@ UNBOUNDED_FILE_SIZE = 1 << 62
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from lakelayout.skipping.catalog import IndexCatalog
+    from lakelayout.skipping.indexes.base import Index
     from lakelayout.table.delta import Snapshot
 
 
@@ -132,6 +134,11 @@ class _Context:
     target_file_size: int
     #: where the operation's time goes (``OptimizeMetrics.steps``)
     clock: StepClock = dataclasses.field(default_factory=StepClock)
+    #: the table's skipping indexes: the files a rewrite writes get their metadata
+    #: from the writing tasks (no second read) and it is stored after the commit
+    catalog: IndexCatalog | None = None
+    #: ``catalog``'s usable declared indexes, bound to the snapshot's schema
+    indexes: tuple[Index, ...] = ()
 
     @property
     def schema(self) -> pa.Schema:
@@ -161,15 +168,20 @@ class _Context:
         return cfg.parse_clustering(self.snap.configuration)
 
 
-def load_context(uri: str, spark: SparkSession) -> _Context:
+def load_context(uri: str, spark: SparkSession, catalog: IndexCatalog | None = None) -> _Context:
     """Snapshot + provenance of the table at ``uri`` (timed as the ``plan`` step).
 
     Planned files carry their live rows (rows a deletion vector removed are
-    not counted: a rewrite drops them) and their partition values.
+    not counted: a rewrite drops them) and their partition values. With the
+    table's index ``catalog``, the files the operation writes carry its
+    declared indexes' metadata.
     """
     clock = StepClock()
     with clock.step("plan"):
-        return _load_context(uri, spark, clock)
+        ctx = _load_context(uri, spark, clock)
+        if catalog is not None:
+            ctx.catalog, ctx.indexes = catalog, tuple(catalog.for_write(ctx.snap.schema))
+        return ctx
 
 
 def _load_context(uri: str, spark: SparkSession, clock: StepClock) -> _Context:
@@ -195,12 +207,20 @@ def _load_context(uri: str, spark: SparkSession, clock: StepClock) -> _Context:
 class Optimizer:
     """``table.optimize``: reorganize files without changing any row."""
 
-    def __init__(self, uri: str, spark: Callable[[], SparkSession]) -> None:
+    def __init__(
+        self,
+        uri: str,
+        spark: Callable[[], SparkSession],
+        indexes: Callable[[], IndexCatalog] | None = None,
+    ) -> None:
         self._uri = uri
         self._spark = spark
+        #: the table's skipping indexes, which rewritten files are indexed for as written
+        self._indexes = indexes
 
     def _ctx(self) -> _Context:
-        return load_context(self._uri, self._spark())
+        catalog = self._indexes() if self._indexes is not None else None
+        return load_context(self._uri, self._spark(), catalog)
 
     # ------------------------------------------------------------ public verbs
 
@@ -470,6 +490,9 @@ def commit_rewrite(
         raise Yielded(f"lost to {describe_winners(exc.winners)}") from exc
     with ctx.clock.step("provenance"):
         ctx.store.record((), removed=removed)
+    if ctx.catalog is not None and ctx.indexes:
+        with ctx.clock.step("indexes"):  # a failure leaves the files unindexed: always kept
+            ctx.catalog.record_written([w.file for w in written], ctx.indexes)
     if hooks.after_commit is not None:
         hooks.after_commit(index, version)
     return version
@@ -520,6 +543,7 @@ def _compact(ctx: _Context, hooks: OptimizeHooks) -> OptimizeMetrics:
         prefix="compact",
         clock=ctx.clock,
         row_group_bytes=ctx.row_group_bytes,
+        indexes=ctx.indexes,
     )
     try:
         version = commit_rewrite(
@@ -636,6 +660,7 @@ def _route_layout(
         fmt=ctx.snap.table_format,
         clock=ctx.clock,
         row_group_bytes=ctx.row_group_bytes,
+        indexes=ctx.indexes,
     )
     with ctx.clock.step("provenance"):
         layout_id = ctx.store.save_layout(layout)
@@ -758,6 +783,7 @@ def _liquid(
             fmt=ctx.snap.table_format,
             clock=ctx.clock,
             row_group_bytes=ctx.row_group_bytes,
+            indexes=ctx.indexes,
         )
         prov = [
             FileProvenance(

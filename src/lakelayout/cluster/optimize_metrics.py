@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 #: the steps of a rewrite, in the order they run (``OptimizeMetrics.steps`` keys)
-STEPS = ("plan", "sample", "fit", "rewrite", "provenance", "commit")
+STEPS = ("plan", "sample", "fit", "rewrite", "provenance", "commit", "indexes")
 #: work inside the rewrite's Spark job, summed over its tasks (``OptimizeMetrics.task_steps``)
 TASK_STEPS = ("read", "route", "shuffle", "sort", "write")
 
@@ -72,7 +72,8 @@ class OptimizeMetrics:
     driver (:data:`STEPS`: ``plan`` the snapshot and the file plan,
     ``sample`` reading the rows a curve is fitted on, ``fit`` the layout
     fit, ``rewrite`` the one Spark job that reads, routes, sorts and writes,
-    ``provenance`` the clustering sidecar, ``commit`` the Delta commit);
+    ``provenance`` the clustering sidecar, ``commit`` the Delta commit,
+    ``indexes`` storing the skipping-index metadata the rewrite collected);
     ``task_steps`` breaks the rewrite job down into seconds summed over its
     tasks (:data:`TASK_STEPS`: ``read`` Parquet decoding, ``route`` block and
     curve key of every row, ``shuffle`` packing routed rows into Arrow

@@ -63,12 +63,13 @@ from lakelayout.cluster.optimize_metrics import StepClock
 from lakelayout.errors import LakelayoutError
 from lakelayout.layouts.base import Layout
 from lakelayout.table.datafile import READ_BATCH_ROWS, DataFile, TableFormat, read_data_file
-from lakelayout.table.files import WrittenFile
+from lakelayout.table.files import INDEX_METADATA, WrittenFile
 from lakelayout.table.reader import FILE_COLUMN, read_table_files, spread, with_file_column
 from lakelayout.table.writer import (
     ROW_GROUP_ARROW_BYTES,
     FileRoller,
     FinishedFile,
+    IndexSpec,
     TaskWriter,
     spark_column,
 )
@@ -101,12 +102,14 @@ _DESCRIPTOR_SCHEMA = pa.schema(
         ("stats", pa.string()),
         ("partition", pa.string()),
         ("block", pa.int64()),
+        # the file's skipping-index metadata (encode_metadata), null without declared indexes
+        ("meta", pa.binary()),
         *[(f"t_{name}", pa.float64()) for name in TASK_TIMERS],
     ]
 )
 _DESCRIPTOR_DDL = (
     "path string, size long, rows long, stats string, partition string, block long, "
-    + ", ".join(f"t_{name} double" for name in TASK_TIMERS)
+    "meta binary, " + ", ".join(f"t_{name} double" for name in TASK_TIMERS)
 )
 
 
@@ -668,10 +671,10 @@ class RoutedWriter:
         for block, rows in runs:
             started = time.perf_counter()
             if current is not None and block != current and roller.has_open_file:
-                done.append(_descriptor(roller.finish(), current, timer))
+                done.append(_descriptor(roller, roller.finish(), current, timer))
             current = block
             data = pa.RecordBatch.from_arrays([rows.column(n) for n in names], names=list(names))
-            done.extend(_descriptor(f, block, timer) for f in roller.add(data))
+            done.extend(_descriptor(roller, f, block, timer) for f in roller.add(data))
             timer.add("write", started)
             yield from done
             done = []
@@ -679,7 +682,7 @@ class RoutedWriter:
             started = time.perf_counter()
             finished = roller.finish()
             timer.add("write", started)
-            yield _descriptor(finished, current, timer)
+            yield _descriptor(roller, finished, current, timer)
 
 
 def _timed(
@@ -698,12 +701,15 @@ def _timed(
 def _timings_row(timer: TaskTimer) -> pa.RecordBatch:
     """A descriptor without a file: only the task seconds not reported yet."""
     seconds = {f"t_{name}": value for name, value in timer.take().items()}
-    empty = dict.fromkeys(("path", "size", "rows", "stats", "partition", "block"))
+    empty = dict.fromkeys(("path", "size", "rows", "stats", "partition", "block", "meta"))
     return pa.RecordBatch.from_pylist([{**empty, **seconds}], schema=_DESCRIPTOR_SCHEMA)
 
 
-def _descriptor(done: FinishedFile, block: int, timer: TaskTimer) -> pa.RecordBatch:
-    """One file's descriptor row; it carries the task seconds spent since the last one."""
+def _descriptor(
+    roller: FileRoller, done: FinishedFile, block: int, timer: TaskTimer
+) -> pa.RecordBatch:
+    """One file's descriptor row: the file, its block, the index metadata ``roller``
+    collected for it, and the task seconds spent since the last descriptor."""
     seconds = {f"t_{name}": value for name, value in timer.take().items()}
     row = {
         "path": done.path,
@@ -712,6 +718,7 @@ def _descriptor(done: FinishedFile, block: int, timer: TaskTimer) -> pa.RecordBa
         "stats": done.stats,
         "partition": done.partition_json,
         "block": block,
+        "meta": roller.metadata.pop(done.path, None),
         **seconds,
     }
     return pa.RecordBatch.from_pylist([row], schema=_DESCRIPTOR_SCHEMA)
@@ -812,6 +819,7 @@ def write_routed(
     fmt: TableFormat | None = None,
     clock: StepClock | None = None,
     row_group_bytes: int = ROW_GROUP_ARROW_BYTES,
+    indexes: Sequence[IndexSpec] = (),
 ) -> list[RoutedFile]:
     """Route, shuffle by block, sort, write; one :class:`RoutedFile` per file written.
 
@@ -828,6 +836,9 @@ def write_routed(
     (:class:`LocalRewrite`). ``clock`` receives the task seconds per step.
     Row groups hold about ``row_group_bytes`` of Arrow data each: rows are in
     key order, so each row group covers a narrow key range Spark can skip.
+    ``indexes`` (the table's declared skipping indexes, bound) are collected
+    by the writing tasks on the rows they write, as an append collects them;
+    every file's values come back in ``WrittenFile.extra[INDEX_METADATA]``.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -852,6 +863,7 @@ def write_routed(
         target_file_size,
         prefix,
         "zstd",
+        indexes=tuple(indexes),
         row_group_bytes=row_group_bytes,
         format=fmt,
     )
@@ -863,7 +875,7 @@ def write_routed(
         threads = max(1, parallelism // parts)
         local = LocalRewrite(FileRouter(router, fmt, ()), writer, source.files, parts, threads)
         tasks = spark.range(0, parts, 1, numPartitions=parts)
-        return _collect(tasks.mapInArrow(local, _DESCRIPTOR_DDL), clock)
+        return _collect(tasks.mapInArrow(local, _DESCRIPTOR_DDL), clock, bool(indexes))
     parts = max(1, min(n_blocks, parallelism * 4))
     router = dataclasses.replace(router, part_keys=partition_keys(parts), n_blocks=n_blocks)
     reader: FileRouter | None = None
@@ -878,7 +890,7 @@ def write_routed(
         routed = inputs.mapInArrow(routing, routed_schema)
         row_order = _row_order(router, sort_columns, fmt)
         shuffled = routed.repartition(parts, F.col(PART_COLUMN)).sortWithinPartitions(*row_order)
-        return _collect(shuffled.mapInArrow(writer, _DESCRIPTOR_DDL), clock)
+        return _collect(shuffled.mapInArrow(writer, _DESCRIPTOR_DDL), clock, bool(indexes))
     # the rows of a block travel as Arrow messages; Spark sorts only (block, message)
     packed_schema = pa.schema([*schema, pa.field(KEY_COLUMN, pa.int64(), nullable=False)])
     packed = inputs.mapInArrow(Packer(router, packed_schema, reader), _PACKED_DDL)
@@ -888,7 +900,7 @@ def write_routed(
         partition_columns=tuple(fmt.partition_columns),
     )
     writer = RoutedWriter(spec, packed_schema, order)
-    return _collect(shuffled.mapInArrow(writer, _DESCRIPTOR_DDL), clock)
+    return _collect(shuffled.mapInArrow(writer, _DESCRIPTOR_DDL), clock, bool(indexes))
 
 
 def _is_small(source: FileSource, router: Router, sort_columns: Sequence[Any]) -> bool:
@@ -905,9 +917,12 @@ def _is_small(source: FileSource, router: Router, sort_columns: Sequence[Any]) -
     )
 
 
-def _collect(descriptors: DataFrame, clock: StepClock | None) -> list[RoutedFile]:
-    """Run the rewrite job; its files, and its task seconds added to ``clock``."""
-    from lakelayout.table.writer import task_errors
+def _collect(
+    descriptors: DataFrame, clock: StepClock | None, with_indexes: bool
+) -> list[RoutedFile]:
+    """Run the rewrite job; its files (with their index metadata when ``with_indexes``),
+    and its task seconds added to ``clock``."""
+    from lakelayout.table.writer import decode_metadata, task_errors
 
     started = time.perf_counter()
     with task_errors():
@@ -924,6 +939,7 @@ def _collect(descriptors: DataFrame, clock: StepClock | None) -> list[RoutedFile
                 num_records=r["rows"],
                 stats_json=r["stats"],
                 partition_values=json.loads(r["partition"] or "{}"),
+                extra={INDEX_METADATA: decode_metadata(r["meta"])} if with_indexes else {},
             ),
             int(r["block"]),
         )

@@ -424,7 +424,8 @@ class ReplayContext:
         return self.config.indexes and bool(self.dataset.indexes)
 
     def refresh_indexes(self) -> None:
-        """Give index metadata to the live files that lack it (rewrites write none)."""
+        """Give index metadata to the live files that lack it (rewrites and appends collect
+        it as they write; this fills what a failed collector or store write left out)."""
         if self.indexed and self._table is not None:
             self._table.indexes.refresh()
 
