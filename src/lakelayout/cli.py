@@ -484,7 +484,8 @@ _POLICY_HELP = (
     "deltars-zorder,delta-zorder,delta-liquid,auto,auto-breakeven (delta-*: Delta Lake's own "
     "connector; auto-breakeven: the advisor with margin 1; qdtree, "
     "pando, sop-z and hilbert are oracles: fitted on the whole workload); online: "
-    "oreo,greedy,regret; oracles: static,offline-optimal"
+    "oreo,oreo-uniform,greedy,regret (oreo-uniform: OReO with γ=0 whatever --gamma); "
+    "oracles: static,offline-optimal"
 )
 
 

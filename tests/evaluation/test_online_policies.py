@@ -32,6 +32,15 @@ def test_online_settings_and_names_are_checked_before_anything_runs() -> None:
     assert [p.knows for p in policies] == ["online"] * 3 + ["oracle"] * 2
 
 
+def test_oreo_uniform_is_oreo_with_the_uniform_draw_whatever_the_runs_gamma() -> None:
+    uniform, oreo = make_policies(["oreo-uniform", "oreo"], OnlineSettings(alpha=5.0, gamma=1.0))
+    assert (uniform.name, uniform.kind, uniform.knows) == ("oreo-uniform", "oreo", "online")
+    assert (oreo.name, oreo.kind) == ("oreo", "oreo")
+    assert uniform.settings.config("oreo", 5.0).gamma == 0.0  # type: ignore[attr-defined]
+    assert oreo.settings.config("oreo", 5.0).gamma == 1.0  # type: ignore[attr-defined]
+    assert uniform.settings.window == oreo.settings.window  # type: ignore[attr-defined]
+
+
 def test_shared_results_are_made_once_per_memo() -> None:
     calls: list[str] = []
 

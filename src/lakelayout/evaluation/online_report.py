@@ -20,6 +20,7 @@ from rich.table import Table as RichTable
 #: what each policy knows
 KNOWS = {
     "oreo": "online",
+    "oreo-uniform": "online",
     "greedy": "online",
     "regret": "online",
     "static": "oracle",

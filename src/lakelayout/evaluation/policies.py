@@ -42,6 +42,7 @@ writer appends to it (delta-rs refuses to write to clustered tables).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import tempfile
@@ -719,8 +720,8 @@ class OnlinePolicy(Policy):
 
     knows = "online"
 
-    def __init__(self, kind: str, settings: OnlineSettings) -> None:
-        self.name = kind
+    def __init__(self, kind: str, settings: OnlineSettings, name: str | None = None) -> None:
+        self.name = name or kind
         self.kind = kind
         self.settings = settings
         self.engine: OnlineEngine | None = None
@@ -909,6 +910,11 @@ class OraclePolicy(Policy):
 
 ONLINE_POLICIES: dict[str, Callable[[OnlineSettings], Policy]] = {
     "oreo": lambda s: OnlinePolicy("oreo", s),
+    # OReO with the uniform draw (γ = 0, the analysed algorithm) whatever the run's γ: beside
+    # ``oreo`` it shows what the predictor (§IV-C; the paper's experiments use γ = 1) changes
+    "oreo-uniform": lambda s: OnlinePolicy(
+        "oreo", dataclasses.replace(s, gamma=0.0), name="oreo-uniform"
+    ),
     "greedy": lambda s: OnlinePolicy("greedy", s),
     "regret": lambda s: OnlinePolicy("regret", s),
     "static": lambda s: OraclePolicy("static", s),
