@@ -519,6 +519,16 @@ _History = Annotated[
         "(0: the window only)"
     ),
 ]
+_AdmissionSample = Annotated[
+    int,
+    typer.Option(
+        help="online policies: queries of a time-biased sample of the whole stream that "
+        "admission and pruning compare layouts on, as the paper does (0: the window)"
+    ),
+]
+_HalfLife = Annotated[
+    int, typer.Option(help="online policies: queries after which a sampled query weighs half")
+]
 
 
 def _online_settings(
@@ -529,6 +539,8 @@ def _online_settings(
     max_states: int,
     gamma: float,
     history: int,
+    admission_sample: int,
+    half_life: int,
     seed: int,
 ) -> object:
     """The online policies' settings (InvalidOption on a bad value)."""
@@ -550,6 +562,8 @@ def _online_settings(
         gamma=gamma,
         seed=seed,
         history=history,
+        admission_sample=admission_sample,
+        half_life=half_life,
     )
 
 
@@ -576,7 +590,7 @@ def _bench(
     out: Path | None,
     work_dir: Path,
     policies: str,
-    online: tuple[str, int, int, float, int, float, int],
+    online: tuple[str, int, int, float, int, float, int, int, int],
     **kw: object,
 ) -> None:
     import time
@@ -623,13 +637,16 @@ def bench_tpch(
     max_states: _MaxStates = 8,
     gamma: _Gamma = 0.0,
     history: _History = 0,
+    admission_sample: _AdmissionSample = 0,
+    half_life: _HalfLife = 2000,
 ) -> None:
     """TPC-H lineitem denormalized, the 13 lineitem templates, replayed under each policy.
 
     B2-online: --policies oreo,greedy,regret,static,offline-optimal --batches 1 with a
     drifting stream (--shape drift, at least 20 template switches: queries / segment > 20).
     """
-    online = (alpha, window, interval, epsilon, max_states, gamma, history)
+    online = (alpha, window, interval, epsilon, max_states, gamma, history, admission_sample,
+              half_life)  # fmt: skip
     _bench("tpch", out, work_dir, policies, online, queries=queries, mode=mode, scale=scale,
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, retime=retime)  # fmt: skip
@@ -662,10 +679,13 @@ def bench_logs(
     max_states: _MaxStates = 8,
     gamma: _Gamma = 0.0,
     history: _History = 0,
+    admission_sample: _AdmissionSample = 0,
+    half_life: _HalfLife = 2000,
 ) -> None:
     """The logs table (LIKE, map extraction, month(ts), a UDF, bounding boxes) under each
     policy, with its skipping indexes declared on every table (--no-indexes: min/max only)."""
-    online = (alpha, window, interval, epsilon, max_states, gamma, history)
+    online = (alpha, window, interval, epsilon, max_states, gamma, history, admission_sample,
+              half_life)  # fmt: skip
     _bench("logs", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime)  # fmt: skip
@@ -697,10 +717,13 @@ def bench_taxi(
     max_states: _MaxStates = 8,
     gamma: _Gamma = 0.0,
     history: _History = 0,
+    admission_sample: _AdmissionSample = 0,
+    half_life: _HalfLife = 2000,
 ) -> None:
     """The correlated taxi table (distance, fare, duration, pickup time ranges and their
     correlated combinations) under each policy."""
-    online = (alpha, window, interval, epsilon, max_states, gamma, history)
+    online = (alpha, window, interval, epsilon, max_states, gamma, history, admission_sample,
+              half_life)  # fmt: skip
     _bench("taxi", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime)  # fmt: skip

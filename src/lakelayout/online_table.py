@@ -558,6 +558,8 @@ class Online:
         policy: str = "oreo",
         families: Sequence[str] = FAMILIES,
         history: int = 0,
+        admission_sample: int = 0,
+        half_life: int = 2000,
         sample_rows: int = SAMPLE_ROWS,
         _set_property: bool = True,
     ) -> dict[str, Any]:
@@ -572,7 +574,10 @@ class Online:
         ``policy``: ``oreo`` (or the baselines ``greedy``, ``regret``);
         ``families``: candidate layout families; ``history``: queries sampled
         uniformly from the whole stream, on which a second set of candidates
-        is fitted each round (0: the window only); ``sample_rows``: rows of the
+        is fitted each round (0: the window only); ``admission_sample``: queries
+        of the time-biased sample of the whole stream that admission and pruning
+        compare layouts on, as the paper does (0: the window), a query
+        ``half_life`` queries older weighing half; ``sample_rows``: rows of the
         sample virtual files are built on. Everything is checked before any
         job runs.
         """
@@ -592,6 +597,8 @@ class Online:
             gamma=gamma,
             seed=seed,
             history=history,
+            admission_sample=admission_sample,
+            half_life=half_life,
         )
         chosen = check_families(list(families))
         if isinstance(sample_rows, bool) or not isinstance(sample_rows, int) or sample_rows < 100:

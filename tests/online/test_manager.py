@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lakelayout.errors import InvalidOption
 from lakelayout.expr.nodes import Predicate
@@ -23,12 +26,14 @@ from lakelayout.online.manager import (
     History,
     LayoutManager,
     ManagedState,
+    TimeBiased,
     distance,
 )
 from lakelayout.stats.blocks import block_stats
 
 ROWS = 8_000
 BLOCKS = 16
+EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "60"))
 
 
 @pytest.fixture(scope="module")
@@ -321,3 +326,103 @@ def test_history_candidates_are_fitted_on_the_whole_stream_not_the_window(
         back.observe(sql, parse_predicate(sql, sample.schema))
         manager.observe(sql, parse_predicate(sql, sample.schema))
     assert [p for p, _, _ in back.history.items()] == [p for p, _, _ in manager.history.items()]
+
+
+@given(
+    size=st.integers(0, 30),
+    half_life=st.integers(1, 500),
+    n=st.integers(0, 400),
+    seed=st.integers(0, 2**31),
+)
+@settings(max_examples=EXAMPLES, deadline=None)
+def test_property_the_time_biased_sample_is_the_a_res_selection(
+    size: int, half_life: int, n: int, seed: int
+) -> None:
+    """Exactly the ``size`` smallest keys ln(-ln u) - i ln2 / half_life, in stream order."""
+    tb = TimeBiased(size, half_life=half_life, seed=seed)
+    for i in range(n):
+        tb.add(i, f"q{i}", None)  # type: ignore[arg-type]
+    kept = [pos for pos, _, _ in tb.items()]
+    assert kept == sorted(kept) and len(kept) == min(size, n)
+    keys = {i: tb.key(i) for i in range(n)}
+    assert set(kept) == set(sorted(keys, key=lambda i: keys[i])[: len(kept)])
+    assert [sql for _, sql, _ in tb.items()] == [f"q{p}" for p in kept]
+
+
+def test_the_time_biased_sample_remembers_old_queries_less_and_less() -> None:
+    picks: list[int] = []
+    for seed in range(40):
+        tb = TimeBiased(50, half_life=500, seed=seed)
+        for i in range(4000):
+            tb.add(i, "", None)  # type: ignore[arg-type]
+        got = [p for p, _, _ in tb.items()]
+        again = TimeBiased(50, half_life=500, seed=seed)
+        for i in range(4000):
+            again.add(i, "", None)  # type: ignore[arg-type]
+        assert got == [p for p, _, _ in again.items()]  # the same seed: the same sample
+        picks += got
+    per_eighth = np.bincount(np.asarray(picks) // 500, minlength=8)
+    # a query 500 older weighs half: each eighth of the stream holds fewer picks than the
+    # next, the last about half of them, the first few but some (the sample remembers)
+    assert all(np.diff(per_eighth) > 0), per_eighth
+    assert 0.35 < per_eighth[-1] / len(picks) < 0.6 and per_eighth[0] > 0, per_eighth
+    with pytest.raises(InvalidOption, match="admission_sample must be >= 0"):
+        OnlineConfig(alpha=2.0, admission_sample=-1)
+    with pytest.raises(InvalidOption, match="half_life must be >= 1"):
+        OnlineConfig(alpha=2.0, half_life=0)
+
+
+def test_on_a_time_biased_sample_a_left_template_s_layout_is_not_pruned_first() -> None:
+    """The window holds only template C: there the layout for the earlier template A
+    costs what the table as it is costs, so pruning drops it; on the time-biased
+    sample, which still holds A's queries, it stands apart and a near-duplicate for C
+    goes instead."""
+    schema = pa.schema([("x", pa.float64()), ("y", pa.float64())])
+    dummy = ZOrderLayout.fit(pa.table({"x": np.arange(100.0)}), columns=["x"], target_blocks=2)
+    cheap_on = {AS_IS: None, "A": "x", "C": "y", "C2": "y"}
+
+    def price(item: ManagedState | Candidate, preds: Sequence[Predicate]) -> np.ndarray:
+        column = cheap_on[item.label]
+        low = 0.12 if item.label == "C2" else 0.1
+        return np.array([low if column and column in p.sql() else 1.0 for p in preds])
+
+    def run(admission_sample: int) -> set[str]:
+        manager = LayoutManager(
+            window=20, interval=1000, epsilon=0.001, max_states=3,
+            admission_sample=admission_sample, half_life=100,
+        )  # fmt: skip
+        manager.states[AS_IS].label = AS_IS
+        for i in range(100):
+            manager.observe(f"x > {i}", parse_predicate(f"x > {i}", schema))
+        manager.admit([Candidate("A", dummy)], price, protected={AS_IS})
+        for i in range(100):
+            manager.observe(f"y > {i}", parse_predicate(f"y > {i}", schema))
+        out = manager.admit(
+            [Candidate("C", dummy), Candidate("C2", dummy)], price, protected={AS_IS}
+        )
+        # the deciders are given each new state's costs on the window, whatever the basis
+        assert all(v.shape == (20,) for v in out.vectors.values())
+        return {s.label for s in manager.states.values()}
+
+    assert run(0) == {AS_IS, "C", "C2"}  # on the window: A looks like the table as it is
+    assert run(40) == {AS_IS, "A", "C"}  # on the sample: the near-duplicate C2 goes
+
+
+def test_the_time_biased_sample_survives_a_restart(sample: pa.Table) -> None:
+    manager = LayoutManager(window=5, interval=50, admission_sample=8, half_life=10, seed=2)
+    sqls = [f"x > {i}" for i in range(40)]
+    for sql in sqls[:30]:
+        manager.observe(sql, parse_predicate(sql, sample.schema))
+    saved = json.loads(json.dumps(manager.to_dict()))
+    back = LayoutManager.from_dict(saved, lambda sql: parse_predicate(sql, sample.schema))
+    assert back.sampled.size == 8 and back.sampled.half_life == 10
+    assert [(p, s) for p, s, _ in back.sampled.items()] == [
+        (p, s) for p, s, _ in manager.sampled.items()
+    ]
+    for sql in sqls[30:]:  # and goes on as the original would
+        back.observe(sql, parse_predicate(sql, sample.schema))
+        manager.observe(sql, parse_predicate(sql, sample.schema))
+    assert [p for p, _, _ in back.sampled.items()] == [p for p, _, _ in manager.sampled.items()]
+    assert [p.sql() for p in back.admission_predicates] == [
+        p.sql() for p in manager.admission_predicates
+    ]

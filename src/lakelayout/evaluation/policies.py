@@ -594,6 +594,8 @@ class OnlineSettings:
     seed: int = 0
     families: tuple[str, ...] = FAMILIES
     history: int = 0
+    admission_sample: int = 0
+    half_life: int = 2000
 
     def __post_init__(self) -> None:
         if isinstance(self.alpha, str) and self.alpha != "measured":
@@ -612,6 +614,8 @@ class OnlineSettings:
             gamma=self.gamma,
             seed=self.seed,
             history=self.history,
+            admission_sample=self.admission_sample,
+            half_life=self.half_life,
         )
 
 

@@ -64,7 +64,9 @@ class OnlineConfig:
     ``stay_on_reset``: stay in the current state when a phase starts;
     ``history``: queries in the manager's uniform sample of the whole stream,
     on which a second set of candidates is fitted (0: the window only, as in
-    the paper).
+    the paper); ``admission_sample``: queries in the time-biased sample of the
+    whole stream that admission and pruning compare layouts on (0: the window),
+    a query ``half_life`` queries older weighing half as much.
     """
 
     alpha: float
@@ -77,6 +79,8 @@ class OnlineConfig:
     seed: int = 0
     stay_on_reset: bool = True
     history: int = 0
+    admission_sample: int = 0
+    half_life: int = 2000
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -87,7 +91,15 @@ class OnlineConfig:
         _number(self.alpha, "alpha", low=0.0, strict=True)
         _number(self.gamma, "gamma", low=0.0)
         _number(self.epsilon, "epsilon", low=0.0, high=1.0)
-        for name in ("window", "interval", "max_states", "seed", "history"):
+        for name in (
+            "window",
+            "interval",
+            "max_states",
+            "seed",
+            "history",
+            "admission_sample",
+            "half_life",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise InvalidOption(f"{name} must be an integer, got {value!r}")
@@ -99,6 +111,12 @@ class OnlineConfig:
             raise InvalidOption(f"max_states must be >= 2, got {self.max_states}")
         if self.history < 0:
             raise InvalidOption(f"history must be >= 0 queries, got {self.history}")
+        if self.admission_sample < 0:
+            raise InvalidOption(
+                f"admission_sample must be >= 0 queries, got {self.admission_sample}"
+            )
+        if self.half_life < 1:
+            raise InvalidOption(f"half_life must be >= 1 query, got {self.half_life}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -218,6 +236,8 @@ class OnlineEngine:
             initial_label=initial_label,
             history=config.history,
             seed=config.seed,
+            admission_sample=config.admission_sample,
+            half_life=config.half_life,
         )
         self.decider: Decider = make_decider(config, [AS_IS], AS_IS)
         #: the state the table's files are in

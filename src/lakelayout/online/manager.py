@@ -25,11 +25,22 @@ window alone never does: on a stream of many short template segments every
 window candidate is a specialist for the last template or two.
 
 At most ``max_states`` states are kept. When an admission goes beyond it,
-the manager prunes the state that is most alike another on the current
-window (smallest distance to its nearest state; §V-B: "remove candidates
-that incur similar query costs to other layouts"), ties going to the state
-that costs more on the window, then to the older one. *Protected* states
-(the one the table is in, the one the reorganizer is in) are never pruned.
+the manager prunes the state that is most alike another (smallest distance
+to its nearest state; §V-B: "remove candidates that incur similar query
+costs to other layouts"), ties going to the state that costs more, then to
+the older one. *Protected* states (the one the table is in, the one the
+reorganizer is in) are never pruned.
+
+Which queries the distances are measured on: by default the window. With
+``admission_sample > 0`` it is a time-biased sample of that many queries of
+the whole stream (:class:`TimeBiased`), as the paper does (§V-B: "we use a
+reservoir-based time-biased sampling (R-TBS) algorithm ... to curate a
+representative query sample"). On the window, layouts fitted for templates
+that have left it all cost alike there, so pruning drops them first and a
+template that returns finds no layout for it; on the sample they stay apart
+as long as the sample remembers their templates. Candidates are still fitted
+on the window (§V-A), and the deciders still get each new state's window
+costs.
 
 The manager is pure: fitting and pricing are callbacks, states are ids.
 """
@@ -149,6 +160,67 @@ class History:
         return len(self._heap)
 
 
+def _uniform(seed: int, position: int) -> float:
+    """A seeded uniform number in (0, 1) from a query's position (53 bits of a hash)."""
+    digest = hashlib.blake2b(f"tbs:{seed}:{position}".encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") >> 11) / float(1 << 53) + 2.0**-54
+
+
+class TimeBiased:
+    """A time-biased sample of ``size`` queries of the whole stream (§V-B: the query
+    sample admission and pruning compare layouts on; the paper uses R-TBS).
+
+    Weighted sampling without replacement (Efraimidis–Spirakis A-Res), the weight
+    of the query at position ``i`` being ``2 ** (i / half_life)``: a query
+    ``half_life`` queries older weighs half as much. A-Res keeps the ``size`` largest
+    keys ``u_i ** (1 / w_i)``; in logarithms that is the ``size`` smallest
+    ``ln(-ln u_i) - i ln 2 / half_life``, which stays finite on any stream length.
+    ``u_i`` is a seeded hash of the position: the sample is the same for the same
+    seed and stream, and needs no random state to persist. Old queries stay with
+    a probability that decays with their age, so the sample remembers templates
+    the window has forgotten, biased to recent ones.
+
+    >>> tb = TimeBiased(2, half_life=1)
+    >>> for i in range(50):
+    ...     tb.add(i, f"q{i}", None)  # type: ignore[arg-type]
+    >>> len(tb), all(pos >= 40 for pos, _, _ in tb.items())
+    (2, True)
+    """
+
+    def __init__(self, size: int, *, half_life: int, seed: int = 0) -> None:
+        if size < 0:
+            raise InvalidOption(f"admission_sample must be >= 0 queries, got {size}")
+        if half_life < 1:
+            raise InvalidOption(f"half_life must be >= 1 query, got {half_life}")
+        self.size = int(size)
+        self.half_life = int(half_life)
+        self.seed = int(seed)
+        #: (-key, position, sql, predicate): a max-heap on the key (the largest leaves first)
+        self._heap: list[tuple[float, int, str, Predicate]] = []
+
+    def key(self, position: int) -> float:
+        """The A-Res key of a position in logarithms (smaller: more likely kept)."""
+        return float(
+            np.log(-np.log(_uniform(self.seed, position))) - position * np.log(2.0) / self.half_life
+        )
+
+    def add(self, position: int, sql: str, predicate: Predicate) -> None:
+        if self.size == 0:
+            return
+        item = (-self.key(position), position, sql, predicate)
+        if len(self._heap) < self.size:
+            heapq.heappush(self._heap, item)
+        elif item[0] > self._heap[0][0]:  # a smaller key than the largest kept
+            heapq.heapreplace(self._heap, item)
+
+    def items(self) -> list[tuple[int, str, Predicate]]:
+        """``(position, sql, predicate)`` in stream order."""
+        return sorted((pos, sql, pred) for _, pos, sql, pred in self._heap)
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+
 Pricer = Callable[[ManagedState | Candidate, Sequence[Predicate]], np.ndarray]
 Fitter = Callable[[Sequence[Predicate]], Sequence[Candidate]]
 
@@ -166,6 +238,8 @@ class LayoutManager:
         initial_label: str = "the table as it is",
         history: int = 0,
         seed: int = 0,
+        admission_sample: int = 0,
+        half_life: int = 2000,
     ) -> None:
         if window < 1:
             raise InvalidOption(f"window must be >= 1 query, got {window}")
@@ -182,6 +256,9 @@ class LayoutManager:
         self._recent: deque[tuple[str, Predicate]] = deque(maxlen=self.window)
         #: a uniform sample of the whole stream (``history`` queries; empty when 0)
         self.history = History(history, seed)
+        #: the time-biased sample distances are measured on (``admission_sample``
+        #: queries; the window when 0)
+        self.sampled = TimeBiased(admission_sample, half_life=half_life, seed=seed)
         self.queries = 0
         self._next_id = 1
         self.states: dict[str, ManagedState] = {AS_IS: ManagedState(AS_IS, initial_label, None, 0)}
@@ -192,6 +269,7 @@ class LayoutManager:
         """Add a query to the window; True when a refresh is due (every ``interval``)."""
         self._recent.append((sql, predicate))
         self.history.add(self.queries, sql, predicate)
+        self.sampled.add(self.queries, sql, predicate)
         self.queries += 1
         return self.queries % self.interval == 0
 
@@ -202,6 +280,14 @@ class LayoutManager:
     @property
     def window_predicates(self) -> list[Predicate]:
         return [p for _, p in self._recent]
+
+    @property
+    def admission_predicates(self) -> list[Predicate]:
+        """The queries admission and pruning compare cost vectors on: the time-biased
+        sample when on, else the window."""
+        if self.sampled.size:
+            return [p for _, _, p in self.sampled.items()]
+        return self.window_predicates
 
     @property
     def history_predicates(self) -> list[Predicate]:
@@ -232,8 +318,10 @@ class LayoutManager:
         protected: Collection[str] = (),
     ) -> Admission:
         """Algorithm 5 for each candidate in turn (an admitted one counts as a state
-        for the next), then prune beyond ``max_states``."""
-        predicates = self.window_predicates
+        for the next), then prune beyond ``max_states``. Distances are measured on
+        :attr:`admission_predicates`; the admitted states' vectors in the result are
+        their costs on the window."""
+        predicates = self.admission_predicates
         vectors = {sid: price(s, predicates) for sid, s in self.states.items()}
         added: list[str] = []
         rejected: list[tuple[str, str]] = []
@@ -257,7 +345,12 @@ class LayoutManager:
                 rejected.append((state.label, "state space full and this one was the most alike"))
             else:
                 removed.append(sid)
-        return Admission(added, removed, rejected, {sid: vectors[sid] for sid in added})
+        window = self.window_predicates
+        recent = {
+            sid: vectors[sid] if not self.sampled.size else price(self.states[sid], window)
+            for sid in added
+        }
+        return Admission(added, removed, rejected, recent)
 
     def remove(self, sid: str) -> None:
         """Forget a state (the caller tells the reorganizer)."""
@@ -308,6 +401,9 @@ class LayoutManager:
             "history": self.history.size,
             "seed": self.history.seed,
             "sampled": [[pos, sql] for pos, sql, _ in self.history.items()],
+            "admission_sample": self.sampled.size,
+            "half_life": self.sampled.half_life,
+            "admission_sampled": [[pos, sql] for pos, sql, _ in self.sampled.items()],
             "states": [s.to_dict() for s in self.states.values()],
         }
 
@@ -324,6 +420,8 @@ class LayoutManager:
             max_states=int(data["max_states"]),
             history=int(data.get("history", 0)),
             seed=int(data.get("seed", 0)),
+            admission_sample=int(data.get("admission_sample", 0)),
+            half_life=int(data.get("half_life", 2000)),
         )
         out.queries = int(data["queries"])
         out._next_id = int(data["next_id"])
@@ -335,6 +433,10 @@ class LayoutManager:
             predicate = bind(sql)
             if predicate is not None:
                 out.history.add(int(pos), sql, predicate)
+        for pos, sql in data.get("admission_sampled", []):
+            predicate = bind(sql)
+            if predicate is not None:
+                out.sampled.add(int(pos), sql, predicate)
         out.states = {}
         for item in data["states"]:
             state = ManagedState.from_dict(item)
