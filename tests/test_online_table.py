@@ -182,16 +182,18 @@ def test_a_process_killed_mid_rewrite_leaves_a_usable_table_and_state(
 
 def test_status_and_history_survive_a_restart(spark: Any, tmp_path: Path) -> None:
     t = make_table(spark, tmp_path / "t")
-    t.online.enable(**SETTINGS)
+    t.online.enable(**SETTINGS, admission_sample=15, half_life=30)
     scan_until_switch(t, queries(60))
     assert t.online.wait(300)
     status, history = t.online.status(), t.online.history()
+    assert (status["admission_sample"], status["half_life"]) == (15, 30)
     # a new process: the CLI reads the stored state (no JVM needed)
     cli = [sys.executable, "-m", "lakelayout.cli", "online"]
     shown = subprocess.run([*cli, "status", t.uri], capture_output=True, text=True, timeout=120)
     assert shown.returncode == 0, shown.stderr
     assert f"queries {status['queries']}" in shown.stdout
     assert "qdtree" in shown.stdout and "switches 1" in shown.stdout
+    assert "layouts compared on a time-biased sample of 15 queries (half-life 30)" in shown.stdout
     listed = subprocess.run([*cli, "history", t.uri], capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0 and "done" in listed.stdout and "as-is" in listed.stdout
     # a fresh controller (as in a new process) continues where the last one stopped
@@ -199,6 +201,13 @@ def test_status_and_history_survive_a_restart(spark: Any, tmp_path: Path) -> Non
     again = Table(t.uri, spark=spark)
     assert again.online.status()["queries"] == status["queries"]
     assert again.online.history() == history
+    # the time-biased sample is stored with the state: up to 15 scanned queries, in order
+    state = json.loads((Path(t.uri) / online_table.DIRECTORY / "state.json").read_text())
+    kept = state["engine"]["manager"]["admission_sampled"]
+    positions = [pos for pos, _ in kept]
+    assert len(kept) == min(15, status["queries"]) > 0 and positions == sorted(positions)
+    assert max(positions) < status["queries"]
+    assert {sql for _, sql in kept} <= set(queries(60))
     again.scan(queries(1, seed=9)[0])
     assert again.online.status()["queries"] == status["queries"] + 1
     stored = json.loads((Path(t.uri) / online_table.DIRECTORY / "state.json").read_text())

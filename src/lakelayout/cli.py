@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -198,6 +198,7 @@ def online_status(path: Annotated[str, typer.Argument(help="table location")]) -
         f"γ {s['gamma']:g}  max states {s['max_states']}  history {s['history']}",
         highlight=False,
     )
+    console.print(f"layouts compared {_admission(s)}", highlight=False)
     pending = "  (rewrite running)" if s["rewrite_pending"] else ""
     console.print(
         escape(f"table laid out by: {s['applied_label']} [{s['applied']}]{pending}"),
@@ -565,6 +566,14 @@ def _online_settings(
         admission_sample=admission_sample,
         half_life=half_life,
     )
+
+
+def _admission(status: dict[str, Any]) -> str:
+    """What the layout manager compares layouts on, for ``online status``."""
+    size = int(status.get("admission_sample") or 0)
+    if not size:
+        return "on the window"
+    return f"on a time-biased sample of {size} queries (half-life {status.get('half_life')})"
 
 
 def _print_results(results: dict[str, object], html_path: Path) -> None:

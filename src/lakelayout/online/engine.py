@@ -438,6 +438,8 @@ class OnlineEngine:
             "interval": self.config.interval,
             "max_states": self.config.max_states,
             "history": self.config.history,
+            "admission_sample": self.config.admission_sample,
+            "half_life": self.config.half_life,
             "queries": self.manager.queries,
             "phase": getattr(decider, "phase", None),
             "applied": self.applied,
