@@ -47,6 +47,7 @@ The manager is pure: fitting and pricing are callbacks, states are ids.
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import heapq
 import json
@@ -131,26 +132,28 @@ def _priority(seed: int, position: int) -> int:
     return int.from_bytes(digest, "big")
 
 
-class History:
-    """A uniform sample of ``size`` queries of the whole stream (bottom-k by
-    :func:`_priority`), in stream order; the same for the same seed and stream."""
+class _SmallestKeys(abc.ABC):
+    """The ``size`` queries of a stream with the smallest :meth:`key` of their position,
+    in stream order; deterministic for a seed (keys are seeded hashes)."""
 
-    def __init__(self, size: int, seed: int = 0) -> None:
-        if size < 0:
-            raise InvalidOption(f"history must be >= 0 queries, got {size}")
+    def __init__(self, size: int, seed: int) -> None:
         self.size = int(size)
         self.seed = int(seed)
-        #: (-priority, position, sql, predicate): a max-heap on priority
-        self._heap: list[tuple[int, int, str, Predicate]] = []
+        #: (-key, position, sql, predicate): a max-heap on the key (the largest leaves first)
+        self._heap: list[tuple[float, int, str, Predicate]] = []
+
+    @abc.abstractmethod
+    def key(self, position: int) -> float:
+        """The key of the query at ``position`` (the smallest ``size`` keys are kept)."""
 
     def add(self, position: int, sql: str, predicate: Predicate) -> None:
         if self.size == 0:
             return
-        key = -_priority(self.seed, position)
+        item = (-self.key(position), position, sql, predicate)
         if len(self._heap) < self.size:
-            heapq.heappush(self._heap, (key, position, sql, predicate))
-        elif key > self._heap[0][0]:  # a smaller priority than the largest kept
-            heapq.heapreplace(self._heap, (key, position, sql, predicate))
+            heapq.heappush(self._heap, item)
+        elif item[0] > self._heap[0][0]:  # a smaller key than the largest kept
+            heapq.heapreplace(self._heap, item)
 
     def items(self) -> list[tuple[int, str, Predicate]]:
         """``(position, sql, predicate)`` in stream order."""
@@ -160,13 +163,26 @@ class History:
         return len(self._heap)
 
 
+class History(_SmallestKeys):
+    """A uniform sample of ``size`` queries of the whole stream (bottom-k by
+    :func:`_priority`), in stream order; the same for the same seed and stream."""
+
+    def __init__(self, size: int, seed: int = 0) -> None:
+        if size < 0:
+            raise InvalidOption(f"history must be >= 0 queries, got {size}")
+        super().__init__(size, seed)
+
+    def key(self, position: int) -> float:
+        return _priority(self.seed, position)  # the exact 64-bit hash: no ties from rounding
+
+
 def _uniform(seed: int, position: int) -> float:
     """A seeded uniform number in (0, 1) from a query's position (53 bits of a hash)."""
     digest = hashlib.blake2b(f"tbs:{seed}:{position}".encode(), digest_size=8).digest()
     return (int.from_bytes(digest, "big") >> 11) / float(1 << 53) + 2.0**-54
 
 
-class TimeBiased:
+class TimeBiased(_SmallestKeys):
     """A time-biased sample of ``size`` queries of the whole stream (§V-B: the query
     sample admission and pruning compare layouts on; the paper uses R-TBS).
 
@@ -192,33 +208,14 @@ class TimeBiased:
             raise InvalidOption(f"admission_sample must be >= 0 queries, got {size}")
         if half_life < 1:
             raise InvalidOption(f"half_life must be >= 1 query, got {half_life}")
-        self.size = int(size)
+        super().__init__(size, seed)
         self.half_life = int(half_life)
-        self.seed = int(seed)
-        #: (-key, position, sql, predicate): a max-heap on the key (the largest leaves first)
-        self._heap: list[tuple[float, int, str, Predicate]] = []
 
     def key(self, position: int) -> float:
         """The A-Res key of a position in logarithms (smaller: more likely kept)."""
         return float(
             np.log(-np.log(_uniform(self.seed, position))) - position * np.log(2.0) / self.half_life
         )
-
-    def add(self, position: int, sql: str, predicate: Predicate) -> None:
-        if self.size == 0:
-            return
-        item = (-self.key(position), position, sql, predicate)
-        if len(self._heap) < self.size:
-            heapq.heappush(self._heap, item)
-        elif item[0] > self._heap[0][0]:  # a smaller key than the largest kept
-            heapq.heapreplace(self._heap, item)
-
-    def items(self) -> list[tuple[int, str, Predicate]]:
-        """``(position, sql, predicate)`` in stream order."""
-        return sorted((pos, sql, pred) for _, pos, sql, pred in self._heap)
-
-    def __len__(self) -> int:
-        return len(self._heap)
 
 
 Pricer = Callable[[ManagedState | Candidate, Sequence[Predicate]], np.ndarray]
