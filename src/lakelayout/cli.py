@@ -504,6 +504,13 @@ _Retime = Annotated[
     bool,
     typer.Option(help="spark mode: time every query again after the stream, in reverse order"),
 ]
+_TimeEvery = Annotated[
+    int,
+    typer.Option(
+        help="spark mode: time every k-th query only; the others cost the last timed one's "
+        "time (a systematic sample, for long streams)"
+    ),
+]
 _DEFAULT_POLICIES = "none,sorted,zorder-halfway,liquid,qdtree,deltars-zorder"
 _Alpha = Annotated[
     str, typer.Option(help="online policies: rewrite cost in full scans, or 'measured'")
@@ -635,6 +642,7 @@ def bench_tpch(
     segment: _Segment = 20,
     seed: _Seed = 0,
     retime: _Retime = True,
+    time_every: _TimeEvery = 1,
     out: Annotated[
         Path | None, typer.Option(help="run directory (default runs/<time>-tpch)")
     ] = None,
@@ -658,7 +666,7 @@ def bench_tpch(
               half_life)  # fmt: skip
     _bench("tpch", out, work_dir, policies, online, queries=queries, mode=mode, scale=scale,
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
-           seed=seed, retime=retime)  # fmt: skip
+           seed=seed, retime=retime, time_every=time_every)  # fmt: skip
 
 
 @bench_app.command("logs")
@@ -673,6 +681,7 @@ def bench_logs(
     segment: _Segment = 20,
     seed: _Seed = 0,
     retime: _Retime = True,
+    time_every: _TimeEvery = 1,
     indexes: Annotated[
         bool,
         typer.Option(help="declare the skipping indexes (Prefix, Suffix, UDF ValueList, ...)"),
@@ -697,7 +706,8 @@ def bench_logs(
               half_life)  # fmt: skip
     _bench("logs", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
-           seed=seed, indexes=indexes, retime=retime)  # fmt: skip
+           seed=seed, indexes=indexes, retime=retime,
+           time_every=time_every)  # fmt: skip
 
 
 @bench_app.command("taxi")
@@ -712,6 +722,7 @@ def bench_taxi(
     segment: _Segment = 20,
     seed: _Seed = 0,
     retime: _Retime = True,
+    time_every: _TimeEvery = 1,
     indexes: Annotated[
         bool, typer.Option(help="declare the dataset's skipping indexes (taxi declares none)")
     ] = True,
@@ -735,7 +746,8 @@ def bench_taxi(
               half_life)  # fmt: skip
     _bench("taxi", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
-           seed=seed, indexes=indexes, retime=retime)  # fmt: skip
+           seed=seed, indexes=indexes, retime=retime,
+           time_every=time_every)  # fmt: skip
 
 
 @bench_app.command("report")

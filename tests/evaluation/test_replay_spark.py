@@ -78,6 +78,35 @@ def test_logical_and_spark_modes_agree(spark, tmp_path: Path) -> None:  # type: 
     assert [r["kind"] for r in runs["zorder-halfway"]["rewrites"]] == ["zorder"]
     assert len(runs["sorted"]["rewrites"]) == 2  # one per insert batch
 
+    # every third query timed (the same ones under every policy): a query in between costs
+    # what its policy's last timed query took, and only timed queries are re-timed
+    config = ReplayConfig(
+        mode="spark", rows_per_file=1_000, sample_rows=2_000, full_scans=1, warmup=False,
+        time_every=3,
+    )  # fmt: skip
+    sampled = replay(
+        make_policies(["none", "zorder-halfway"]), ds, queries, tmp_path / "sampled", config,
+        spark=spark,
+    )  # fmt: skip
+    assert sampled["config"]["time_every"] == 3
+    for run in sampled["runs"]:
+        qs = run["queries"]
+        assert [q["i"] for q in qs] == list(range(len(queries)))
+        assert [q["seconds"] is not None for q in qs] == [i % 3 == 0 for i in range(len(qs))]
+        assert [q["cost_seconds"] for q in qs] == [qs[k - k % 3]["seconds"] for k in range(len(qs))]
+        timed = [q for q in qs if q["seconds"] is not None]
+        assert run["totals"]["query_cost_seconds"] == pytest.approx(
+            3 * sum(q["seconds"] for q in timed)
+        )
+        assert all(q["rows_returned"] == q["rows_matching"] for q in timed)
+        assert all(q["rows_returned"] is None for q in qs if q["seconds"] is None)
+        assert run["totals"]["queries_retimed"] <= len(timed)
+        assert all(q["seconds_retimed"] is None for q in qs if q["seconds"] is None)
+        # pruning does not depend on what was timed
+        full = real_runs[run["policy"]]["queries"]
+        assert [q["files_kept"] for q in qs] == [q["files_kept"] for q in full]
+    assert {r["policy"]: r["totals"]["queries_retimed"] for r in sampled["runs"]}["none"] == 2
+
 
 class _Checked(Policy):
     """A policy that, after every query, checks the plan against the hand-merged pipeline.

@@ -73,7 +73,7 @@ from lakelayout.evaluation.metrics import (
     file_count_warnings,
 )
 from lakelayout.evaluation.policies import Policy
-from lakelayout.evaluation.tables import ReplayConfig, prepare_table, timed_scan
+from lakelayout.evaluation.tables import ReplayConfig, prepare_table, timed, timed_scan
 from lakelayout.evaluation.workloads import Query
 from lakelayout.expr.evaluate import evaluate
 from lakelayout.expr.nodes import Column, Expr, Func, Predicate
@@ -350,6 +350,9 @@ class ReplayContext:
     overheads: list[OverheadRecord] = field(default_factory=list)
     #: files added by the inserts so far (what equal-file-count policies aim at)
     files_inserted: int = 0
+    #: spark mode with ``time_every > 1``: the seconds of this policy's last timed query,
+    #: which the untimed queries after it cost
+    held_seconds: float = 0.0
     cache: ReplayCache = field(default_factory=ReplayCache)
     _table: Table | None = None
 
@@ -602,13 +605,16 @@ def _query(ctx: ReplayContext, counter: MatchCounter, q: Query, position: int) -
     kept_rows = np.asarray(kept.num_records, dtype=np.int64)
     seconds: float | None = None
     returned: int | None = None
-    if ctx.config.mode == "spark":
+    spark_mode = ctx.config.mode == "spark"
+    if spark_mode and timed(q, ctx.config):
         seconds, returned, files = timed_scan(table, q.sql)
         if files != len(paths):
             raise AssertionError(f"spark scan kept {files} files, metadata said {len(paths)}")
+        ctx.held_seconds = seconds
     bytes_total = int(snap.files.total_bytes)
     bytes_kept = int(kept.total_bytes)
     logical = bytes_kept * ctx.full_scan_seconds / bytes_total if bytes_total else 0.0
+    cost = (seconds if seconds is not None else ctx.held_seconds) if spark_mode else logical
     return QueryRecord(
         position=position,
         i=q.i,
@@ -626,7 +632,7 @@ def _query(ctx: ReplayContext, counter: MatchCounter, q: Query, position: int) -
         rows_in_relevant_files=int(kept_rows[matching > 0].sum()),
         seconds=seconds,
         rows_returned=returned,
-        cost_seconds=seconds if seconds is not None else logical,
+        cost_seconds=cost,
         slot=ctx.slot,
     )
 
@@ -751,6 +757,8 @@ def replay(
             "sample_rows": config.sample_rows,
             "queries": len(workload),
             "indexes": [i.name for i in dataset.indexes] if config.indexes else [],
+            # spark mode: every k-th query timed, the others priced by it (1: all timed)
+            "time_every": config.time_every,
         },
         "machine": machine(),
         "full_scan_seconds": full_scan,
@@ -799,6 +807,8 @@ def retime_queries(
             lane = by_name[name]
             k = at[name][position]
             record = lane.run.queries[k]
+            if record.seconds is None:  # not timed in the stream (``time_every``)
+                continue
             seconds, rows, files = timed_scan(
                 lane.ctx.table, event.query.sql, version=record.version
             )

@@ -230,13 +230,30 @@ def order_note(results: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def query_seconds_note(results: dict[str, Any]) -> str:
+    """What a policy's query seconds are in this run.
+
+    >>> query_seconds_note({"mode": "spark", "config": {"time_every": 10}})
+    'query s = measured Spark time of every 10th query, each standing for the 10 from it'
+    """
+    if results["mode"] != "spark":
+        return "query s = bytes read × full-scan s / table bytes"
+    every = int(results["config"].get("time_every", 1))
+    if every == 1:
+        return "query s = measured Spark time"
+    return (
+        f"query s = measured Spark time of every {every}th query, "
+        f"each standing for the {every} from it"
+    )
+
+
 def footnote(results: dict[str, Any]) -> str:
     m = results["machine"]
     order = order_note(results)
     return (
         f"machine: nproc={m['nproc']}, {m['memory_gib']} GiB, {m['platform']}; "
         f"seed {results['config']['seed']}; full scan {results['full_scan_seconds']:.2f} s; "
-        f"{'query s = measured Spark time' if results['mode'] == 'spark' else 'query s = bytes read × full-scan s / table bytes'}; "
+        f"{query_seconds_note(results)}; "
         f"total s = query + rewrite + overhead s; "
         + (f"{order}; " if order else "")
         + "timings from one run."

@@ -42,6 +42,7 @@ def run_bench(
     indexes: bool = True,
     online: OnlineSettings | None = None,
     retime: bool = True,
+    time_every: int = 1,
     progress: Callable[[str], None] = print,
 ) -> tuple[dict[str, Any], Path]:
     """Replay ``dataset_name`` (one of :data:`DATASETS`); the results and the HTML report path.
@@ -49,6 +50,8 @@ def run_bench(
     ``indexes=False`` replays without the dataset's skipping indexes (min/max only);
     ``online`` sets α, window, interval, ε, states and γ of the online policies and oracles.
     ``retime=False`` skips timing every query a second time after the stream (spark mode).
+    ``time_every=k`` (spark mode) times every k-th query only and prices the others by it
+    (:class:`~lakelayout.evaluation.tables.ReplayConfig`).
     """
     from lakelayout.table.session import spark_session
 
@@ -58,6 +61,15 @@ def run_bench(
             f"known: {', '.join(DATASETS)}"
         )
     chosen = make_policies(policies, online)  # validate names before any work
+    config = ReplayConfig(
+        mode=mode,
+        rows_per_file=rows_per_file,
+        sample_rows=sample_rows,
+        seed=seed,
+        indexes=indexes,
+        retime=retime,
+        time_every=time_every,
+    )
     spark = spark_session()
     started = time.perf_counter()
     ds = _dataset(dataset_name, spark, work_dir, scale=scale, rows=rows, batches=batches, seed=seed)
@@ -68,14 +80,6 @@ def run_bench(
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     workloads.save(wl, out_dir / "workload.jsonl")
-    config = ReplayConfig(
-        mode=mode,
-        rows_per_file=rows_per_file,
-        sample_rows=sample_rows,
-        seed=seed,
-        indexes=indexes,
-        retime=retime,
-    )
     results = replay(chosen, ds, wl, work_dir / f"replay-{ds.name}", config, spark=spark,
                      progress=progress)  # fmt: skip
     results["dataset"]["scale"] = scale if dataset_name == "tpch" else None

@@ -12,10 +12,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lakelayout.errors import InvalidOption
 from lakelayout.evaluation.datasets import Dataset
 
 if TYPE_CHECKING:
     from lakelayout.api import Table
+    from lakelayout.evaluation.workloads import Query
 
 #: target file size while inserting: large, so a range partition is one file
 INSERT_TARGET = 1 << 30
@@ -37,9 +39,31 @@ class ReplayConfig:
     retime: bool = True
     #: spark mode: scans keeping zero files timed for the per-query fixed overhead (median)
     zero_file_scans: int = 5
+    #: spark mode: time the stream's queries ``i`` with ``i % time_every == 0`` only (the
+    #: same queries under every policy); a query in between costs what the last timed one
+    #: of its policy took, so each block of ``time_every`` queries costs ``time_every``
+    #: times its timed query: a systematic sample of the stream's query time, for streams
+    #: too long to time every query (OReO's evaluation times 10 % of its queries)
+    time_every: int = 1
+
+    def __post_init__(self) -> None:
+        every = self.time_every
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise InvalidOption(f"time_every must be an integer >= 1, got {every!r}")
+
     #: reuse a table's snapshot until its next commit (False: read the log at every ask,
     #: the reference path the cached one is tested against; results are the same)
     reuse_snapshots: bool = True
+
+
+def timed(q: Query, config: ReplayConfig) -> bool:
+    """Whether spark mode times query ``q`` (every ``config.time_every``-th of the stream).
+
+    >>> from lakelayout.evaluation.workloads import Query
+    >>> [timed(Query(i, "q6", "x > 1"), ReplayConfig(time_every=3)) for i in range(5)]
+    [True, False, False, True, False]
+    """
+    return q.i % config.time_every == 0
 
 
 def prepare_table(table: Table, dataset: Dataset, *, indexes: bool) -> None:

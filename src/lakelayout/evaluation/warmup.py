@@ -34,6 +34,7 @@ from lakelayout.evaluation.tables import (
     INSERT_TARGET,
     ReplayConfig,
     prepare_table,
+    timed,
     timed_scan,
 )
 from lakelayout.evaluation.workloads import Query
@@ -98,7 +99,12 @@ def warm_up(
         _warm_delta_connector(
             spark, dataset, config, table_dir.with_name(table_dir.name + "-delta")
         )
-    picks = workload if config.mode == "spark" else _spread(workload, config.full_scans)
+    # spark mode: every query the stream times (all, or every ``time_every``-th)
+    picks = (
+        [q for q in workload if timed(q, config)]
+        if config.mode == "spark"
+        else _spread(workload, config.full_scans)
+    )
     for q in picks:
         table.scan(q.sql).df.count()
     summary = {
