@@ -511,6 +511,13 @@ _TimeEvery = Annotated[
         "time (a systematic sample, for long streams)"
     ),
 ]
+_RewriteCost = Annotated[
+    str,
+    typer.Option(
+        help="logical mode: what a rewrite costs: 'measured' (its seconds) or 'alpha' "
+        "(--alpha full scans per table rewritten, as OReO's simulation; needs a number)"
+    ),
+]
 _DEFAULT_POLICIES = "none,sorted,zorder-halfway,liquid,qdtree,deltars-zorder"
 _Alpha = Annotated[
     str, typer.Option(help="online policies: rewrite cost in full scans, or 'measured'")
@@ -583,6 +590,19 @@ def _admission(status: dict[str, Any]) -> str:
     return f"on a time-biased sample of {size} queries (half-life {status.get('half_life')})"
 
 
+def _rewrite_alpha(rewrite_cost: str, alpha: str) -> float | None:
+    """``--rewrite-cost``: None (measured seconds) or the α rewrites are charged at."""
+    from lakelayout.errors import InvalidOption
+
+    if rewrite_cost == "measured":
+        return None
+    if rewrite_cost != "alpha":
+        raise InvalidOption(f"--rewrite-cost must be 'measured' or 'alpha', got {rewrite_cost!r}")
+    if alpha == "measured":
+        raise InvalidOption("--rewrite-cost alpha needs a number for --alpha, not 'measured'")
+    return float(alpha)
+
+
 def _print_results(results: dict[str, object], html_path: Path) -> None:
     from lakelayout.evaluation.online_report import online_table
     from lakelayout.evaluation.report import (
@@ -616,6 +636,7 @@ def _bench(
     target = out or Path("runs") / time.strftime(f"%Y-%m-%d-%H%M%S-{dataset}")
     try:
         kw["online"] = _online_settings(*online, seed=int(kw["seed"]))  # type: ignore[call-overload]
+        kw["rewrite_alpha"] = _rewrite_alpha(str(kw.pop("rewrite_cost")), online[0])
         results, html_path = run_bench(
             dataset,
             work_dir=work_dir,
@@ -643,6 +664,7 @@ def bench_tpch(
     seed: _Seed = 0,
     retime: _Retime = True,
     time_every: _TimeEvery = 1,
+    rewrite_cost: _RewriteCost = "measured",
     out: Annotated[
         Path | None, typer.Option(help="run directory (default runs/<time>-tpch)")
     ] = None,
@@ -666,7 +688,8 @@ def bench_tpch(
               half_life)  # fmt: skip
     _bench("tpch", out, work_dir, policies, online, queries=queries, mode=mode, scale=scale,
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
-           seed=seed, retime=retime, time_every=time_every)  # fmt: skip
+           seed=seed, retime=retime, time_every=time_every,
+           rewrite_cost=rewrite_cost)  # fmt: skip
 
 
 @bench_app.command("logs")
@@ -682,6 +705,7 @@ def bench_logs(
     seed: _Seed = 0,
     retime: _Retime = True,
     time_every: _TimeEvery = 1,
+    rewrite_cost: _RewriteCost = "measured",
     indexes: Annotated[
         bool,
         typer.Option(help="declare the skipping indexes (Prefix, Suffix, UDF ValueList, ...)"),
@@ -707,7 +731,7 @@ def bench_logs(
     _bench("logs", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime,
-           time_every=time_every)  # fmt: skip
+           time_every=time_every, rewrite_cost=rewrite_cost)  # fmt: skip
 
 
 @bench_app.command("taxi")
@@ -723,6 +747,7 @@ def bench_taxi(
     seed: _Seed = 0,
     retime: _Retime = True,
     time_every: _TimeEvery = 1,
+    rewrite_cost: _RewriteCost = "measured",
     indexes: Annotated[
         bool, typer.Option(help="declare the dataset's skipping indexes (taxi declares none)")
     ] = True,
@@ -747,7 +772,7 @@ def bench_taxi(
     _bench("taxi", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime,
-           time_every=time_every)  # fmt: skip
+           time_every=time_every, rewrite_cost=rewrite_cost)  # fmt: skip
 
 
 @bench_app.command("report")

@@ -69,16 +69,28 @@ def test_a_drifting_replay_under_the_online_policies_and_oracles(
     )  # fmt: skip
     assert len(wl.switches(queries)) == 2
     settings = OnlineSettings(alpha=4.0, window=20, interval=10, families=("qdtree",))
+    # rewrites charged as OReO's simulation charges them: α full scans per table rewritten
     config = ReplayConfig(
-        mode="logical", rows_per_file=1_000, sample_rows=3_000, full_scans=1, warmup=False
-    )
+        mode="logical", rows_per_file=1_000, sample_rows=3_000, full_scans=1, warmup=False,
+        rewrite_alpha=4.0,
+    )  # fmt: skip
     results = replay(
         make_policies(NAMES, settings), ds, queries, tmp_path / "r", config, spark=spark
     )
     runs = {r["policy"]: r for r in results["runs"]}
+    full = results["full_scan_seconds"]
     for name, run in runs.items():
         assert run["totals"]["final_rows"] == 8_000, name  # no row lost or duplicated
         assert len(run["queries"]) == 60
+        # one insert: every rewrite replaces the whole table and costs α full scans; the
+        # seconds it took are kept beside
+        assert run["rewrites"], name
+        assert all(r["cost_seconds"] == pytest.approx(4.0 * full) for r in run["rewrites"]), name
+        totals = run["totals"]
+        assert totals["rewrite_seconds"] == pytest.approx(4.0 * full * len(run["rewrites"]))
+        assert totals["rewrite_seconds_measured"] == pytest.approx(
+            sum(r["seconds"] for r in run["rewrites"])
+        )
     rows = {r["policy"]: r for r in online_rows(results)}
     assert {n: rows[n]["knows"] for n in NAMES} == {
         "oreo": "online",
@@ -107,6 +119,7 @@ def test_a_drifting_replay_under_the_online_policies_and_oracles(
     assert n_static == n_optimal and int(n_static) >= 1
     assert static["totals"]["fit_seconds"] == optimal["totals"]["fit_seconds"] > 0
     assert rows["offline-optimal"]["switches"] == planned
+    assert all(r["rewrite_scans"] == pytest.approx(4.0 * r["rewrites"]) for r in rows.values())
     assert rows["static"]["static_over_this"] == pytest.approx(1.0)
     assert rows["offline-optimal"]["this_over_optimal"] == pytest.approx(1.0)
 

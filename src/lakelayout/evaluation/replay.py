@@ -433,6 +433,7 @@ class ReplayContext:
             self._table.indexes.refresh()
 
     def rewrite(self, kind: str, action: Callable[[], OptimizeMetrics]) -> None:
+        table_bytes = int(self.snapshot().files.total_bytes)
         started = time.perf_counter()
         m = action()
         self.refresh_indexes()  # the rewritten files' metadata is part of the rewrite's cost
@@ -449,8 +450,17 @@ class ReplayContext:
                 rows_written=m.rows_added,
                 alpha=seconds / self.full_scan_seconds if self.full_scan_seconds else 0.0,
                 slot=self.slot,
+                cost_seconds=self._charge(m.bytes_removed, table_bytes),
             )
         )
+
+    def _charge(self, bytes_removed: int, table_bytes: int) -> float | None:
+        """``rewrite_alpha`` full scans per table rewritten (None: the measured seconds)."""
+        alpha = self.config.rewrite_alpha
+        if alpha is None:
+            return None
+        share = bytes_removed / table_bytes if table_bytes else 1.0
+        return float(alpha) * self.full_scan_seconds * share
 
     def record_overhead(self, kind: str, seconds: float) -> None:
         """Count ``seconds`` the policy spent on ``kind`` of its own work (an advisor's

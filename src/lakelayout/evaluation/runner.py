@@ -43,6 +43,7 @@ def run_bench(
     online: OnlineSettings | None = None,
     retime: bool = True,
     time_every: int = 1,
+    rewrite_alpha: float | None = None,
     progress: Callable[[str], None] = print,
 ) -> tuple[dict[str, Any], Path]:
     """Replay ``dataset_name`` (one of :data:`DATASETS`); the results and the HTML report path.
@@ -51,7 +52,8 @@ def run_bench(
     ``online`` sets α, window, interval, ε, states and γ of the online policies and oracles.
     ``retime=False`` skips timing every query a second time after the stream (spark mode).
     ``time_every=k`` (spark mode) times every k-th query only and prices the others by it
-    (:class:`~lakelayout.evaluation.tables.ReplayConfig`).
+    (:class:`~lakelayout.evaluation.tables.ReplayConfig`). ``rewrite_alpha`` (logical mode)
+    charges a rewrite that many full scans per table rewritten instead of its seconds.
     """
     from lakelayout.table.session import spark_session
 
@@ -69,6 +71,7 @@ def run_bench(
         indexes=indexes,
         retime=retime,
         time_every=time_every,
+        rewrite_alpha=rewrite_alpha,
     )
     spark = spark_session()
     started = time.perf_counter()

@@ -45,11 +45,24 @@ class ReplayConfig:
     #: times its timed query: a systematic sample of the stream's query time, for streams
     #: too long to time every query (OReO's evaluation times 10 % of its queries)
     time_every: int = 1
+    #: logical mode: charge a rewrite ``rewrite_alpha`` full scans per table it rewrites
+    #: (its bytes removed over the table's), as OReO's simulation charges α per switch,
+    #: instead of its measured seconds; costs then depend on no timing but the full scan
+    #: (None: the measured seconds)
+    rewrite_alpha: float | None = None
 
     def __post_init__(self) -> None:
         every = self.time_every
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise InvalidOption(f"time_every must be an integer >= 1, got {every!r}")
+        alpha = self.rewrite_alpha
+        if alpha is not None:
+            if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not alpha > 0:
+                raise InvalidOption(f"rewrite_alpha must be a number > 0, got {alpha!r}")
+            if self.mode != "logical":
+                raise InvalidOption(
+                    "rewrite_alpha charges rewrites in logical mode only; spark mode times them"
+                )
 
     #: reuse a table's snapshot until its next commit (False: read the log at every ask,
     #: the reference path the cached one is tested against; results are the same)
