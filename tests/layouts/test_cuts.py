@@ -18,10 +18,12 @@ from lakelayout.expr.evaluate import evaluate
 from lakelayout.expr.nodes import Column, Compare, Literal, Opaque, Or
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.layouts.cuts import (
+    RECENT_PLANS,
     Region,
     candidate_cuts,
     cut_of,
     may_intersect,
+    plan_query,
 )
 
 EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "60"))
@@ -329,3 +331,20 @@ def test_a_region_answers_the_same_with_its_remembered_atoms(cuts, queries: list
         for atom, outcome in fresh_cuts:
             fresh = fresh.with_outcome(atom, outcome)
         assert may_intersect(q, used) == may_intersect(q, fresh), q.sql()
+
+
+def test_a_predicate_s_plan_is_built_once_and_kept_by_identity() -> None:
+    """Pricing one query on many trees plans it once; an equal but distinct predicate (or
+    one whose plan was evicted) is planned afresh, to the same plan."""
+    schema = pa.schema([("a", pa.int64()), ("s", pa.string())])
+    sql = "a < 10 AND (s LIKE 'x%' OR a > 90)"
+    query = parse_predicate(sql, schema)
+    plan = plan_query(query)
+    assert plan_query(query) is plan
+    twin = parse_predicate(sql, schema)
+    assert twin is not query and plan_query(twin) is not plan
+    assert plan_query(twin) == plan
+    for k in range(RECENT_PLANS):  # push it out of the cache
+        plan_query(parse_predicate(f"a = {k}", schema))
+    again = plan_query(query)
+    assert again is not plan and again == plan

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal as _decimal
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -612,8 +613,39 @@ def atom_key(atom: Predicate, sql: str) -> str:
 
 
 def plan_query(query: Predicate) -> QueryPlan:
-    """The :class:`QueryPlan` of a predicate."""
-    return _PlanQuery().visit(query)
+    """The :class:`QueryPlan` of a predicate.
+
+    Plans of the last :data:`RECENT_PLANS` predicates are kept by identity: pricing one
+    query on many layouts (the online reorganizer's states, an oracle's hundreds of
+    candidates) walks every tree with the same predicate object, and building its plan
+    (each atom's SQL and its negation's) cost more than walking the trees.
+    """
+    return _recent_plan(_Same(query))
+
+
+#: predicates whose plans are kept (by identity; a plan only depends on the predicate)
+RECENT_PLANS = 256
+
+
+class _Same:
+    """A cache key that is its predicate's identity (it holds the predicate, so the
+    identity cannot be reused while the entry lives)."""
+
+    __slots__ = ("query",)
+
+    def __init__(self, query: Predicate) -> None:
+        self.query = query
+
+    def __hash__(self) -> int:
+        return id(self.query)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.query is self.query
+
+
+@functools.lru_cache(maxsize=RECENT_PLANS)
+def _recent_plan(key: _Same) -> QueryPlan:
+    return _PlanQuery().visit(key.query)
 
 
 class _PlanQuery(PredicateVisitor[QueryPlan]):
