@@ -13,7 +13,7 @@ import pytest
 
 from lakelayout.errors import InvalidOption
 from lakelayout.skipping.indexes import BloomFilter, MinMax, Prefix, ValueList
-from lakelayout.skipping.store import MetadataStore, metadata_rows
+from lakelayout.skipping.store import KEY_COLUMNS, MetadataStore, metadata_rows
 from lakelayout.stats.model import FileStats
 
 SCHEMA = pa.schema([("s", pa.string()), ("i", pa.int64())])
@@ -69,6 +69,24 @@ def test_upsert_replaces_and_drops_files_no_longer_live(tmp_path: Path) -> None:
     table = store.read_all()
     assert table.column("path").to_pylist() == ["f2"]
     assert table.column("valuelist(s)").to_pylist() == [["a"]]
+
+
+def test_upsert_replacing_every_row_keeps_the_other_index_columns_unknown(tmp_path: Path) -> None:
+    # every old row is replaced: their metadata is not read, but a column the
+    # new rows lack must stay in the store, null (unknown) for the new files
+    store = MetadataStore(tmp_path)
+    store.write(rows([("f1", 10, 1), ("f2", 20, 2)], DATA))
+    prefix = Prefix("s", length=1).bind(SCHEMA)
+    store.upsert(
+        metadata_rows([prefix], [("f3", 30, 3)], [{prefix.name: ["c"]}]), live_paths=["f3"]
+    )
+    table = store.read_all()
+    assert table.column("path").to_pylist() == ["f3"]
+    before = set(rows([("f1", 10, 1)], DATA[:1]).column_names) - set(KEY_COLUMNS)
+    assert set(store.columns()) == before | {"prefix(s)"}
+    got = store.read(snapshot(["f3"], [30], [3]), [*before, "prefix(s)"])
+    assert got["prefix(s)"].to_pylist() == [["c"]]
+    assert all(got[name].to_pylist() == [None] for name in before)
 
 
 def test_upsert_adds_a_new_index_column(tmp_path: Path) -> None:
