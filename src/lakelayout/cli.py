@@ -511,6 +511,13 @@ _TimeEvery = Annotated[
         "time (a systematic sample, for long streams)"
     ),
 ]
+_CountEvery = Annotated[
+    int,
+    typer.Option(
+        help="count the rows every k-th query matches only (σ, λ, µ over those); costs "
+        "and decisions never use the counts, and counting is most of a long logical run"
+    ),
+]
 _RewriteCost = Annotated[
     str,
     typer.Option(
@@ -664,6 +671,7 @@ def bench_tpch(
     seed: _Seed = 0,
     retime: _Retime = True,
     time_every: _TimeEvery = 1,
+    count_every: _CountEvery = 1,
     rewrite_cost: _RewriteCost = "measured",
     out: Annotated[
         Path | None, typer.Option(help="run directory (default runs/<time>-tpch)")
@@ -689,7 +697,7 @@ def bench_tpch(
     _bench("tpch", out, work_dir, policies, online, queries=queries, mode=mode, scale=scale,
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, retime=retime, time_every=time_every,
-           rewrite_cost=rewrite_cost)  # fmt: skip
+           count_every=count_every, rewrite_cost=rewrite_cost)  # fmt: skip
 
 
 @bench_app.command("logs")
@@ -705,6 +713,7 @@ def bench_logs(
     seed: _Seed = 0,
     retime: _Retime = True,
     time_every: _TimeEvery = 1,
+    count_every: _CountEvery = 1,
     rewrite_cost: _RewriteCost = "measured",
     indexes: Annotated[
         bool,
@@ -731,7 +740,7 @@ def bench_logs(
     _bench("logs", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime,
-           time_every=time_every, rewrite_cost=rewrite_cost)  # fmt: skip
+           time_every=time_every, count_every=count_every, rewrite_cost=rewrite_cost)  # fmt: skip
 
 
 @bench_app.command("taxi")
@@ -747,6 +756,7 @@ def bench_taxi(
     seed: _Seed = 0,
     retime: _Retime = True,
     time_every: _TimeEvery = 1,
+    count_every: _CountEvery = 1,
     rewrite_cost: _RewriteCost = "measured",
     indexes: Annotated[
         bool, typer.Option(help="declare the dataset's skipping indexes (taxi declares none)")
@@ -772,7 +782,7 @@ def bench_taxi(
     _bench("taxi", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime,
-           time_every=time_every, rewrite_cost=rewrite_cost)  # fmt: skip
+           time_every=time_every, count_every=count_every, rewrite_cost=rewrite_cost)  # fmt: skip
 
 
 @bench_app.command("report")

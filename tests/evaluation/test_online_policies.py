@@ -124,13 +124,27 @@ def test_a_drifting_replay_under_the_online_policies_and_oracles(
     assert rows["offline-optimal"]["this_over_optimal"] == pytest.approx(1.0)
 
 
+#: what a query record holds from counting its matching rows (``count_every``)
+COUNTS = ("rows_matching", "files_relevant", "rows_in_relevant_files")
+
+
+def _counts(run: dict[str, Any]) -> dict[int, tuple[int, ...] | None]:
+    """Per query (``i``) of one policy's run: its counts, None where the replay did not count."""
+    out: dict[int, tuple[int, ...] | None] = {}
+    for q in run["queries"]:
+        values = tuple(q[k] for k in COUNTS)
+        assert all(v is None for v in values) or all(v is not None for v in values)
+        out[q["i"]] = None if values[0] is None else values
+    return out
+
+
 def _outcome(results: dict[str, Any]) -> dict[str, Any]:
     """What a logical replay decides and measures, without its timings (which differ
     from run to run) and file names (random)."""
     out: dict[str, Any] = {"switches": results["switches"]}
     for run in results["runs"]:
         queries = [
-            {k: v for k, v in q.items() if k not in ("cost_seconds", "seconds", "slot")}
+            {k: v for k, v in q.items() if k not in ("cost_seconds", "seconds", "slot", *COUNTS)}
             for q in run["queries"]
         ]
         rewrites = [
@@ -154,21 +168,31 @@ def test_reused_snapshots_give_the_results_of_fresh_ones(spark: Any, tmp_path: P
     settings = OnlineSettings(alpha=2.0, window=20, interval=10, families=("qdtree",))
     # the two policies that switch during the stream (the oracles decide before it)
     names = ["oreo", "greedy"]
-    outcomes = []
+    outcomes, counts = [], []
     for reuse in (True, False):
+        # the run reading the log at every ask also counts matching rows of every third
+        # query only: counting must not change a decision or a cost either
         config = ReplayConfig(
             mode="logical", rows_per_file=500, sample_rows=3_000, full_scans=1,
-            warmup=False, reuse_snapshots=reuse,
+            warmup=False, reuse_snapshots=reuse, count_every=1 if reuse else 3,
         )  # fmt: skip
         results = replay(
             make_policies(names, settings), ds, queries, tmp_path / f"r{reuse}", config,
             spark=spark,
         )  # fmt: skip
         outcomes.append(_outcome(results))
+        counts.append({r["policy"]: _counts(r) for r in results["runs"]})
     reused, fresh = outcomes
     for name in names:
         assert reused[name] == fresh[name], name
     assert reused == fresh
+    every, third = counts
+    for name in names:
+        assert set(every[name]) == set(third[name]) == {q.i for q in queries}
+        assert all(c is not None for c in every[name].values()), name
+        for i, sampled in third[name].items():
+            assert sampled == (every[name][i] if i % 3 == 0 else None), (name, i)
+        assert any(c is not None and c[0] > 0 for c in third[name].values()), name
     # the comparison saw the table change mid-stream: the second insert and switches
     # (rewrites during the stream) under the online policies, each read at a new version
     for name in ("oreo", "greedy"):

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from lakelayout.errors import InvalidOption
 from lakelayout.evaluation import workloads as wl
-from lakelayout.evaluation.metrics import OverheadRecord, PolicyRun, cumulative_cost
+from lakelayout.evaluation.metrics import OverheadRecord, PolicyRun, QueryRecord, cumulative_cost
 from lakelayout.evaluation.policies import Context, Policy, make_policies
 from lakelayout.evaluation.replay import (
     ReplayConfig,
@@ -92,6 +92,35 @@ def test_record_overhead_is_part_of_the_context_protocol_and_validated() -> None
     with pytest.raises(InvalidOption, match="needs a non-empty kind, got ''"):
         ctx.record_overhead("", 1.0)
     assert len(ctx.overheads) == 2  # refused values leave no record
+
+
+def test_replay_config_refuses_bad_sampling_and_rewrite_charges() -> None:
+    for name in ("time_every", "count_every"):
+        for bad in (0, -2, 1.5, True):
+            with pytest.raises(InvalidOption, match=f"{name} must be an integer >= 1"):
+                ReplayConfig(**{name: bad})
+    with pytest.raises(InvalidOption, match="rewrite_alpha must be a number > 0, got 0"):
+        ReplayConfig(rewrite_alpha=0)
+    with pytest.raises(InvalidOption, match="logical mode only"):
+        ReplayConfig(mode="spark", rewrite_alpha=5.0)
+    assert ReplayConfig(count_every=4, time_every=3).count_every == 4
+
+
+def test_a_query_not_counted_has_no_precision_indicators() -> None:
+    counted = QueryRecord(0, 0, "t", 0, 1, 10, 4, 1000, 400, 100, 40, 10, 2, 20, None, None, 1.0)
+    skipped = replace(
+        counted, i=1, rows_matching=None, files_relevant=None, rows_in_relevant_files=None
+    )
+    assert (counted.sigma, counted.lam, counted.mu) == (0.1, 0.5, 0.5)
+    assert (skipped.sigma, skipped.lam, skipped.mu) == (None, None, None)
+    assert skipped.psi == counted.psi == 0.4  # what the metadata kept is known either way
+    run = PolicyRun(policy="p", description="")
+    run.queries = [counted, skipped]
+    totals = run.totals()
+    assert totals["queries"] == 2 and totals["queries_counted"] == 1
+    assert totals["rows_matching"] == 10 and totals["rows_kept"] == 80
+    assert totals["g_sigma"] == pytest.approx(0.1)
+    assert PolicyRun.from_dict(run.to_dict()).totals() == totals
 
 
 def test_overhead_counts_in_the_totals_and_the_cumulative_cost() -> None:

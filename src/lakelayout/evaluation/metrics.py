@@ -56,9 +56,10 @@ class QueryRecord:
     bytes_kept: int
     rows_total: int
     rows_kept: int
-    rows_matching: int
-    files_relevant: int
-    rows_in_relevant_files: int
+    #: None where the replay did not count (``ReplayConfig.count_every``)
+    rows_matching: int | None
+    files_relevant: int | None
+    rows_in_relevant_files: int | None
     #: measured Spark time (scan + count), None in logical mode
     seconds: float | None
     #: rows Spark returned (spark mode; must equal rows_matching)
@@ -72,7 +73,7 @@ class QueryRecord:
 
     @property
     def sigma(self) -> float | None:
-        return _ratio(self.rows_matching, self.rows_total)
+        return None if self.rows_matching is None else _ratio(self.rows_matching, self.rows_total)
 
     @property
     def psi(self) -> float | None:
@@ -80,13 +81,15 @@ class QueryRecord:
 
     @property
     def lam(self) -> float | None:
-        return (
-            _ratio(self.rows_matching, self.rows_in_relevant_files) if self.rows_matching else None
-        )
+        if not self.rows_matching or self.rows_in_relevant_files is None:
+            return None
+        return _ratio(self.rows_matching, self.rows_in_relevant_files)
 
     @property
     def mu(self) -> float | None:
-        return _ratio(self.rows_in_relevant_files, self.rows_kept) if self.rows_matching else None
+        if not self.rows_matching or self.rows_in_relevant_files is None:
+            return None
+        return _ratio(self.rows_in_relevant_files, self.rows_kept)
 
 
 @dataclass(frozen=True)
@@ -175,7 +178,7 @@ class PolicyRun:
         q, r, o = self.queries, self.rewrites, self.overheads
         inserted = sum(i.bytes for i in self.inserts)
         written = sum(w.bytes_written for w in r)
-        measured = [x for x in q if x.rows_matching > 0]
+        measured = [x for x in q if x.rows_matching]
         g_sigma = geometric_mean(x.sigma for x in measured)
         g_psi = geometric_mean(x.psi for x in measured)
         query_cost = sum(x.cost_seconds for x in q)
@@ -187,7 +190,8 @@ class PolicyRun:
             "files_kept": sum(x.files_kept for x in q),
             "bytes_kept": sum(x.bytes_kept for x in q),
             "rows_kept": sum(x.rows_kept for x in q),
-            "rows_matching": sum(x.rows_matching for x in q),
+            "rows_matching": sum(x.rows_matching or 0 for x in q),
+            "queries_counted": sum(x.rows_matching is not None for x in q),
             "query_seconds": sum(x.seconds or 0.0 for x in q),
             "query_cost_seconds": query_cost,
             "rewrite_seconds": rewrite_seconds,

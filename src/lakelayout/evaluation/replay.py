@@ -73,7 +73,7 @@ from lakelayout.evaluation.metrics import (
     file_count_warnings,
 )
 from lakelayout.evaluation.policies import Policy
-from lakelayout.evaluation.tables import ReplayConfig, prepare_table, timed, timed_scan
+from lakelayout.evaluation.tables import ReplayConfig, counted, prepare_table, timed, timed_scan
 from lakelayout.evaluation.workloads import Query
 from lakelayout.expr.evaluate import evaluate
 from lakelayout.expr.nodes import Column, Expr, Func, Predicate
@@ -610,9 +610,11 @@ def _query(ctx: ReplayContext, counter: MatchCounter, q: Query, position: int) -
     planned = table.plan(predicate, snapshot=snap, timezone=ctx.timezone)
     kept = planned.kept
     paths = [str(p) for p in kept.paths]
-    counter.forget_except({str(p) for p in snap.files.paths})
-    matching = counter.counts(paths, predicate)
     kept_rows = np.asarray(kept.num_records, dtype=np.int64)
+    matching: np.ndarray | None = None
+    if counted(q, ctx.config):
+        counter.forget_except({str(p) for p in snap.files.paths})
+        matching = counter.counts(paths, predicate)
     seconds: float | None = None
     returned: int | None = None
     spark_mode = ctx.config.mode == "spark"
@@ -637,9 +639,9 @@ def _query(ctx: ReplayContext, counter: MatchCounter, q: Query, position: int) -
         bytes_kept=bytes_kept,
         rows_total=int(snap.files.total_rows),
         rows_kept=int(kept_rows.sum()),
-        rows_matching=int(matching.sum()),
-        files_relevant=int((matching > 0).sum()),
-        rows_in_relevant_files=int(kept_rows[matching > 0].sum()),
+        rows_matching=None if matching is None else int(matching.sum()),
+        files_relevant=None if matching is None else int((matching > 0).sum()),
+        rows_in_relevant_files=None if matching is None else int(kept_rows[matching > 0].sum()),
         seconds=seconds,
         rows_returned=returned,
         cost_seconds=cost,
@@ -769,6 +771,7 @@ def replay(
             "indexes": [i.name for i in dataset.indexes] if config.indexes else [],
             # spark mode: every k-th query timed, the others priced by it (1: all timed)
             "time_every": config.time_every,
+            "count_every": config.count_every,
         },
         "machine": machine(),
         "full_scan_seconds": full_scan,

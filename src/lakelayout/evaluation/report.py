@@ -247,14 +247,28 @@ def query_seconds_note(results: dict[str, Any]) -> str:
     )
 
 
+def counts_note(results: dict[str, Any]) -> str:
+    """Which queries the precision indicators (σ, λ, µ) are over ('' when all).
+
+    >>> counts_note({"config": {"count_every": 5}})
+    'σ, λ, µ over every 5th query (matching rows counted there only)'
+    """
+    every = int(results["config"].get("count_every", 1))
+    if every == 1:
+        return ""
+    return f"σ, λ, µ over every {every}th query (matching rows counted there only)"
+
+
 def footnote(results: dict[str, Any]) -> str:
     m = results["machine"]
     order = order_note(results)
+    counts = counts_note(results)
     return (
         f"machine: nproc={m['nproc']}, {m['memory_gib']} GiB, {m['platform']}; "
         f"seed {results['config']['seed']}; full scan {results['full_scan_seconds']:.2f} s; "
         f"{query_seconds_note(results)}; "
         f"total s = query + rewrite + overhead s; "
+        + (f"{counts}; " if counts else "")
         + (f"{order}; " if order else "")
         + "timings from one run."
     )

@@ -44,6 +44,7 @@ def run_bench(
     retime: bool = True,
     time_every: int = 1,
     rewrite_alpha: float | None = None,
+    count_every: int = 1,
     progress: Callable[[str], None] = print,
 ) -> tuple[dict[str, Any], Path]:
     """Replay ``dataset_name`` (one of :data:`DATASETS`); the results and the HTML report path.
@@ -54,6 +55,7 @@ def run_bench(
     ``time_every=k`` (spark mode) times every k-th query only and prices the others by it
     (:class:`~lakelayout.evaluation.tables.ReplayConfig`). ``rewrite_alpha`` (logical mode)
     charges a rewrite that many full scans per table rewritten instead of its seconds.
+    ``count_every=k`` counts the rows every k-th query matches only (σ, λ, µ over those).
     """
     from lakelayout.table.session import spark_session
 
@@ -72,6 +74,7 @@ def run_bench(
         retime=retime,
         time_every=time_every,
         rewrite_alpha=rewrite_alpha,
+        count_every=count_every,
     )
     spark = spark_session()
     started = time.perf_counter()

@@ -50,11 +50,18 @@ class ReplayConfig:
     #: instead of its measured seconds; costs then depend on no timing but the full scan
     #: (None: the measured seconds)
     rewrite_alpha: float | None = None
+    #: count the rows matching queries ``i`` with ``i % count_every == 0`` only (the same
+    #: queries under every policy); the others record no matching rows, and the precision
+    #: indicators (σ, λ, µ) are over the counted queries. Costs and decisions never use
+    #: the counts; counting reads every kept file's columns on the driver and is most of
+    #: a long logical replay's time
+    count_every: int = 1
 
     def __post_init__(self) -> None:
-        every = self.time_every
-        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-            raise InvalidOption(f"time_every must be an integer >= 1, got {every!r}")
+        for name in ("time_every", "count_every"):
+            every = getattr(self, name)
+            if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+                raise InvalidOption(f"{name} must be an integer >= 1, got {every!r}")
         alpha = self.rewrite_alpha
         if alpha is not None:
             if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not alpha > 0:
@@ -77,6 +84,16 @@ def timed(q: Query, config: ReplayConfig) -> bool:
     [True, False, False, True, False]
     """
     return q.i % config.time_every == 0
+
+
+def counted(q: Query, config: ReplayConfig) -> bool:
+    """Whether the replay counts the rows query ``q`` matches (every ``count_every``-th).
+
+    >>> from lakelayout.evaluation.workloads import Query
+    >>> [counted(Query(i, "q6", "x > 1"), ReplayConfig(count_every=2)) for i in range(4)]
+    [True, False, True, False]
+    """
+    return q.i % config.count_every == 0
 
 
 def prepare_table(table: Table, dataset: Dataset, *, indexes: bool) -> None:
