@@ -160,7 +160,8 @@ class MetadataStore:
         target = self.directory / f"store-{uuid.uuid4().hex}.parquet"
         # No dictionary encoding: paths are distinct and index values (a Bloom
         # filter is ~1 MB) rarely repeat, so a dictionary only costs: 1.4x the
-        # write and 2x the read time on 100 Bloom filters (bench/bench_store.py).
+        # write and 2x the read time on 100 random 1.2 MB values, timed with
+        # pyarrow alone (docs/benchmarks.md, B3, "What the indexes step is").
         pq.write_table(rows, target, use_dictionary=False)
         atomic_write_text(self.pointer, target.name)
         kept = {target.name} | ({previous.name} if previous is not None else set())
