@@ -195,7 +195,8 @@ def online_status(path: Annotated[str, typer.Argument(help="table location")]) -
         f"queries {s['queries']}  phase {s['phase'] if s['phase'] is not None else '-'}  "
         f"switches {s['switches']}  failed rewrites {s['failed_rewrites']}  "
         f"window {s['window']}  interval {s['interval']}  ε {s['epsilon']:g}  "
-        f"γ {s['gamma']:g}  max states {s['max_states']}  history {s['history']}",
+        f"γ {s['gamma']:g}  predictor {s.get('predictor', 'phase')}  "
+        f"max states {s['max_states']}  history {s['history']}",
         highlight=False,
     )
     console.print(f"layouts compared {_admission(s)}", highlight=False)
@@ -485,7 +486,8 @@ _POLICY_HELP = (
     "deltars-zorder,delta-zorder,delta-liquid,auto,auto-breakeven (delta-*: Delta Lake's own "
     "connector; auto-breakeven: the advisor with margin 1; qdtree, "
     "pando, sop-z and hilbert are oracles: fitted on the whole workload); online: "
-    "oreo,oreo-uniform,greedy,regret (oreo-uniform: OReO with γ=0 whatever --gamma); "
+    "oreo,oreo-uniform,oreo-recent,greedy,regret (oreo-uniform: OReO with γ=0 whatever "
+    "--gamma; oreo-recent: OReO with --predictor recent); "
     "oracles: static,offline-optimal"
 )
 
@@ -534,6 +536,10 @@ _Interval = Annotated[int, typer.Option(help="online policies: queries between c
 _Epsilon = Annotated[float, typer.Option(help="online policies: admission distance ε")]
 _MaxStates = Annotated[int, typer.Option(help="online policies: most candidate layouts kept")]
 _Gamma = Annotated[float, typer.Option(help="oreo: predictor exponent γ (0: uniform draws)")]
+_Predictor = Annotated[
+    str,
+    typer.Option(help="oreo: predictor weights from the last phase or the last --window queries"),
+]
 _History = Annotated[
     int,
     typer.Option(
@@ -560,6 +566,7 @@ def _online_settings(
     epsilon: float,
     max_states: int,
     gamma: float,
+    predictor: str,
     history: int,
     admission_sample: int,
     half_life: int,
@@ -582,6 +589,7 @@ def _online_settings(
         epsilon=epsilon,
         max_states=max_states,
         gamma=gamma,
+        predictor=predictor,
         seed=seed,
         history=history,
         admission_sample=admission_sample,
@@ -633,7 +641,7 @@ def _bench(
     out: Path | None,
     work_dir: Path,
     policies: str,
-    online: tuple[str, int, int, float, int, float, int, int, int],
+    online: tuple[str, int, int, float, int, float, str, int, int, int],
     **kw: object,
 ) -> None:
     import time
@@ -683,6 +691,7 @@ def bench_tpch(
     epsilon: _Epsilon = 0.08,
     max_states: _MaxStates = 8,
     gamma: _Gamma = 0.0,
+    predictor: _Predictor = "phase",
     history: _History = 0,
     admission_sample: _AdmissionSample = 0,
     half_life: _HalfLife = 2000,
@@ -692,8 +701,8 @@ def bench_tpch(
     B2-online: --policies oreo,greedy,regret,static,offline-optimal --batches 1 with a
     drifting stream (--shape drift, at least 20 template switches: queries / segment > 20).
     """
-    online = (alpha, window, interval, epsilon, max_states, gamma, history, admission_sample,
-              half_life)  # fmt: skip
+    online = (alpha, window, interval, epsilon, max_states, gamma, predictor, history,
+              admission_sample, half_life)  # fmt: skip
     _bench("tpch", out, work_dir, policies, online, queries=queries, mode=mode, scale=scale,
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, retime=retime, time_every=time_every,
@@ -729,14 +738,15 @@ def bench_logs(
     epsilon: _Epsilon = 0.08,
     max_states: _MaxStates = 8,
     gamma: _Gamma = 0.0,
+    predictor: _Predictor = "phase",
     history: _History = 0,
     admission_sample: _AdmissionSample = 0,
     half_life: _HalfLife = 2000,
 ) -> None:
     """The logs table (LIKE, map extraction, month(ts), a UDF, bounding boxes) under each
     policy, with its skipping indexes declared on every table (--no-indexes: min/max only)."""
-    online = (alpha, window, interval, epsilon, max_states, gamma, history, admission_sample,
-              half_life)  # fmt: skip
+    online = (alpha, window, interval, epsilon, max_states, gamma, predictor, history,
+              admission_sample, half_life)  # fmt: skip
     _bench("logs", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime,
@@ -771,14 +781,15 @@ def bench_taxi(
     epsilon: _Epsilon = 0.08,
     max_states: _MaxStates = 8,
     gamma: _Gamma = 0.0,
+    predictor: _Predictor = "phase",
     history: _History = 0,
     admission_sample: _AdmissionSample = 0,
     half_life: _HalfLife = 2000,
 ) -> None:
     """The correlated taxi table (distance, fare, duration, pickup time ranges and their
     correlated combinations) under each policy."""
-    online = (alpha, window, interval, epsilon, max_states, gamma, history, admission_sample,
-              half_life)  # fmt: skip
+    online = (alpha, window, interval, epsilon, max_states, gamma, predictor, history,
+              admission_sample, half_life)  # fmt: skip
     _bench("taxi", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime,

@@ -554,6 +554,7 @@ class Online:
         max_states: int = 8,
         epsilon: float = 0.08,
         gamma: float = 0.0,
+        predictor: str = "phase",
         seed: int = 0,
         policy: str = "oreo",
         families: Sequence[str] = FAMILIES,
@@ -570,7 +571,8 @@ class Online:
         and how often it fits candidates (queries); ``max_states``,
         ``epsilon``: the state space's size and admission distance;
         ``gamma``: predictor exponent (0: uniform draws, the analysed
-        algorithm); ``seed``: the reorganizer's random generator;
+        algorithm); ``predictor``: the predictor's weights from the last
+        phase (``"phase"``) or the last ``window`` queries (``"recent"``); ``seed``: the reorganizer's random generator;
         ``policy``: ``oreo`` (or the baselines ``greedy``, ``regret``);
         ``families``: candidate layout families; ``history``: queries sampled
         uniformly from the whole stream, on which a second set of candidates
@@ -595,6 +597,7 @@ class Online:
             epsilon=epsilon,
             max_states=max_states,
             gamma=gamma,
+            predictor=predictor,
             seed=seed,
             history=history,
             admission_sample=admission_sample,

@@ -14,6 +14,7 @@ from lakelayout.evaluation.datasets import taxi_dataset
 from lakelayout.evaluation.online_report import online_rows
 from lakelayout.evaluation.policies import OnlineSettings, make_policies, shared
 from lakelayout.evaluation.replay import ReplayConfig, replay
+from lakelayout.online.engine import make_decider
 
 NAMES = ["oreo", "greedy", "regret", "static", "offline-optimal"]
 
@@ -39,6 +40,17 @@ def test_oreo_uniform_is_oreo_with_the_uniform_draw_whatever_the_runs_gamma() ->
     assert uniform.settings.config("oreo", 5.0).gamma == 0.0  # type: ignore[attr-defined]
     assert oreo.settings.config("oreo", 5.0).gamma == 1.0  # type: ignore[attr-defined]
     assert uniform.settings.window == oreo.settings.window  # type: ignore[attr-defined]
+
+
+def test_oreo_recent_is_oreo_whose_predictor_reads_the_window() -> None:
+    (recent,) = make_policies(["oreo-recent"], OnlineSettings(alpha=5.0, gamma=2.0, window=50))
+    assert (recent.name, recent.kind, recent.knows) == ("oreo-recent", "oreo", "online")
+    config = recent.settings.config("oreo", 5.0)  # type: ignore[attr-defined]
+    assert (config.predictor, config.gamma, config.window) == ("recent", 2.0, 50)
+    decider = make_decider(config, ["a", "b"], "a")
+    assert (decider.predictor, decider.recent) == ("recent", 50)  # type: ignore[union-attr]
+    with pytest.raises(InvalidOption, match="unknown predictor 'last'"):
+        OnlineSettings(predictor="last")
 
 
 def test_shared_results_are_made_once_per_memo() -> None:

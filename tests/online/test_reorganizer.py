@@ -15,6 +15,7 @@ from lakelayout.online.baselines import offline_optimum
 from lakelayout.online.reorganizer import (
     COUNTER_FULL,
     PHASE_RESET,
+    PREDICTORS,
     STATE_REMOVED,
     Reorganizer,
     harmonic,
@@ -39,11 +40,19 @@ def run(
     stay: bool,
     gamma: float = 0.0,
     initial: int = 0,
+    predictor: str = "phase",
 ) -> Reorganizer:
     """The reorganizer over a fixed state space, fed the whole cost stream."""
     names = ids(costs.shape[1])
     r = Reorganizer(
-        names, initial=names[initial], alpha=alpha, seed=seed, stay_on_reset=stay, gamma=gamma
+        names,
+        initial=names[initial],
+        alpha=alpha,
+        seed=seed,
+        stay_on_reset=stay,
+        gamma=gamma,
+        predictor=predictor,
+        recent=20,
     )
     for row in costs:
         r.observe(dict(zip(names, row.tolist(), strict=True)))
@@ -209,13 +218,14 @@ def test_the_deterministic_worst_case_breaks_a_deterministic_policy_not_oreo(n: 
         )
 
 
-def test_every_state_is_visited_at_most_once_per_phase_whatever_gamma() -> None:
+@pytest.mark.parametrize("predictor", PREDICTORS)
+def test_every_state_is_visited_at_most_once_per_phase_whatever_gamma(predictor: str) -> None:
     rng = np.random.default_rng(5)
     costs = rng.random((300, 5))
     alpha = 3.0
     for gamma in (0.0, 1.0, 4.0):
         for seed in range(20):
-            r = run(costs, alpha=alpha, seed=seed, stay=True, gamma=gamma)
+            r = run(costs, alpha=alpha, seed=seed, stay=True, gamma=gamma, predictor=predictor)
             assert r.switches <= r.phase * (5 - 1)
             assert r.service_cost <= r.phase * 5 * (alpha + 1.0)
 
@@ -359,6 +369,10 @@ def test_bad_input_is_refused_with_the_name_of_the_problem() -> None:
         Reorganizer(["a"], initial="a", alpha=0.0)
     with pytest.raises(InvalidOption, match="gamma must be a finite number >= 0"):
         Reorganizer(["a"], initial="a", alpha=1.0, gamma=-1.0)
+    with pytest.raises(InvalidOption, match="unknown predictor 'window'; known: phase, recent"):
+        Reorganizer(["a"], initial="a", alpha=1.0, predictor="window")
+    with pytest.raises(InvalidOption, match="recent must be an integer >= 1 query, got 0"):
+        Reorganizer(["a"], initial="a", alpha=1.0, predictor="recent", recent=0)
     with pytest.raises(InvalidOption, match="initial state 'x'"):
         Reorganizer(["a"], initial="x", alpha=1.0)
     r = Reorganizer(["a", "b"], initial="a", alpha=1.0)
@@ -373,12 +387,16 @@ def test_bad_input_is_refused_with_the_name_of_the_problem() -> None:
 # --------------------------------------------------------------------------- seeds, state
 
 
-def test_same_seed_same_decisions_and_a_restored_copy_continues_identically() -> None:
+@pytest.mark.parametrize("predictor", PREDICTORS)
+def test_same_seed_same_decisions_and_a_restored_copy_continues_identically(
+    predictor: str,
+) -> None:
     rng = np.random.default_rng(11)
     costs = rng.random((400, 5))
     names = ids(5)
-    a = Reorganizer(names, initial="s0", alpha=2.5, seed=7, gamma=1.0)
-    b = Reorganizer(names, initial="s0", alpha=2.5, seed=7, gamma=1.0)
+    kw = {"alpha": 2.5, "seed": 7, "gamma": 1.0, "predictor": predictor, "recent": 30}
+    a = Reorganizer(names, initial="s0", **kw)
+    b = Reorganizer(names, initial="s0", **kw)
     for row in costs[:200]:
         c = dict(zip(names, row.tolist(), strict=True))
         assert a.observe(c) == b.observe(c)
@@ -389,8 +407,17 @@ def test_same_seed_same_decisions_and_a_restored_copy_continues_identically() ->
         assert a.observe(c) == restored.observe(c)
     assert a.to_dict() == restored.to_dict()
     assert a.switches > 10  # the stream really exercised the draws
-    other = run(costs, alpha=2.5, seed=8, stay=True, gamma=1.0)
+    other = run(costs, alpha=2.5, seed=8, stay=True, gamma=1.0, predictor=predictor)
     assert other.to_dict()["rng"] != a.to_dict()["rng"]
+
+
+def test_a_state_saved_before_the_recent_predictor_existed_restores_with_the_phase_one() -> None:
+    r = Reorganizer(["a", "b"], initial="a", alpha=2.0, seed=1, gamma=1.0)
+    r.observe({"a": 0.5, "b": 0.1})
+    old = {k: v for k, v in r.to_dict().items() if k not in ("predictor", "recent", "recent_costs")}
+    restored = Reorganizer.from_dict(old)
+    assert restored.predictor == "phase"
+    assert restored.observe({"a": 0.5, "b": 0.1}) == r.observe({"a": 0.5, "b": 0.1})
 
 
 def test_the_predictor_favours_the_state_that_did_well_in_the_last_phase() -> None:
@@ -408,6 +435,39 @@ def test_the_predictor_favours_the_state_that_did_well_in_the_last_phase() -> No
 
     assert chose_b(2.0) >= 185  # p(b) = 0.81 / 0.82
     assert 70 <= chose_b(0.0) <= 130  # uniform
+
+
+def test_the_recent_predictor_favours_the_state_cheap_on_the_last_queries() -> None:
+    """After a template change the last phase favours the wrong state; the last queries
+    do not. Phase 1: b costs 0.9 and c 0.1 a query. Phase 2: the new template costs b
+    nothing and c 0.24; the window of 4 queries sees only phase 2."""
+
+    def chose_b(predictor: str) -> int:
+        count = 0
+        for seed in range(200):
+            r = Reorganizer(
+                ["x", "b", "c"],
+                initial="x",
+                alpha=1.0,
+                seed=seed,
+                gamma=8.0,
+                predictor=predictor,
+                recent=4,
+            )
+            for _ in range(10):  # b fills, then c; x stays current at cost 0
+                r.observe({"x": 0.0, "b": 0.9, "c": 0.1})
+            r.observe({"x": 1.0, "b": 0.9, "c": 0.1})  # x fills last: phase 2, still in x
+            assert r.phase == 2 and r.current == "x"
+            for _ in range(3):  # the new template: no counter fills
+                assert r.observe({"x": 0.2, "b": 0.0, "c": 0.24}).target == "x"
+            # x fills: the draw is between b and c
+            count += r.observe({"x": 1.0, "b": 0.0, "c": 0.0}).target == "b"
+        return count
+
+    # recent weights b 1, c 1 - 0.72/4 = 0.82: p(b) = 1 / (1 + 0.82**8) = 0.83
+    assert chose_b("recent") >= 140
+    # last phase's weights b 0.1 (mean 0.9), c 0.9 (mean 0.1): p(b) = 0.1**8 / (0.1**8 + 0.9**8)
+    assert chose_b("phase") <= 2
 
 
 def test_a_revert_puts_the_reorganizer_back_and_the_next_query_draws_again() -> None:

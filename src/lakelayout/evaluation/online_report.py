@@ -21,6 +21,7 @@ from rich.table import Table as RichTable
 KNOWS = {
     "oreo": "online",
     "oreo-uniform": "online",
+    "oreo-recent": "online",
     "greedy": "online",
     "regret": "online",
     "static": "oracle",

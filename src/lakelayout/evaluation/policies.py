@@ -591,6 +591,7 @@ class OnlineSettings:
     epsilon: float = 0.08
     max_states: int = 8
     gamma: float = 0.0
+    predictor: str = "phase"
     seed: int = 0
     families: tuple[str, ...] = FAMILIES
     history: int = 0
@@ -612,6 +613,7 @@ class OnlineSettings:
             epsilon=self.epsilon,
             max_states=self.max_states,
             gamma=self.gamma,
+            predictor=self.predictor,
             seed=self.seed,
             history=self.history,
             admission_sample=self.admission_sample,
@@ -775,7 +777,9 @@ class OnlinePolicy(Policy):
         assert engine is not None
         c = engine.config
         switches = sum(s.status == "done" for s in engine.history)
-        extra = f", γ={c.gamma:g}" if c.policy == "oreo" else ""
+        extra = ""
+        if c.policy == "oreo":
+            extra = f", γ={c.gamma:g}" + (", predictor: recent window" * (c.predictor == "recent"))
         self.description = (
             f"[online] {_ONLINE_DESCRIPTIONS[self.kind]}{extra}; α={c.alpha:.1f} "
             f"({self.alpha_note}); window {c.window}, candidates every {c.interval}, "
@@ -918,6 +922,11 @@ ONLINE_POLICIES: dict[str, Callable[[OnlineSettings], Policy]] = {
     # ``oreo`` it shows what the predictor (§IV-C; the paper's experiments use γ = 1) changes
     "oreo-uniform": lambda s: OnlinePolicy(
         "oreo", dataclasses.replace(s, gamma=0.0), name="oreo-uniform"
+    ),
+    # OReO whose predictor weighs states by the last ``window`` queries, not the last phase
+    # (γ as the run's; with γ = 0 it is oreo-uniform)
+    "oreo-recent": lambda s: OnlinePolicy(
+        "oreo", dataclasses.replace(s, predictor="recent"), name="oreo-recent"
     ),
     "greedy": lambda s: OnlinePolicy("greedy", s),
     "regret": lambda s: OnlinePolicy("regret", s),

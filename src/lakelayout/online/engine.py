@@ -46,7 +46,7 @@ from lakelayout.layouts.base import Layout
 from lakelayout.online.baselines import Greedy, Regret
 from lakelayout.online.costs import CostBook, VirtualState
 from lakelayout.online.manager import AS_IS, Admission, Candidate, LayoutManager, ManagedState
-from lakelayout.online.reorganizer import Reorganizer, Step
+from lakelayout.online.reorganizer import PREDICTORS, Reorganizer, Step
 
 POLICIES = ("oreo", "greedy", "regret")
 
@@ -61,6 +61,8 @@ class OnlineConfig:
     manager keeps; ``interval``: queries between candidate rounds;
     ``epsilon``: admission distance; ``max_states``: size of the state space;
     ``gamma``: predictor exponent (0 = uniform draws, the analysed algorithm);
+    ``predictor``: what the predictor's weights are over, ``"phase"`` (the last
+    phase, the paper's example) or ``"recent"`` (the last ``window`` queries);
     ``stay_on_reset``: stay in the current state when a phase starts;
     ``history``: queries in the manager's uniform sample of the whole stream,
     on which a second set of candidates is fitted (0: the window only, as in
@@ -76,6 +78,7 @@ class OnlineConfig:
     epsilon: float = 0.08
     max_states: int = 8
     gamma: float = 0.0
+    predictor: str = "phase"
     seed: int = 0
     stay_on_reset: bool = True
     history: int = 0
@@ -90,6 +93,11 @@ class OnlineConfig:
             )
         _number(self.alpha, "alpha", low=0.0, strict=True)
         _number(self.gamma, "gamma", low=0.0)
+        if self.predictor not in PREDICTORS:
+            raise InvalidOption(
+                f"unknown predictor {self.predictor!r}{closest(self.predictor, PREDICTORS)}; "
+                f"known: {', '.join(PREDICTORS)}"
+            )
         _number(self.epsilon, "epsilon", low=0.0, high=1.0)
         for name in (
             "window",
@@ -192,6 +200,8 @@ def make_decider(config: OnlineConfig, states: Sequence[str], initial: str) -> D
             gamma=config.gamma,
             seed=config.seed,
             stay_on_reset=config.stay_on_reset,
+            predictor=config.predictor,
+            recent=config.window,
         )
     if config.policy == "greedy":
         return Greedy(states, initial=initial, alpha=config.alpha, window=config.window)
@@ -433,6 +443,7 @@ class OnlineEngine:
             "policy": self.config.policy,
             "alpha": self.config.alpha,
             "gamma": self.config.gamma,
+            "predictor": self.config.predictor,
             "epsilon": self.config.epsilon,
             "window": self.config.window,
             "interval": self.config.interval,

@@ -21,10 +21,16 @@ reorganizer answers with the state to be in for the next query.
   current state is removed the reorganizer switches to a drawn active state.
 
 Predictor (§IV-C, ``gamma``): the weight of a state is ``1 -`` its mean cost
-per query in the last phase (the fraction of data it would have skipped,
-when costs are fractions of the table); a state is drawn with probability
-``w**gamma / sum(w**gamma)``. ``gamma = 0`` is the uniform draw. States
-without a weight yet get the median weight of the others.
+per query (the fraction of data it would have skipped, when costs are
+fractions of the table); a state is drawn with probability
+``w**gamma / sum(w**gamma)``. ``gamma = 0`` is the uniform draw. The mean is
+over the last finished phase (``predictor="phase"``, the paper's example) or
+over the last ``recent`` queries (``predictor="recent"``: a phase spans
+several template changes when ``α`` is large, so the last phase says little
+about the template that just arrived; the last queries say what it is).
+States without a weight yet get the median weight of the others. Any
+predictor leaves every active state a positive probability only if its
+weight is positive; the analysed bound is the uniform draw's.
 
 Randomness comes from one ``numpy.random.Generator`` (PCG64) seeded by
 ``seed``: the same costs give the same decisions, and :meth:`to_dict` /
@@ -38,6 +44,7 @@ The guarantee (Theorem IV.1) and its constants are stated, as proved, in
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -51,6 +58,9 @@ COUNTER_FULL = "counter full"
 PHASE_RESET = "phase reset"
 STATE_REMOVED = "state removed"
 INITIAL_DRAW = "initial draw"
+
+#: what the predictor's weights are computed over (module docstring)
+PREDICTORS = ("phase", "recent")
 
 
 @dataclass(frozen=True)
@@ -169,6 +179,14 @@ def _check_gamma(gamma: float) -> float:
     return float(gamma)
 
 
+def _check_predictor(predictor: str, recent: int) -> tuple[str, int]:
+    if predictor not in PREDICTORS:
+        raise InvalidOption(f"unknown predictor {predictor!r}; known: {', '.join(PREDICTORS)}")
+    if isinstance(recent, bool) or not isinstance(recent, int) or recent < 1:
+        raise InvalidOption(f"recent must be an integer >= 1 query, got {recent!r}")
+    return predictor, recent
+
+
 def rng_state(rng: np.random.Generator) -> dict[str, Any]:
     """The generator's position, JSON-safe (PCG64's 128-bit integers as decimal strings)."""
     state = rng.bit_generator.state
@@ -217,6 +235,8 @@ class Reorganizer:
         gamma: float = 0.0,
         seed: int = 0,
         stay_on_reset: bool = True,
+        predictor: str = "phase",
+        recent: int = 200,
     ) -> None:
         ids = list(states)
         if not ids:
@@ -227,6 +247,7 @@ class Reorganizer:
             raise InvalidOption(f"initial state {initial!r} is not one of the states {ids}")
         self.alpha = _check_alpha(alpha)
         self.gamma = _check_gamma(gamma)
+        self.predictor, self.recent = _check_predictor(predictor, recent)
         self.seed = int(seed)
         self.stay_on_reset = bool(stay_on_reset)
         self._rng = np.random.default_rng(self.seed)
@@ -243,6 +264,8 @@ class Reorganizer:
         self._phase_queries = dict.fromkeys(ids, 0)
         #: predictor weights from the last finished phase
         self._weights: dict[str, float] = {}
+        #: each state's costs of the last ``recent`` queries (``predictor="recent"``)
+        self._recent: dict[str, deque[float]] = {s: self._window() for s in ids}
         #: what every state would have cost since it joined (status reports)
         self._totals = dict.fromkeys(ids, 0.0)
         self._seen = dict.fromkeys(ids, 0)
@@ -311,6 +334,7 @@ class Reorganizer:
             self._phase_queries[s] += 1
             self._totals[s] += c
             self._seen[s] += 1
+            self._recent[s].append(c)
         for s in self._active:
             self._counters[s] += float(costs[s])
         self._active = [s for s in self._active if self._counters[s] < self.alpha]
@@ -338,6 +362,7 @@ class Reorganizer:
         self._phase_queries[state] = 0
         self._totals[state] = 0.0
         self._seen[state] = 0
+        self._recent[state] = self._window()
 
     def remove_state(self, state: str) -> Step:
         """Remove ``state`` from ``S`` (Algorithm 4, lines 6–12); what it did to the current state."""
@@ -352,6 +377,7 @@ class Reorganizer:
             table.pop(state, None)
         self._seen.pop(state, None)
         self._weights.pop(state, None)
+        self._recent.pop(state, None)
         new_phase = False
         if not self._active:
             self._reset()
@@ -406,6 +432,17 @@ class Reorganizer:
                 out[s] = min(1.0, max(0.0, 1.0 - self._phase_cost[s] / n))
         return out
 
+    def _recent_weights(self) -> dict[str, float]:
+        """``1 -`` mean cost per query of each state over its last ``recent`` queries."""
+        return {
+            s: min(1.0, max(0.0, 1.0 - sum(costs) / len(costs)))
+            for s, costs in self._recent.items()
+            if costs
+        }
+
+    def _window(self) -> deque[float]:
+        return deque(maxlen=self.recent)
+
     def _move(self, target: str) -> None:
         if target != self._current:
             self.switches += 1
@@ -415,11 +452,12 @@ class Reorganizer:
         """One state of ``candidates``: uniform, or weighted by ``w ** gamma``."""
         if len(candidates) == 1:
             return candidates[0]
-        if self.gamma == 0.0 or not self._weights:
+        weights = self._weights if self.predictor == "phase" else self._recent_weights()
+        if self.gamma == 0.0 or not weights:
             return candidates[int(self._rng.integers(len(candidates)))]
-        known = [self._weights[s] for s in candidates if s in self._weights]
+        known = [weights[s] for s in candidates if s in weights]
         fallback = float(np.median(known)) if known else 1.0
-        w = np.array([self._weights.get(s, fallback) for s in candidates], dtype=np.float64)
+        w = np.array([weights.get(s, fallback) for s in candidates], dtype=np.float64)
         p = w**self.gamma
         total = float(p.sum())
         if total <= 0 or not math.isfinite(total):
@@ -438,6 +476,9 @@ class Reorganizer:
             "gamma": self.gamma,
             "seed": self.seed,
             "stay_on_reset": self.stay_on_reset,
+            "predictor": self.predictor,
+            "recent": self.recent,
+            "recent_costs": {s: list(costs) for s, costs in self._recent.items()},
             "states": list(self._states),
             "active": list(self._active),
             "counters": dict(self._counters),
@@ -465,6 +506,8 @@ class Reorganizer:
                 gamma=data["gamma"],
                 seed=data["seed"],
                 stay_on_reset=True,  # no initial draw: the state is restored below
+                predictor=data.get("predictor", "phase"),
+                recent=data.get("recent", 200),
             )
             out.stay_on_reset = bool(data["stay_on_reset"])
             out._active = list(data["active"])
@@ -478,6 +521,8 @@ class Reorganizer:
             out._weights = {k: float(v) for k, v in data["weights"].items()}
             out._totals = {k: float(v) for k, v in data["totals"].items()}
             out._seen = {k: int(v) for k, v in data["seen"].items()}
+            for k, costs in data.get("recent_costs", {}).items():
+                out._recent[k] = deque((float(c) for c in costs), maxlen=out.recent)
             out._rng = rng_from_state(data["rng"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InvalidOption(f"not a saved reorganizer state: {exc!r}") from exc
