@@ -12,7 +12,12 @@ from lakelayout.errors import InvalidOption
 from lakelayout.evaluation import workloads as wl
 from lakelayout.evaluation.datasets import taxi_dataset
 from lakelayout.evaluation.online_report import online_rows
-from lakelayout.evaluation.policies import OnlineSettings, make_policies, shared
+from lakelayout.evaluation.policies import (
+    OnlineSettings,
+    alpha_per_scan_bytes,
+    make_policies,
+    shared,
+)
 from lakelayout.evaluation.replay import ReplayConfig, replay
 from lakelayout.online.engine import make_decider
 
@@ -51,6 +56,19 @@ def test_oreo_recent_is_oreo_whose_predictor_reads_the_window() -> None:
     assert (decider.predictor, decider.recent) == ("recent", 50)  # type: ignore[union-attr]
     with pytest.raises(InvalidOption, match="unknown predictor 'last'"):
         OnlineSettings(predictor="last")
+
+
+def test_a_measured_alpha_is_in_units_of_a_full_scan_s_bytes_not_its_fixed_overhead() -> None:
+    # the decisions price a query by the bytes it reads; the fixed part of a scan is paid
+    # by every layout alike, so α divides the rewrite by the full scan less that part
+    alpha, unit = alpha_per_scan_bytes(5.0, 0.3, 0.05)
+    assert alpha == pytest.approx(20.0)
+    assert unit == "full scan 0.300 s less the fixed 0.050 s a query pays"
+    # not measured (logical mode), or not below the full scan: the full scan as it is
+    for fixed in (0.0, 0.3, 0.4):
+        alpha, unit = alpha_per_scan_bytes(5.0, 0.25, fixed)
+        assert alpha == pytest.approx(20.0)
+        assert unit == "full scan 0.250 s"
 
 
 def test_shared_results_are_made_once_per_memo() -> None:

@@ -657,8 +657,12 @@ def replay_alpha(ctx: Context, settings: OnlineSettings) -> tuple[float, str]:
     Given: as is. Measured: a rewrite is timed on a scratch copy of the
     replayed table (:func:`lakelayout.online_table.measure_alpha`: one file
     per block, as a switch writes), scaled to the table's bytes, and divided
-    by the replay's own full-scan time (workload queries over every row), the
-    unit every replay cost is priced in. Measured once per replay.
+    by the part of the replay's full-scan time (workload queries over every
+    row) that grows with the bytes read: the full scan less the per-query
+    fixed overhead (a scan keeping zero files, measured in spark mode). The
+    decisions price a query by the fraction of the table's bytes it reads, so
+    a full scan's bytes are their unit; the fixed overhead is paid by every
+    state alike and buys nothing a switch can save. Measured once per replay.
     """
     if not isinstance(settings.alpha, str):
         return float(settings.alpha), "given"
@@ -673,11 +677,12 @@ def replay_alpha(ctx: Context, settings: OnlineSettings) -> tuple[float, str]:
     full = float(getattr(ctx, "full_scan_seconds", 0.0) or 0.0)
     assert m.rewrite_seconds is not None and m.scan_seconds is not None
     rewrite = m.rewrite_seconds * table_bytes / max(m.bytes, 1)
+    fixed = float(getattr(ctx, "zero_scan_seconds", 0.0) or 0.0)
     if full > 0:
-        alpha = rewrite / full
+        alpha, unit = alpha_per_scan_bytes(rewrite, full, fixed)
         how = (
             f"measured: rewrite {m.rewrite_seconds:.2f} s of {m.bytes:,} B scaled to "
-            f"{table_bytes:,} B = {rewrite:.2f} s / full scan {full:.3f} s"
+            f"{table_bytes:,} B = {rewrite:.2f} s / {unit}"
         )
     else:
         alpha, how = (
@@ -686,6 +691,21 @@ def replay_alpha(ctx: Context, settings: OnlineSettings) -> tuple[float, str]:
         )
     _ALPHAS[id(sample)] = (sample, alpha, how)
     return alpha, how
+
+
+def alpha_per_scan_bytes(rewrite: float, full: float, fixed: float) -> tuple[float, str]:
+    """``rewrite`` seconds in units of what reading a full scan's bytes costs: the
+    full scan's ``full`` seconds less the ``fixed`` seconds every query pays (ignored
+    when it is not in ``(0, full)``); and the unit, in words.
+
+    >>> alpha_per_scan_bytes(22.0, 0.25, 0.05)
+    (110.0, 'full scan 0.250 s less the fixed 0.050 s a query pays')
+    """
+    if 0 < fixed < full:
+        return rewrite / (
+            full - fixed
+        ), f"full scan {full:.3f} s less the fixed {fixed:.3f} s a query pays"
+    return rewrite / full, f"full scan {full:.3f} s"
 
 
 def latest_snapshot(ctx: Context) -> Snapshot:

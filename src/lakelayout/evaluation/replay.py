@@ -342,6 +342,8 @@ class ReplayContext:
     config: ReplayConfig
     blocks_per_batch: int
     full_scan_seconds: float
+    #: spark mode: what a scan keeping zero files costs (the per-query fixed part), else 0
+    zero_scan_seconds: float = 0.0
     position: int = 0
     #: the policy's place in the current event's order (0 = first)
     slot: int = 0
@@ -717,7 +719,16 @@ def replay(
     lanes = {
         p.name: Lane(
             policy=p,
-            ctx=ReplayContext(spark, dataset, workload, config, blocks, full_scan, cache=cache),
+            ctx=ReplayContext(
+                spark,
+                dataset,
+                workload,
+                config,
+                blocks,
+                full_scan,
+                zero_scan_seconds=float(zero["seconds"]) if zero else 0.0,
+                cache=cache,
+            ),
             table_dir=work_dir / "tables" / p.name,
             run=PolicyRun(policy=p.name, description=p.description),
         )
