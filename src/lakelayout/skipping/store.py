@@ -35,9 +35,11 @@ every upsert wrote before segments (``max_segments=1`` restores that).
 old segments (the previous bound plus the rows added, capped by the number of
 live paths when they are given; exact after a compaction and whenever the store
 covers the snapshot, as after every write through the catalog); dead rows are
-therefore never over-counted: a compaction comes no earlier than half, at worst
-later, and the segment bound caps that. A reader opens every segment (the key
-columns and the asked-for index columns it has), so reading does more work
+therefore not over-counted: a compaction comes no earlier than half, at worst
+later, and the segment bound caps that. (One exception: a dead row whose file
+comes back into the snapshot under the same path is live again without being
+counted; at worst a compaction comes early.) A reader opens every segment (the
+key columns and the asked-for index columns it has), so reading does more work
 with more segments, at most ``max_segments`` of them.
 
 A ``CURRENT`` that names a ``store-<id>.parquet`` (a store written before
@@ -54,9 +56,10 @@ Reads open only the columns asked for, so pruning 100,000 files with one index
 reads one metadata column (per segment).
 
 One writer per table: the store is written right after the writer's Delta
-commit. Two concurrent writers would each swap the pointer and the last one
-wins; the loser's rows are lost (they read as missing: those files are kept,
-never wrongly skipped) and a reader of its manifest may find a file gone.
+commit. Two concurrent writers would each swap the pointer and the last swap
+wins: the other's rows are lost (they read as missing: those files are kept,
+never wrongly skipped), and one's garbage collection may delete a segment the
+other is about to publish (reads then fail; they do not answer wrongly).
 
 Garbage: store files and manifests the live manifest does not reference, and a
 temporary file an interrupted :func:`atomic_write_text` left
