@@ -203,17 +203,22 @@ def on_disk(store: MetadataStore) -> dict[str, int]:
 def test_upsert_appends_a_segment_and_leaves_the_old_ones_untouched(tmp_path: Path) -> None:
     store = MetadataStore(tmp_path)
     store.write(rows([("f1", 10, 1), ("f2", 20, 2)], DATA))
-    first = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in store.segments()}
+
+    def state() -> list[tuple[str, int, bytes]]:
+        return [(p.name, p.stat().st_mtime_ns, p.read_bytes()) for p in store.segments()]
+
+    first = state()
     store.upsert(rows([("f3", 30, 3)], DATA[:1]), live_paths=["f1", "f2", "f3"])
+    second = state()
     store.upsert(rows([("f4", 40, 4)], DATA[1:]), live_paths=["f1", "f2", "f3", "f4"])
+    third = state()
+    assert third[:2] == second and second[:1] == first  # same names, times and bytes
     manifest = store.manifest()
     assert manifest is not None and store.current_file() == store.directory / manifest.file
     assert [s.rows for s in manifest.segments] == [2, 1, 1]
     assert manifest.live_rows == 4
     segments = store.segments()
     assert {p.name for p in store.directory.glob("store-*.parquet")} == {p.name for p in segments}
-    assert segments[0].name in first  # the oldest segment is still the first write's file
-    assert {segments[0].name: (segments[0].stat().st_mtime_ns, segments[0].read_bytes())} == first
     document = json.loads(store.current_file().read_text())  # type: ignore[union-attr]
     assert [s["file"] for s in document["segments"]] == [p.name for p in segments]
     got = store.read(snapshot(["f4", "f1", "f3"], [40, 10, 30], [4, 1, 3]), ["valuelist(s)"])
