@@ -25,6 +25,7 @@ from lakelayout import InvalidOption, PredicateError
 from lakelayout.api import Table
 from lakelayout.cluster.config import SMALL_REWRITE_SIZE
 from lakelayout.layouts import LinearLayout, QdTreeLayout, ZOrderLayout
+from lakelayout.skipping import store as store_module
 from lakelayout.skipping.indexes import (
     BloomFilter,
     Features,
@@ -348,13 +349,13 @@ def test_stale_or_missing_metadata_never_skips(spark: Any, tmp_path: Path) -> No
     def boom(*_: Any) -> None:
         raise OSError("disk full")
 
-    original = MetadataStore.write
-    MetadataStore.write = boom  # type: ignore[method-assign,assignment]
+    original = store_module.atomic_write_text  # the pointer swap, appending or compacting
+    store_module.atomic_write_text = boom  # type: ignore[assignment]
     try:
         with pytest.raises(OSError, match="disk full"):
             t.indexes.refresh()
     finally:
-        MetadataStore.write = original  # type: ignore[method-assign]
+        store_module.atomic_write_text = original
     assert store.current_file() == before
     res = t.scan("mode = 'NEW'")
     assert len(_ids(res.df)) == 2 * ROWS and res.report.files_kept == 2

@@ -160,7 +160,7 @@ def test_sidecars_live_after_vacuum_still_work(spark: Any, tmp_path: Path) -> No
     sample = t.to_df().select("a", "b", "k").toArrow()
     t.optimize.apply(QdTreeLayout.fit(sample, workload, target_blocks=4))  # superseded below
     t.optimize.apply(QdTreeLayout.fit(sample, workload, target_blocks=8))
-    t.indexes.refresh()  # the store is written again: the old store file is dead
+    t.indexes.refresh()  # the store is written again: the old manifest is dead
     store, prov = MetadataStore(t.uri), ProvenanceStore(t.uri)
     # an atomic write interrupted between its temporary file and the rename
     (store.directory / ".CURRENT.0123abcd.tmp").write_text("store-x.parquet")
@@ -184,7 +184,10 @@ def test_sidecars_live_after_vacuum_still_work(spark: Any, tmp_path: Path) -> No
         assert again.report.skipped_by == reports[q].skipped_by
         assert again.df.count() == counts[q]
     assert store.current_file() is not None and store.current_file().exists()  # type: ignore[union-attr]
-    assert len(list(store.directory.glob("store-*.parquet"))) == 1
+    assert {p.name for p in store.directory.glob("store-*.parquet")} == {
+        p.name for p in store.segments()
+    }
+    assert list(store.directory.glob("manifest-*.json")) == [store.current_file()]
     assert len(list(prov.directory.glob("provenance-*.parquet"))) == 1
     assert store.declarations.exists()
     assert t.vacuum(retain_hours=0, force=True).files == ()  # nothing left to collect

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lakelayout.errors import InvalidOption
+from lakelayout.errors import InvalidOption, LakelayoutError
 from lakelayout.skipping.indexes import BloomFilter, MinMax, Prefix, ValueList
-from lakelayout.skipping.store import KEY_COLUMNS, MetadataStore, metadata_rows
+from lakelayout.skipping.store import KEY_COLUMNS, Coverage, MetadataStore, metadata_rows
 from lakelayout.stats.model import FileStats
 
 SCHEMA = pa.schema([("s", pa.string()), ("i", pa.int64())])
@@ -63,7 +64,7 @@ def test_empty_store_reads_nothing(tmp_path: Path) -> None:
 
 
 def test_upsert_replaces_and_drops_files_no_longer_live(tmp_path: Path) -> None:
-    store = MetadataStore(tmp_path)
+    store = MetadataStore(tmp_path, max_segments=1)  # every upsert compacts
     store.write(rows([("f1", 10, 1), ("f2", 20, 2)], DATA))
     store.upsert(rows([("f2", 21, 3)], DATA[:1]), live_paths=["f2", "f3"])
     table = store.read_all()
@@ -181,3 +182,217 @@ def test_reading_100k_files_reads_only_the_asked_column(
     assert "bloomfilter(i)" not in seen[1]
     assert got["valuelist(s)"].to_pylist()[:2] == [[f"v{(n - 1) % 7}"], [f"v{(n - 2) % 7}"]]
     assert got["valuelist(s)"].null_count == 0
+
+
+# ---------------------------------------------------------------- segments
+
+
+PREFIX = Prefix("s", length=1).bind(SCHEMA)
+
+
+def prefix_rows(files: list[tuple[str, int, int]], values: list[list[str]]) -> pa.Table:
+    return metadata_rows([PREFIX], files, [{PREFIX.name: v} for v in values])
+
+
+def on_disk(store: MetadataStore) -> dict[str, int]:
+    """Store files and manifests in the store's directory, by name: their mtime (ns)."""
+    found = [*store.directory.glob("store-*.parquet"), *store.directory.glob("manifest-*.json")]
+    return {p.name: p.stat().st_mtime_ns for p in found}
+
+
+def test_upsert_appends_a_segment_and_leaves_the_old_ones_untouched(tmp_path: Path) -> None:
+    store = MetadataStore(tmp_path)
+    store.write(rows([("f1", 10, 1), ("f2", 20, 2)], DATA))
+
+    def state() -> list[tuple[str, int, bytes]]:
+        return [(p.name, p.stat().st_mtime_ns, p.read_bytes()) for p in store.segments()]
+
+    first = state()
+    store.upsert(rows([("f3", 30, 3)], DATA[:1]), live_paths=["f1", "f2", "f3"])
+    second = state()
+    store.upsert(rows([("f4", 40, 4)], DATA[1:]), live_paths=["f1", "f2", "f3", "f4"])
+    third = state()
+    assert third[:2] == second and second[:1] == first  # same names, times and bytes
+    manifest = store.manifest()
+    assert manifest is not None and store.current_file() == store.directory / manifest.file
+    assert [s.rows for s in manifest.segments] == [2, 1, 1]
+    assert manifest.live_rows == 4
+    segments = store.segments()
+    assert {p.name for p in store.directory.glob("store-*.parquet")} == {p.name for p in segments}
+    document = json.loads(store.current_file().read_text())  # type: ignore[union-attr]
+    assert [s["file"] for s in document["segments"]] == [p.name for p in segments]
+    got = store.read(snapshot(["f4", "f1", "f3"], [40, 10, 30], [4, 1, 3]), ["valuelist(s)"])
+    assert got["valuelist(s)"].to_pylist() == [["b", "c"], ["a"], ["a"]]
+
+
+def test_the_newest_segment_wins_even_where_an_older_row_matches(tmp_path: Path) -> None:
+    store = MetadataStore(tmp_path)
+    store.write(rows([("f1", 10, 1), ("f2", 20, 2)], DATA))
+    store.upsert(rows([("f1", 11, 5)], DATA[1:]))  # f1 was replaced: new size and time
+    old_key = store.read(snapshot(["f1", "f2"], [10, 20], [1, 2]), ["valuelist(s)"])
+    assert old_key["valuelist(s)"].to_pylist() == [None, ["b", "c"]]  # stale, not the old row
+    new_key = store.read(snapshot(["f1"], [11], [5]), ["valuelist(s)"])
+    assert new_key["valuelist(s)"].to_pylist() == [["b", "c"]]
+    info = store.describe(snapshot(["f1", "f2", "f3"], [10, 20, 1], [1, 2, 1]))
+    assert info["valuelist(s)"] == Coverage(1, 1, 1, info["valuelist(s)"].metadata_bytes)
+
+
+def test_a_newer_segment_without_a_column_supersedes_an_older_value(tmp_path: Path) -> None:
+    store = MetadataStore(tmp_path)
+    store.write(rows([("f1", 10, 1), ("f2", 20, 2)], DATA))
+    store.upsert(prefix_rows([("f1", 10, 1)], [["a"]]))  # same key, only the prefix index
+    got = store.read(snapshot(["f1", "f2"], [10, 20], [1, 2]), ["valuelist(s)", "prefix(s)"])
+    assert got["valuelist(s)"].to_pylist() == [None, ["b", "c"]]  # unknown: keep the file
+    assert got["prefix(s)"].to_pylist() == [["a"], None]
+    assert store.columns() == ["valuelist(s)", INDEXES[1].name, "prefix(s)"]
+
+
+def test_files_that_left_the_snapshot_are_dead_until_a_compaction(tmp_path: Path) -> None:
+    store = MetadataStore(tmp_path, max_segments=3)
+    store.write(rows([("f1", 10, 1), ("f2", 20, 2)], DATA))
+    store.upsert(rows([("f3", 30, 3)], DATA[:1]), live_paths=["f2", "f3"])
+    assert len(store.segments()) == 2
+    assert store.read_all().column("path").to_pylist() == ["f1", "f2", "f3"]  # f1: dead, kept
+    got = store.read(snapshot(["f2", "f3"], [20, 30], [2, 3]), ["valuelist(s)"])
+    assert got["valuelist(s)"].to_pylist() == [["b", "c"], ["a"]]
+    store.upsert(rows([("f4", 40, 4)], DATA[:1]), live_paths=["f2", "f3", "f4"])
+    store.upsert(rows([("f5", 50, 5)], DATA[:1]), live_paths=["f2", "f3", "f4", "f5"])
+    assert len(store.segments()) == 1  # a fourth segment is one too many: compacted
+    assert store.read_all().column("path").to_pylist() == ["f2", "f3", "f4", "f5"]
+    assert store.manifest().live_rows == 4  # type: ignore[union-attr]
+
+
+def test_compaction_at_max_segments_reads_as_before(tmp_path: Path) -> None:
+    """A store that compacts and one that never does read the same after every upsert."""
+    compacting = MetadataStore(tmp_path / "k", max_segments=3)
+    appending = MetadataStore(tmp_path / "a", max_segments=100)
+    steps: list[tuple[pa.Table, list[str] | None]] = [
+        (rows([("f1", 10, 1), ("f2", 20, 2)], DATA), None),
+        (prefix_rows([("f3", 30, 3), ("f1", 10, 1)], [["x"], ["a"]]), None),
+        (rows([("f2", 21, 2)], DATA[:1]), ["f1", "f2", "f3", "f4"]),
+        (prefix_rows([("f4", 40, 4)], [["y"]]), ["f1", "f2", "f3", "f4"]),  # 4 > 3: compacts
+        (rows([("f3", 30, 3)], DATA[1:]), ["f1", "f2", "f3", "f4"]),
+    ]
+    files = snapshot(["f4", "f3", "f2", "f1", "f0"], [40, 30, 21, 10, 1], [4, 3, 2, 1, 1])
+    names = ["valuelist(s)", "prefix(s)", INDEXES[1].name]
+    counts = []
+    for step, live in steps:
+        for store in (compacting, appending):
+            store.upsert(step, live_paths=live)
+        counts.append(len(compacting.segments()))
+        want = {n: a.to_pylist() for n, a in appending.read(files, names).items()}
+        assert {n: a.to_pylist() for n, a in compacting.read(files, names).items()} == want
+    assert counts == [1, 2, 3, 1, 2]
+    assert len(appending.segments()) == 5
+    assert want["prefix(s)"] == [["y"], None, None, ["a"], None]
+    assert want["valuelist(s)"] == [None, ["b", "c"], ["a"], None, None]  # f1: superseded
+
+
+def test_compaction_when_more_rows_are_dead_than_live(tmp_path: Path) -> None:
+    store = MetadataStore(tmp_path)
+    store.write(rows([("f1", 10, 1), ("f2", 20, 2)], DATA))
+    live = ["f1", "f2", "f3"]
+    store.upsert(rows([("f3", 30, 3)], DATA[:1]), live_paths=live)  # 3 rows, 0 dead
+    store.upsert(rows([("f1", 11, 1)], DATA[:1]), live_paths=live)  # 4 rows, 1 dead
+    assert len(store.segments()) == 3
+    store.upsert(rows([("f2", 21, 1), ("f3", 31, 1)], DATA), live_paths=live)  # 6 rows, 3 dead
+    assert len(store.segments()) == 4
+    store.upsert(rows([("f3", 32, 1)], DATA[:1]), live_paths=live)  # 7 rows, 4 dead
+    assert len(store.segments()) == 1
+    table = store.read_all()
+    assert table.column("path").to_pylist() == ["f1", "f2", "f3"]
+    assert table.column("size").to_pylist() == [11, 21, 32]
+
+
+def test_an_empty_upsert_writes_nothing_unless_it_compacts(tmp_path: Path) -> None:
+    store = MetadataStore(tmp_path)
+    store.write(rows([("f1", 10, 1), ("f2", 20, 2)], DATA))
+    empty = rows([], [])
+    before = store.current_file()
+    assert store.upsert(empty, live_paths=["f1", "f2"]) == before
+    assert store.current_file() == before
+    store.upsert(empty, live_paths=["f2"])  # one of two rows is dead: not more than half
+    assert store.current_file() == before
+    store.upsert(rows([("f3", 30, 3)], DATA[:1]), live_paths=["f3"])  # 2 of 3 dead
+    assert store.read_all().column("path").to_pylist() == ["f3"]
+
+
+def test_a_store_written_before_segments_is_read_and_upserted(tmp_path: Path) -> None:
+    store = MetadataStore(tmp_path)
+    store.directory.mkdir(parents=True)
+    legacy = store.directory / "store-0123456789abcdef.parquet"
+    pq.write_table(rows([("f1", 10, 1), ("f2", 20, 2)], DATA), legacy)
+    store.pointer.write_text(legacy.name)
+    files = snapshot(["f1", "f2", "f3"], [10, 20, 30], [1, 2, 3])
+    assert store.read(files, ["valuelist(s)"])["valuelist(s)"].to_pylist() == [
+        ["a"],
+        ["b", "c"],
+        None,
+    ]
+    assert store.columns() == ["valuelist(s)", INDEXES[1].name]
+    assert store.garbage() == []
+    store.upsert(prefix_rows([("f3", 30, 3)], [["b"]]), live_paths=["f1", "f2", "f3"])
+    assert store.segments()[0].name == legacy.name
+    got = store.read(files, ["valuelist(s)", "prefix(s)"])
+    assert got["valuelist(s)"].to_pylist() == [["a"], ["b", "c"], None]
+    assert got["prefix(s)"].to_pylist() == [None, None, ["b"]]
+    assert [g.path.name for g in store.garbage()] == []  # the old file is a live segment
+    store.write(rows([("f1", 10, 1)], DATA[:1]))
+    assert legacy.name in {g.path.name for g in store.garbage()}
+
+
+def test_garbage_lists_only_what_the_live_manifest_does_not_reference(tmp_path: Path) -> None:
+    store = MetadataStore(tmp_path, max_segments=3)
+    store.write(rows([("f1", 10, 1)], DATA[:1]))
+    first = store.current_file()
+    store.upsert(rows([("f2", 20, 2)], DATA[1:]))
+    second = store.current_file()
+    store.upsert(rows([("f3", 30, 3)], DATA[:1]))
+    assert first is not None and not first.exists()  # neither the live nor the previous one
+    orphan = store.directory / "store-ffff.parquet"  # a write that crashed before its swap
+    orphan.write_bytes(b"PAR1")
+    live = {p.name for p in store.segments()} | {store.current_file().name}  # type: ignore[union-attr]
+    dead = store.garbage()
+    assert {g.path.name for g in dead} == {second.name, orphan.name}  # type: ignore[union-attr]
+    assert all(g.kind == "index-store" for g in dead)
+    assert all(g.dead_since >= store.pointer.stat().st_mtime for g in dead)
+    store.upsert(rows([("f4", 40, 4)], DATA[1:]))  # compacts: every old segment is dead
+    assert len(store.segments()) == 1
+    dead_names = {g.path.name for g in store.garbage()}
+    assert live <= dead_names and not dead_names & {p.name for p in store.segments()}
+    assert store.current_file().name not in dead_names  # type: ignore[union-attr]
+    assert set(on_disk(store)) == dead_names | {p.name for p in store.segments()} | {
+        store.current_file().name  # type: ignore[union-attr]
+    }
+
+
+def test_a_crash_before_the_swap_of_an_upsert_leaves_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = MetadataStore(tmp_path)
+    store.write(rows([("f1", 10, 1)], DATA[:1]))
+    before, files = store.current_file(), on_disk(store)
+
+    def crash(*_args: Any) -> None:
+        raise OSError("simulated crash")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="simulated crash"):
+        store.upsert(rows([("f1", 11, 2)], DATA[1:]))
+    monkeypatch.undo()
+    assert store.current_file() == before
+    assert {n: t for n, t in on_disk(store).items() if n in files} == files
+    got = store.read(snapshot(["f1"], [10], [1]), ["valuelist(s)"])
+    assert got["valuelist(s)"].to_pylist() == [["a"]]
+    assert len(store.garbage()) == 2  # the crashed write's segment and manifest
+
+
+def test_a_corrupt_manifest_is_an_error_and_lists_no_garbage(tmp_path: Path) -> None:
+    store = MetadataStore(tmp_path)
+    store.write(rows([("f1", 10, 1)], DATA[:1]))
+    store.current_file().write_text('{"version": 99}')  # type: ignore[union-attr]
+    with pytest.raises(LakelayoutError, match=r"corrupt index store manifest .*version 99"):
+        store.read(snapshot(["f1"], [10], [1]), ["valuelist(s)"])
+    assert store.garbage() == []
+    with pytest.raises(InvalidOption, match="max_segments must be at least 1; got 0"):
+        MetadataStore(tmp_path, max_segments=0)

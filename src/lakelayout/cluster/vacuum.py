@@ -25,14 +25,16 @@ and its real run would write two commits counting those files again), so
 VACUUM writes no commit and never races a writer for a version.
 
 Sidecar garbage under ``<table>/_lakelayout/`` (local tables) is collected
-by rules its owners state: store files the ``CURRENT`` pointer no longer
-names (:meth:`MetadataStore.garbage` and :meth:`ProvenanceStore.garbage`),
+by rules its owners state: index store manifests and segments the live
+manifest does not reference (:meth:`MetadataStore.garbage`), provenance store
+files the ``CURRENT`` pointer no longer names (:meth:`ProvenanceStore.garbage`),
 layout documents no live file's provenance refers to, temporary files an
 interrupted atomic write left, and expired "waiting" markers of user
 operations (:mod:`lakelayout.table.conflicts`). Each is deleted only once it
 has been dead for longer than the retention. Live sidecars (the pointers,
-the files they name, ``indexes.json``, layouts that live files use) and any
-file lakelayout does not recognize are never touched.
+the files they name, the segments the live index manifest lists,
+``indexes.json``, layouts that live files use) and any file lakelayout does
+not recognize are never touched.
 
 The retention is ``retain_hours`` or, when not given, the table's
 ``delta.deletedFileRetentionDuration`` (Delta's default: 7 days). As Delta

@@ -11,8 +11,9 @@
   metadata and which indexes each needs, has them computed by the function it
   is given (a Spark job in :mod:`lakelayout.table.index_job`: tasks open the
   files with pyarrow, read only the columns the missing indexes use and run
-  their collectors) and upserts the rows atomically, dropping rows of files no
-  longer live.
+  their collectors) and upserts the rows atomically (one new store segment);
+  rows of files no longer live are dead, dropped at the store's next
+  compaction (:mod:`lakelayout.skipping.store`).
 * Writes (``Table.append``) collect the declared indexes in the writer's own
   pass over each batch; :meth:`IndexCatalog.record_written` stores them after
   the commit. If that fails, those files merely have no metadata -- they are
@@ -248,7 +249,9 @@ class IndexCatalog:
         ``collect`` (path -> index names to compute; it returns path ->
         metadata, e.g. one Spark job: :func:`lakelayout.table.index_job.collect_metadata`),
         reading only the columns they need (:func:`column_map`). Rows of files
-        no longer in the snapshot are dropped in the same atomic store write.
+        no longer in the snapshot are dead from the same atomic store write on
+        (never read: those files are not in the snapshot) and gone at the
+        store's next compaction.
         """
         started = time.perf_counter()
         snap = delta.snapshot(self.uri)

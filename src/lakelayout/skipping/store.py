@@ -1,30 +1,72 @@
-"""The per-table metadata store: a Parquet sidecar under ``<table>/_lakelayout/index/``.
+"""The per-table metadata store: Parquet segments under ``<table>/_lakelayout/index/``.
 
 Layout::
 
-    <table>/_lakelayout/indexes.json          declared indexes (kind, expression, params)
-    <table>/_lakelayout/index/CURRENT         name of the live store file
-    <table>/_lakelayout/index/store-<id>.parquet
+    <table>/_lakelayout/indexes.json               declared indexes (kind, expression, params)
+    <table>/_lakelayout/index/CURRENT              name of the live manifest
+    <table>/_lakelayout/index/manifest-<id>.json   the live segments, oldest first
+    <table>/_lakelayout/index/store-<id>.parquet   one segment
 
-The store file has one row per data file: ``path``, ``size``,
-``modification_time`` -- the freshness key -- and one column per index, named
-by the index name, holding that index's per-file value (struct / list /
-binary). Metadata is *fresh* for a snapshot file only when all three keys
-match; anything else (a replaced file, a file appended without metadata) reads
+A segment has one row per data file: ``path``, ``size``, ``modification_time``
+-- the freshness key -- and one column per index, named by the index name,
+holding that index's per-file value (struct / list / binary). A path may have
+rows in several segments; its row is the one of the *newest* segment listing
+it, whatever older segments hold. Metadata is *fresh* for a snapshot file only
+when all three keys of that row match; anything else (a replaced file, a file
+appended without metadata, a newer segment without that index's column) reads
 as null, and a null entry never lets a file be skipped.
 
-Writes are atomic: a new, uniquely named Parquet file is written completely,
-then ``CURRENT`` is replaced (written to a temporary name, then
-``os.replace``). A crash before the swap leaves the previous store readable;
-older store files are deleted only after a successful swap. Reads open only
-the columns asked for, so pruning 100,000 files with one index reads one
-metadata column.
+The manifest is a small JSON document::
 
-Garbage: a store file that ``CURRENT`` does not name, and a temporary file an
-interrupted :func:`atomic_write_text` left (``.<name>.<hex>.tmp``), are no
-longer read by anyone; :meth:`MetadataStore.garbage` and :func:`temp_files`
-list them for VACUUM (:mod:`lakelayout.cluster.vacuum`), which deletes them
-once they are older than the table's retention.
+    {"version": 1, "live_rows": 98,
+     "segments": [{"file": "store-<id>.parquet", "rows": 100, "columns": ["valuelist(s)"]},
+                  {"file": "store-<id>.parquet", "rows": 2, "columns": ["valuelist(s)"]}]}
+
+An upsert writes one new segment holding only its rows and a manifest listing
+the old segments and the new one: old segments are neither read nor written,
+so an upsert costs in proportion to the rows it adds. Rows superseded by a
+newer segment, and rows of files that left the snapshot (``live_paths``), stay
+on disk, dead, until a *compaction*: when the new manifest would list more
+than ``max_segments`` segments (8 by default), or more than half of all rows
+would be dead, the upsert writes instead one merged segment -- the newest row
+of every path, only live paths when ``live_paths`` is given -- which is what
+every upsert wrote before segments (``max_segments=1`` restores that).
+``live_rows`` is an upper bound of the rows still live, kept without reading
+old segments (the previous bound plus the rows added, capped by the number of
+live paths when they are given; exact after a compaction and whenever the store
+covers the snapshot, as after every write through the catalog); dead rows are
+therefore not over-counted: a compaction comes no earlier than half, at worst
+later, and the segment bound caps that. (One exception: a dead row whose file
+comes back into the snapshot under the same path is live again without being
+counted; at worst a compaction comes early.) A reader opens every segment (the
+key columns and the asked-for index columns it has), so reading does more work
+with more segments, at most ``max_segments`` of them.
+
+A ``CURRENT`` that names a ``store-<id>.parquet`` (a store written before
+segments) is read as a manifest of that one segment; the next upsert appends to
+it.
+
+Writes are atomic: the new segment and the new manifest are written completely
+under new unique names, then ``CURRENT`` is replaced (written to a temporary
+name, then ``os.replace``). A crash before the swap leaves the previous store
+readable. After a swap, store files and manifests that neither the new nor the
+previous manifest references are deleted (a reader that read the previous
+pointer can finish); a segment the live manifest references is never deleted.
+Reads open only the columns asked for, so pruning 100,000 files with one index
+reads one metadata column (per segment).
+
+One writer per table: the store is written right after the writer's Delta
+commit. Two concurrent writers would each swap the pointer and the last swap
+wins: the other's rows are lost (they read as missing: those files are kept,
+never wrongly skipped), and one's garbage collection may delete a segment the
+other is about to publish (reads then fail; they do not answer wrongly).
+
+Garbage: store files and manifests the live manifest does not reference, and a
+temporary file an interrupted :func:`atomic_write_text` left
+(``.<name>.<hex>.tmp``), are no longer read by anyone;
+:meth:`MetadataStore.garbage` and :func:`temp_files` list them for VACUUM
+(:mod:`lakelayout.cluster.vacuum`), which deletes them once they are older than
+the table's retention.
 """
 
 from __future__ import annotations
@@ -53,6 +95,7 @@ KEY_SCHEMA = pa.schema(
     [("path", pa.string()), ("size", pa.int64()), ("modification_time", pa.int64())]
 )
 SIDECAR = "_lakelayout"
+MANIFEST_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -80,127 +123,340 @@ class Coverage:
     metadata_bytes: int
 
 
-class MetadataStore:
-    """Per-file index metadata of one table, kept next to its data."""
+@dataclass(frozen=True)
+class Segment:
+    """One store file a manifest lists: its name, rows and index columns."""
 
-    def __init__(self, table_root: str | os.PathLike[str]) -> None:
+    file: str
+    rows: int
+    columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The live store: its segments, oldest first, and an upper bound of the live rows.
+
+    ``file`` is the name ``CURRENT`` gives it: a ``manifest-<id>.json``, or
+    the ``store-<id>.parquet`` of a store written before segments.
+    """
+
+    file: str
+    segments: tuple[Segment, ...]
+    live_rows: int
+
+    @property
+    def rows(self) -> int:
+        """Rows over all segments, dead ones included."""
+        return sum(s.rows for s in self.segments)
+
+    def columns(self) -> list[str]:
+        """Index columns of any segment, in order of appearance."""
+        return list(dict.fromkeys(c for s in self.segments for c in s.columns))
+
+    def referenced(self) -> set[str]:
+        """The file names a reader of this manifest opens: itself and its segments."""
+        return {self.file, *(s.file for s in self.segments)}
+
+    def to_json(self) -> str:
+        segments = [
+            {"file": s.file, "rows": s.rows, "columns": list(s.columns)} for s in self.segments
+        ]
+        document = {"version": MANIFEST_VERSION, "live_rows": self.live_rows, "segments": segments}
+        return json.dumps(document, indent=1)
+
+    @classmethod
+    def from_json(cls, file: str, text: str) -> Manifest:
+        """Parse a manifest document; a malformed one raises :class:`LakelayoutError`."""
+        try:
+            document = json.loads(text)
+            version = document["version"]
+            if version != MANIFEST_VERSION:
+                raise ValueError(f"version {version!r}; this lakelayout reads {MANIFEST_VERSION}")
+            segments = tuple(
+                Segment(str(s["file"]), int(s["rows"]), tuple(str(c) for c in s["columns"]))
+                for s in document["segments"]
+            )
+            if any(Path(s.file).name != s.file for s in segments):
+                raise ValueError("a segment is not a file name in the store's directory")
+            return cls(file, segments, int(document["live_rows"]))
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            raise LakelayoutError(f"corrupt index store manifest {file}: {err}") from None
+
+
+@dataclass(frozen=True)
+class _Lookup:
+    """Where each snapshot file's row is: the newest segment listing its path.
+
+    ``tables`` are the segments as read (key columns and some index columns),
+    oldest first; per snapshot file, ``segment`` is the index of the newest
+    one listing its path (-1: none), ``row`` its row there and ``fresh``
+    whether that row's key matches the file.
+    """
+
+    tables: list[pa.Table]
+    segment: np.ndarray
+    row: np.ndarray
+    fresh: np.ndarray
+
+    @classmethod
+    def of(cls, tables: list[pa.Table], files: FileStats) -> _Lookup:
+        paths = pa.array(list(files.paths), type=pa.string())
+        segment = np.full(len(paths), -1, dtype=np.int64)
+        row = np.zeros(len(paths), dtype=np.int64)
+        for j, table in enumerate(tables):  # oldest first: a newer segment overrides
+            at = pc.index_in(paths, value_set=table.column("path").combine_chunks())
+            listed = _valid(at)
+            segment[listed] = j
+            row[listed] = _filled(at)[listed]
+        fresh = np.zeros(len(paths), dtype=bool)
+        sizes = np.asarray(files.sizes, dtype=np.int64)
+        mtimes = np.asarray(files.modification_times, dtype=np.int64)
+        for j, table in enumerate(tables):
+            mine = np.flatnonzero(segment == j)
+            if mine.size:
+                at = row[mine]
+                fresh[mine] = (table.column("size").to_numpy()[at] == sizes[mine]) & (
+                    table.column("modification_time").to_numpy()[at] == mtimes[mine]
+                )
+        return cls(tables, segment, row, fresh)
+
+    def column(self, name: str) -> pa.Array:
+        """``name``'s value in each file's row; null where missing, stale or not in that segment."""
+        pieces: list[pa.Array] = []
+        where = np.full(len(self.segment), -1, dtype=np.int64)
+        dtype: pa.DataType = pa.null()
+        for j, table in enumerate(self.tables):
+            if name not in table.column_names:
+                continue
+            dtype = table.schema.field(name).type
+            mine = np.flatnonzero((self.segment == j) & self.fresh)
+            if mine.size:
+                where[mine] = sum(len(p) for p in pieces) + np.arange(mine.size)
+                pieces.append(table.column(name).take(pa.array(self.row[mine])).combine_chunks())
+        values = pa.concat_arrays(pieces) if pieces else pa.array([], type=dtype)
+        return values.take(pa.array(where, type=pa.int64(), mask=where < 0))
+
+
+class MetadataStore:
+    """Per-file index metadata of one table, kept next to its data.
+
+    ``max_segments`` bounds the segments of the live manifest: an upsert that
+    would exceed it compacts the store into one segment (1: every upsert does).
+    """
+
+    max_segments: int = 8
+
+    def __init__(
+        self, table_root: str | os.PathLike[str], *, max_segments: int | None = None
+    ) -> None:
         self.root = Path(table_root)
         self.directory = self.root / SIDECAR / "index"
         self.pointer = self.directory / "CURRENT"
         self.declarations = self.root / SIDECAR / "indexes.json"
+        if max_segments is not None:
+            if max_segments < 1:
+                raise InvalidOption(f"max_segments must be at least 1; got {max_segments}")
+            self.max_segments = max_segments
 
     # ------------------------------------------------------------ reading
 
     def current_file(self) -> Path | None:
-        """The live store file, or None when nothing was written yet."""
+        """The file ``CURRENT`` names (the live manifest), or None when nothing was written yet."""
         try:
             name = self.pointer.read_text(encoding="utf-8").strip()
         except FileNotFoundError:
             return None
         return self.directory / name if name else None
 
-    def columns(self) -> list[str]:
-        """Index columns present in the live store."""
+    def manifest(self) -> Manifest | None:
+        """The live manifest, or None when nothing was written yet.
+
+        A ``CURRENT`` naming a store file (written before segments) is a
+        manifest of that one segment, every row live.
+        """
         current = self.current_file()
         if current is None:
+            return None
+        if current.suffix == ".parquet":
+            metadata = pq.read_metadata(current)
+            names = metadata.schema.to_arrow_schema().names
+            columns = tuple(n for n in names if n not in KEY_COLUMNS)
+            segment = Segment(current.name, metadata.num_rows, columns)
+            return Manifest(current.name, (segment,), metadata.num_rows)
+        return Manifest.from_json(current.name, current.read_text(encoding="utf-8"))
+
+    def segments(self) -> list[Path]:
+        """The live segments' files, oldest first."""
+        manifest = self.manifest()
+        if manifest is None:
             return []
-        names = pq.read_schema(current).names
-        return [n for n in names if n not in KEY_COLUMNS]
+        return [self.directory / s.file for s in manifest.segments]
+
+    def columns(self) -> list[str]:
+        """Index columns present in the live store (in any segment)."""
+        manifest = self.manifest()
+        return manifest.columns() if manifest is not None else []
 
     def read(self, files: FileStats, index_names: Iterable[str]) -> dict[str, pa.Array]:
         """Metadata of each index aligned with ``files``; null where missing or stale.
 
         Indexes without a column in the store are absent from the result.
-        Only the key columns and the asked-for index columns are read.
+        Only the key columns and the asked-for index columns are read, from
+        every live segment.
         """
         wanted = list(dict.fromkeys(index_names))
-        current = self.current_file()
-        if current is None or not wanted:
+        manifest = self.manifest()
+        if manifest is None or not wanted:
             return {}
-        present = set(pq.read_schema(current).names)
+        present = set(manifest.columns())
         names = [n for n in wanted if n in present]
         if not names:
             return {}
-        table = pq.read_table(current, columns=[*KEY_COLUMNS, *names])
-        positions = self._fresh_positions(table, files)
-        return {n: table.column(n).combine_chunks().take(positions) for n in names}
+        lookup = self._lookup(manifest, files, names)
+        return {n: lookup.column(n) for n in names}
 
-    @staticmethod
-    def _fresh_positions(table: pa.Table, files: FileStats) -> pa.Array:
-        """Row of each snapshot file in the store, null where absent or stale."""
-        paths = pa.array(list(files.paths), type=pa.string())
-        rows = pc.index_in(paths, value_set=table.column("path").combine_chunks())
-        found = np.asarray(rows.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-        at = np.asarray(pc.fill_null(rows, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
-        if table.num_rows == 0:
-            return pa.nulls(len(files), pa.int64())
-        sizes = table.column("size").to_numpy()[at]
-        mtimes = table.column("modification_time").to_numpy()[at]
-        fresh = (
-            found
-            & (sizes == np.asarray(files.sizes))
-            & (mtimes == np.asarray(files.modification_times))
-        )
-        return pa.array(at, type=pa.int64(), mask=~fresh)
+    def _lookup(self, manifest: Manifest, files: FileStats, names: Sequence[str]) -> _Lookup:
+        """Read the key columns and those of ``names`` each segment has; find each file's row."""
+        tables = []
+        for segment in manifest.segments:
+            columns = [*KEY_COLUMNS, *(n for n in names if n in segment.columns)]
+            tables.append(pq.read_table(self.directory / segment.file, columns=columns))
+        return _Lookup.of(tables, files)
 
     def read_all(self) -> pa.Table:
-        """The whole live store (empty key-only table when none)."""
-        current = self.current_file()
-        if current is None:
+        """The newest row of every path in the live store, as one table.
+
+        Rows of files that left the snapshot are still there until a
+        compaction drops them. An empty key-only table when there is no store.
+        """
+        manifest = self.manifest()
+        if manifest is None:
             return KEY_SCHEMA.empty_table()
-        return pq.read_table(current)
+        return self._merged(manifest)
+
+    def _merged(
+        self, manifest: Manifest, rows: pa.Table | None = None, live: pa.Array | None = None
+    ) -> pa.Table:
+        """``rows`` and, of each segment, its rows no newer segment (or ``rows``) supersedes.
+
+        With ``live``, only rows of those paths are taken from the segments
+        (``rows`` are all kept). A segment whose rows are all dropped has only
+        its schema read, so its columns stay, null for the other files.
+        """
+        parts = [] if rows is None else [rows]
+        newer = [] if rows is None else [rows.column("path").combine_chunks()]
+        for segment in reversed(manifest.segments):
+            with pq.ParquetFile(self.directory / segment.file) as source:
+                paths = source.read(columns=["path"]).column("path").combine_chunks()
+                keep = pc.invert(pc.is_in(paths, value_set=_strings(newer)))
+                if live is not None:
+                    keep = pc.and_(keep, pc.is_in(paths, value_set=live))
+                if pc.any(keep).as_py():
+                    parts.append(source.read().filter(keep))
+                else:  # every row of it is dead: read its schema, not its metadata
+                    parts.append(source.schema_arrow.empty_table())
+            newer.append(paths)
+        if not parts:
+            return KEY_SCHEMA.empty_table()
+        return pa.concat_tables(parts[::-1], promote_options="default")
 
     # ------------------------------------------------------------ writing
 
     def write(self, rows: pa.Table) -> Path:
-        """Replace the store with ``rows`` atomically (new file, then pointer swap)."""
+        """Replace the store with ``rows``: one segment, its manifest, then the pointer swap."""
         rows = _check_rows(rows)
+        try:
+            previous = self.manifest()
+        except (OSError, LakelayoutError, pa.ArrowException):
+            previous = None  # unreadable: no reader can be using it
+        segment = self._write_segment(rows)
+        return self._swap((segment,), rows.num_rows, previous)
+
+    def upsert(self, rows: pa.Table, live_paths: Iterable[str] | None = None) -> Path:
+        """Add or replace rows by path; with ``live_paths``, rows of other files are dead.
+
+        Appends one segment holding ``rows``, or compacts the store into one
+        segment when it would have more than :attr:`max_segments` segments or
+        more dead rows than live ones (see the module docstring). Returns the
+        live manifest.
+        """
+        rows = _check_rows(rows)
+        manifest = self.manifest()
+        if manifest is None:
+            return self.write(rows)
+        live = None if live_paths is None else pa.array(list(live_paths), pa.string())
+        live_rows = _live_bound(manifest.live_rows, rows, live)
+        added = 1 if rows.num_rows else 0
+        total = manifest.rows + rows.num_rows
+        if len(manifest.segments) + added > self.max_segments or 2 * (total - live_rows) > total:
+            merged = self._merged(manifest, rows, live)
+            return self._swap((self._write_segment(merged),), merged.num_rows, manifest)
+        if not added:  # nothing to add, nothing to compact
+            return self.directory / manifest.file
+        segments = (*manifest.segments, self._write_segment(rows))
+        return self._swap(segments, live_rows, manifest)
+
+    def drop_index(self, name: str) -> None:
+        """Remove one index's column from the store (rewritten as one segment)."""
+        if name in KEY_COLUMNS or name not in self.columns():
+            return
+        self.write(self.read_all().drop_columns([name]))
+
+    def _write_segment(self, rows: pa.Table) -> Segment:
         self.directory.mkdir(parents=True, exist_ok=True)
-        previous = self.current_file()
         target = self.directory / f"store-{uuid.uuid4().hex}.parquet"
         # No dictionary encoding: paths are distinct and index values (a Bloom
         # filter is ~1 MB) rarely repeat, so a dictionary only costs: 1.4x the
         # write and 2x the read time on 100 random 1.2 MB values, timed with
         # pyarrow alone (docs/benchmarks.md, B3, "What the indexes step is").
         pq.write_table(rows, target, use_dictionary=False)
+        columns = tuple(c for c in rows.column_names if c not in KEY_COLUMNS)
+        return Segment(target.name, rows.num_rows, columns)
+
+    def _swap(
+        self, segments: tuple[Segment, ...], live_rows: int, previous: Manifest | None
+    ) -> Path:
+        """Write a manifest of ``segments``, point ``CURRENT`` at it, delete what none needs."""
+        target = self.directory / f"manifest-{uuid.uuid4().hex}.json"
+        manifest = Manifest(target.name, segments, live_rows)
+        target.write_text(manifest.to_json(), encoding="utf-8")
         atomic_write_text(self.pointer, target.name)
-        kept = {target.name} | ({previous.name} if previous is not None else set())
-        self._collect_garbage(keep=kept)
+        keep = manifest.referenced() | (previous.referenced() if previous is not None else set())
+        self._collect_garbage(keep)
         return target
 
-    def upsert(self, rows: pa.Table, live_paths: Iterable[str] | None = None) -> Path:
-        """Add or replace rows by path; with ``live_paths``, drop rows of other files."""
-        rows = _check_rows(rows)
-        current = self.current_file()
-        if current is None:
-            return self.write(rows)
-        paths = pq.read_table(current, columns=["path"]).column("path")
-        keep = pc.invert(pc.is_in(paths, value_set=rows.column("path").combine_chunks()))
-        if live_paths is not None:
-            live = pa.array(list(live_paths), pa.string())
-            keep = pc.and_(keep, pc.is_in(paths, value_set=live))
-        if pc.any(keep).as_py():
-            kept = pq.read_table(current).filter(keep)
-        else:  # every old row goes: read their schema, not their metadata
-            kept = pq.read_schema(current).empty_table()
-        merged = pa.concat_tables([kept, rows], promote_options="default")
-        return self.write(merged)
-
-    def drop_index(self, name: str) -> None:
-        """Remove one index's column from the store."""
-        table = self.read_all()
-        if name in table.column_names and name not in KEY_COLUMNS:
-            self.write(table.drop_columns([name]))
-
     def garbage(self) -> list[SidecarFile]:
-        """Store files ``CURRENT`` does not name (superseded, or from a crashed write)."""
-        return superseded_files(self.directory, "store-*.parquet", self.pointer, "index-store")
+        """Store files and manifests the live manifest does not reference.
+
+        They were superseded, or written by a write that crashed before its
+        swap. Each is dead since the later of its own and ``CURRENT``'s
+        modification time. An unreadable manifest lists nothing (nothing is
+        known to be dead).
+        """
+        try:
+            manifest = self.manifest()
+        except (OSError, LakelayoutError, pa.ArrowException):
+            return []
+        live = manifest.referenced() if manifest is not None else set()
+        pointer_time = _mtime(self.pointer) or 0.0
+        out = []
+        for path in self._store_files():
+            own = _mtime(path)
+            if path.name not in live and own is not None:
+                out.append(SidecarFile(path, "index-store", max(own, pointer_time)))
+        return out
 
     def _collect_garbage(self, keep: set[str]) -> None:
-        for path in self.directory.glob("store-*.parquet"):
+        for path in self._store_files():
             if path.name not in keep:
                 with contextlib.suppress(OSError):
                     path.unlink()
+
+    def _store_files(self) -> list[Path]:
+        """Every segment and manifest in the store's directory, live or not."""
+        return sorted(
+            [*self.directory.glob("store-*.parquet"), *self.directory.glob("manifest-*.json")]
+        )
 
     # ------------------------------------------------------------ declarations
 
@@ -240,32 +496,27 @@ class MetadataStore:
     def describe(
         self, files: FileStats, index_names: Iterable[str] | None = None
     ) -> dict[str, Coverage]:
-        """Per index: files with fresh metadata, stale rows, files without any, bytes."""
-        current = self.current_file()
+        """Per index: files with fresh metadata, stale rows, files without any, bytes.
+
+        Bytes are those of the index's column over the live segments, dead rows
+        included until a compaction.
+        """
+        manifest = self.manifest()
         names = list(index_names) if index_names is not None else self.columns()
-        if current is None:
+        if manifest is None:
             return {n: Coverage(0, 0, len(files), 0) for n in names}
-        sizes = column_bytes(pq.ParquetFile(current).metadata)
-        keys = pq.read_table(current, columns=list(KEY_COLUMNS))
-        positions = self._fresh_positions(keys, files)
-        fresh = np.asarray(positions.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-        listed = np.asarray(
-            pc.is_in(
-                pa.array(list(files.paths), pa.string()), value_set=keys.column("path")
-            ).to_numpy(zero_copy_only=False),
-            dtype=bool,
-        )
-        columns = self.read(files, names)
+        present = set(manifest.columns())
+        lookup = self._lookup(manifest, files, [n for n in names if n in present])
+        sizes: dict[str, int] = {}
+        for segment in manifest.segments:
+            for name, size in column_bytes(pq.read_metadata(self.directory / segment.file)).items():
+                sizes[name] = sizes.get(name, 0) + size
+        listed = lookup.segment >= 0
         out: dict[str, Coverage] = {}
         for name in names:
-            column = columns.get(name)
-            has = (
-                np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-                if column is not None
-                else np.zeros(len(files), dtype=bool)
-            )
-            covered = int((has & fresh).sum())
-            stale = int((listed & ~fresh).sum())
+            has = _valid(lookup.column(name)) if name in present else np.zeros(len(files), bool)
+            covered = int((has & lookup.fresh).sum())
+            stale = int((listed & ~lookup.fresh).sum())
             out[name] = Coverage(covered, stale, len(files) - covered - stale, sizes.get(name, 0))
         return out
 
@@ -312,6 +563,32 @@ def _check_rows(rows: pa.Table) -> pa.Table:
         if rows.schema.field(i).type != dtype:
             rows = rows.set_column(i, name, rows.column(name).cast(dtype))
     return rows
+
+
+def _live_bound(live_rows: int, rows: pa.Table, live: pa.Array | None) -> int:
+    """An upper bound of the live rows once ``rows`` are added to a store of ``live_rows``.
+
+    Every new row is live (an upsert keeps its own rows); old live rows stay
+    live only if their path is in ``live`` and not among ``rows``.
+    """
+    if live is None:
+        return live_rows + rows.num_rows
+    renewed = int(
+        pc.sum(pc.is_in(live, value_set=rows.column("path").combine_chunks())).as_py() or 0
+    )
+    return rows.num_rows + min(live_rows, len(live) - renewed)
+
+
+def _valid(array: pa.Array) -> np.ndarray:
+    return np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _filled(array: pa.Array) -> np.ndarray:
+    return np.asarray(pc.fill_null(array, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _strings(arrays: list[pa.Array]) -> pa.Array:
+    return pa.concat_arrays(arrays) if arrays else pa.array([], pa.string())
 
 
 def _mtime(path: Path) -> float | None:
