@@ -195,7 +195,8 @@ def online_status(path: Annotated[str, typer.Argument(help="table location")]) -
         f"queries {s['queries']}  phase {s['phase'] if s['phase'] is not None else '-'}  "
         f"switches {s['switches']}  failed rewrites {s['failed_rewrites']}  "
         f"window {s['window']}  interval {s['interval']}  ε {s['epsilon']:g}  "
-        f"γ {s['gamma']:g}  predictor {s.get('predictor', 'phase')}  "
+        f"γ {s['gamma']:g}  predictor {s.get('predictor', 'phase')}"
+        f"{'  mid-phase join' if s.get('mid_phase_join') else ''}  "
         f"max states {s['max_states']}  history {s['history']}",
         highlight=False,
     )
@@ -536,6 +537,10 @@ _Interval = Annotated[int, typer.Option(help="online policies: queries between c
 _Epsilon = Annotated[float, typer.Option(help="online policies: admission distance ε")]
 _MaxStates = Annotated[int, typer.Option(help="online policies: most candidate layouts kept")]
 _Gamma = Annotated[float, typer.Option(help="oreo: predictor exponent γ (0: uniform draws)")]
+_MidPhaseJoin = Annotated[
+    bool,
+    typer.Option(help="oreo: a state admitted mid-phase joins the phase at once (window costs)"),
+]
 _Predictor = Annotated[
     str,
     typer.Option(help="oreo: predictor weights from the last phase or the last --window queries"),
@@ -567,6 +572,7 @@ def _online_settings(
     max_states: int,
     gamma: float,
     predictor: str,
+    mid_phase_join: bool,
     history: int,
     admission_sample: int,
     half_life: int,
@@ -590,6 +596,7 @@ def _online_settings(
         max_states=max_states,
         gamma=gamma,
         predictor=predictor,
+        mid_phase_join=mid_phase_join,
         seed=seed,
         history=history,
         admission_sample=admission_sample,
@@ -641,7 +648,7 @@ def _bench(
     out: Path | None,
     work_dir: Path,
     policies: str,
-    online: tuple[str, int, int, float, int, float, str, int, int, int],
+    online: tuple[str, int, int, float, int, float, str, bool, int, int, int],
     **kw: object,
 ) -> None:
     import time
@@ -692,6 +699,7 @@ def bench_tpch(
     max_states: _MaxStates = 8,
     gamma: _Gamma = 0.0,
     predictor: _Predictor = "phase",
+    mid_phase_join: _MidPhaseJoin = False,
     history: _History = 0,
     admission_sample: _AdmissionSample = 0,
     half_life: _HalfLife = 2000,
@@ -701,8 +709,8 @@ def bench_tpch(
     B2-online: --policies oreo,greedy,regret,static,offline-optimal --batches 1 with a
     drifting stream (--shape drift, at least 20 template switches: queries / segment > 20).
     """
-    online = (alpha, window, interval, epsilon, max_states, gamma, predictor, history,
-              admission_sample, half_life)  # fmt: skip
+    online = (alpha, window, interval, epsilon, max_states, gamma, predictor, mid_phase_join,
+              history, admission_sample, half_life)  # fmt: skip
     _bench("tpch", out, work_dir, policies, online, queries=queries, mode=mode, scale=scale,
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, retime=retime, time_every=time_every,
@@ -739,14 +747,15 @@ def bench_logs(
     max_states: _MaxStates = 8,
     gamma: _Gamma = 0.0,
     predictor: _Predictor = "phase",
+    mid_phase_join: _MidPhaseJoin = False,
     history: _History = 0,
     admission_sample: _AdmissionSample = 0,
     half_life: _HalfLife = 2000,
 ) -> None:
     """The logs table (LIKE, map extraction, month(ts), a UDF, bounding boxes) under each
     policy, with its skipping indexes declared on every table (--no-indexes: min/max only)."""
-    online = (alpha, window, interval, epsilon, max_states, gamma, predictor, history,
-              admission_sample, half_life)  # fmt: skip
+    online = (alpha, window, interval, epsilon, max_states, gamma, predictor, mid_phase_join,
+              history, admission_sample, half_life)  # fmt: skip
     _bench("logs", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime,
@@ -782,14 +791,15 @@ def bench_taxi(
     max_states: _MaxStates = 8,
     gamma: _Gamma = 0.0,
     predictor: _Predictor = "phase",
+    mid_phase_join: _MidPhaseJoin = False,
     history: _History = 0,
     admission_sample: _AdmissionSample = 0,
     half_life: _HalfLife = 2000,
 ) -> None:
     """The correlated taxi table (distance, fare, duration, pickup time ranges and their
     correlated combinations) under each policy."""
-    online = (alpha, window, interval, epsilon, max_states, gamma, predictor, history,
-              admission_sample, half_life)  # fmt: skip
+    online = (alpha, window, interval, epsilon, max_states, gamma, predictor, mid_phase_join,
+              history, admission_sample, half_life)  # fmt: skip
     _bench("taxi", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime,

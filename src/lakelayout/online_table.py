@@ -555,6 +555,7 @@ class Online:
         epsilon: float = 0.08,
         gamma: float = 0.0,
         predictor: str = "phase",
+        mid_phase_join: bool = False,
         seed: int = 0,
         policy: str = "oreo",
         families: Sequence[str] = FAMILIES,
@@ -572,7 +573,9 @@ class Online:
         ``epsilon``: the state space's size and admission distance;
         ``gamma``: predictor exponent (0: uniform draws, the analysed
         algorithm); ``predictor``: the predictor's weights from the last
-        phase (``"phase"``) or the last ``window`` queries (``"recent"``); ``seed``: the reorganizer's random generator;
+        phase (``"phase"``) or the last ``window`` queries (``"recent"``);
+        ``mid_phase_join``: a state admitted during a phase joins it at once
+        (counter from its window costs) instead of at the next phase; ``seed``: the reorganizer's random generator;
         ``policy``: ``oreo`` (or the baselines ``greedy``, ``regret``);
         ``families``: candidate layout families; ``history``: queries sampled
         uniformly from the whole stream, on which a second set of candidates
@@ -598,6 +601,7 @@ class Online:
             max_states=max_states,
             gamma=gamma,
             predictor=predictor,
+            mid_phase_join=mid_phase_join,
             seed=seed,
             history=history,
             admission_sample=admission_sample,

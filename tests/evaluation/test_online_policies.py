@@ -54,6 +54,11 @@ def test_oreo_recent_is_oreo_whose_predictor_reads_the_window() -> None:
     assert (config.predictor, config.gamma, config.window) == ("recent", 2.0, 50)
     decider = make_decider(config, ["a", "b"], "a")
     assert (decider.predictor, decider.recent) == ("recent", 50)  # type: ignore[union-attr]
+    assert not decider.mid_phase_join  # type: ignore[union-attr]
+    joining = OnlineSettings(alpha=5.0, mid_phase_join=True).config("oreo", 5.0)
+    assert make_decider(joining, ["a", "b"], "a").mid_phase_join  # type: ignore[union-attr]
+    with pytest.raises(InvalidOption, match="mid_phase_join must be true or false, got 'yes'"):
+        OnlineSettings(mid_phase_join="yes")  # type: ignore[arg-type]
     with pytest.raises(InvalidOption, match="unknown predictor 'last'"):
         OnlineSettings(predictor="last")
 

@@ -29,6 +29,7 @@ from lakelayout.online.manager import (
     TimeBiased,
     distance,
 )
+from lakelayout.online.reorganizer import Reorganizer
 from lakelayout.stats.blocks import block_stats
 
 ROWS = 8_000
@@ -115,6 +116,36 @@ def test_a_drifting_workload_gets_a_new_state_after_the_template_switch(sample: 
     assert engine.applied in after
     assert engine.status()["switches"] >= 2
     assert AS_IS not in engine.manager.states  # left once a rewrite away from it committed
+
+
+@pytest.mark.parametrize("join", [False, True])
+def test_with_mid_phase_join_the_new_template_s_state_is_drawable_in_its_phase(
+    sample: pa.Table, join: bool
+) -> None:
+    """A state admitted after a template switch gets from the engine its costs on the
+    window; with ``mid_phase_join`` it is active in the phase it was admitted in."""
+    rng = np.random.default_rng(3)
+    config = OnlineConfig(
+        alpha=60.0, window=200, interval=30, max_states=6, seed=0, mid_phase_join=join
+    )
+    engine = OnlineEngine(config, sample, fitter(sample, ["qdtree", "hilbert"]))
+    drive(engine, sample, [on_x(rng) for _ in range(90)])
+    before = set(engine.manager.states)
+    phase = engine.decider.phase  # type: ignore[union-attr]
+    for _ in range(60):
+        drive(engine, sample, [on_y(rng)])
+        new = set(engine.manager.states) - before
+        if new:
+            break
+    assert new, "no state admitted after the template switch"
+    assert engine.decider.phase == phase  # type: ignore[union-attr]  # α = 60: one phase
+    decider = engine.decider
+    assert isinstance(decider, Reorganizer)
+    for sid in new:
+        # the window's costs of the state: every query so far, so the whole phase
+        assert len(decider.to_dict()["recent_costs"][sid]) == engine.manager.queries
+        assert (sid in decider.active) == join
+        assert (sid in decider.counters) == join
 
 
 def test_a_near_duplicate_candidate_is_rejected_by_epsilon(sample: pa.Table) -> None:

@@ -270,18 +270,31 @@ def dynamic_streams(draw: st.DrawFn) -> tuple[np.ndarray, list[list[tuple[str, i
 
 
 def run_dynamic(
-    costs: np.ndarray, events: list[list[tuple[str, int]]], alpha: float, seed: int, stay: bool
+    costs: np.ndarray,
+    events: list[list[tuple[str, int]]],
+    alpha: float,
+    seed: int,
+    stay: bool,
+    join: bool = False,
 ) -> tuple[float, int, int, np.ndarray]:
-    """(total cost, |S_max|, removal resets, availability) of one run."""
+    """(total cost, |S_max|, removal resets, availability) of one run; with ``join`` an
+    added state joins the phase at once, given its costs on every query so far."""
     names = ids(costs.shape[1])
-    r = Reorganizer(names[:2], initial=names[0], alpha=alpha, seed=seed, stay_on_reset=stay)
+    r = Reorganizer(
+        names[:2],
+        initial=names[0],
+        alpha=alpha,
+        seed=seed,
+        stay_on_reset=stay,
+        mid_phase_join=join,
+    )
     alive = {0, 1}
     s_max, resets = 2, 0
     available = np.zeros(costs.shape, dtype=bool)
     for t, row in enumerate(costs):
         for kind, k in events[t]:
             if kind == "add":
-                r.add_state(names[k])
+                r.add_state(names[k], costs[:t, k].tolist() if join else ())
                 alive.add(k)
             else:
                 resets += int(r.remove_state(names[k]).new_phase)
@@ -292,14 +305,15 @@ def run_dynamic(
     return r.total_cost, s_max, resets, available
 
 
+@pytest.mark.parametrize("join", [False, True])
 @pytest.mark.parametrize("stay", [False, True])
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=dynamic_streams())
 def test_dynamic_state_space_stays_within_the_bound(
-    stream: tuple[np.ndarray, list[list[tuple[str, int]]], float], stay: bool
+    stream: tuple[np.ndarray, list[list[tuple[str, int]]], float], stay: bool, join: bool
 ) -> None:
     costs, events, alpha = stream
-    runs = [run_dynamic(costs, events, alpha, seed, stay) for seed in range(SEEDS)]
+    runs = [run_dynamic(costs, events, alpha, seed, stay, join) for seed in range(SEEDS)]
     _, s_max, resets, available = runs[0]
     assert all(r[1:3] == (s_max, resets) for r in runs)  # counters and phases ignore the draws
     optimum = offline_optimum(costs, alpha, start=0, available=available).total
@@ -327,6 +341,43 @@ def test_a_state_added_mid_phase_joins_at_the_next_phase() -> None:
     assert step.new_phase and step.reason == "" and step.target == "b"  # stays at the reset
     assert r.active == ["a", "b", "c"] and r.counters == {"a": 0.0, "b": 0.0, "c": 0.0}
     assert r.phase == 2
+
+
+def test_with_mid_phase_join_a_state_joins_with_the_counter_it_would_have() -> None:
+    r = Reorganizer(["a", "b"], initial="a", alpha=2.0, seed=0, mid_phase_join=True)
+    r.observe({"a": 1.0, "b": 0.5})
+    r.observe({"a": 0.5, "b": 0.5})
+    # c's costs on the queries so far (older ones first): 0.25 and 0.25 in this phase
+    r.add_state("c", [0.9, 0.25, 0.25])
+    assert r.active == ["a", "b", "c"] and r.counters["c"] == pytest.approx(0.5)
+    # a state that would have paid α already joins with a full counter, inactive
+    r.add_state("d", [1.5, 0.5])
+    assert r.counters["d"] == pytest.approx(2.0) and "d" not in r.active
+    # costs that do not cover the phase: the next phase, as Algorithm 4 has it
+    r.add_state("e", [0.0])
+    assert "e" not in r.counters and "e" not in r.active
+    step = r.observe({"a": 1.0, "b": 0.5, "c": 0.0, "d": 0.0, "e": 0.0})  # a fills
+    assert step.reason == COUNTER_FULL and step.target in ("b", "c")
+    # the phase still ends when every state of the phase has paid α
+    while not step.new_phase:
+        step = r.observe({"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0, "e": 1.0})
+    assert r.active == ["a", "b", "c", "d", "e"]
+    # the same additions without the option wait for the next phase
+    plain = Reorganizer(["a", "b"], initial="a", alpha=2.0, seed=0)
+    plain.observe({"a": 1.0, "b": 0.5})
+    plain.add_state("c", [0.9, 0.25])
+    assert plain.active == ["a", "b"] and "c" not in plain.counters
+
+
+def test_a_joined_state_survives_a_restore() -> None:
+    r = Reorganizer(["a", "b"], initial="a", alpha=3.0, seed=2, mid_phase_join=True)
+    r.observe({"a": 1.0, "b": 1.0})
+    restored = Reorganizer.from_dict(json.loads(json.dumps(r.to_dict())))
+    for x in (r, restored):
+        x.add_state("c", [0.5])
+    assert r.to_dict() == restored.to_dict() and restored.counters["c"] == 0.5
+    with pytest.raises(InvalidOption, match="costs of state 'd' must be finite and >= 0"):
+        r.add_state("d", [float("nan")])
 
 
 def test_removing_a_state_follows_algorithm_4() -> None:

@@ -592,6 +592,7 @@ class OnlineSettings:
     max_states: int = 8
     gamma: float = 0.0
     predictor: str = "phase"
+    mid_phase_join: bool = False
     seed: int = 0
     families: tuple[str, ...] = FAMILIES
     history: int = 0
@@ -614,6 +615,7 @@ class OnlineSettings:
             max_states=self.max_states,
             gamma=self.gamma,
             predictor=self.predictor,
+            mid_phase_join=self.mid_phase_join,
             seed=self.seed,
             history=self.history,
             admission_sample=self.admission_sample,
@@ -800,6 +802,7 @@ class OnlinePolicy(Policy):
         extra = ""
         if c.policy == "oreo":
             extra = f", γ={c.gamma:g}" + (", predictor: recent window" * (c.predictor == "recent"))
+            extra += ", mid-phase join" * c.mid_phase_join
         self.description = (
             f"[online] {_ONLINE_DESCRIPTIONS[self.kind]}{extra}; α={c.alpha:.1f} "
             f"({self.alpha_note}); window {c.window}, candidates every {c.interval}, "

@@ -63,6 +63,9 @@ class OnlineConfig:
     ``gamma``: predictor exponent (0 = uniform draws, the analysed algorithm);
     ``predictor``: what the predictor's weights are over, ``"phase"`` (the last
     phase, the paper's example) or ``"recent"`` (the last ``window`` queries);
+    ``mid_phase_join``: a state admitted during a phase joins it at once with the
+    counter its window costs give (:class:`~.reorganizer.Reorganizer`), not at the
+    next phase;
     ``stay_on_reset``: stay in the current state when a phase starts;
     ``history``: queries in the manager's uniform sample of the whole stream,
     on which a second set of candidates is fitted (0: the window only, as in
@@ -79,6 +82,7 @@ class OnlineConfig:
     max_states: int = 8
     gamma: float = 0.0
     predictor: str = "phase"
+    mid_phase_join: bool = False
     seed: int = 0
     stay_on_reset: bool = True
     history: int = 0
@@ -93,6 +97,10 @@ class OnlineConfig:
             )
         _number(self.alpha, "alpha", low=0.0, strict=True)
         _number(self.gamma, "gamma", low=0.0)
+        if not isinstance(self.mid_phase_join, bool):
+            raise InvalidOption(
+                f"mid_phase_join must be true or false, got {self.mid_phase_join!r}"
+            )
         if self.predictor not in PREDICTORS:
             raise InvalidOption(
                 f"unknown predictor {self.predictor!r}{closest(self.predictor, PREDICTORS)}; "
@@ -202,6 +210,7 @@ def make_decider(config: OnlineConfig, states: Sequence[str], initial: str) -> D
             stay_on_reset=config.stay_on_reset,
             predictor=config.predictor,
             recent=config.window,
+            mid_phase_join=config.mid_phase_join,
         )
     if config.policy == "greedy":
         return Greedy(states, initial=initial, alpha=config.alpha, window=config.window)
@@ -335,18 +344,12 @@ class OnlineEngine:
 
         admission = self.manager.refresh(fit, price, protected=protected)
         for sid in admission.added:
-            self._add_to_decider(sid, admission.vectors[sid])
+            self.decider.add_state(sid, admission.vectors[sid].tolist())
         for sid in admission.removed:
             step = self.decider.remove_state(sid)
             if step.switched:
                 self._pending_reason = step.reason
         return admission
-
-    def _add_to_decider(self, sid: str, recent: np.ndarray) -> None:
-        if isinstance(self.decider, Reorganizer):
-            self.decider.add_state(sid)
-        else:
-            self.decider.add_state(sid, recent.tolist())
 
     # ------------------------------------------------------------------ switches
 
@@ -444,6 +447,7 @@ class OnlineEngine:
             "alpha": self.config.alpha,
             "gamma": self.config.gamma,
             "predictor": self.config.predictor,
+            "mid_phase_join": self.config.mid_phase_join,
             "epsilon": self.config.epsilon,
             "window": self.config.window,
             "interval": self.config.interval,

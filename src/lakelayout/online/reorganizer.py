@@ -16,9 +16,10 @@ reorganizer answers with the state to be in for the next query.
   (``stay_on_reset=True``, the paper's optimization, §IV-A) or draws a state
   uniformly as the analysed algorithm does (``stay_on_reset=False``).
 * Dynamic state space (Algorithm 4): a state added mid-phase joins ``S_A``
-  at the next phase; a removed state leaves ``S`` and ``S_A`` (its counter is
-  as good as full); if ``S_A`` becomes empty a new phase starts; if the
-  current state is removed the reorganizer switches to a drawn active state.
+  at the next phase (or at once with ``mid_phase_join``, below); a removed
+  state leaves ``S`` and ``S_A`` (its counter is as good as full); if ``S_A``
+  becomes empty a new phase starts; if the current state is removed the
+  reorganizer switches to a drawn active state.
 
 Predictor (§IV-C, ``gamma``): the weight of a state is ``1 -`` its mean cost
 per query (the fraction of data it would have skipped, when costs are
@@ -31,6 +32,18 @@ about the template that just arrived; the last queries say what it is).
 States without a weight yet get the median weight of the others. Any
 predictor leaves every active state a positive probability only if its
 weight is positive; the analysed bound is the uniform draw's.
+
+Mid-phase join (``mid_phase_join=True``; off by default, as Algorithm 4 has
+it): a state added during a phase, with its costs on the queries of the phase
+so far (the caller priced it on its recent queries), joins the phase at once
+with the counter it would have had had it been there from the phase's start;
+it is active if that counter is below ``α``. The paper suggests this replay
+for the predictor's counts (§IV-C). It keeps what the analysis uses -- in
+every phase each state is visited at most once and every state in ``S`` at
+the phase's end has paid ``α`` since its start (or left) -- because the
+state is treated as one that was there all along; a state whose costs do
+not cover the phase joins at the next one. It lets a specialist fitted for a
+template that just arrived be drawn in the phase the template arrived in.
 
 Randomness comes from one ``numpy.random.Generator`` (PCG64) seeded by
 ``seed``: the same costs give the same decisions, and :meth:`to_dict` /
@@ -237,6 +250,7 @@ class Reorganizer:
         stay_on_reset: bool = True,
         predictor: str = "phase",
         recent: int = 200,
+        mid_phase_join: bool = False,
     ) -> None:
         ids = list(states)
         if not ids:
@@ -250,6 +264,7 @@ class Reorganizer:
         self.predictor, self.recent = _check_predictor(predictor, recent)
         self.seed = int(seed)
         self.stay_on_reset = bool(stay_on_reset)
+        self.mid_phase_join = bool(mid_phase_join)
         self._rng = np.random.default_rng(self.seed)
         self._states = ids
         self._active = list(ids)
@@ -257,6 +272,8 @@ class Reorganizer:
         self._current = initial
         self.phase = 1
         self.queries = 0
+        #: ``queries`` when the current phase started
+        self._phase_start = 0
         self.switches = 0
         self.service_cost = 0.0
         #: predictor: each state's cost and query count in the current phase
@@ -353,16 +370,32 @@ class Reorganizer:
 
     # ------------------------------------------------------------------ Algorithm 4
 
-    def add_state(self, state: str) -> None:
-        """Add ``state`` to ``S``; it becomes active when the next phase starts."""
+    def add_state(self, state: str, recent: Sequence[float] = ()) -> None:
+        """Add ``state`` to ``S``; it becomes active when the next phase starts, or now
+        with ``mid_phase_join`` when ``recent`` -- its costs on the latest queries,
+        oldest first -- covers the phase so far (module docstring).
+
+        ``recent`` also seeds the state's costs for ``predictor="recent"``.
+        """
         if state in self._states:
             raise InvalidOption(f"state {state!r} is already in the state space")
+        costs = [float(c) for c in recent]
+        if any(not math.isfinite(c) or c < 0 for c in costs):
+            raise InvalidOption(f"costs of state {state!r} must be finite and >= 0")
         self._states.append(state)
         self._phase_cost[state] = 0.0
         self._phase_queries[state] = 0
         self._totals[state] = 0.0
         self._seen[state] = 0
-        self._recent[state] = self._window()
+        self._recent[state] = deque(costs, maxlen=self.recent)
+        in_phase = self.queries - self._phase_start
+        if self.mid_phase_join and len(costs) >= in_phase:
+            spent = float(sum(costs[len(costs) - in_phase :]))
+            self._phase_cost[state] = spent
+            self._phase_queries[state] = in_phase
+            self._counters[state] = spent
+            if spent < self.alpha:
+                self._active.append(state)
 
     def remove_state(self, state: str) -> Step:
         """Remove ``state`` from ``S`` (Algorithm 4, lines 6–12); what it did to the current state."""
@@ -421,6 +454,7 @@ class Reorganizer:
         self._counters = dict.fromkeys(self._states, 0.0)
         self._phase_cost = dict.fromkeys(self._states, 0.0)
         self._phase_queries = dict.fromkeys(self._states, 0)
+        self._phase_start = self.queries
         self.phase += 1
 
     def _phase_weights(self) -> dict[str, float]:
@@ -476,6 +510,8 @@ class Reorganizer:
             "gamma": self.gamma,
             "seed": self.seed,
             "stay_on_reset": self.stay_on_reset,
+            "mid_phase_join": self.mid_phase_join,
+            "phase_start": self._phase_start,
             "predictor": self.predictor,
             "recent": self.recent,
             "recent_costs": {s: list(costs) for s, costs in self._recent.items()},
@@ -508,12 +544,15 @@ class Reorganizer:
                 stay_on_reset=True,  # no initial draw: the state is restored below
                 predictor=data.get("predictor", "phase"),
                 recent=data.get("recent", 200),
+                mid_phase_join=data.get("mid_phase_join", False),
             )
             out.stay_on_reset = bool(data["stay_on_reset"])
             out._active = list(data["active"])
             out._counters = {k: float(v) for k, v in data["counters"].items()}
             out.phase = int(data["phase"])
             out.queries = int(data["queries"])
+            in_phase = max((int(v) for v in data["phase_queries"].values()), default=0)
+            out._phase_start = int(data.get("phase_start", out.queries - in_phase))
             out.switches = int(data["switches"])
             out.service_cost = float(data["service_cost"])
             out._phase_cost = {k: float(v) for k, v in data["phase_cost"].items()}
