@@ -182,11 +182,14 @@ def test_a_process_killed_mid_rewrite_leaves_a_usable_table_and_state(
 
 def test_status_and_history_survive_a_restart(spark: Any, tmp_path: Path) -> None:
     t = make_table(spark, tmp_path / "t")
-    t.online.enable(**SETTINGS, admission_sample=15, half_life=30)
+    t.online.enable(
+        **SETTINGS, admission_sample=15, half_life=30, predictor="recent", mid_phase_join=True
+    )
     scan_until_switch(t, queries(60))
     assert t.online.wait(300)
     status, history = t.online.status(), t.online.history()
     assert (status["admission_sample"], status["half_life"]) == (15, 30)
+    assert (status["predictor"], status["mid_phase_join"]) == ("recent", True)
     # a new process: the CLI reads the stored state (no JVM needed)
     cli = [sys.executable, "-m", "lakelayout.cli", "online"]
     shown = subprocess.run([*cli, "status", t.uri], capture_output=True, text=True, timeout=120)
@@ -194,6 +197,7 @@ def test_status_and_history_survive_a_restart(spark: Any, tmp_path: Path) -> Non
     assert f"queries {status['queries']}" in shown.stdout
     assert "qdtree" in shown.stdout and "switches 1" in shown.stdout
     assert "layouts compared on a time-biased sample of 15 queries (half-life 30)" in shown.stdout
+    assert "predictor recent  mid-phase join" in shown.stdout
     listed = subprocess.run([*cli, "history", t.uri], capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0 and "done" in listed.stdout and "as-is" in listed.stdout
     # a fresh controller (as in a new process) continues where the last one stopped
@@ -229,6 +233,8 @@ def test_scans_feed_nothing_until_enabled_and_bad_options_write_nothing(
         t.online.enable(alpha=2.0, families=["qdtre"])
     with pytest.raises(InvalidOption, match="max_states must be >= 2"):
         t.online.enable(alpha=2.0, max_states=1)
+    with pytest.raises(InvalidOption, match="unknown predictor 'last'"):
+        t.online.enable(alpha=2.0, predictor="last")
     assert not state.exists() and not t.online.enabled
     t.online.enable(**SETTINGS)
     with pytest.raises(InvalidOption, match="already enabled"):
