@@ -126,7 +126,13 @@ def test_with_mid_phase_join_the_new_template_s_state_is_drawable_in_its_phase(
     window; with ``mid_phase_join`` it is active in the phase it was admitted in."""
     rng = np.random.default_rng(3)
     config = OnlineConfig(
-        alpha=60.0, window=200, interval=30, max_states=6, seed=0, mid_phase_join=join
+        alpha=60.0,
+        window=200,
+        interval=30,
+        max_states=6,
+        seed=0,
+        mid_phase_join=join,
+        predictor="recent",  # keeps the states' recent costs, checked below
     )
     engine = OnlineEngine(config, sample, fitter(sample, ["qdtree", "hilbert"]))
     drive(engine, sample, [on_x(rng) for _ in range(90)])

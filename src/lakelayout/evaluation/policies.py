@@ -703,11 +703,10 @@ def alpha_per_scan_bytes(rewrite: float, full: float, fixed: float) -> tuple[flo
     >>> alpha_per_scan_bytes(22.0, 0.25, 0.05)
     (110.0, 'full scan 0.250 s less the fixed 0.050 s a query pays')
     """
-    if 0 < fixed < full:
-        return rewrite / (
-            full - fixed
-        ), f"full scan {full:.3f} s less the fixed {fixed:.3f} s a query pays"
-    return rewrite / full, f"full scan {full:.3f} s"
+    if not 0 < fixed < full:
+        return rewrite / full, f"full scan {full:.3f} s"
+    unit = f"full scan {full:.3f} s less the fixed {fixed:.3f} s a query pays"
+    return rewrite / (full - fixed), unit
 
 
 def latest_snapshot(ctx: Context) -> Snapshot:
@@ -801,8 +800,11 @@ class OnlinePolicy(Policy):
         switches = sum(s.status == "done" for s in engine.history)
         extra = ""
         if c.policy == "oreo":
-            extra = f", γ={c.gamma:g}" + (", predictor: recent window" * (c.predictor == "recent"))
-            extra += ", mid-phase join" * c.mid_phase_join
+            extra = f", γ={c.gamma:g}"
+            if c.predictor == "recent":
+                extra += ", predictor: recent window"
+            if c.mid_phase_join:
+                extra += ", mid-phase join"
         self.description = (
             f"[online] {_ONLINE_DESCRIPTIONS[self.kind]}{extra}; α={c.alpha:.1f} "
             f"({self.alpha_note}); window {c.window}, candidates every {c.interval}, "

@@ -46,7 +46,7 @@ from lakelayout.layouts.base import Layout
 from lakelayout.online.baselines import Greedy, Regret
 from lakelayout.online.costs import CostBook, VirtualState
 from lakelayout.online.manager import AS_IS, Admission, Candidate, LayoutManager, ManagedState
-from lakelayout.online.reorganizer import PREDICTORS, Reorganizer, Step
+from lakelayout.online.reorganizer import Reorganizer, Step, check_predictor
 
 POLICIES = ("oreo", "greedy", "regret")
 
@@ -101,11 +101,7 @@ class OnlineConfig:
             raise InvalidOption(
                 f"mid_phase_join must be true or false, got {self.mid_phase_join!r}"
             )
-        if self.predictor not in PREDICTORS:
-            raise InvalidOption(
-                f"unknown predictor {self.predictor!r}{closest(self.predictor, PREDICTORS)}; "
-                f"known: {', '.join(PREDICTORS)}"
-            )
+        check_predictor(self.predictor)
         _number(self.epsilon, "epsilon", low=0.0, high=1.0)
         for name in (
             "window",

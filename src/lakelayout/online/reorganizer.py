@@ -64,7 +64,7 @@ from typing import Any
 
 import numpy as np
 
-from lakelayout.errors import InvalidOption
+from lakelayout.errors import InvalidOption, closest
 
 #: reasons a :class:`Step` gives for a switch
 COUNTER_FULL = "counter full"
@@ -192,12 +192,25 @@ def _check_gamma(gamma: float) -> float:
     return float(gamma)
 
 
-def _check_predictor(predictor: str, recent: int) -> tuple[str, int]:
+def _skipped(mean_cost: float) -> float:
+    """A predictor weight: ``1 -`` a mean cost, clipped to ``[0, 1]``."""
+    return min(1.0, max(0.0, 1.0 - mean_cost))
+
+
+def check_predictor(predictor: str) -> str:
+    """``predictor`` if it is one of :data:`PREDICTORS`, else InvalidOption naming it."""
     if predictor not in PREDICTORS:
-        raise InvalidOption(f"unknown predictor {predictor!r}; known: {', '.join(PREDICTORS)}")
+        raise InvalidOption(
+            f"unknown predictor {predictor!r}{closest(predictor, PREDICTORS)}; "
+            f"known: {', '.join(PREDICTORS)}"
+        )
+    return predictor
+
+
+def _check_recent(recent: int) -> int:
     if isinstance(recent, bool) or not isinstance(recent, int) or recent < 1:
         raise InvalidOption(f"recent must be an integer >= 1 query, got {recent!r}")
-    return predictor, recent
+    return recent
 
 
 def rng_state(rng: np.random.Generator) -> dict[str, Any]:
@@ -261,7 +274,8 @@ class Reorganizer:
             raise InvalidOption(f"initial state {initial!r} is not one of the states {ids}")
         self.alpha = _check_alpha(alpha)
         self.gamma = _check_gamma(gamma)
-        self.predictor, self.recent = _check_predictor(predictor, recent)
+        self.predictor = check_predictor(predictor)
+        self.recent = _check_recent(recent)
         self.seed = int(seed)
         self.stay_on_reset = bool(stay_on_reset)
         self.mid_phase_join = bool(mid_phase_join)
@@ -272,8 +286,6 @@ class Reorganizer:
         self._current = initial
         self.phase = 1
         self.queries = 0
-        #: ``queries`` when the current phase started
-        self._phase_start = 0
         self.switches = 0
         self.service_cost = 0.0
         #: predictor: each state's cost and query count in the current phase
@@ -281,8 +293,11 @@ class Reorganizer:
         self._phase_queries = dict.fromkeys(ids, 0)
         #: predictor weights from the last finished phase
         self._weights: dict[str, float] = {}
-        #: each state's costs of the last ``recent`` queries (``predictor="recent"``)
-        self._recent: dict[str, deque[float]] = {s: self._window() for s in ids}
+        #: each state's costs of the last ``recent`` queries (kept for ``predictor="recent"``
+        #: only: the state is saved after every query)
+        self._recent: dict[str, deque[float]] = {}
+        if self.predictor == "recent":
+            self._recent = {s: deque(maxlen=self.recent) for s in ids}
         #: what every state would have cost since it joined (status reports)
         self._totals = dict.fromkeys(ids, 0.0)
         self._seen = dict.fromkeys(ids, 0)
@@ -351,7 +366,8 @@ class Reorganizer:
             self._phase_queries[s] += 1
             self._totals[s] += c
             self._seen[s] += 1
-            self._recent[s].append(c)
+        for s, window in self._recent.items():
+            window.append(float(costs[s]))
         for s in self._active:
             self._counters[s] += float(costs[s])
         self._active = [s for s in self._active if self._counters[s] < self.alpha]
@@ -387,8 +403,10 @@ class Reorganizer:
         self._phase_queries[state] = 0
         self._totals[state] = 0.0
         self._seen[state] = 0
-        self._recent[state] = deque(costs, maxlen=self.recent)
-        in_phase = self.queries - self._phase_start
+        if self.predictor == "recent":
+            self._recent[state] = deque(costs, maxlen=self.recent)
+        # queries of the phase so far: the current state has taken part in all of them
+        in_phase = self._phase_queries[self._current]
         if self.mid_phase_join and len(costs) >= in_phase:
             spent = float(sum(costs[len(costs) - in_phase :]))
             self._phase_cost[state] = spent
@@ -454,7 +472,6 @@ class Reorganizer:
         self._counters = dict.fromkeys(self._states, 0.0)
         self._phase_cost = dict.fromkeys(self._states, 0.0)
         self._phase_queries = dict.fromkeys(self._states, 0)
-        self._phase_start = self.queries
         self.phase += 1
 
     def _phase_weights(self) -> dict[str, float]:
@@ -463,19 +480,12 @@ class Reorganizer:
         for s in self._states:
             n = self._phase_queries.get(s, 0)
             if n:
-                out[s] = min(1.0, max(0.0, 1.0 - self._phase_cost[s] / n))
+                out[s] = _skipped(self._phase_cost[s] / n)
         return out
 
     def _recent_weights(self) -> dict[str, float]:
         """``1 -`` mean cost per query of each state over its last ``recent`` queries."""
-        return {
-            s: min(1.0, max(0.0, 1.0 - sum(costs) / len(costs)))
-            for s, costs in self._recent.items()
-            if costs
-        }
-
-    def _window(self) -> deque[float]:
-        return deque(maxlen=self.recent)
+        return {s: _skipped(sum(w) / len(w)) for s, w in self._recent.items() if w}
 
     def _move(self, target: str) -> None:
         if target != self._current:
@@ -511,7 +521,6 @@ class Reorganizer:
             "seed": self.seed,
             "stay_on_reset": self.stay_on_reset,
             "mid_phase_join": self.mid_phase_join,
-            "phase_start": self._phase_start,
             "predictor": self.predictor,
             "recent": self.recent,
             "recent_costs": {s: list(costs) for s, costs in self._recent.items()},
@@ -551,8 +560,6 @@ class Reorganizer:
             out._counters = {k: float(v) for k, v in data["counters"].items()}
             out.phase = int(data["phase"])
             out.queries = int(data["queries"])
-            in_phase = max((int(v) for v in data["phase_queries"].values()), default=0)
-            out._phase_start = int(data.get("phase_start", out.queries - in_phase))
             out.switches = int(data["switches"])
             out.service_cost = float(data["service_cost"])
             out._phase_cost = {k: float(v) for k, v in data["phase_cost"].items()}
@@ -560,8 +567,9 @@ class Reorganizer:
             out._weights = {k: float(v) for k, v in data["weights"].items()}
             out._totals = {k: float(v) for k, v in data["totals"].items()}
             out._seen = {k: int(v) for k, v in data["seen"].items()}
-            for k, costs in data.get("recent_costs", {}).items():
-                out._recent[k] = deque((float(c) for c in costs), maxlen=out.recent)
+            if out.predictor == "recent":
+                for k, costs in data.get("recent_costs", {}).items():
+                    out._recent[k] = deque((float(c) for c in costs), maxlen=out.recent)
             out._rng = rng_from_state(data["rng"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InvalidOption(f"not a saved reorganizer state: {exc!r}") from exc
