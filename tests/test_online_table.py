@@ -251,6 +251,10 @@ def test_alpha_is_measured_on_a_scratch_copy(spark: Any, tmp_path: Path) -> None
     files = live_paths(t)
     m = online_table.measure_alpha(t)
     assert m.method == "measured" and m.alpha > 0
-    assert m.scan_seconds and m.rewrite_seconds and m.alpha == m.rewrite_seconds / m.scan_seconds
+    assert m.scan_seconds and m.rewrite_seconds and m.fixed_seconds
+    # α prices the bytes a full scan reads: the part a scan keeping no file pays is out
+    # (unless noise put it above the full scan: then the whole scan is the unit)
+    want, _ = online_table.alpha_per_scan_bytes(m.rewrite_seconds, m.scan_seconds, m.fixed_seconds)
+    assert m.alpha == pytest.approx(want)
     assert m.rows == ROWS and m.files >= 1
     assert live_paths(t) == files  # the table itself is not touched

@@ -186,8 +186,9 @@ def online_status(path: Annotated[str, typer.Argument(help="table location")]) -
     how = "given"
     if m.get("method") == "measured":
         how = (
-            f"measured: rewrite {_fmt_num(m.get('rewrite_seconds'))} s / full scan "
-            f"{_fmt_num(m.get('scan_seconds'), 3)} s on {m.get('files')} files, "
+            f"measured: rewrite {_fmt_num(m.get('rewrite_seconds'))} s / (full scan "
+            f"{_fmt_num(m.get('scan_seconds'), 3)} s - fixed "
+            f"{_fmt_num(m.get('fixed_seconds'), 3)} s) on {m.get('files')} files, "
             f"{_fmt_bytes(int(m.get('bytes') or 0))}, {m.get('layout')}"
         )
     console.print(f"α = {_fmt_num(s['alpha'])} ({how})", highlight=False)
@@ -196,7 +197,8 @@ def online_status(path: Annotated[str, typer.Argument(help="table location")]) -
         f"switches {s['switches']}  failed rewrites {s['failed_rewrites']}  "
         f"window {s['window']}  interval {s['interval']}  ε {s['epsilon']:g}  "
         f"γ {s['gamma']:g}  predictor {s.get('predictor', 'phase')}"
-        f"{'  mid-phase join' if s.get('mid_phase_join') else ''}  "
+        f"{'  mid-phase join' if s.get('mid_phase_join') else ''}"
+        f"{'  fit before a draw' if s.get('fit_before_draw') else ''}  "
         f"max states {s['max_states']}  history {s['history']}",
         highlight=False,
     )
@@ -541,6 +543,12 @@ _MidPhaseJoin = Annotated[
     bool,
     typer.Option(help="oreo: a state admitted mid-phase joins the phase at once (window costs)"),
 ]
+_FitBeforeDraw = Annotated[
+    bool,
+    typer.Option(
+        help="oreo with --mid-phase-join: fit candidates on the window when a draw is due"
+    ),
+]
 _Predictor = Annotated[
     str,
     typer.Option(help="oreo: predictor weights from the last phase or the last --window queries"),
@@ -573,6 +581,7 @@ def _online_settings(
     gamma: float,
     predictor: str,
     mid_phase_join: bool,
+    fit_before_draw: bool,
     history: int,
     admission_sample: int,
     half_life: int,
@@ -597,6 +606,7 @@ def _online_settings(
         gamma=gamma,
         predictor=predictor,
         mid_phase_join=mid_phase_join,
+        fit_before_draw=fit_before_draw,
         seed=seed,
         history=history,
         admission_sample=admission_sample,
@@ -648,7 +658,7 @@ def _bench(
     out: Path | None,
     work_dir: Path,
     policies: str,
-    online: tuple[str, int, int, float, int, float, str, bool, int, int, int],
+    online: tuple[str, int, int, float, int, float, str, bool, bool, int, int, int],
     **kw: object,
 ) -> None:
     import time
@@ -700,6 +710,7 @@ def bench_tpch(
     gamma: _Gamma = 0.0,
     predictor: _Predictor = "phase",
     mid_phase_join: _MidPhaseJoin = False,
+    fit_before_draw: _FitBeforeDraw = False,
     history: _History = 0,
     admission_sample: _AdmissionSample = 0,
     half_life: _HalfLife = 2000,
@@ -710,7 +721,7 @@ def bench_tpch(
     drifting stream (--shape drift, at least 20 template switches: queries / segment > 20).
     """
     online = (alpha, window, interval, epsilon, max_states, gamma, predictor, mid_phase_join,
-              history, admission_sample, half_life)  # fmt: skip
+              fit_before_draw, history, admission_sample, half_life)  # fmt: skip
     _bench("tpch", out, work_dir, policies, online, queries=queries, mode=mode, scale=scale,
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, retime=retime, time_every=time_every,
@@ -748,6 +759,7 @@ def bench_logs(
     gamma: _Gamma = 0.0,
     predictor: _Predictor = "phase",
     mid_phase_join: _MidPhaseJoin = False,
+    fit_before_draw: _FitBeforeDraw = False,
     history: _History = 0,
     admission_sample: _AdmissionSample = 0,
     half_life: _HalfLife = 2000,
@@ -755,7 +767,7 @@ def bench_logs(
     """The logs table (LIKE, map extraction, month(ts), a UDF, bounding boxes) under each
     policy, with its skipping indexes declared on every table (--no-indexes: min/max only)."""
     online = (alpha, window, interval, epsilon, max_states, gamma, predictor, mid_phase_join,
-              history, admission_sample, half_life)  # fmt: skip
+              fit_before_draw, history, admission_sample, half_life)  # fmt: skip
     _bench("logs", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime,
@@ -792,6 +804,7 @@ def bench_taxi(
     gamma: _Gamma = 0.0,
     predictor: _Predictor = "phase",
     mid_phase_join: _MidPhaseJoin = False,
+    fit_before_draw: _FitBeforeDraw = False,
     history: _History = 0,
     admission_sample: _AdmissionSample = 0,
     half_life: _HalfLife = 2000,
@@ -799,7 +812,7 @@ def bench_taxi(
     """The correlated taxi table (distance, fare, duration, pickup time ranges and their
     correlated combinations) under each policy."""
     online = (alpha, window, interval, epsilon, max_states, gamma, predictor, mid_phase_join,
-              history, admission_sample, half_life)  # fmt: skip
+              fit_before_draw, history, admission_sample, half_life)  # fmt: skip
     _bench("taxi", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime,

@@ -96,6 +96,8 @@ class AlphaMeasurement:
     method: str
     scan_seconds: float | None = None
     rewrite_seconds: float | None = None
+    #: a scan of the copy keeping zero files: the part of a scan no layout saves
+    fixed_seconds: float | None = None
     files: int = 0
     bytes: int = 0
     rows: int = 0
@@ -110,17 +112,65 @@ class AlphaMeasurement:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def alpha_per_scan_bytes(rewrite: float, full: float, fixed: float) -> tuple[float, str]:
+    """``rewrite`` seconds in units of what reading a full scan's bytes costs: the
+    full scan's ``full`` seconds less the ``fixed`` seconds every query pays (ignored
+    when it is not in ``(0, full)``); and the unit, in words.
+
+    >>> alpha_per_scan_bytes(22.0, 0.25, 0.05)
+    (110.0, 'full scan 0.250 s less the fixed 0.050 s a query pays')
+    """
+    if not 0 < fixed < full:
+        return rewrite / full, f"full scan {full:.3f} s"
+    unit = f"full scan {full:.3f} s less the fixed {fixed:.3f} s a query pays"
+    return rewrite / (full - fixed), unit
+
+
+def zero_file_predicate(
+    table: Table, snapshot: Snapshot | None = None, prefer: Sequence[str] = ()
+) -> str | None:
+    """``<column> IS NULL`` for a top-level column no file holds a null of, so that
+    pruning keeps no file (``prefer``'s columns tried first); None when every column
+    may hold nulls. A scan with it pays what every query pays whatever it reads."""
+    snap = snapshot if snapshot is not None else table.snapshot()
+    names = [n for n in prefer if n in snap.schema.names]
+    names += [n for n in snap.schema.names if n not in names]
+    tz = table.spark.conf.get("spark.sql.session.timeZone") or "UTC"
+    for name in names:
+        if not name.isidentifier():
+            continue
+        sql = f"{name} IS NULL"
+        predicate = parse_predicate(sql, snap.schema, timezone=tz)
+        keep = np.asarray(table.plan(predicate, snapshot=snap, timezone=tz).keep, bool)
+        if len(keep) and not keep.any():
+            return sql
+    return None
+
+
+def _read_all_seconds(table: Table, where: str | None) -> float:
+    """Seconds of ``table.scan(where)`` with every column of every kept row read."""
+    started = time.perf_counter()
+    table.scan(where).df.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - started
+
+
 def measure_alpha(
     table: Table, *, max_bytes: int = ALPHA_BYTES, scans: int = 3
 ) -> AlphaMeasurement:
-    """Rewrite time over full-scan time, both timed on a scratch copy of the table.
+    """Rewrite time over the time of reading a full scan's bytes, both timed on a
+    scratch copy of the table.
 
     The copy holds the table's files in path order up to ``max_bytes`` (at
-    least one file). Full scan: Spark reads every column of every row
-    (``write.format("noop")``), median of ``scans`` runs after one warm-up
-    run. Rewrite: ``optimize.apply`` of a Hilbert layout (Z-order with one
-    column) on the first two orderable columns, fitted on a sample of the
-    copy, one file per block, committed — the path a switch takes.
+    least one file). Full scan: ``scan()`` of the copy with every column of
+    every row read (``write.format("noop")``); fixed part: the same with a
+    predicate that keeps no file (:func:`zero_file_predicate`) -- what every
+    query pays whatever its layout; both interleaved, medians of ``scans``
+    runs after one warm-up run each. Rewrite: ``optimize.apply`` of a Hilbert
+    layout (Z-order with one column) on the first two orderable columns,
+    fitted on a sample of the copy, one file per block, committed -- the path a
+    switch takes. ``α = rewrite / (full scan - fixed part)``
+    (:func:`alpha_per_scan_bytes`): the decisions price a query by the bytes
+    it reads, and a switch can only save on those.
     """
     from lakelayout.cluster.rewrite import read_files, sample_rows
     from lakelayout.layouts import HilbertLayout
@@ -149,15 +199,21 @@ def measure_alpha(
         target = max(1024, nbytes // max(len(paths), 1))
         # the table's own class (importing lakelayout.api here would make an import cycle)
         scratch = type(table).create(
-            os.path.join(tmp, "copy"), df, spark=spark, target_file_size=target
+            os.path.join(tmp, "copy"),
+            df,
+            spark=spark,
+            target_file_size=target,
+            properties={"lakelayout.queryLog.enabled": "false"},  # its scans are not queries
         )
         files = scratch.snapshot().files
-        times = []
+        nothing = zero_file_predicate(scratch)
+        full_times, zero_times = [], []
         for _ in range(scans + 1):
-            started = time.perf_counter()
-            scratch.to_df().write.format("noop").mode("overwrite").save()
-            times.append(time.perf_counter() - started)
-        scan = statistics.median(times[1:])
+            full_times.append(_read_all_seconds(scratch, None))
+            if nothing is not None:
+                zero_times.append(_read_all_seconds(scratch, nothing))
+        scan = statistics.median(full_times[1:])
+        fixed = statistics.median(zero_times[1:]) if zero_times else None
         sample = sample_rows(scratch.to_df().select(*columns), int(files.total_rows))
         blocks = max(2, len(files))
         if len(columns) >= 2:
@@ -167,11 +223,13 @@ def measure_alpha(
         started = time.perf_counter()
         scratch.optimize.apply(layout, one_file_per_block=True)
         rewrite = time.perf_counter() - started
+    alpha = alpha_per_scan_bytes(rewrite, scan, fixed or 0.0)[0] if scan > 0 else float("inf")
     return AlphaMeasurement(
-        alpha=rewrite / scan if scan > 0 else float("inf"),
+        alpha=alpha,
         method="measured",
         scan_seconds=scan,
         rewrite_seconds=rewrite,
+        fixed_seconds=fixed,
         files=len(files),
         bytes=int(files.total_bytes),
         rows=int(files.total_rows),
@@ -556,6 +614,7 @@ class Online:
         gamma: float = 0.0,
         predictor: str = "phase",
         mid_phase_join: bool = False,
+        fit_before_draw: bool = False,
         seed: int = 0,
         policy: str = "oreo",
         families: Sequence[str] = FAMILIES,
@@ -575,7 +634,10 @@ class Online:
         algorithm); ``predictor``: the predictor's weights from the last
         phase (``"phase"``) or the last ``window`` queries (``"recent"``);
         ``mid_phase_join``: a state admitted during a phase joins it at once
-        (counter from its window costs) instead of at the next phase; ``seed``: the reorganizer's random generator;
+        (counter from its window costs) instead of at the next phase;
+        ``fit_before_draw`` (with ``mid_phase_join``): when a scan fills the
+        current state's counter, fit candidates on the window before the draw;
+        ``seed``: the reorganizer's random generator;
         ``policy``: ``oreo`` (or the baselines ``greedy``, ``regret``);
         ``families``: candidate layout families; ``history``: queries sampled
         uniformly from the whole stream, on which a second set of candidates
@@ -602,6 +664,7 @@ class Online:
             gamma=gamma,
             predictor=predictor,
             mid_phase_join=mid_phase_join,
+            fit_before_draw=fit_before_draw,
             seed=seed,
             history=history,
             admission_sample=admission_sample,

@@ -207,3 +207,22 @@ def test_bench_taxi_end_to_end(spark, tmp_path: Path) -> None:  # type: ignore[n
     assert {q.template for q in wl.load(out / "workload.jsonl")} <= set(wl.TAXI_TEMPLATES)
     html = (out / "report.html").read_text()
     assert all(p in html for p in policies)
+
+
+def test_bench_refuses_fit_before_draw_without_the_join_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    from typer.testing import CliRunner
+
+    from lakelayout.cli import app
+
+    result = CliRunner().invoke(
+        app,
+        ["bench", "taxi", "--rows", "4000", "--queries", "8", "--policies", "oreo",
+         "--fit-before-draw", "--out", str(tmp_path / "run"),
+         "--work-dir", str(tmp_path / "data")],
+    )  # fmt: skip
+    assert result.exit_code != 0
+    assert "fit_before_draw needs policy 'oreo' with mid_phase_join" in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "data").exists() and not (tmp_path / "run").exists()

@@ -12,14 +12,10 @@ from lakelayout.errors import InvalidOption
 from lakelayout.evaluation import workloads as wl
 from lakelayout.evaluation.datasets import taxi_dataset
 from lakelayout.evaluation.online_report import online_rows
-from lakelayout.evaluation.policies import (
-    OnlineSettings,
-    alpha_per_scan_bytes,
-    make_policies,
-    shared,
-)
+from lakelayout.evaluation.policies import OnlineSettings, make_policies, shared
 from lakelayout.evaluation.replay import ReplayConfig, replay
 from lakelayout.online.engine import make_decider
+from lakelayout.online_table import alpha_per_scan_bytes
 
 NAMES = ["oreo", "greedy", "regret", "static", "offline-optimal"]
 
@@ -235,3 +231,15 @@ def test_reused_snapshots_give_the_results_of_fresh_ones(spark: Any, tmp_path: P
         assert during, name
         versions = [q["version"] for q in reused[name]["queries"]]
         assert versions == sorted(versions) and len(set(versions)) >= 3, name
+
+
+def test_fit_before_draw_is_oreo_s_and_needs_the_mid_phase_join() -> None:
+    settings = OnlineSettings(alpha=5.0, mid_phase_join=True, fit_before_draw=True)
+    assert settings.config("oreo", 5.0).fit_before_draw
+    # the baselines never draw: their early rounds would only be extra fits
+    assert not settings.config("greedy", 5.0).fit_before_draw
+    assert not settings.config("regret", 5.0).fit_before_draw
+    with pytest.raises(InvalidOption, match="fit_before_draw needs policy 'oreo' with mid_phase"):
+        OnlineSettings(alpha=5.0, fit_before_draw=True)
+    with pytest.raises(InvalidOption, match="fit_before_draw must be true or false, got 1"):
+        OnlineSettings(alpha=5.0, mid_phase_join=True, fit_before_draw=1)  # type: ignore[arg-type]

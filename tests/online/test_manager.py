@@ -154,6 +154,52 @@ def test_with_mid_phase_join_the_new_template_s_state_is_drawable_in_its_phase(
         assert (sid in decider.counters) == join
 
 
+@pytest.mark.parametrize("early", [False, True])
+def test_fit_before_draw_fits_on_the_query_that_fills_the_counter(
+    sample: pa.Table, early: bool
+) -> None:
+    """With ``fit_before_draw`` the query that fills the current state's counter joins
+    the window and a candidate round runs before the draw: the states it admits join
+    the phase (counter: their costs over the phase, that query charged once) and the
+    draw lands on one of them -- here the table as it is, which reads every file, is
+    the only other state and is full. Without it, the first round is ``interval``
+    queries away, the phase ends with nothing to draw and the table stays."""
+    rng = np.random.default_rng(5)
+    config = OnlineConfig(
+        alpha=6.0,
+        window=40,
+        interval=100,
+        max_states=8,
+        seed=0,
+        mid_phase_join=True,
+        fit_before_draw=early,
+    )
+    engine = OnlineEngine(config, sample, fitter(sample, ["qdtree"]))
+    arrival = Arrival(sample)
+    decider = engine.decider
+    assert isinstance(decider, Reorganizer)
+    sqls = [on_x(rng) for _ in range(30)]
+    for sql in sqls:
+        states = set(engine.manager.states)
+        step = engine.observe(sql, parse_predicate(sql, sample.schema), arrival)
+        if step.reason or step.new_phase:
+            break
+    # the table as it is reads every file of this sample: α = 6 queries fill it
+    assert engine.manager.queries == 6 and decider.phase == 1 + (not early)
+    added = set(engine.manager.states) - states
+    if not early:
+        assert not added and engine.draw_fits == 0 and not engine.wants_switch()
+        return
+    assert added and engine.draw_fits == 1
+    assert engine.manager.window_sql[-1] == sqls[5]  # fitted with the query that filled
+    assert step.target in added and step.target in decider.active
+    phase = [parse_predicate(q, sample.schema) for q in sqls[:6]]
+    for sid in added:
+        assert engine.manager.states[sid].added_at == 6
+        want = float(engine.virtual(sid).costs(phase).sum())
+        assert decider.counters[sid] == pytest.approx(want)
+
+
 def test_a_near_duplicate_candidate_is_rejected_by_epsilon(sample: pa.Table) -> None:
     rng = np.random.default_rng(2)
     window = [parse_predicate(on_x(rng), sample.schema) for _ in range(40)]

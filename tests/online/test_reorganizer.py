@@ -369,6 +369,21 @@ def test_with_mid_phase_join_a_state_joins_with_the_counter_it_would_have() -> N
     assert plain.active == ["a", "b"] and "c" not in plain.counters
 
 
+def test_draws_after_says_whether_a_query_ends_the_current_state_s_stay() -> None:
+    r = Reorganizer(["a", "b"], initial="a", alpha=2.0, seed=0)
+    r.observe({"a": 1.5, "b": 0.0})
+    before = r.to_dict()
+    assert not r.draws_after({"a": 0.49, "b": 1.0})  # 1.99 < α: a stays
+    assert r.draws_after({"a": 0.5, "b": 0.0})  # reaches α exactly: a draw follows
+    assert r.to_dict() == before  # asking changes nothing
+    step = r.observe({"a": 0.5, "b": 0.0})
+    assert step.reason == COUNTER_FULL and step.target == "b"
+    # a state the table was put back in after a failed rewrite is not active: the next
+    # query draws whatever its cost
+    r.revert("a")
+    assert r.draws_after({"a": 0.0, "b": 0.0})
+
+
 def test_a_joined_state_survives_a_restore() -> None:
     r = Reorganizer(["a", "b"], initial="a", alpha=3.0, seed=2, mid_phase_join=True)
     r.observe({"a": 1.0, "b": 1.0})

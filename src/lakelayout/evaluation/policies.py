@@ -593,6 +593,7 @@ class OnlineSettings:
     gamma: float = 0.0
     predictor: str = "phase"
     mid_phase_join: bool = False
+    fit_before_draw: bool = False
     seed: int = 0
     families: tuple[str, ...] = FAMILIES
     history: int = 0
@@ -616,6 +617,8 @@ class OnlineSettings:
             gamma=self.gamma,
             predictor=self.predictor,
             mid_phase_join=self.mid_phase_join,
+            # the early candidate round serves OReO's draw; greedy and regret do not draw
+            fit_before_draw=self.fit_before_draw if policy == "oreo" else False,
             seed=self.seed,
             history=self.history,
             admission_sample=self.admission_sample,
@@ -672,7 +675,7 @@ def replay_alpha(ctx: Context, settings: OnlineSettings) -> tuple[float, str]:
     cached = _ALPHAS.get(id(sample))
     if cached is not None and cached[0] is sample:
         return cached[1], cached[2]
-    from lakelayout.online_table import measure_alpha
+    from lakelayout.online_table import alpha_per_scan_bytes, measure_alpha
 
     m = measure_alpha(ctx.table)
     table_bytes = int(ctx.table.snapshot().files.total_bytes)
@@ -693,20 +696,6 @@ def replay_alpha(ctx: Context, settings: OnlineSettings) -> tuple[float, str]:
         )
     _ALPHAS[id(sample)] = (sample, alpha, how)
     return alpha, how
-
-
-def alpha_per_scan_bytes(rewrite: float, full: float, fixed: float) -> tuple[float, str]:
-    """``rewrite`` seconds in units of what reading a full scan's bytes costs: the
-    full scan's ``full`` seconds less the ``fixed`` seconds every query pays (ignored
-    when it is not in ``(0, full)``); and the unit, in words.
-
-    >>> alpha_per_scan_bytes(22.0, 0.25, 0.05)
-    (110.0, 'full scan 0.250 s less the fixed 0.050 s a query pays')
-    """
-    if not 0 < fixed < full:
-        return rewrite / full, f"full scan {full:.3f} s"
-    unit = f"full scan {full:.3f} s less the fixed {fixed:.3f} s a query pays"
-    return rewrite / (full - fixed), unit
 
 
 def latest_snapshot(ctx: Context) -> Snapshot:
@@ -805,6 +794,8 @@ class OnlinePolicy(Policy):
                 extra += ", predictor: recent window"
             if c.mid_phase_join:
                 extra += ", mid-phase join"
+            if c.fit_before_draw:
+                extra += f", fit before a draw ({engine.draw_fits} early rounds)"
         self.description = (
             f"[online] {_ONLINE_DESCRIPTIONS[self.kind]}{extra}; α={c.alpha:.1f} "
             f"({self.alpha_note}); window {c.window}, candidates every {c.interval}, "

@@ -161,7 +161,9 @@ def measure_zero_file_scan(table: Table, dataset: Dataset, scans: int) -> dict[s
     scan first warms this path (the warm-up's queries all read files). None
     when no column qualifies.
     """
-    sql = _zero_file_predicate(table, dataset)
+    from lakelayout.online_table import zero_file_predicate
+
+    sql = zero_file_predicate(table, prefer=[dataset.time_column])
     if sql is None:
         return None
     samples = []
@@ -178,23 +180,6 @@ def measure_zero_file_scan(table: Table, dataset: Dataset, scans: int) -> dict[s
         "seconds": statistics.median(samples),
         "samples": samples,
     }
-
-
-def _zero_file_predicate(table: Table, dataset: Dataset) -> str | None:
-    """``<column> IS NULL`` for a top-level column no file holds a null of (pruning keeps
-    no file), the time column tried first; None when every column may hold nulls."""
-    snap = table.snapshot()
-    names = [dataset.time_column] + [n for n in snap.schema.names if n != dataset.time_column]
-    tz = table.spark.conf.get("spark.sql.session.timeZone") or "UTC"
-    for name in names:
-        if name not in snap.schema.names or not name.isidentifier():
-            continue
-        sql = f"{name} IS NULL"
-        predicate = parse_predicate(sql, snap.schema, timezone=tz)
-        keep = np.asarray(table.plan(predicate, snapshot=snap, timezone=tz).keep, bool)
-        if len(keep) and not keep.any():
-            return sql
-    return None
 
 
 def measure_full_scan(

@@ -66,6 +66,10 @@ class OnlineConfig:
     ``mid_phase_join``: a state admitted during a phase joins it at once with the
     counter its window costs give (:class:`~.reorganizer.Reorganizer`), not at the
     next phase;
+    ``fit_before_draw`` (OReO with ``mid_phase_join``): when a query fills the
+    current state's counter, fit candidates on the window ending with that query
+    before the draw, so that the draw can land on a layout fitted for the queries
+    that filled it (the periodic round may be up to ``interval`` queries away);
     ``stay_on_reset``: stay in the current state when a phase starts;
     ``history``: queries in the manager's uniform sample of the whole stream,
     on which a second set of candidates is fitted (0: the window only, as in
@@ -83,6 +87,7 @@ class OnlineConfig:
     gamma: float = 0.0
     predictor: str = "phase"
     mid_phase_join: bool = False
+    fit_before_draw: bool = False
     seed: int = 0
     stay_on_reset: bool = True
     history: int = 0
@@ -100,6 +105,16 @@ class OnlineConfig:
         if not isinstance(self.mid_phase_join, bool):
             raise InvalidOption(
                 f"mid_phase_join must be true or false, got {self.mid_phase_join!r}"
+            )
+        if not isinstance(self.fit_before_draw, bool):
+            raise InvalidOption(
+                f"fit_before_draw must be true or false, got {self.fit_before_draw!r}"
+            )
+        if self.fit_before_draw and (self.policy != "oreo" or not self.mid_phase_join):
+            raise InvalidOption(
+                "fit_before_draw needs policy 'oreo' with mid_phase_join: only a state that "
+                "joins the phase at once can be drawn by the draw it was fitted for "
+                f"(policy {self.policy!r}, mid_phase_join {self.mid_phase_join})"
             )
         check_predictor(self.predictor)
         _number(self.epsilon, "epsilon", low=0.0, high=1.0)
@@ -261,6 +276,10 @@ class OnlineEngine:
         self.query_cost = 0.0
         self.last_error = ""
         self._pending_reason = ""
+        #: the manager's query count at the last candidate round
+        self._fitted_at = 0
+        #: candidate rounds run because a draw was due (``fit_before_draw``)
+        self.draw_fits = 0
 
     # ------------------------------------------------------------------ pricing
 
@@ -308,17 +327,38 @@ class OnlineEngine:
 
     def observe(self, sql: str, predicate: Predicate, real: RealCosts) -> Step:
         """Serve one query; refresh the state space when due. The step of the decider."""
-        costs = {sid: float(v[0]) for sid, v in self.prices([predicate], real).items()}
+        costs = self._costs(predicate, real)
+        early = (
+            self.config.fit_before_draw
+            and isinstance(self.decider, Reorganizer)
+            and self._fitted_at < self.manager.queries
+            and self.decider.draws_after(costs)
+        )
+        if early:
+            # the window takes the query first; the states admitted now join the phase
+            # with their costs up to the previous query and are charged this one below
+            self.manager.observe(sql, predicate)
+            self.refresh(real, uncharged=1)
+            self.draw_fits += 1
+            costs = self._costs(predicate, real)
         step = self.decider.observe(costs)
         self.query_cost += step.cost
         if step.switched:
             self._pending_reason = step.reason
-        if self.manager.observe(sql, predicate):
+        if not early and self.manager.observe(sql, predicate):
             self.refresh(real)
         return step
 
-    def refresh(self, real: RealCosts) -> Admission:
-        """A candidate round now (the manager calls it every ``interval`` queries)."""
+    def _costs(self, predicate: Predicate, real: RealCosts) -> dict[str, float]:
+        return {sid: float(v[0]) for sid, v in self.prices([predicate], real).items()}
+
+    def refresh(self, real: RealCosts, *, uncharged: int = 0) -> Admission:
+        """A candidate round now (the manager calls it every ``interval`` queries).
+
+        ``uncharged``: the window's last queries the decider has not served yet; the
+        admitted states join without their costs of those queries.
+        """
+        self._fitted_at = self.manager.queries
         protected = {self.applied, self.decider.current}
         if self.pending is not None:
             protected.add(self.pending.target)  # the table may be in it when the rewrite ends
@@ -340,7 +380,8 @@ class OnlineEngine:
 
         admission = self.manager.refresh(fit, price, protected=protected)
         for sid in admission.added:
-            self.decider.add_state(sid, admission.vectors[sid].tolist())
+            vector = admission.vectors[sid].tolist()
+            self.decider.add_state(sid, vector[: len(vector) - uncharged])
         for sid in admission.removed:
             step = self.decider.remove_state(sid)
             if step.switched:
@@ -444,6 +485,8 @@ class OnlineEngine:
             "gamma": self.config.gamma,
             "predictor": self.config.predictor,
             "mid_phase_join": self.config.mid_phase_join,
+            "fit_before_draw": self.config.fit_before_draw,
+            "draw_fits": self.draw_fits,
             "epsilon": self.config.epsilon,
             "window": self.config.window,
             "interval": self.config.interval,
@@ -478,6 +521,8 @@ class OnlineEngine:
             "query_cost": self.query_cost,
             "last_error": self.last_error,
             "pending_reason": self._pending_reason,
+            "fitted_at": self._fitted_at,
+            "draw_fits": self.draw_fits,
         }
 
     @classmethod
@@ -498,6 +543,8 @@ class OnlineEngine:
             out.query_cost = float(data["query_cost"])
             out.last_error = str(data.get("last_error", ""))
             out._pending_reason = str(data.get("pending_reason", ""))
+            out._fitted_at = int(data.get("fitted_at", 0))
+            out.draw_fits = int(data.get("draw_fits", 0))
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidOption(f"not a saved online state: {exc!r}") from exc
         return out

@@ -384,6 +384,15 @@ class Reorganizer:
         self._move(self._draw(self._active))
         return Step(self.queries, paid, source, self._current, reason, self.phase, new_phase)
 
+    def draws_after(self, costs: Mapping[str, float]) -> bool:
+        """True when serving a query at ``costs`` ends the current state's stay (its
+        counter reaches ``α``, or it is no longer active): :meth:`observe` will then
+        draw the next state (or start a phase). Nothing changes."""
+        s = self._current
+        if s not in self._active:
+            return True
+        return self._counters[s] + float(costs[s]) >= self.alpha
+
     # ------------------------------------------------------------------ Algorithm 4
 
     def add_state(self, state: str, recent: Sequence[float] = ()) -> None:
