@@ -183,13 +183,20 @@ def test_a_process_killed_mid_rewrite_leaves_a_usable_table_and_state(
 def test_status_and_history_survive_a_restart(spark: Any, tmp_path: Path) -> None:
     t = make_table(spark, tmp_path / "t")
     t.online.enable(
-        **SETTINGS, admission_sample=15, half_life=30, predictor="recent", mid_phase_join=True
+        **SETTINGS,
+        admission_sample=15,
+        half_life=30,
+        predictor="recent",
+        mid_phase_join=True,
+        fit_before_draw=True,
     )
     scan_until_switch(t, queries(60))
     assert t.online.wait(300)
     status, history = t.online.status(), t.online.history()
     assert (status["admission_sample"], status["half_life"]) == (15, 30)
     assert (status["predictor"], status["mid_phase_join"]) == ("recent", True)
+    # the table as it is reads every file: its counter fills before the first round is due
+    assert status["fit_before_draw"] and status["draw_fits"] >= 1
     # a new process: the CLI reads the stored state (no JVM needed)
     cli = [sys.executable, "-m", "lakelayout.cli", "online"]
     shown = subprocess.run([*cli, "status", t.uri], capture_output=True, text=True, timeout=120)
@@ -197,13 +204,15 @@ def test_status_and_history_survive_a_restart(spark: Any, tmp_path: Path) -> Non
     assert f"queries {status['queries']}" in shown.stdout
     assert "qdtree" in shown.stdout and "switches 1" in shown.stdout
     assert "layouts compared on a time-biased sample of 15 queries (half-life 30)" in shown.stdout
-    assert "predictor recent  mid-phase join" in shown.stdout
+    words = " ".join(shown.stdout.split())  # the console wraps long lines
+    assert "predictor recent mid-phase join fit before a draw" in words
     listed = subprocess.run([*cli, "history", t.uri], capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0 and "done" in listed.stdout and "as-is" in listed.stdout
     # a fresh controller (as in a new process) continues where the last one stopped
     online_table._CONTROLLERS.clear()
     again = Table(t.uri, spark=spark)
     assert again.online.status()["queries"] == status["queries"]
+    assert again.online.status()["draw_fits"] == status["draw_fits"]
     assert again.online.history() == history
     # the time-biased sample is stored with the state: up to 15 scanned queries, in order
     state = json.loads((Path(t.uri) / online_table.DIRECTORY / "state.json").read_text())
