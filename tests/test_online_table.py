@@ -205,7 +205,7 @@ def test_status_and_history_survive_a_restart(spark: Any, tmp_path: Path) -> Non
     assert "qdtree" in shown.stdout and "switches 1" in shown.stdout
     assert "layouts compared on a time-biased sample of 15 queries (half-life 30)" in shown.stdout
     words = " ".join(shown.stdout.split())  # the console wraps long lines
-    assert "predictor recent mid-phase join fit before a draw" in words
+    assert "predictor recent over 20 queries mid-phase join fit before a draw" in words
     listed = subprocess.run([*cli, "history", t.uri], capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0 and "done" in listed.stdout and "as-is" in listed.stdout
     # a fresh controller (as in a new process) continues where the last one stopped

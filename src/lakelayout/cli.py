@@ -197,6 +197,7 @@ def online_status(path: Annotated[str, typer.Argument(help="table location")]) -
         f"switches {s['switches']}  failed rewrites {s['failed_rewrites']}  "
         f"window {s['window']}  interval {s['interval']}  ε {s['epsilon']:g}  "
         f"γ {s['gamma']:g}  predictor {s.get('predictor', 'phase')}"
+        f"{_predictor_window(s)}"
         f"{'  mid-phase join' if s.get('mid_phase_join') else ''}"
         f"{'  fit before a draw' if s.get('fit_before_draw') else ''}  "
         f"max states {s['max_states']}  history {s['history']}",
@@ -549,6 +550,10 @@ _FitBeforeDraw = Annotated[
         help="oreo with --mid-phase-join: fit candidates on the window when a draw is due"
     ),
 ]
+_PredictorWindow = Annotated[
+    int,
+    typer.Option(help="oreo --predictor recent: queries its weights average over (0: --window)"),
+]
 _Predictor = Annotated[
     str,
     typer.Option(help="oreo: predictor weights from the last phase or the last --window queries"),
@@ -580,6 +585,7 @@ def _online_settings(
     max_states: int,
     gamma: float,
     predictor: str,
+    predictor_window: int,
     mid_phase_join: bool,
     fit_before_draw: bool,
     history: int,
@@ -605,6 +611,7 @@ def _online_settings(
         max_states=max_states,
         gamma=gamma,
         predictor=predictor,
+        predictor_window=predictor_window,
         mid_phase_join=mid_phase_join,
         fit_before_draw=fit_before_draw,
         seed=seed,
@@ -612,6 +619,13 @@ def _online_settings(
         admission_sample=admission_sample,
         half_life=half_life,
     )
+
+
+def _predictor_window(status: dict[str, Any]) -> str:
+    """`` over N queries`` for the recent predictor, for ``online status``."""
+    if status.get("predictor") != "recent" or not status.get("predictor_window"):
+        return ""
+    return f" over {status['predictor_window']} queries"
 
 
 def _admission(status: dict[str, Any]) -> str:
@@ -658,7 +672,7 @@ def _bench(
     out: Path | None,
     work_dir: Path,
     policies: str,
-    online: tuple[str, int, int, float, int, float, str, bool, bool, int, int, int],
+    online: tuple[str, int, int, float, int, float, str, int, bool, bool, int, int, int],
     **kw: object,
 ) -> None:
     import time
@@ -709,6 +723,7 @@ def bench_tpch(
     max_states: _MaxStates = 8,
     gamma: _Gamma = 0.0,
     predictor: _Predictor = "phase",
+    predictor_window: _PredictorWindow = 0,
     mid_phase_join: _MidPhaseJoin = False,
     fit_before_draw: _FitBeforeDraw = False,
     history: _History = 0,
@@ -720,8 +735,8 @@ def bench_tpch(
     B2-online: --policies oreo,greedy,regret,static,offline-optimal --batches 1 with a
     drifting stream (--shape drift, at least 20 template switches: queries / segment > 20).
     """
-    online = (alpha, window, interval, epsilon, max_states, gamma, predictor, mid_phase_join,
-              fit_before_draw, history, admission_sample, half_life)  # fmt: skip
+    online = (alpha, window, interval, epsilon, max_states, gamma, predictor,
+              predictor_window, mid_phase_join, fit_before_draw, history, admission_sample, half_life)  # fmt: skip
     _bench("tpch", out, work_dir, policies, online, queries=queries, mode=mode, scale=scale,
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, retime=retime, time_every=time_every,
@@ -758,6 +773,7 @@ def bench_logs(
     max_states: _MaxStates = 8,
     gamma: _Gamma = 0.0,
     predictor: _Predictor = "phase",
+    predictor_window: _PredictorWindow = 0,
     mid_phase_join: _MidPhaseJoin = False,
     fit_before_draw: _FitBeforeDraw = False,
     history: _History = 0,
@@ -766,8 +782,8 @@ def bench_logs(
 ) -> None:
     """The logs table (LIKE, map extraction, month(ts), a UDF, bounding boxes) under each
     policy, with its skipping indexes declared on every table (--no-indexes: min/max only)."""
-    online = (alpha, window, interval, epsilon, max_states, gamma, predictor, mid_phase_join,
-              fit_before_draw, history, admission_sample, half_life)  # fmt: skip
+    online = (alpha, window, interval, epsilon, max_states, gamma, predictor,
+              predictor_window, mid_phase_join, fit_before_draw, history, admission_sample, half_life)  # fmt: skip
     _bench("logs", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime,
@@ -803,6 +819,7 @@ def bench_taxi(
     max_states: _MaxStates = 8,
     gamma: _Gamma = 0.0,
     predictor: _Predictor = "phase",
+    predictor_window: _PredictorWindow = 0,
     mid_phase_join: _MidPhaseJoin = False,
     fit_before_draw: _FitBeforeDraw = False,
     history: _History = 0,
@@ -811,8 +828,8 @@ def bench_taxi(
 ) -> None:
     """The correlated taxi table (distance, fare, duration, pickup time ranges and their
     correlated combinations) under each policy."""
-    online = (alpha, window, interval, epsilon, max_states, gamma, predictor, mid_phase_join,
-              fit_before_draw, history, admission_sample, half_life)  # fmt: skip
+    online = (alpha, window, interval, epsilon, max_states, gamma, predictor,
+              predictor_window, mid_phase_join, fit_before_draw, history, admission_sample, half_life)  # fmt: skip
     _bench("taxi", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime,

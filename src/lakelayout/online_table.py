@@ -613,6 +613,7 @@ class Online:
         epsilon: float = 0.08,
         gamma: float = 0.0,
         predictor: str = "phase",
+        predictor_window: int = 0,
         mid_phase_join: bool = False,
         fit_before_draw: bool = False,
         seed: int = 0,
@@ -632,7 +633,8 @@ class Online:
         ``epsilon``: the state space's size and admission distance;
         ``gamma``: predictor exponent (0: uniform draws, the analysed
         algorithm); ``predictor``: the predictor's weights from the last
-        phase (``"phase"``) or the last ``window`` queries (``"recent"``);
+        phase (``"phase"``) or the last ``predictor_window`` queries
+        (``"recent"``; 0: ``window``);
         ``mid_phase_join``: a state admitted during a phase joins it at once
         (counter from its window costs) instead of at the next phase;
         ``fit_before_draw`` (with ``mid_phase_join``): when a scan fills the
@@ -663,6 +665,7 @@ class Online:
             max_states=max_states,
             gamma=gamma,
             predictor=predictor,
+            predictor_window=predictor_window,
             mid_phase_join=mid_phase_join,
             fit_before_draw=fit_before_draw,
             seed=seed,

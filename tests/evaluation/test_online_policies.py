@@ -243,3 +243,18 @@ def test_fit_before_draw_is_oreo_s_and_needs_the_mid_phase_join() -> None:
         OnlineSettings(alpha=5.0, fit_before_draw=True)
     with pytest.raises(InvalidOption, match="fit_before_draw must be true or false, got 1"):
         OnlineSettings(alpha=5.0, mid_phase_join=True, fit_before_draw=1)  # type: ignore[arg-type]
+
+
+def test_the_recent_predictor_averages_over_its_own_window_when_given() -> None:
+    plain = OnlineSettings(alpha=5.0, predictor="recent", window=200).config("oreo", 5.0)
+    assert make_decider(plain, ["a", "b"], "a").recent == 200  # type: ignore[union-attr]
+    short = OnlineSettings(alpha=5.0, predictor="recent", window=200, predictor_window=25)
+    decider = make_decider(short.config("oreo", 5.0), ["a", "b"], "a")
+    assert decider.recent == 25  # type: ignore[union-attr]
+    # its weights come from the last 25 queries: 25 cheap ones outweigh 175 dear ones
+    for k in range(200):
+        cost = 1.0 if k < 175 else 0.0
+        decider.observe({"a": 0.5, "b": cost})
+    assert decider._recent_weights() == {"a": 0.5, "b": 1.0}  # type: ignore[union-attr]
+    with pytest.raises(InvalidOption, match=r"predictor_window must be >= 0 queries \(0: the"):
+        OnlineSettings(predictor_window=-1)

@@ -592,6 +592,7 @@ class OnlineSettings:
     max_states: int = 8
     gamma: float = 0.0
     predictor: str = "phase"
+    predictor_window: int = 0
     mid_phase_join: bool = False
     fit_before_draw: bool = False
     seed: int = 0
@@ -616,6 +617,7 @@ class OnlineSettings:
             max_states=self.max_states,
             gamma=self.gamma,
             predictor=self.predictor,
+            predictor_window=self.predictor_window,
             mid_phase_join=self.mid_phase_join,
             # the early candidate round serves OReO's draw; greedy and regret do not draw
             fit_before_draw=self.fit_before_draw if policy == "oreo" else False,
@@ -791,7 +793,7 @@ class OnlinePolicy(Policy):
         if c.policy == "oreo":
             extra = f", γ={c.gamma:g}"
             if c.predictor == "recent":
-                extra += ", predictor: recent window"
+                extra += f", predictor: last {c.predictor_window or c.window} queries"
             if c.mid_phase_join:
                 extra += ", mid-phase join"
             if c.fit_before_draw:

@@ -62,7 +62,8 @@ class OnlineConfig:
     ``epsilon``: admission distance; ``max_states``: size of the state space;
     ``gamma``: predictor exponent (0 = uniform draws, the analysed algorithm);
     ``predictor``: what the predictor's weights are over, ``"phase"`` (the last
-    phase, the paper's example) or ``"recent"`` (the last ``window`` queries);
+    phase, the paper's example) or ``"recent"`` (the last ``predictor_window``
+    queries, 0: ``window``);
     ``mid_phase_join``: a state admitted during a phase joins it at once with the
     counter its window costs give (:class:`~.reorganizer.Reorganizer`), not at the
     next phase;
@@ -86,6 +87,7 @@ class OnlineConfig:
     max_states: int = 8
     gamma: float = 0.0
     predictor: str = "phase"
+    predictor_window: int = 0
     mid_phase_join: bool = False
     fit_before_draw: bool = False
     seed: int = 0
@@ -122,6 +124,7 @@ class OnlineConfig:
             "window",
             "interval",
             "max_states",
+            "predictor_window",
             "seed",
             "history",
             "admission_sample",
@@ -136,6 +139,11 @@ class OnlineConfig:
             )
         if self.max_states < 2:
             raise InvalidOption(f"max_states must be >= 2, got {self.max_states}")
+        if self.predictor_window < 0:
+            raise InvalidOption(
+                f"predictor_window must be >= 0 queries (0: the window), "
+                f"got {self.predictor_window}"
+            )
         if self.history < 0:
             raise InvalidOption(f"history must be >= 0 queries, got {self.history}")
         if self.admission_sample < 0:
@@ -220,7 +228,7 @@ def make_decider(config: OnlineConfig, states: Sequence[str], initial: str) -> D
             seed=config.seed,
             stay_on_reset=config.stay_on_reset,
             predictor=config.predictor,
-            recent=config.window,
+            recent=config.predictor_window or config.window,
             mid_phase_join=config.mid_phase_join,
         )
     if config.policy == "greedy":
@@ -484,6 +492,7 @@ class OnlineEngine:
             "alpha": self.config.alpha,
             "gamma": self.config.gamma,
             "predictor": self.config.predictor,
+            "predictor_window": self.config.predictor_window or self.config.window,
             "mid_phase_join": self.config.mid_phase_join,
             "fit_before_draw": self.config.fit_before_draw,
             "draw_fits": self.draw_fits,
