@@ -506,6 +506,12 @@ _WorkDir = Annotated[Path, typer.Option(help="data and tables")]
 _Mode = Annotated[str, typer.Option(help="logical (metadata costs) or spark (timed scans)")]
 _RowsPerFile = Annotated[int, typer.Option(help="rows per inserted file")]
 _Seed = Annotated[int, typer.Option(help="workload, data and sampling seed")]
+_OnlineSeed = Annotated[
+    int | None,
+    typer.Option(
+        help="online policies: the reorganizer's seed alone, same stream (default: --seed)"
+    ),
+]
 _Retime = Annotated[
     bool,
     typer.Option(help="spark mode: time every query again after the stream, in reverse order"),
@@ -681,7 +687,9 @@ def _bench(
 
     target = out or Path("runs") / time.strftime(f"%Y-%m-%d-%H%M%S-{dataset}")
     try:
-        kw["online"] = _online_settings(*online, seed=int(kw["seed"]))  # type: ignore[call-overload]
+        online_seed = kw.pop("online_seed", None)
+        seed = int(kw["seed"] if online_seed is None else online_seed)  # type: ignore[call-overload]
+        kw["online"] = _online_settings(*online, seed=seed)
         kw["rewrite_alpha"] = _rewrite_alpha(str(kw.pop("rewrite_cost")), online[0])
         results, html_path = run_bench(
             dataset,
@@ -729,6 +737,7 @@ def bench_tpch(
     history: _History = 0,
     admission_sample: _AdmissionSample = 0,
     half_life: _HalfLife = 2000,
+    online_seed: _OnlineSeed = None,
 ) -> None:
     """TPC-H lineitem denormalized, the 13 lineitem templates, replayed under each policy.
 
@@ -740,7 +749,8 @@ def bench_tpch(
     _bench("tpch", out, work_dir, policies, online, queries=queries, mode=mode, scale=scale,
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, retime=retime, time_every=time_every,
-           count_every=count_every, rewrite_cost=rewrite_cost)  # fmt: skip
+           count_every=count_every, rewrite_cost=rewrite_cost,
+           online_seed=online_seed)  # fmt: skip
 
 
 @bench_app.command("logs")
@@ -779,6 +789,7 @@ def bench_logs(
     history: _History = 0,
     admission_sample: _AdmissionSample = 0,
     half_life: _HalfLife = 2000,
+    online_seed: _OnlineSeed = None,
 ) -> None:
     """The logs table (LIKE, map extraction, month(ts), a UDF, bounding boxes) under each
     policy, with its skipping indexes declared on every table (--no-indexes: min/max only)."""
@@ -787,7 +798,8 @@ def bench_logs(
     _bench("logs", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime,
-           time_every=time_every, count_every=count_every, rewrite_cost=rewrite_cost)  # fmt: skip
+           time_every=time_every, count_every=count_every, rewrite_cost=rewrite_cost,
+           online_seed=online_seed)  # fmt: skip
 
 
 @bench_app.command("taxi")
@@ -825,6 +837,7 @@ def bench_taxi(
     history: _History = 0,
     admission_sample: _AdmissionSample = 0,
     half_life: _HalfLife = 2000,
+    online_seed: _OnlineSeed = None,
 ) -> None:
     """The correlated taxi table (distance, fare, duration, pickup time ranges and their
     correlated combinations) under each policy."""
@@ -833,7 +846,8 @@ def bench_taxi(
     _bench("taxi", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime,
-           time_every=time_every, count_every=count_every, rewrite_cost=rewrite_cost)  # fmt: skip
+           time_every=time_every, count_every=count_every, rewrite_cost=rewrite_cost,
+           online_seed=online_seed)  # fmt: skip
 
 
 @bench_app.command("report")

@@ -226,3 +226,22 @@ def test_bench_refuses_fit_before_draw_without_the_join_before_anything_runs(
     assert "fit_before_draw needs policy 'oreo' with mid_phase_join" in result.output
     assert "Traceback" not in result.output
     assert not (tmp_path / "data").exists() and not (tmp_path / "run").exists()
+
+
+def test_bench_online_seed_reseeds_the_reorganizer_alone(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from lakelayout.cli import app
+
+    out = tmp_path / "run"
+    result = CliRunner().invoke(
+        app,
+        ["bench", "taxi", "--rows", "4000", "--queries", "8", "--batches", "1",
+         "--rows-per-file", "1000", "--policies", "oreo", "--alpha", "2",
+         "--online-seed", "7", "--out", str(out), "--work-dir", str(tmp_path / "data")],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    results = json.loads((out / "results.json").read_text())
+    assert results["config"]["seed"] == 0  # the stream's seed is --seed's
+    (run,) = results["runs"]
+    assert ", seed 7, " in run["description"]

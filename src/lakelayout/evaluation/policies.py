@@ -791,7 +791,7 @@ class OnlinePolicy(Policy):
         switches = sum(s.status == "done" for s in engine.history)
         extra = ""
         if c.policy == "oreo":
-            extra = f", γ={c.gamma:g}"
+            extra = f", seed {c.seed}, γ={c.gamma:g}"
             if c.predictor == "recent":
                 extra += f", predictor: last {c.predictor_window or c.window} queries"
             if c.mid_phase_join:
