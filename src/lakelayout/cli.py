@@ -562,7 +562,7 @@ _PredictorWindow = Annotated[
 ]
 _Predictor = Annotated[
     str,
-    typer.Option(help="oreo: predictor weights from the last phase or the last --window queries"),
+    typer.Option(help="oreo: predictor weights from the last phase or the last queries (recent)"),
 ]
 _History = Annotated[
     int,
