@@ -584,6 +584,7 @@ _HalfLife = Annotated[
 
 
 def _online_settings(
+    *,
     alpha: str,
     window: int,
     interval: int,
@@ -678,7 +679,7 @@ def _bench(
     out: Path | None,
     work_dir: Path,
     policies: str,
-    online: tuple[str, int, int, float, int, float, str, int, bool, bool, int, int, int],
+    online: dict[str, Any],
     **kw: object,
 ) -> None:
     import time
@@ -689,8 +690,8 @@ def _bench(
     try:
         online_seed = kw.pop("online_seed", None)
         seed = int(kw["seed"] if online_seed is None else online_seed)  # type: ignore[call-overload]
-        kw["online"] = _online_settings(*online, seed=seed)
-        kw["rewrite_alpha"] = _rewrite_alpha(str(kw.pop("rewrite_cost")), online[0])
+        kw["online"] = _online_settings(**online, seed=seed)
+        kw["rewrite_alpha"] = _rewrite_alpha(str(kw.pop("rewrite_cost")), online["alpha"])
         results, html_path = run_bench(
             dataset,
             work_dir=work_dir,
@@ -744,8 +745,11 @@ def bench_tpch(
     B2-online: --policies oreo,greedy,regret,static,offline-optimal --batches 1 with a
     drifting stream (--shape drift, at least 20 template switches: queries / segment > 20).
     """
-    online = (alpha, window, interval, epsilon, max_states, gamma, predictor,
-              predictor_window, mid_phase_join, fit_before_draw, history, admission_sample, half_life)  # fmt: skip
+    online = dict(alpha=alpha, window=window, interval=interval, epsilon=epsilon,
+                  max_states=max_states, gamma=gamma, predictor=predictor,
+                  predictor_window=predictor_window, mid_phase_join=mid_phase_join,
+                  fit_before_draw=fit_before_draw, history=history,
+                  admission_sample=admission_sample, half_life=half_life)  # fmt: skip
     _bench("tpch", out, work_dir, policies, online, queries=queries, mode=mode, scale=scale,
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, retime=retime, time_every=time_every,
@@ -793,8 +797,11 @@ def bench_logs(
 ) -> None:
     """The logs table (LIKE, map extraction, month(ts), a UDF, bounding boxes) under each
     policy, with its skipping indexes declared on every table (--no-indexes: min/max only)."""
-    online = (alpha, window, interval, epsilon, max_states, gamma, predictor,
-              predictor_window, mid_phase_join, fit_before_draw, history, admission_sample, half_life)  # fmt: skip
+    online = dict(alpha=alpha, window=window, interval=interval, epsilon=epsilon,
+                  max_states=max_states, gamma=gamma, predictor=predictor,
+                  predictor_window=predictor_window, mid_phase_join=mid_phase_join,
+                  fit_before_draw=fit_before_draw, history=history,
+                  admission_sample=admission_sample, half_life=half_life)  # fmt: skip
     _bench("logs", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime,
@@ -841,8 +848,11 @@ def bench_taxi(
 ) -> None:
     """The correlated taxi table (distance, fare, duration, pickup time ranges and their
     correlated combinations) under each policy."""
-    online = (alpha, window, interval, epsilon, max_states, gamma, predictor,
-              predictor_window, mid_phase_join, fit_before_draw, history, admission_sample, half_life)  # fmt: skip
+    online = dict(alpha=alpha, window=window, interval=interval, epsilon=epsilon,
+                  max_states=max_states, gamma=gamma, predictor=predictor,
+                  predictor_window=predictor_window, mid_phase_join=mid_phase_join,
+                  fit_before_draw=fit_before_draw, history=history,
+                  admission_sample=admission_sample, half_life=half_life)  # fmt: skip
     _bench("taxi", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime,
