@@ -17,7 +17,9 @@ import pytest
 from lakelayout import online_table
 from lakelayout.api import Table
 from lakelayout.cluster import OptimizeHooks
+from lakelayout.cluster.config import TARGET_FILE_SIZE
 from lakelayout.errors import InvalidOption
+from lakelayout.table import delta
 
 from .cluster.helpers import gen, live_paths, same_rows
 from .processes import C1_ONLY
@@ -91,6 +93,25 @@ def test_a_switch_while_appends_run_loses_and_duplicates_no_row(spark: Any, tmp_
     assert "as-is" not in {s["id"] for s in status["states"]}  # cannot be rebuilt: removed
 
 
+def test_a_switch_cuts_a_block_larger_than_the_target_file_size(spark: Any, tmp_path: Path) -> None:
+    t = make_table(spark, tmp_path / "t")
+    files = t.snapshot().files
+    average = int(files.total_bytes) // len(files)
+    # candidates get about as many blocks as the table has files: each block holds about a
+    # file's rows, four times the target set here
+    delta.set_properties(t.uri, {TARGET_FILE_SIZE: str(max(1024, average // 4))})
+    t.online.enable(**SETTINGS)
+    assert scan_until_switch(t, queries(60)) < 60, "no switch was decided"
+    assert t.online.wait(300)
+    done = t.online.history()[0]
+    assert done["status"] == "done", done
+    states = {s["id"]: s for s in t.online.status()["states"]}
+    blocks = states[done["target"]]["blocks"]
+    assert blocks and done["files_added"] > blocks
+    assert max(int(n) for n in t.snapshot().files.sizes) < average
+    assert same_rows(t.to_df(), gen(spark, ROWS, seed=3, parts=8))
+
+
 def test_a_failed_rewrite_leaves_table_and_reorganizer_consistent(
     spark: Any, tmp_path: Path
 ) -> None:
@@ -131,6 +152,7 @@ KILLER = textwrap.dedent(
     import os, sys
     from lakelayout.api import Table
     from lakelayout.cluster import OptimizeHooks
+from lakelayout.cluster.config import TARGET_FILE_SIZE
     from lakelayout.table.session import spark_session
 
     spark = spark_session("local[1]", **{"spark.ui.enabled": "false"})

@@ -472,7 +472,10 @@ class _Controller:
         metrics = None
         try:
             if paths:
-                metrics = optimizer.apply(layout, paths, one_file_per_block=True, hooks=self.hooks)
+                # a block larger than the table's target file size is cut into several files
+                # (consecutive key ranges): a layout that leaves one big block must not write
+                # one file of that size, which a single task would read
+                metrics = optimizer.apply(layout, paths, hooks=self.hooks)
         except Exception as exc:  # the table is unchanged: the commit did not happen
             error = f"{type(exc).__name__}: {exc}"
         seconds = time.perf_counter() - started
