@@ -152,7 +152,6 @@ KILLER = textwrap.dedent(
     import os, sys
     from lakelayout.api import Table
     from lakelayout.cluster import OptimizeHooks
-from lakelayout.cluster.config import TARGET_FILE_SIZE
     from lakelayout.table.session import spark_session
 
     spark = spark_session("local[1]", **{"spark.ui.enabled": "false"})
