@@ -583,6 +583,14 @@ _HalfLife = Annotated[
 ]
 
 
+#: the bench commands' options that become :class:`OnlineSettings` (named as there)
+_ONLINE_OPTIONS = frozenset(
+    ("alpha", "window", "interval", "epsilon", "max_states", "gamma", "predictor",
+     "predictor_window", "mid_phase_join", "fit_before_draw", "history", "admission_sample",
+     "half_life")
+)  # fmt: skip
+
+
 def _online_settings(
     *,
     alpha: str,
@@ -745,11 +753,7 @@ def bench_tpch(
     B2-online: --policies oreo,greedy,regret,static,offline-optimal --batches 1 with a
     drifting stream (--shape drift, at least 20 template switches: queries / segment > 20).
     """
-    online = dict(alpha=alpha, window=window, interval=interval, epsilon=epsilon,
-                  max_states=max_states, gamma=gamma, predictor=predictor,
-                  predictor_window=predictor_window, mid_phase_join=mid_phase_join,
-                  fit_before_draw=fit_before_draw, history=history,
-                  admission_sample=admission_sample, half_life=half_life)  # fmt: skip
+    online = {name: value for name, value in locals().items() if name in _ONLINE_OPTIONS}
     _bench("tpch", out, work_dir, policies, online, queries=queries, mode=mode, scale=scale,
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, retime=retime, time_every=time_every,
@@ -797,11 +801,7 @@ def bench_logs(
 ) -> None:
     """The logs table (LIKE, map extraction, month(ts), a UDF, bounding boxes) under each
     policy, with its skipping indexes declared on every table (--no-indexes: min/max only)."""
-    online = dict(alpha=alpha, window=window, interval=interval, epsilon=epsilon,
-                  max_states=max_states, gamma=gamma, predictor=predictor,
-                  predictor_window=predictor_window, mid_phase_join=mid_phase_join,
-                  fit_before_draw=fit_before_draw, history=history,
-                  admission_sample=admission_sample, half_life=half_life)  # fmt: skip
+    online = {name: value for name, value in locals().items() if name in _ONLINE_OPTIONS}
     _bench("logs", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime,
@@ -848,11 +848,7 @@ def bench_taxi(
 ) -> None:
     """The correlated taxi table (distance, fare, duration, pickup time ranges and their
     correlated combinations) under each policy."""
-    online = dict(alpha=alpha, window=window, interval=interval, epsilon=epsilon,
-                  max_states=max_states, gamma=gamma, predictor=predictor,
-                  predictor_window=predictor_window, mid_phase_join=mid_phase_join,
-                  fit_before_draw=fit_before_draw, history=history,
-                  admission_sample=admission_sample, half_life=half_life)  # fmt: skip
+    online = {name: value for name, value in locals().items() if name in _ONLINE_OPTIONS}
     _bench("taxi", out, work_dir, policies, online, queries=queries, mode=mode, rows=int(rows),
            batches=batches, rows_per_file=rows_per_file, shape=shape, segment_length=segment,
            seed=seed, indexes=indexes, retime=retime,
