@@ -54,6 +54,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakelayout.cluster.config import block_roll_size
 from lakelayout.errors import InvalidOption, LakelayoutError
 from lakelayout.expr.nodes import Predicate
 from lakelayout.expr.parse import parse_predicate
@@ -458,24 +459,30 @@ class _Controller:
         self.worker = threading.Thread(
             target=self._rewrite,
             # the table's optimizer: the files it writes carry the table's index metadata
-            args=(record.id, layout, list(record.inputs), table.optimize),
+            args=(
+                record.id,
+                layout,
+                list(record.inputs),
+                table.optimize,
+                block_roll_size(snap.configuration),
+            ),
             name=f"lakelayout-online-{record.id[:8]}",
             daemon=True,
         )
         self.worker.start()
 
     def _rewrite(
-        self, record_id: str, layout: Layout, paths: list[str], optimizer: Optimizer
+        self, record_id: str, layout: Layout, paths: list[str], optimizer: Optimizer, roll: int
     ) -> None:
         started = time.perf_counter()
         error = ""
         metrics = None
         try:
             if paths:
-                # a block larger than the table's target file size is cut into several files
-                # (consecutive key ranges): a layout that leaves one big block must not write
-                # one file of that size, which a single task would read
-                metrics = optimizer.apply(layout, paths, hooks=self.hooks)
+                # candidates have about as many blocks as the table has files: a block up to
+                # twice the target file size stays one file, a larger one is cut into several
+                # (consecutive key ranges), not written as one file a single task would read
+                metrics = optimizer.apply(layout, paths, hooks=self.hooks, target_file_size=roll)
         except Exception as exc:  # the table is unchanged: the commit did not happen
             error = f"{type(exc).__name__}: {exc}"
         seconds = time.perf_counter() - started

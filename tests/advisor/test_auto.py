@@ -262,3 +262,26 @@ def test_decisions_price_reads_with_what_the_tables_timed_queries_took(
     off, _ = t.advisor.decision_model(runs(0.72e-3))
     assert off.read_seconds(2**20, 1) == DEFAULTS.read_seconds(2**20, 1)
     assert "timed queries" not in off.source
+
+
+def test_auto_cuts_a_block_over_twice_the_target_file_size_into_several_files(
+    spark: Any, tmp_path: Path
+) -> None:
+    t = _tuned(
+        Table.create(str(tmp_path / "t"), _batch(spark, 0, 8000, 8), target_file_size=20_000)
+    )
+    t.advisor.families = ("qdtree",)
+    total = int(t.snapshot().files.total_bytes)
+    for _ in range(12):
+        t.scan("ts < 40", columns=["id"])  # one cut: a Qd-tree leaf keeps ~96 % of the rows
+    result = t.optimize.auto()
+    layout = result.recommendation.layout
+    assert result.applied and layout is not None and result.metrics is not None
+    blocks = layout.n_blocks
+    assert blocks <= 3 and total > 3 * 20_000
+    # blocks up to twice the target stay whole; the big leaf is cut, not one file
+    assert result.metrics.files_added > blocks
+    sizes = [int(n) for n in t.snapshot().files.sizes]
+    assert max(sizes) < 0.6 * sum(sizes)
+    assert _ids(t) == list(range(8000))
+    assert t.scan("ts < 40", columns=["id"]).report.files_kept < len(sizes)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -105,3 +107,37 @@ def test_conflicting_commit_leaves_table_unchanged(spark: Any, tmp_path: Path) -
     assert t.to_df().count() == 3990
     written = {p.name for p in Path(t.uri).glob("ll-compact*.parquet")}
     assert written == set()  # the losing writer's files were cleaned up
+
+
+def test_apply_rolls_each_block_at_a_given_target_file_size(spark: Any, tmp_path: Path) -> None:
+    t = Table.create(str(tmp_path / "t"), gen(spark, 12_000, 4, parts=4), target_file_size=TARGET)
+    v0 = t.version
+    layout = LinearLayout.fit(t.to_df().limit(3000).toArrow(), columns=["a"], target_blocks=2)
+    whole = t.optimize.apply(layout, one_file_per_block=True)
+    assert whole.files_added == 2
+    block_bytes = max(int(n) for n in t.snapshot().files.sizes)
+
+    version = t.version
+    with pytest.raises(InvalidOption, match="not both"):
+        t.optimize.apply(layout, one_file_per_block=True, target_file_size=block_bytes)
+    with pytest.raises(InvalidOption, match="target_file_size must be a positive"):
+        t.optimize.apply(layout, target_file_size=0)
+    with pytest.raises(InvalidOption, match="target_file_size"):
+        t.optimize.apply(layout, target_file_size="1MB")  # type: ignore[arg-type]
+    assert t.version == version
+
+    m = t.optimize.apply(layout, target_file_size=block_bytes // 4)
+    assert m.files_added >= 6 and m.rows_added == 12_000
+    assert max(int(n) for n in t.snapshot().files.sizes) < block_bytes // 2
+    # a block's files are consecutive ranges of its key: skipping is no coarser than
+    # with one file per block
+    prov = ProvenanceStore(t.uri).read(live_paths(t))
+    for block in {p.block_id for p in prov.values()}:
+        ranges = []
+        for path in (p for p, f in prov.items() if f.block_id == block):
+            a = pq.read_table(os.path.join(t.uri, path), columns=["a"]).column("a")
+            ranges.append((pc.min(a).as_py(), pc.max(a).as_py()))
+        ranges.sort()
+        assert len(ranges) >= 3
+        assert all(hi <= lo for (_, hi), (lo, _) in itertools.pairwise(ranges))
+    assert same_rows(t.to_df(version=v0), t.to_df())

@@ -427,6 +427,8 @@ class Advisor:
         afterwards builds them only for files the rewrite did not touch. If the
         rewrite fails, the new declarations are dropped again: the table is as it was.
         """
+        from lakelayout.cluster import config as cluster_config
+
         if rec.layout is None or rec.chosen is None:
             raise InvalidOption(f"nothing to apply: {rec.reason}")
         paths = rec.candidate_paths
@@ -437,8 +439,11 @@ class Advisor:
             paths = [str(p) for p in files.paths]
         added = self._declare_statistics(rec)
         try:
+            # blocks of about the target size: one file each, up to twice it (no small
+            # remainder files); a larger block — a leaf no query cuts — is cut into several
+            roll = cluster_config.block_roll_size(self.table.snapshot().configuration)
             metrics = self.table.optimize.apply(
-                rec.layout, paths, hooks=self.hooks, one_file_per_block=True
+                rec.layout, paths, hooks=self.hooks, target_file_size=roll
             )
         except BaseException:
             self._drop_statistics(added)

@@ -158,6 +158,19 @@ def target_file_size(config: Mapping[str, str]) -> int:
     return _positive_int(config, TARGET_FILE_SIZE) or DEFAULT_TARGET_FILE_SIZE
 
 
+#: a rewrite whose layout has blocks of about the target file size rolls its files at this
+#: many times the target: a block up to it stays one file (rolling at the target itself would
+#: leave a small remainder file beside almost every block), a larger one — a tree leaf no
+#: query cuts, say — is cut into several files instead of one a single task would read
+BLOCK_ROLL_FACTOR = 2
+
+
+def block_roll_size(config: Mapping[str, str]) -> int:
+    """The size a rewrite with target-sized blocks rolls its files at (:data:`BLOCK_ROLL_FACTOR`
+    × ``lakelayout.targetFileSize``)."""
+    return BLOCK_ROLL_FACTOR * target_file_size(config)
+
+
 def small_rewrite_size(config: Mapping[str, str]) -> int:
     """``lakelayout.smallRewriteSize``: the largest input rewritten without a shuffle."""
     return _positive_int(config, SMALL_REWRITE_SIZE) or DEFAULT_SMALL_REWRITE_SIZE

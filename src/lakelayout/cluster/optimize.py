@@ -290,6 +290,7 @@ class Optimizer:
         *,
         hooks: OptimizeHooks | None = None,
         one_file_per_block: bool = False,
+        target_file_size: int | None = None,
     ) -> OptimizeMetrics:
         """Rewrite ``files`` (default: all) with a fitted layout, one or more files per block.
 
@@ -300,12 +301,27 @@ class Optimizer:
         than the target file size is rolled into several files, unless
         ``one_file_per_block``: then every non-empty block is exactly one file
         (the file count equals the number of blocks the rows fall into).
+        ``target_file_size`` (bytes) rolls at that size instead of the table's
+        ``lakelayout.targetFileSize`` for this rewrite only.
         """
         if not isinstance(layout, Layout):
             raise InvalidOption(f"apply() needs a fitted Layout, got {type(layout).__name__}")
+        args.require_bool(one_file_per_block, "one_file_per_block", "optimize.apply")
+        args.require_int(target_file_size, "target_file_size", "optimize.apply", optional=True)
+        if target_file_size is not None and target_file_size <= 0:
+            raise InvalidOption(
+                f"optimize.apply: target_file_size must be a positive number of bytes, "
+                f"got {target_file_size}"
+            )
+        if target_file_size is not None and one_file_per_block:
+            raise InvalidOption(
+                "optimize.apply: give target_file_size or one_file_per_block, not both "
+                "(one file per block never rolls)"
+            )
         ctx = self._ctx()
         paths = _chosen_files(ctx, files)
-        return _apply(ctx, layout, paths, hooks or NO_HOOKS, _roll_size(ctx, one_file_per_block))
+        roll = target_file_size or _roll_size(ctx, one_file_per_block)
+        return _apply(ctx, layout, paths, hooks or NO_HOOKS, roll)
 
     def _curve(
         self,
