@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lakelayout.errors import EnvironmentProblem
-from lakelayout.table.session import check_java, default_conf, parse_java_major
+from lakelayout.table.session import check_java, default_conf, local_heap_mib, parse_java_major
 
 
 def _fake_java(directory: Path, version_line: str) -> None:
@@ -79,7 +79,12 @@ def test_default_conf_for_local_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     assert conf["spark.ui.enabled"] == "false"
     assert conf["spark.python.daemon.module"] == "lakelayout.table.daemon"
     assert conf["spark.python.unix.domain.socket.enabled"] == "true"
+    # the heap of the JVM that runs every task, not Spark's 1 GiB
+    assert conf["spark.driver.memory"] == f"{local_heap_mib()}m" and local_heap_mib() >= 1024
+    assert "GCLockerRetryAllocationCount" in conf["spark.driver.extraJavaOptions"]
     cluster = default_conf("spark://host:7077")
+    # a cluster's driver and executors are sized by who runs it
+    assert "spark.driver.memory" not in cluster and "spark.driver.extraJavaOptions" not in cluster
     assert "spark.sql.shuffle.partitions" not in cluster
     # executors of a cluster may lack lakelayout's Python: their daemon stays Spark's own
     assert "spark.python.daemon.module" not in cluster
@@ -100,6 +105,13 @@ def test_session_has_lakelayout_settings(spark: object) -> None:
     assert conf.get("spark.pyspark.python") == sys.executable
     assert conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
     assert os.environ["PYSPARK_PYTHON"] == sys.executable
+    # the JVM really started with them: its heap and the GC option
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    assert jvm.java.lang.Runtime.getRuntime().maxMemory() >= 0.9 * local_heap_mib() * 2**20
+    options = list(
+        jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+    )
+    assert "-XX:GCLockerRetryAllocationCount=100" in options
 
 
 @pytest.mark.spark

@@ -73,6 +73,17 @@ DAEMON_SETTING = "spark.python.daemon.module"
 DAEMON_MODULE = "lakelayout.table.daemon"
 #: Spark's setting that connects the JVM and its Python processes by Unix domain sockets
 UNIX_SOCKETS_SETTING = "spark.python.unix.domain.socket.enabled"
+
+#: JVM options of a local session. G1 on Java 17-21 fails an allocation with an
+#: OutOfMemoryError once it has retried a garbage collection twice while a thread sits
+#: in a JNI critical section (compression, Arrow): "Retried waiting for GCLocker too often".
+#: Local mode runs scans and rewrites in the same JVM, so a large Arrow buffer of a
+#: rewrite can meet it with free heap to spare; retrying longer waits for the section to
+#: end instead. (Java >= 22 pins regions instead and ignores the option, hence the first.)
+LOCAL_JAVA_OPTIONS = (
+    "-XX:+IgnoreUnrecognizedVMOptions -XX:+UnlockDiagnosticVMOptions "
+    "-XX:GCLockerRetryAllocationCount=100"
+)
 #: delta-spark release line -> the Spark release line it is built for
 DELTA_FOR_SPARK = {"4.4": "4.2", "4.3": "4.1", "4.2": "4.0", "4.1": "4.0", "4.0": "4.0"}
 
@@ -198,6 +209,16 @@ def _local_cores(master: str) -> int:
     return int(match.group(1))
 
 
+def local_heap_mib() -> int:
+    """The heap of a local session's JVM: a quarter of the machine's memory (the JVM's
+    own default, which Spark's 1 GiB replaces), at least 1 GiB."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no sysconf: Spark's default
+        return 1024
+    return max(1024, total // 4 // (1 << 20))
+
+
 def _ui_off_by_default() -> bool:
     return bool(os.environ.get("CI") or os.environ.get("PYTEST_CURRENT_TEST"))
 
@@ -229,6 +250,11 @@ def default_conf(master: str) -> dict[str, str]:
         # forked workers start with pyarrow and lakelayout imported (lakelayout.table.daemon):
         # Spark kills a worker idle for a minute, and a fresh one imports them again
         conf[DAEMON_SETTING] = DAEMON_MODULE
+        # local mode's executors live in the driver's JVM, which Spark starts with a 1 GiB
+        # heap; the JVM's own default (a quarter of the memory) is what a rewrite of a few
+        # million rows needs next to the scans (a 6M-row replay ran out of 1 GiB)
+        conf["spark.driver.memory"] = f"{local_heap_mib()}m"
+        conf["spark.driver.extraJavaOptions"] = LOCAL_JAVA_OPTIONS
         if hasattr(socket, "AF_UNIX"):
             # over loopback TCP every Python task waited ~40 ms for its input: the JVM's
             # small writes meet Nagle's algorithm and the worker's delayed ACK. A Unix
