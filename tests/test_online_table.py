@@ -93,7 +93,7 @@ def test_a_switch_while_appends_run_loses_and_duplicates_no_row(spark: Any, tmp_
     assert "as-is" not in {s["id"] for s in status["states"]}  # cannot be rebuilt: removed
 
 
-def test_a_switch_cuts_a_block_larger_than_the_target_file_size(spark: Any, tmp_path: Path) -> None:
+def test_a_switch_cuts_a_block_over_twice_the_target_file_size(spark: Any, tmp_path: Path) -> None:
     t = make_table(spark, tmp_path / "t")
     files = t.snapshot().files
     average = int(files.total_bytes) // len(files)

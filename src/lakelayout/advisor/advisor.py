@@ -439,11 +439,17 @@ class Advisor:
             paths = [str(p) for p in files.paths]
         added = self._declare_statistics(rec)
         try:
-            # blocks of about the target size: one file each, up to twice it (no small
-            # remainder files); a larger block — a leaf no query cuts — is cut into several
-            roll = cluster_config.block_roll_size(self.table.snapshot().configuration)
+            # the layout's blocks were sized for the target the recommendation read: one
+            # file each up to twice it (no small remainder files); a larger block — a leaf
+            # no query cuts — is cut into several
+            target = rec.inputs.get("target_file_size") or cluster_config.target_file_size(
+                self.table.properties
+            )
             metrics = self.table.optimize.apply(
-                rec.layout, paths, hooks=self.hooks, target_file_size=roll
+                rec.layout,
+                paths,
+                hooks=self.hooks,
+                target_file_size=cluster_config.BLOCK_ROLL_FACTOR * int(target),
             )
         except BaseException:
             self._drop_statistics(added)
