@@ -112,6 +112,64 @@ def test_a_switch_cuts_a_block_over_twice_the_target_file_size(spark: Any, tmp_p
     assert same_rows(t.to_df(), gen(spark, ROWS, seed=3, parts=8))
 
 
+def _blocks_per_file(t: Table, layout: Any) -> dict[str, list[int]]:
+    """Per live file: the distinct blocks of ``layout`` its rows are assigned to."""
+    import pyarrow.parquet as pq
+
+    out = {}
+    for path in live_paths(t):
+        local = path if os.path.isabs(path) else os.path.join(t.uri.removeprefix("file://"), path)
+        out[path] = sorted({int(b) for b in layout.assign(pq.read_table(local))})
+    return out
+
+
+def test_a_switch_rewrites_only_the_files_its_blocks_change(spark: Any, tmp_path: Path) -> None:
+    from lakelayout.layouts import QdTreeLayout
+
+    t = make_table(spark, tmp_path / "t")
+    sample = t.to_df().toArrow()
+
+    def tree(cuts: list[str]) -> QdTreeLayout:
+        return QdTreeLayout.fit(sample, cuts, rows_per_block=1000)
+
+    first = tree(["a < 300", "a < 600"])  # files a in [0,300), [300,600), [600,1000)
+    t.optimize.apply(first, one_file_per_block=True)
+    assert len(live_paths(t)) == 3
+    second = tree(["a < 600", "a < 450"])  # blocks [0,450), [450,600), [600,1000)
+    snap = t.snapshot()
+    rewrite = online_table.needs_rewrite(t.uri, snap.files, second)
+    lows = [int(v) for v in t.snapshot().files.column("a").min.to_pylist()]
+    # [0,300) and [600,1000) lie in one block each and hold a third of the rows or more
+    assert sorted(zip(lows, rewrite.tolist(), strict=True)) == [
+        (0, False),
+        (300, True),
+        (600, False),
+    ]
+    kept = {str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if not r}
+    moved = [str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if r]
+    m = t.optimize.apply(second, moved, one_file_per_block=True)
+    assert m.files_removed == 1 and kept <= live_paths(t)
+    assert all(len(b) == 1 for b in _blocks_per_file(t, second).values())
+    assert same_rows(t.to_df(), gen(spark, ROWS, seed=3, parts=8))
+
+    # files of [300,450) and [450,600) lie in one block of the next layout each, but hold
+    # less than half of one of its two blocks: rewritten with their neighbours, not kept
+    third = tree(["a < 450"])
+    snap = t.snapshot()
+    rewrite = online_table.needs_rewrite(t.uri, snap.files, third)
+    lows = [int(v) for v in snap.files.column("a").min.to_pylist()]
+    assert sorted(zip(lows, rewrite.tolist(), strict=True)) == [
+        (0, False),
+        (300, True),
+        (450, True),
+        (600, False),
+    ]
+    moved = [str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if r]
+    t.optimize.apply(third, moved, one_file_per_block=True)
+    assert all(len(b) == 1 for b in _blocks_per_file(t, third).values())
+    assert same_rows(t.to_df(), gen(spark, ROWS, seed=3, parts=8))
+
+
 def test_a_failed_rewrite_leaves_table_and_reorganizer_consistent(
     spark: Any, tmp_path: Path
 ) -> None:

@@ -7,7 +7,9 @@ virtual files over a stored sample for the others), the counters move, and
 every ``interval`` queries the layout manager fits candidates on its window.
 When the reorganizer switches, a background thread rewrites the table with
 ``optimize.apply(layout, files)`` — only the files not already laid out by
-that layout — while scans keep reading the snapshot they planned on.
+that layout (:func:`needs_rewrite`: written by it, or placed by their
+statistics in one of its blocks) — while scans keep reading the snapshot
+they planned on.
 
 Safety:
 
@@ -329,6 +331,33 @@ def laid_out_by(root: str, files: FileStats, layout: Layout) -> np.ndarray:
     return out
 
 
+#: a file the statistics place in one block of the target is kept by a switch when it holds
+#: at least this share of an average block of the target (the table's bytes over its blocks):
+#: keeping smaller pieces would leave a block in many small files switch after switch
+KEEP_MIN_BLOCK_SHARE = 0.5
+
+
+def needs_rewrite(root: str, files: FileStats, layout: Layout) -> np.ndarray:
+    """Per live file: must a switch to ``layout`` rewrite it?
+
+    No for a file already written with ``layout`` (:func:`laid_out_by`), and no
+    for a file whose statistics put every row in one block of ``layout``
+    (:meth:`~lakelayout.layouts.base.Layout.blocks_of_files`: Qd-tree and Pando
+    answer, by the scan's min/max rules) when it holds at least
+    :data:`KEEP_MIN_BLOCK_SHARE` of an average block: it is laid out already,
+    only not written by that layout. Only the other files are rewritten, so a
+    switch between layouts that share cuts moves the rows whose block changes
+    (OReO §V: a partial reorganization) instead of the whole table.
+    """
+    done = laid_out_by(root, files, layout)
+    blocks = layout.blocks_of_files(files)
+    if blocks is not None and len(files):
+        sizes = np.asarray(files.sizes, dtype=np.int64)
+        floor = KEEP_MIN_BLOCK_SHARE * float(sizes.sum()) / max(1, layout.n_blocks)
+        done |= (blocks >= 0) & (sizes >= floor)
+    return ~done
+
+
 # --------------------------------------------------------------------------- the loop
 
 
@@ -450,11 +479,11 @@ class _Controller:
         if layout is None:  # cannot happen: only the initial state has no layout
             engine.failed(engine.begin(), "the target state has no layout")
             return
-        keep = laid_out_by(self.uri, snap.files, layout)
+        rewrite = needs_rewrite(self.uri, snap.files, layout)
         record = engine.begin()
         record.owner = os.getpid()
         record.read_version = snap.version
-        record.inputs = [str(p) for p, done in zip(snap.files.paths, keep, strict=True) if not done]
+        record.inputs = [str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if r]
         self.save()
         self.worker = threading.Thread(
             target=self._rewrite,

@@ -708,12 +708,14 @@ def latest_snapshot(ctx: Context) -> Snapshot:
 
 
 def _rewrite_to(ctx: Context, layout: Layout, label: str) -> None:
-    """Rewrite the files not already laid out by ``layout`` (one file per block)."""
-    from lakelayout.online_table import laid_out_by
+    """Rewrite the files not already laid out by ``layout`` (one file per block; see
+    :func:`~lakelayout.online_table.needs_rewrite`: a file whose statistics put it in one
+    block is kept)."""
+    from lakelayout.online_table import needs_rewrite
 
     snap = latest_snapshot(ctx)
-    done = laid_out_by(ctx.table.uri, snap.files, layout)
-    files = [str(p) for p, d in zip(snap.files.paths, done, strict=True) if not d]
+    rewrite = needs_rewrite(ctx.table.uri, snap.files, layout)
+    files = [str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if r]
     ctx.rewrite(
         f"switch to {label}",
         lambda: ctx.table.optimize.apply(layout, files, one_file_per_block=True),

@@ -13,13 +13,16 @@ from __future__ import annotations
 import abc
 import json
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
 
 from lakelayout.errors import LayoutError
 from lakelayout.expr.nodes import Predicate
+
+if TYPE_CHECKING:
+    from lakelayout.stats.model import FileStats
 
 WorkloadItem = str | Predicate
 
@@ -71,6 +74,17 @@ class Layout(abc.ABC):
         Families with a logical index (Qd-tree, Pando) answer from the index and
         never omit a block holding a matching row; others return None and rely
         on per-block metadata instead.
+        """
+        return None
+
+    def blocks_of_files(self, files: FileStats) -> np.ndarray | None:
+        """Per file of ``files``: the block every one of its rows belongs to, read from
+        its statistics alone, or -1 where the rows may fall in several blocks.
+
+        A file given a block needs no rewrite to be laid out by this layout (a
+        switch may keep it). Families whose blocks are regions of cuts (Qd-tree,
+        Pando) answer with the scan's min/max rules and never name a block some
+        row of the file is not in; others return None (cannot tell).
         """
         return None
 

@@ -61,6 +61,7 @@ from lakelayout.layouts.virtual import bind_workload
 
 if TYPE_CHECKING:
     from lakelayout.layouts.zorder import CurveLayout
+    from lakelayout.stats.model import FileStats
 
 DEFAULT_K = 2
 
@@ -299,6 +300,18 @@ class PandoLayout(Layout):
             keep &= reached
         keep[self.outlier_blocks] = True
         return np.flatnonzero(keep).astype(np.int64)
+
+    def blocks_of_files(self, files: FileStats) -> np.ndarray:
+        """The block of a file whose statistics put all its rows in one leaf of every
+        tree (that cell's block, as :meth:`assign` maps it); -1 otherwise."""
+        leaves = np.stack([tree.route_files(files) for tree in self.trees], axis=1)
+        out = np.full(len(files), -1, dtype=np.int64)
+        for i in np.flatnonzero((leaves >= 0).all(axis=1)):
+            try:
+                out[i] = self._block_of_cell(tuple(int(v) for v in leaves[i]))
+            except LayoutError:  # an unknown cell and no outlier block: assign fails too
+                continue
+        return out
 
     def estimate(self, workload: Sequence[WorkloadItem], sample: pa.Table) -> np.ndarray:
         return estimate_by_index(self, workload, sample)

@@ -55,6 +55,7 @@ from lakelayout.layouts.virtual import bind_workload
 
 if TYPE_CHECKING:
     from lakelayout.layouts.zorder import CurveLayout
+    from lakelayout.stats.model import FileStats
 
 # ---------------------------------------------------------------- the tree
 
@@ -147,6 +148,48 @@ class CutTree:
             m = masks[c][idx]
             stack.append((self.node_true[node], idx[m]))
             stack.append((self.node_false[node], idx[~m]))
+        return out
+
+    def route_files(self, files: FileStats) -> np.ndarray:
+        """Leaf number (int64) of every file whose rows all fall in one leaf, by its
+        statistics alone; -1 where they may span several leaves (or the statistics
+        cannot tell).
+
+        At each cut a file goes down the FALSE branch when the min/max rules prove
+        no row of it makes the atom TRUE, down the TRUE branch when they prove every
+        row does, and stops (-1) otherwise. Both rules are the scan's skipping rules
+        (unknown or imprecise statistics answer "may"), evaluated in UTC as
+        :meth:`route` evaluates cuts, so a leaf given here is the leaf :meth:`route`
+        gives every row of the file. A file without rows gets -1.
+        """
+        from lakelayout.skipping.stats_rules import all_rows_match, might_match
+
+        n = len(files)
+        out = np.full(n, -1, dtype=np.int64)
+        some_true: dict[int, np.ndarray] = {}
+        every_true: dict[int, np.ndarray] = {}
+        rows = np.asarray(files.num_records, dtype=np.int64)
+        stack: list[tuple[int, np.ndarray]] = [(0, np.flatnonzero(rows > 0))]
+        while stack:
+            node, idx = stack.pop()
+            if idx.size == 0:
+                continue
+            c = self.node_cut[node]
+            if c < 0:
+                out[idx] = self._leaf_of_node[node]
+                continue
+            if c not in some_true:
+                atom = self.cuts[c].atom
+                try:
+                    some_true[c] = might_match(atom, files, timezone="UTC")
+                    every_true[c] = all_rows_match(atom, files, timezone="UTC")
+                except LakelayoutError:  # the rules cannot read this atom: may span both
+                    some_true[c] = np.ones(n, dtype=bool)
+                    every_true[c] = np.zeros(n, dtype=bool)
+            none_true = ~some_true[c][idx]
+            all_true = every_true[c][idx] & ~none_true
+            stack.append((self.node_false[node], idx[none_true]))
+            stack.append((self.node_true[node], idx[all_true]))
         return out
 
     def matching_nodes(self, query: Predicate, stop: Sequence[bool] | None = None) -> list[int]:
@@ -758,6 +801,11 @@ class QdTreeLayout(Layout):
     def blocks_for(self, predicate: WorkloadItem) -> np.ndarray:
         (query,) = bind_workload([predicate], self.schema)
         return self.tree.matching_leaves(query)
+
+    def blocks_of_files(self, files: FileStats) -> np.ndarray:
+        """The leaf every row of a file belongs to, from its statistics (-1: may span
+        several; see :meth:`CutTree.route_files`)."""
+        return self.tree.route_files(files)
 
     def estimate(self, workload: Sequence[WorkloadItem], sample: pa.Table) -> np.ndarray:
         return estimate_by_index(self, workload, sample)

@@ -1,0 +1,174 @@
+"""A file's block from its statistics (what a switch keeps instead of rewriting).
+
+``blocks_of_files`` may only name a block when every row of the file is in it:
+a file kept by a switch is then laid out by the new layout, and a wrong block
+would put rows where the layout's logical index does not look for them. The
+property tests draw tables of corner values (NaN, infinities, nulls, unicode,
+extreme dates and timestamps, decimals), workloads from the planner's grammar,
+and files cut from the rows in several ways, with some statistics dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lakelayout.errors import LakelayoutError
+from lakelayout.layouts import PandoLayout, QdTreeLayout
+from lakelayout.layouts.base import Layout
+from lakelayout.layouts.hilbert import HilbertLayout
+from lakelayout.stats.blocks import block_stats
+from lakelayout.stats.model import FileStats
+from tests.expr.predicates import planner_predicates, planner_table
+
+EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "25"))
+
+
+def _rows(copies: int, seed: int) -> pa.Table:
+    """``copies`` shuffled copies of the corner-case table (enough rows to cut)."""
+    base = planner_table()
+    data = pa.concat_tables([base] * copies)
+    order = np.random.default_rng(seed).permutation(data.num_rows)
+    return data.take(pa.array(order))
+
+
+def _files(data: pa.Table, layout: Layout, how: str, seed: int) -> np.ndarray:
+    """File id of every row: the layout's own blocks, blocks cut in two, a column's
+    runs, or random groups."""
+    rng = np.random.default_rng(seed)
+    blocks = layout.assign(data)
+    if how == "blocks":
+        return blocks
+    if how == "halves":
+        return blocks * 2 + rng.integers(0, 2, data.num_rows)
+    if how == "column":
+        ids = data.column("id").to_numpy(zero_copy_only=False)
+        return np.asarray(ids % int(rng.integers(2, 6)), dtype=np.int64)
+    return rng.integers(0, int(rng.integers(1, 8)), data.num_rows)
+
+
+def _drop_some_statistics(files: FileStats, seed: int) -> FileStats:
+    """Forget the bounds of about a third of the columns (unknown bounds: "may")."""
+    rng = np.random.default_rng(seed)
+    kept = {k: v for k, v in files.columns.items() if rng.random() > 1 / 3}
+    return dataclasses.replace(files, columns=kept)
+
+
+def _check(layout: Layout, data: pa.Table, file_ids: np.ndarray, drop: bool, seed: int) -> int:
+    """Every file given a block has all its rows in that block; the number of files given one."""
+    files = block_stats(data, file_ids)
+    if drop:
+        files = _drop_some_statistics(files, seed)
+    found = layout.blocks_of_files(files)
+    assert found is not None
+    assert found.shape == (len(files),)
+    blocks = layout.assign(data)
+    ids = np.unique(file_ids)  # block_stats orders files by ascending id
+    for i, fid in enumerate(ids):
+        if found[i] >= 0:
+            rows = blocks[file_ids == fid]
+            assert (rows == found[i]).all(), (fid, found[i], np.unique(rows), layout.describe())
+    return int((found >= 0).sum())
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    workload=st.lists(planner_predicates(max_leaves=3), min_size=1, max_size=6),
+    copies=st.integers(2, 8),
+    rows_per_block=st.integers(2, 12),
+    how=st.sampled_from(["blocks", "halves", "column", "random"]),
+    drop=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_a_qdtree_names_a_block_only_when_every_row_of_the_file_is_in_it(
+    workload: list[str], copies: int, rows_per_block: int, how: str, drop: bool, seed: int
+) -> None:
+    data = _rows(copies, seed)
+    try:
+        layout = QdTreeLayout.fit(data, workload, rows_per_block=rows_per_block)
+    except LakelayoutError:
+        return  # a workload that cannot be bound to the table: nothing to fit
+    _check(layout, data, _files(data, layout, how, seed), drop, seed)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    workload=st.lists(planner_predicates(max_leaves=3), min_size=1, max_size=6),
+    copies=st.integers(2, 8),
+    rows_per_block=st.integers(2, 12),
+    how=st.sampled_from(["blocks", "halves", "column", "random"]),
+    drop=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_pando_names_a_block_only_when_every_row_of_the_file_is_in_it(
+    workload: list[str], copies: int, rows_per_block: int, how: str, drop: bool, seed: int
+) -> None:
+    data = _rows(copies, seed)
+    try:
+        layout = PandoLayout.fit(data, workload, rows_per_block=rows_per_block)
+    except LakelayoutError:
+        return
+    _check(layout, data, _files(data, layout, how, seed), drop, seed)
+
+
+def _ranges() -> pa.Table:
+    rng = np.random.default_rng(7)
+    return pa.table(
+        {
+            "a": pa.array(rng.integers(0, 1000, 4000), pa.int64()),
+            "b": pa.array(rng.normal(size=4000), pa.float64()),
+        }
+    )
+
+
+RANGE_WORKLOAD = ["a < 250", "a >= 500 AND a < 600", "a >= 800", "b < 0", "b > 1.5"]
+
+
+def test_qdtree_files_written_block_by_block_are_recognised() -> None:
+    """Range cuts on plain columns: the files of the tree's own blocks (and their
+    halves) are placed in their block, and files that mix blocks are not."""
+    data = _ranges()
+    layout = QdTreeLayout.fit(data, RANGE_WORKLOAD, rows_per_block=300)
+    assert layout.n_blocks > 3
+    blocks = layout.assign(data)
+    assert _check(layout, data, blocks, False, 0) == len(np.unique(blocks))
+    halves = blocks * 2 + (np.arange(data.num_rows) % 2)
+    assert _check(layout, data, halves, False, 0) == len(np.unique(halves))
+    mixed = np.arange(data.num_rows) % 3  # every file holds rows of every block
+    assert _check(layout, data, mixed, False, 0) == 0
+
+
+def test_pando_places_the_files_of_its_one_cell_blocks() -> None:
+    """A Pando block is one cell (a leaf of every tree) or several; statistics place
+    a file by its leaf in each tree, so exactly the blocks made of one cell are
+    recognised, and a file of rows from every block is not."""
+    data = _ranges()
+    layout = PandoLayout.fit(data, RANGE_WORKLOAD, rows_per_block=300)
+    blocks = layout.assign(data)
+    cells = np.stack([tree.route(data) for tree in layout.trees], axis=1)
+    one_cell = [b for b in np.unique(blocks) if len(np.unique(cells[blocks == b], axis=0)) == 1]
+    assert 0 < len(one_cell) < len(np.unique(blocks))  # the case has both kinds
+    assert _check(layout, data, blocks, False, 0) == len(one_cell)
+    assert _check(layout, data, np.arange(data.num_rows) % 3, False, 0) == 0
+
+
+def test_a_file_without_statistics_on_a_cut_column_has_no_block() -> None:
+    data = _ranges()
+    layout = QdTreeLayout.fit(data, RANGE_WORKLOAD, rows_per_block=300)
+    files = block_stats(data, layout.assign(data))
+    no_a = dataclasses.replace(files, columns={k: v for k, v in files.columns.items() if k != "a"})
+    found = layout.blocks_of_files(no_a)
+    cuts_on_a = {c.sql() for c in layout.tree.cuts if "a" in c.atom.columns()}
+    assert cuts_on_a  # the tree cuts on a, so without a's bounds no file can be placed
+    assert (found == -1).all()
+
+
+def test_families_without_a_logical_index_cannot_tell() -> None:
+    data = _ranges()
+    layout = HilbertLayout.fit(data, columns=["a", "b"], target_blocks=8)
+    assert layout.blocks_of_files(block_stats(data, layout.assign(data))) is None
