@@ -170,6 +170,39 @@ def test_a_switch_rewrites_only_the_files_its_blocks_change(spark: Any, tmp_path
     assert same_rows(t.to_df(), gen(spark, ROWS, seed=3, parts=8))
 
 
+def test_a_live_switch_keeps_the_files_already_in_one_block_of_its_target(
+    spark: Any, tmp_path: Path
+) -> None:
+    from lakelayout.layouts import QdTreeLayout
+
+    t = make_table(spark, tmp_path / "t")
+    sample = t.to_df().toArrow()
+    # eight files of ranges of a; the queries below filter on b among a >= 500, so a tree
+    # fitted on them cuts b on one side of a = 500 only, and the four files of the other
+    # side lie in one of its blocks (each an eighth of the table: over half its average
+    # block when it has fewer than sixteen blocks)
+    cuts = [f"a < {k * 125}" for k in range(1, 8)]
+    t.optimize.apply(QdTreeLayout.fit(sample, cuts, rows_per_block=500), one_file_per_block=True)
+    before = live_paths(t)
+    assert len(before) == 8
+    t.online.enable(**SETTINGS)
+    rng = np.random.default_rng(5)
+    sqls = [f"a >= 500 AND b >= {lo} AND b < {lo + 25}" for lo in rng.integers(0, 975, 60)]
+    assert scan_until_switch(t, sqls) < 60, "no switch was decided"
+    assert t.online.wait(300)
+    done = t.online.history()[0]
+    assert done["status"] == "done", done
+    assert done["files_kept"] > 0 and done["files_kept"] + done["files_removed"] == 8
+    kept = before & live_paths(t)
+    assert len(kept) == done["files_kept"]
+    engine = online_table.controller(t.uri).engine
+    assert engine is not None
+    target = engine.layout_of(done["target"])
+    placed = _blocks_per_file(t, target)
+    assert all(len(placed[p]) == 1 for p in kept)
+    assert same_rows(t.to_df(), gen(spark, ROWS, seed=3, parts=8))
+
+
 def test_a_failed_rewrite_leaves_table_and_reorganizer_consistent(
     spark: Any, tmp_path: Path
 ) -> None:

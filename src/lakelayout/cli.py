@@ -239,7 +239,8 @@ def online_status(path: Annotated[str, typer.Argument(help="table location")]) -
 
 @online_app.command("history")
 def online_history(path: Annotated[str, typer.Argument(help="table location")]) -> None:
-    """Every switch: at which query, from, to, why, how it ended, time and files."""
+    """Every switch: at which query, from, to, why, how it ended, time and files
+    (removed, added, and kept as they were: already laid out by the target)."""
     from lakelayout.api import Table
 
     try:
@@ -258,7 +259,7 @@ def online_history(path: Annotated[str, typer.Argument(help="table location")]) 
             h["reason"],
             h["status"],
             _fmt_num(h.get("seconds")),
-            f"-{h['files_removed']} +{h['files_added']}",
+            f"-{h['files_removed']} +{h['files_added']} ={h.get('files_kept', 0)}",
             escape(h.get("error") or ""),
         )
     console.print(grid)
@@ -490,8 +491,10 @@ _POLICY_HELP = (
     "deltars-zorder,delta-zorder,delta-liquid,auto,auto-breakeven (delta-*: Delta Lake's own "
     "connector; auto-breakeven: the advisor with margin 1; qdtree, "
     "pando, sop-z and hilbert are oracles: fitted on the whole workload); online: "
-    "oreo,oreo-uniform,oreo-recent,greedy,regret (oreo-uniform: OReO with γ=0 whatever "
-    "--gamma; oreo-recent: OReO with --predictor recent); "
+    "oreo,oreo-uniform,oreo-recent,oreo-recent-all-files,greedy,regret (oreo-uniform: OReO "
+    "with γ=0 whatever --gamma; oreo-recent: OReO with --predictor recent; "
+    "oreo-recent-all-files: oreo-recent whose switches rewrite every file they did not write, "
+    "not keeping those already in one block of the target); "
     "oracles: static,offline-optimal"
 )
 

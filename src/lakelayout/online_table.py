@@ -484,6 +484,7 @@ class _Controller:
         record.owner = os.getpid()
         record.read_version = snap.version
         record.inputs = [str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if r]
+        record.files_kept = int((~rewrite).sum())
         self.save()
         self.worker = threading.Thread(
             target=self._rewrite,

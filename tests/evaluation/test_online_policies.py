@@ -59,6 +59,15 @@ def test_oreo_recent_is_oreo_whose_predictor_reads_the_window() -> None:
         OnlineSettings(predictor="last")
 
 
+def test_oreo_recent_all_files_differs_from_oreo_recent_only_in_what_a_switch_keeps() -> None:
+    recent, every = make_policies(
+        ["oreo-recent", "oreo-recent-all-files"], OnlineSettings(alpha=5.0, gamma=2.0)
+    )
+    assert (every.name, every.kind, every.knows) == ("oreo-recent-all-files", "oreo", "online")
+    assert recent.settings.keep_files and not every.settings.keep_files  # type: ignore[attr-defined]
+    assert every.settings.config("oreo", 5.0) == recent.settings.config("oreo", 5.0)  # type: ignore[attr-defined]
+
+
 def test_a_measured_alpha_is_in_units_of_a_full_scan_s_bytes_not_its_fixed_overhead() -> None:
     # the decisions price a query by the bytes it reads; the fixed part of a scan is paid
     # by every layout alike, so α divides the rewrite by the full scan less that part

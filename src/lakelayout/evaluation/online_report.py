@@ -22,6 +22,7 @@ KNOWS = {
     "oreo": "online",
     "oreo-uniform": "online",
     "oreo-recent": "online",
+    "oreo-recent-all-files": "online",
     "greedy": "online",
     "regret": "online",
     "static": "oracle",

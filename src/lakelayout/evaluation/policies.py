@@ -600,6 +600,9 @@ class OnlineSettings:
     history: int = 0
     admission_sample: int = 0
     half_life: int = 2000
+    #: a switch keeps the files already in one block of its target (False: rewrites every
+    #: file the target did not write, as before; for comparisons)
+    keep_files: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.alpha, str) and self.alpha != "measured":
@@ -707,14 +710,18 @@ def latest_snapshot(ctx: Context) -> Snapshot:
     return cached() if callable(cached) else ctx.table.snapshot()
 
 
-def _rewrite_to(ctx: Context, layout: Layout, label: str) -> None:
+def _rewrite_to(ctx: Context, layout: Layout, label: str, *, keep_files: bool = True) -> None:
     """Rewrite the files not already laid out by ``layout`` (one file per block; see
     :func:`~lakelayout.online_table.needs_rewrite`: a file whose statistics put it in one
-    block is kept)."""
-    from lakelayout.online_table import needs_rewrite
+    block is kept). ``keep_files=False``: every file ``layout`` did not write is rewritten
+    (what switches did before they kept files; for comparisons)."""
+    from lakelayout.online_table import laid_out_by, needs_rewrite
 
     snap = latest_snapshot(ctx)
-    rewrite = needs_rewrite(ctx.table.uri, snap.files, layout)
+    if keep_files:
+        rewrite = needs_rewrite(ctx.table.uri, snap.files, layout)
+    else:
+        rewrite = ~laid_out_by(ctx.table.uri, snap.files, layout)
     files = [str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if r]
     ctx.rewrite(
         f"switch to {label}",
@@ -782,7 +789,7 @@ class OnlinePolicy(Policy):
         record = engine.begin()
         layout = engine.layout_of(record.target)
         assert layout is not None
-        _rewrite_to(ctx, layout, record.target_label)
+        _rewrite_to(ctx, layout, record.target_label, keep_files=self.settings.keep_files)
         engine.committed(record)
         self._describe()
 
@@ -932,7 +939,7 @@ class OraclePolicy(Policy):
         if target == self.applied:
             return
         cand = self.candidates[target]
-        _rewrite_to(ctx, cand.layout, cand.label)
+        _rewrite_to(ctx, cand.layout, cand.label, keep_files=self.settings.keep_files)
         self.applied = target
 
 
@@ -947,6 +954,13 @@ ONLINE_POLICIES: dict[str, Callable[[OnlineSettings], Policy]] = {
     # (γ as the run's; with γ = 0 it is oreo-uniform)
     "oreo-recent": lambda s: OnlinePolicy(
         "oreo", dataclasses.replace(s, predictor="recent"), name="oreo-recent"
+    ),
+    # oreo-recent whose switches rewrite every file they did not write (switches before they
+    # kept the files already in one block of the target): beside oreo-recent, what keeping saves
+    "oreo-recent-all-files": lambda s: OnlinePolicy(
+        "oreo",
+        dataclasses.replace(s, predictor="recent", keep_files=False),
+        name="oreo-recent-all-files",
     ),
     "greedy": lambda s: OnlinePolicy("greedy", s),
     "regret": lambda s: OnlinePolicy("regret", s),

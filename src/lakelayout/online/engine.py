@@ -200,6 +200,8 @@ class Switch:
     seconds: float | None = None
     files_removed: int = 0
     files_added: int = 0
+    #: live files the switch kept as they are (already laid out by its target)
+    files_kept: int = 0
     bytes_written: int = 0
     version: int | None = None
     error: str = ""
