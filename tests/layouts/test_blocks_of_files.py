@@ -76,8 +76,9 @@ def _check(layout: Layout, data: pa.Table, file_ids: np.ndarray, drop: bool, see
     return int((found >= 0).sum())
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=2 * EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
+    family=st.sampled_from([QdTreeLayout, PandoLayout]),
     workload=st.lists(planner_predicates(max_leaves=3), min_size=1, max_size=6),
     copies=st.integers(2, 8),
     rows_per_block=st.integers(2, 12),
@@ -85,34 +86,20 @@ def _check(layout: Layout, data: pa.Table, file_ids: np.ndarray, drop: bool, see
     drop=st.booleans(),
     seed=st.integers(0, 2**16),
 )
-def test_a_qdtree_names_a_block_only_when_every_row_of_the_file_is_in_it(
-    workload: list[str], copies: int, rows_per_block: int, how: str, drop: bool, seed: int
+def test_a_tree_layout_names_a_block_only_when_every_row_of_the_file_is_in_it(
+    family: type[QdTreeLayout] | type[PandoLayout],
+    workload: list[str],
+    copies: int,
+    rows_per_block: int,
+    how: str,
+    drop: bool,
+    seed: int,
 ) -> None:
     data = _rows(copies, seed)
     try:
-        layout = QdTreeLayout.fit(data, workload, rows_per_block=rows_per_block)
+        layout = family.fit(data, workload, rows_per_block=rows_per_block)
     except LakelayoutError:
         return  # a workload that cannot be bound to the table: nothing to fit
-    _check(layout, data, _files(data, layout, how, seed), drop, seed)
-
-
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    workload=st.lists(planner_predicates(max_leaves=3), min_size=1, max_size=6),
-    copies=st.integers(2, 8),
-    rows_per_block=st.integers(2, 12),
-    how=st.sampled_from(["blocks", "halves", "column", "random"]),
-    drop=st.booleans(),
-    seed=st.integers(0, 2**16),
-)
-def test_pando_names_a_block_only_when_every_row_of_the_file_is_in_it(
-    workload: list[str], copies: int, rows_per_block: int, how: str, drop: bool, seed: int
-) -> None:
-    data = _rows(copies, seed)
-    try:
-        layout = PandoLayout.fit(data, workload, rows_per_block=rows_per_block)
-    except LakelayoutError:
-        return
     _check(layout, data, _files(data, layout, how, seed), drop, seed)
 
 
