@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import statistics
 import tempfile
@@ -71,6 +72,8 @@ if TYPE_CHECKING:
     from lakelayout.api import Table
     from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
     from lakelayout.table.delta import Snapshot
+
+logger = logging.getLogger(__name__)
 
 DIRECTORY = os.path.join("_lakelayout", "online")
 STATE_FILE = "state.json"
@@ -350,7 +353,11 @@ def needs_rewrite(root: str, files: FileStats, layout: Layout) -> np.ndarray:
     (OReO §V: a partial reorganization) instead of the whole table.
     """
     done = laid_out_by(root, files, layout)
-    blocks = layout.blocks_of_files(files)
+    try:
+        blocks = layout.blocks_of_files(files)
+    except Exception as exc:  # placing is an optimization: when it fails, rewrite them all
+        logger.warning("placing the files of %s by their statistics failed: %s", root, exc)
+        blocks = None
     if blocks is not None and len(files):
         sizes = np.asarray(files.sizes, dtype=np.int64)
         floor = KEEP_MIN_BLOCK_SHARE * float(sizes.sum()) / max(1, layout.n_blocks)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -159,3 +160,28 @@ def test_families_without_a_logical_index_cannot_tell() -> None:
     data = _ranges()
     layout = HilbertLayout.fit(data, columns=["a", "b"], target_blocks=8)
     assert layout.blocks_of_files(block_stats(data, layout.assign(data))) is None
+
+
+def test_needs_rewrite_keeps_placed_files_over_the_floor_and_rewrites_all_when_placing_fails(
+    tmp_path: Path,
+) -> None:
+    from lakelayout.online_table import needs_rewrite
+
+    data = _ranges()
+    layout = QdTreeLayout.fit(data, RANGE_WORKLOAD, rows_per_block=300)
+    blocks = layout.assign(data)
+    # one file per block, plus one file of rows from every block
+    file_ids = np.where(np.arange(data.num_rows) % 10 == 0, layout.n_blocks, blocks)
+    files = block_stats(data, file_ids)
+    small = np.asarray(files.sizes) < 0.5 * float(files.sizes.sum()) / layout.n_blocks
+    rewrite = needs_rewrite(str(tmp_path), files, layout)  # no provenance there: none written
+    assert rewrite[-1]  # the mixed file
+    assert (rewrite[:-1] == small[:-1]).all()  # a placed file is kept unless it is small
+    assert not rewrite[:-1].all()
+
+    class Failing(QdTreeLayout):
+        def blocks_of_files(self, files: FileStats) -> np.ndarray:
+            raise RuntimeError("statistics unreadable")
+
+    failing = Failing(layout.tree, layout.schema, layout.sample_rows, layout.inner)
+    assert needs_rewrite(str(tmp_path), files, failing).all()
