@@ -87,7 +87,7 @@ def _check(layout: Layout, data: pa.Table, file_ids: np.ndarray, drop: bool, see
     drop=st.booleans(),
     seed=st.integers(0, 2**16),
 )
-def test_a_tree_layout_names_a_block_only_when_every_row_of_the_file_is_in_it(
+def test_property_a_tree_layout_names_a_block_only_when_every_row_of_the_file_is_in_it(
     family: type[QdTreeLayout] | type[PandoLayout],
     workload: list[str],
     copies: int,
