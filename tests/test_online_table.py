@@ -123,6 +123,18 @@ def _blocks_per_file(t: Table, layout: Any) -> dict[str, list[int]]:
     return out
 
 
+def _switch_by_lows(t: Table, layout: Any) -> tuple[list[tuple[int, bool]], set[str]]:
+    """Which files a switch to ``layout`` rewrites, as (lowest ``a``, rewritten?) sorted by
+    ``a``; then that switch (``apply`` on those files only); the paths it kept."""
+    snap = t.snapshot()
+    rewrite = online_table.needs_rewrite(t.uri, snap.files, layout)
+    lows = [int(v) for v in snap.files.column("a").min.to_pylist()]
+    kept = {str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if not r}
+    moved = [str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if r]
+    t.optimize.apply(layout, moved, one_file_per_block=True)
+    return sorted(zip(lows, rewrite.tolist(), strict=True)), kept
+
+
 def test_a_switch_rewrites_only_the_files_its_blocks_change(spark: Any, tmp_path: Path) -> None:
     from lakelayout.layouts import QdTreeLayout
 
@@ -132,41 +144,23 @@ def test_a_switch_rewrites_only_the_files_its_blocks_change(spark: Any, tmp_path
     def tree(cuts: list[str]) -> QdTreeLayout:
         return QdTreeLayout.fit(sample, cuts, rows_per_block=1000)
 
-    first = tree(["a < 300", "a < 600"])  # files a in [0,300), [300,600), [600,1000)
-    t.optimize.apply(first, one_file_per_block=True)
-    assert len(live_paths(t)) == 3
+    t.optimize.apply(tree(["a < 300", "a < 600"]), one_file_per_block=True)
+    assert len(live_paths(t)) == 3  # a in [0,300), [300,600), [600,1000)
     second = tree(["a < 600", "a < 450"])  # blocks [0,450), [450,600), [600,1000)
-    snap = t.snapshot()
-    rewrite = online_table.needs_rewrite(t.uri, snap.files, second)
-    lows = [int(v) for v in snap.files.column("a").min.to_pylist()]
     # [0,300) and [600,1000) lie in one block each and hold 30 % and 40 % of the rows, over
     # half an average block (a sixth of the table)
-    assert sorted(zip(lows, rewrite.tolist(), strict=True)) == [
-        (0, False),
-        (300, True),
-        (600, False),
-    ]
-    kept = {str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if not r}
-    moved = [str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if r]
-    m = t.optimize.apply(second, moved, one_file_per_block=True)
-    assert m.files_removed == 1 and kept <= live_paths(t)
+    decided, kept = _switch_by_lows(t, second)
+    assert decided == [(0, False), (300, True), (600, False)]
+    assert len(live_paths(t)) == 4 and kept <= live_paths(t)
     assert all(len(b) == 1 for b in _blocks_per_file(t, second).values())
     assert same_rows(t.to_df(), gen(spark, ROWS, seed=3, parts=8))
 
     # files of [300,450) and [450,600) lie in one block of the next layout each, but hold
     # less than half of one of its two blocks: rewritten with their neighbours, not kept
     third = tree(["a < 450"])
-    snap = t.snapshot()
-    rewrite = online_table.needs_rewrite(t.uri, snap.files, third)
-    lows = [int(v) for v in snap.files.column("a").min.to_pylist()]
-    assert sorted(zip(lows, rewrite.tolist(), strict=True)) == [
-        (0, False),
-        (300, True),
-        (450, True),
-        (600, False),
-    ]
-    moved = [str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if r]
-    t.optimize.apply(third, moved, one_file_per_block=True)
+    decided, kept = _switch_by_lows(t, third)
+    assert decided == [(0, False), (300, True), (450, True), (600, False)]
+    assert kept <= live_paths(t)
     assert all(len(b) == 1 for b in _blocks_per_file(t, third).values())
     assert same_rows(t.to_df(), gen(spark, ROWS, seed=3, parts=8))
 
