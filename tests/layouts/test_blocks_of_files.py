@@ -25,14 +25,19 @@ from lakelayout.layouts.base import Layout
 from lakelayout.layouts.hilbert import HilbertLayout
 from lakelayout.stats.blocks import block_stats
 from lakelayout.stats.model import FileStats
-from tests.expr.predicates import planner_predicates, planner_table
+from tests.expr.predicates import (
+    extreme_predicates,
+    extreme_table,
+    planner_predicates,
+    planner_table,
+)
 
 EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "25"))
 
 
-def _rows(copies: int, seed: int) -> pa.Table:
-    """``copies`` shuffled copies of the corner-case table (enough rows to cut)."""
-    base = planner_table()
+def _rows(copies: int, seed: int, base: pa.Table | None = None) -> pa.Table:
+    """``copies`` shuffled copies of a corner-case table (enough rows to cut)."""
+    base = planner_table() if base is None else base
     data = pa.concat_tables([base] * copies)
     order = np.random.default_rng(seed).permutation(data.num_rows)
     return data.take(pa.array(order))
@@ -80,7 +85,14 @@ def _check(layout: Layout, data: pa.Table, file_ids: np.ndarray, drop: bool, see
 @settings(max_examples=2 * EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     family=st.sampled_from([QdTreeLayout, PandoLayout]),
-    workload=st.lists(planner_predicates(max_leaves=3), min_size=1, max_size=6),
+    # the planner's corner cases (NULL in IN lists, unicode, NaN, structs) or the extreme
+    # values (38-digit decimals, timestamps at the ends of their range)
+    case=st.one_of(
+        st.tuples(
+            st.just(False), st.lists(planner_predicates(max_leaves=3), min_size=1, max_size=6)
+        ),
+        st.tuples(st.just(True), st.lists(extreme_predicates(), min_size=1, max_size=6)),
+    ),
     copies=st.integers(2, 8),
     rows_per_block=st.integers(2, 12),
     how=st.sampled_from(["blocks", "halves", "column", "random"]),
@@ -89,14 +101,15 @@ def _check(layout: Layout, data: pa.Table, file_ids: np.ndarray, drop: bool, see
 )
 def test_property_a_tree_layout_names_a_block_only_when_every_row_of_the_file_is_in_it(
     family: type[QdTreeLayout] | type[PandoLayout],
-    workload: list[str],
+    case: tuple[bool, list[str]],
     copies: int,
     rows_per_block: int,
     how: str,
     drop: bool,
     seed: int,
 ) -> None:
-    data = _rows(copies, seed)
+    extreme, workload = case
+    data = _rows(copies, seed, extreme_table() if extreme else None)
     try:
         layout = family.fit(data, workload, rows_per_block=rows_per_block)
     except LakelayoutError:
