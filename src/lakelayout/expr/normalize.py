@@ -17,6 +17,9 @@ in its docstring):
 6. :func:`canonical_order` -- children sorted by SQL text and de-duplicated,
    so the text is a stable feature key.
 
+The rules repeat until the text no longer changes (a later rule can open
+work for an earlier one), so rendering and re-parsing is a fixed point.
+
 The result selects exactly the rows ``df.where(text)`` keeps. Every rule runs
 without recursion (:meth:`Expr.transform` or an explicit stack), so a chain
 of ten thousand ORs normalizes as well as a short one.
@@ -196,16 +199,28 @@ RULES: tuple[Rule, ...] = (
 
 
 def normalize(pred: Predicate, rules: Sequence[Rule] = RULES) -> Predicate:
-    """Apply ``rules`` in order (all of :data:`RULES` by default).
+    """Apply ``rules`` in order (all of :data:`RULES` by default), again until the text is stable.
+
+    One pass is not always a fixed point: de-duplication can leave a single
+    child that merges into its parent AND, next to an ``IS NOT NULL`` the
+    previous rule would have dropped there (``(a < b OR a < b) AND a IS NOT
+    NULL``). Passes repeat until the rendered text stops changing, so the text
+    re-parses to itself. It ends: after the first pass a pass only removes
+    nodes (de-duplication, folding, implied tests) or leaves the tree as it was.
 
     >>> from lakelayout.expr.nodes import Column, Literal
     >>> a = Compare("<", Column("a"), Literal(1))
     >>> normalize(Not(And((a, And((BoolConst(True), BoolConst(None))))))).sql()
     'a >= 1'
     """
-    for rule in rules:
-        pred = rule(pred)
-    return pred
+    text = None  # rendered only after a pass: the input may be nested too deep to render
+    while True:
+        for rule in rules:
+            pred = rule(pred)
+        again = pred.sql()
+        if again == text:
+            return pred
+        text = again
 
 
 # ---------------------------------------------------------------- helpers
