@@ -123,15 +123,37 @@ def _blocks_per_file(t: Table, layout: Any) -> dict[str, list[int]]:
     return out
 
 
+def _recorded_blocks(t: Table) -> dict[str, int]:
+    """Per live file: the block its provenance records for the layout it names (-1: none),
+    as query-time block pruning reads it."""
+    from lakelayout.cluster.logical import layout_blocks
+
+    snap = t.snapshot()
+    out = {str(p): -1 for p in snap.files.paths}
+    for entry in layout_blocks(t.uri, snap.files, snap.schema):
+        for path, block in zip(snap.files.paths, entry.blocks.tolist(), strict=True):
+            if block >= 0:
+                out[str(path)] = int(block)
+    return out
+
+
 def _switch_by_lows(t: Table, layout: Any) -> tuple[list[tuple[int, bool]], set[str]]:
     """Which files a switch to ``layout`` rewrites, as (lowest ``a``, rewritten?) sorted by
-    ``a``; then that switch (``apply`` on those files only); the paths it kept."""
+    ``a``; then that switch (``apply`` on those files, the others kept and recorded as the
+    blocks they were placed in); the paths it kept."""
     snap = t.snapshot()
-    rewrite = online_table.needs_rewrite(t.uri, snap.files, layout)
+    rewrite, keep = online_table.plan_switch(t.uri, snap.files, layout)
+    assert (rewrite == online_table.needs_rewrite(t.uri, snap.files, layout)).all()
     lows = [int(v) for v in snap.files.column("a").min.to_pylist()]
     kept = {str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if not r}
+    assert set(keep) <= kept  # the others were written by ``layout`` itself
     moved = [str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if r]
-    t.optimize.apply(layout, moved, one_file_per_block=True)
+    t.optimize.apply(layout, moved, one_file_per_block=True, keep=keep)
+    # every live file is now recorded as laid out by ``layout``, in the block all its rows
+    # are in: the kept ones as placed, the written ones as routed
+    assert online_table.laid_out_by(t.uri, t.snapshot().files, layout).all()
+    recorded = _recorded_blocks(t)
+    assert {p: [b] for p, b in recorded.items()} == _blocks_per_file(t, layout)
     return sorted(zip(lows, rewrite.tolist(), strict=True)), kept
 
 
@@ -195,6 +217,11 @@ def test_a_live_switch_keeps_the_files_already_in_one_block_of_its_target(
     target = engine.layout_of(done["target"])
     placed = _blocks_per_file(t, target)
     assert all(len(placed[p]) == 1 for p in kept)
+    # the kept files are recorded as the blocks they are in: query-time block pruning by
+    # the target covers them, and the next switch sees the table as laid out by it
+    recorded = _recorded_blocks(t)
+    assert all(placed[p] == [recorded[p]] for p in kept)
+    assert online_table.laid_out_by(t.uri, t.snapshot().files, target).all()
     assert same_rows(t.to_df(), gen(spark, ROWS, seed=3, parts=8))
 
 

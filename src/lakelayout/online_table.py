@@ -341,7 +341,14 @@ KEEP_MIN_BLOCK_SHARE = 0.5
 
 
 def needs_rewrite(root: str, files: FileStats, layout: Layout) -> np.ndarray:
-    """Per live file: must a switch to ``layout`` rewrite it?
+    """Per live file: must a switch to ``layout`` rewrite it? (:func:`plan_switch`'s mask)"""
+    return plan_switch(root, files, layout)[0]
+
+
+def plan_switch(root: str, files: FileStats, layout: Layout) -> tuple[np.ndarray, dict[str, int]]:
+    """Per live file, must a switch to ``layout`` rewrite it; and the files it keeps
+    that ``layout`` did not write, with the block their statistics place them in
+    (``optimize.apply(keep=...)`` records them as that block).
 
     No for a file already written with ``layout`` (:func:`laid_out_by`), and no
     for a file whose statistics put every row in one block of ``layout``
@@ -352,17 +359,19 @@ def needs_rewrite(root: str, files: FileStats, layout: Layout) -> np.ndarray:
     switch between layouts that share cuts moves the rows whose block changes
     (OReO §V: a partial reorganization) instead of the whole table.
     """
-    done = laid_out_by(root, files, layout)
+    written = laid_out_by(root, files, layout)
     try:
         blocks = layout.blocks_of_files(files)
     except Exception as exc:  # placing is an optimization: when it fails, rewrite them all
         logger.warning("placing the files of %s by their statistics failed: %s", root, exc)
         blocks = None
-    if blocks is not None and len(files):
-        sizes = np.asarray(files.sizes, dtype=np.int64)
-        floor = KEEP_MIN_BLOCK_SHARE * float(sizes.sum()) / max(1, layout.n_blocks)
-        done |= (blocks >= 0) & (sizes >= floor)
-    return ~done
+    if blocks is None or not len(files):
+        return ~written, {}
+    sizes = np.asarray(files.sizes, dtype=np.int64)
+    floor = KEEP_MIN_BLOCK_SHARE * float(sizes.sum()) / max(1, layout.n_blocks)
+    placed = ~written & (blocks >= 0) & (sizes >= floor)
+    keep = {str(files.paths[i]): int(blocks[i]) for i in np.flatnonzero(placed)}
+    return ~(written | placed), keep
 
 
 # --------------------------------------------------------------------------- the loop
@@ -486,7 +495,7 @@ class _Controller:
         if layout is None:  # cannot happen: only the initial state has no layout
             engine.failed(engine.begin(), "the target state has no layout")
             return
-        rewrite = needs_rewrite(self.uri, snap.files, layout)
+        rewrite, keep = plan_switch(self.uri, snap.files, layout)
         record = engine.begin()
         record.owner = os.getpid()
         record.read_version = snap.version
@@ -500,6 +509,7 @@ class _Controller:
                 record.id,
                 layout,
                 list(record.inputs),
+                keep,
                 table.optimize,
                 block_roll_size(snap.configuration),
             ),
@@ -509,17 +519,26 @@ class _Controller:
         self.worker.start()
 
     def _rewrite(
-        self, record_id: str, layout: Layout, paths: list[str], optimizer: Optimizer, roll: int
+        self,
+        record_id: str,
+        layout: Layout,
+        paths: list[str],
+        keep: dict[str, int],
+        optimizer: Optimizer,
+        roll: int,
     ) -> None:
         started = time.perf_counter()
         error = ""
         metrics = None
         try:
-            if paths:
+            if paths or keep:
                 # candidates have about as many blocks as the table has files: a block up to
                 # twice the target file size stays one file, a larger one is cut into several
-                # (consecutive key ranges), not written as one file a single task would read
-                metrics = optimizer.apply(layout, paths, hooks=self.hooks, target_file_size=roll)
+                # (consecutive key ranges), not written as one file a single task would read;
+                # the kept files are recorded as the blocks they are in
+                metrics = optimizer.apply(
+                    layout, paths, hooks=self.hooks, target_file_size=roll, keep=keep
+                )
         except Exception as exc:  # the table is unchanged: the commit did not happen
             error = f"{type(exc).__name__}: {exc}"
         seconds = time.perf_counter() - started

@@ -265,3 +265,70 @@ def test_relax_replaces_only_positive_unknown_parts() -> None:
     assert relax(p, known) == parse_predicate("a < 5", schema)
     assert relax(parse_predicate("a < 5 OR id > 3", schema), known) == BoolConst(True)
     assert relax(parse_predicate("a < 5", schema), frozenset()) == BoolConst(True)
+
+
+def test_apply_keeps_files_already_in_one_block_and_records_them(
+    spark: Any, tmp_path: Path
+) -> None:
+    from lakelayout.errors import InvalidOption
+    from lakelayout.online_table import laid_out_by
+
+    t = Table.create(str(tmp_path / "t"), _gen(spark, 6000, 31), target_file_size=TARGET)
+    sample = t.to_df().toArrow()
+
+    def tree(cuts: list[str]) -> QdTreeLayout:
+        return QdTreeLayout.fit(sample, cuts, rows_per_block=500)
+
+    t.optimize.apply(tree(["a < 300", "a < 600"]), one_file_per_block=True)
+    assert len(live_paths(t)) == 3
+    second = tree(["a < 600", "a < 450"])
+    snap = t.snapshot()
+    placed = second.blocks_of_files(snap.files)
+    assert placed is not None
+    paths = [str(p) for p in snap.files.paths]
+    keep = {p: int(b) for p, b in zip(paths, placed, strict=True) if b >= 0}
+    moved = [p for p in paths if p not in keep]
+    assert keep and moved  # [0,300) and [600,1000) lie in one block; [300,600) straddles 450
+
+    version, before = t.version, ProvenanceStore(t.uri).read()
+    some = next(iter(keep))
+    for bad, names in [
+        ({some: second.n_blocks}, "block"),
+        ({some: -1}, "block"),
+        ({moved[0]: 0}, "both rewritten and kept"),
+        ([some], "must map"),
+    ]:
+        with pytest.raises(InvalidOption, match=names):
+            t.optimize.apply(second, moved, keep=bad)  # type: ignore[arg-type]
+    assert t.version == version and ProvenanceStore(t.uri).read() == before
+
+    # a file no longer live (removed since it was placed) is left out
+    t.optimize.apply(second, moved, one_file_per_block=True, keep={**keep, "gone.parquet": 0})
+    live = live_paths(t)
+    assert set(keep) <= live and not set(moved) & live
+    assert "gone.parquet" not in ProvenanceStore(t.uri).read()
+    assert laid_out_by(t.uri, t.snapshot().files, second).all()
+    snap = t.snapshot()
+    recorded = {
+        str(p): int(b)
+        for entry in logical.layout_blocks(t.uri, snap.files, snap.schema)
+        for p, b in zip(snap.files.paths, entry.blocks, strict=True)
+        if b >= 0
+    }
+    assert {p: recorded[p] for p in keep} == keep
+    for where in ["a >= 450 AND a < 600", "a < 100", "a >= 590 AND a < 610"]:
+        assert same_rows(t.scan(where).df, _full(t, where))
+    assert t.scan("a >= 450 AND a < 600").report.skipped_by.get(QD, 0) > 0
+
+    # nothing to rewrite: the kept files are recorded, nothing is committed
+    third = tree(["a < 450"])
+    snap = t.snapshot()
+    placed = third.blocks_of_files(snap.files)
+    assert placed is not None and (placed >= 0).all()
+    version = t.version
+    metrics = t.optimize.apply(
+        third, [], keep={str(p): int(b) for p, b in zip(snap.files.paths, placed, strict=True)}
+    )
+    assert t.version == version and metrics.files_added == 0
+    assert laid_out_by(t.uri, t.snapshot().files, third).all()
+    assert same_rows(t.to_df(), _gen(spark, 6000, 31))

@@ -291,6 +291,7 @@ class Optimizer:
         hooks: OptimizeHooks | None = None,
         one_file_per_block: bool = False,
         target_file_size: int | None = None,
+        keep: Mapping[str, int] | None = None,
     ) -> OptimizeMetrics:
         """Rewrite ``files`` (default: all) with a fitted layout, one or more files per block.
 
@@ -303,6 +304,16 @@ class Optimizer:
         (the file count equals the number of blocks the rows fall into).
         ``target_file_size`` (bytes) rolls at that size instead of the table's
         ``lakelayout.targetFileSize`` for this rewrite only.
+
+        ``keep`` (path -> block id): files already wholly inside one block of
+        ``layout`` (e.g. placed by :meth:`Layout.blocks_of_files`), left as they are
+        and recorded as that block of ``layout``, so query-time block pruning and a
+        later switch see them as laid out. Every row of such a file must be in that
+        block as ``layout.assign`` routes it: the planner trusts the record. The
+        record is written with the rewrite's (before its commit; alone when nothing
+        is rewritten); it is a fact about the file, true whether or not the commit
+        happens. A kept file no longer live (removed by another commit since it was
+        placed) is left out.
         """
         if not isinstance(layout, Layout):
             raise InvalidOption(f"apply() needs a fitted Layout, got {type(layout).__name__}")
@@ -320,8 +331,9 @@ class Optimizer:
             )
         ctx = self._ctx()
         paths = _chosen_files(ctx, files)
+        kept = _kept_files(ctx, layout, paths, keep)
         roll = target_file_size or _roll_size(ctx, one_file_per_block)
-        return _apply(ctx, layout, paths, hooks or NO_HOOKS, roll)
+        return _apply(ctx, layout, paths, hooks or NO_HOOKS, roll, kept)
 
     def _curve(
         self,
@@ -350,6 +362,58 @@ class Optimizer:
 def _roll_size(ctx: _Context, one_file_per_block: bool) -> int:
     """The size a rewrite rolls files at: the table's target, or never (one file per block)."""
     return UNBOUNDED_FILE_SIZE if one_file_per_block else ctx.target_file_size
+
+
+def _kept_files(
+    ctx: _Context, layout: Layout, paths: Sequence[str], keep: Mapping[str, int] | None
+) -> dict[str, int]:
+    """``apply``'s ``keep`` checked: none of them rewritten, blocks of ``layout``; files no
+    longer live are left out (another commit removed them since they were placed)."""
+    if keep is None:
+        return {}
+    if not isinstance(keep, Mapping):
+        raise InvalidOption(
+            f"optimize.apply: keep must map file paths to block ids, got {type(keep).__name__}"
+        )
+    live = ctx.by_path()
+    kept = {str(path): block for path, block in keep.items() if str(path) in live}
+    both = sorted(set(kept) & set(paths))
+    if both:
+        raise InvalidOption(
+            f"optimize.apply: {len(both)} file(s) are both rewritten and kept, e.g. {both[0]!r}"
+        )
+    for path, block in kept.items():
+        if (
+            isinstance(block, bool)
+            or not isinstance(block, int)
+            or not 0 <= block < layout.n_blocks
+        ):
+            raise InvalidOption(
+                f"optimize.apply: keep gives {path!r} block {block!r}; the layout has blocks "
+                f"0..{layout.n_blocks - 1}"
+            )
+    return kept
+
+
+def _kept_provenance(
+    ctx: _Context, kept: Mapping[str, int], layout_id: str
+) -> list[FileProvenance]:
+    """Records naming block ``kept[path]`` of layout ``layout_id`` for files left in place
+    (what else was recorded about them, e.g. a liquid cube, stays)."""
+    files = ctx.by_path()
+    out = []
+    for path, block in kept.items():
+        old = files[path].provenance or FileProvenance(path)
+        out.append(
+            dataclasses.replace(
+                old,
+                layout_id=layout_id,
+                block_id=block,
+                operation="apply (kept)",
+                size=files[path].size,
+            )
+        )
+    return out
 
 
 def _chosen_files(ctx: _Context, files: Sequence[str] | None) -> list[str]:
@@ -702,8 +766,10 @@ def _write_layout(
     hooks: OptimizeHooks,
     operation: str,
     roll_size: int,
+    kept: Mapping[str, int] | None = None,
 ) -> OptimizeMetrics:
-    """Route ``df`` through ``layout``, commit replacing ``paths``, record block ids.
+    """Route ``df`` through ``layout``, commit replacing ``paths``, record block ids
+    (of the files written, and of the ``kept`` files left in place: path -> block).
 
     Files are rolled at ``roll_size`` inside a block (and split by partition
     on a partitioned table).
@@ -714,6 +780,10 @@ def _write_layout(
         nbytes, layout.n_blocks, roll_size, len(ctx.schema), DATA_PAGE_BYTES
     )
     prov, written = _route_layout(ctx, layout, df, operation, roll_size, ordered=ordered)
+    if kept:
+        layout_id = prov[0].layout_id if prov else ctx.store.save_layout(layout)
+        assert layout_id is not None
+        prov = [*prov, *_kept_provenance(ctx, kept, layout_id)]
     try:
         version = commit_rewrite(
             ctx,
@@ -734,18 +804,26 @@ def _write_layout(
 
 
 def _apply(
-    ctx: _Context, layout: Layout, paths: Sequence[str], hooks: OptimizeHooks, roll_size: int
+    ctx: _Context,
+    layout: Layout,
+    paths: Sequence[str],
+    hooks: OptimizeHooks,
+    roll_size: int,
+    kept: Mapping[str, int],
 ) -> OptimizeMetrics:
     started = time.perf_counter()
     base = OptimizeMetrics("apply", files_considered=len(ctx.files))
     if not paths:
+        if kept:  # nothing to rewrite: only the record of the files left in place
+            with ctx.clock.step("provenance"):
+                ctx.store.record(_kept_provenance(ctx, kept, ctx.store.save_layout(layout)))
         return _done(base, started, hooks, ctx)
     reason = waiting_reason(ctx.uri)
     if reason is not None:
         return _done(_yielded(base, reason), started, hooks, ctx)
     check_rewrite(ctx, paths)
     df = file_source(ctx, paths)
-    written = _write_layout(ctx, layout, df, paths, base, hooks, "apply", roll_size)
+    written = _write_layout(ctx, layout, df, paths, base, hooks, "apply", roll_size, kept)
     return _done(written, started, hooks, ctx)
 
 

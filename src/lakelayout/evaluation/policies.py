@@ -712,20 +712,20 @@ def latest_snapshot(ctx: Context) -> Snapshot:
 
 def _rewrite_to(ctx: Context, layout: Layout, label: str, *, keep_files: bool = True) -> None:
     """Rewrite the files not already laid out by ``layout`` (one file per block; see
-    :func:`~lakelayout.online_table.needs_rewrite`: a file whose statistics put it in one
-    block is kept). ``keep_files=False``: every file ``layout`` did not write is rewritten
+    :func:`~lakelayout.online_table.plan_switch`: a file whose statistics put it in one
+    block is kept, and recorded as that block). ``keep_files=False``: every file ``layout`` did not write is rewritten
     (what switches did before they kept files; for comparisons)."""
-    from lakelayout.online_table import laid_out_by, needs_rewrite
+    from lakelayout.online_table import laid_out_by, plan_switch
 
     snap = latest_snapshot(ctx)
     if keep_files:
-        rewrite = needs_rewrite(ctx.table.uri, snap.files, layout)
+        rewrite, keep = plan_switch(ctx.table.uri, snap.files, layout)
     else:
-        rewrite = ~laid_out_by(ctx.table.uri, snap.files, layout)
+        rewrite, keep = ~laid_out_by(ctx.table.uri, snap.files, layout), {}
     files = [str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if r]
     ctx.rewrite(
         f"switch to {label}",
-        lambda: ctx.table.optimize.apply(layout, files, one_file_per_block=True),
+        lambda: ctx.table.optimize.apply(layout, files, one_file_per_block=True, keep=keep),
     )
 
 
