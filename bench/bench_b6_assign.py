@@ -1,8 +1,10 @@
-"""B6: curve-layout assignment throughput against a plain numpy argsort.
+"""B6: layout assignment throughput against a plain numpy argsort.
 
 Fits Z-order and Hilbert layouts on a 100,000-row sample, then times
 ``assign`` (ranks + curve key + block lookup) on 2,000,000 rows of 2, 3 and 4
-numeric columns. The baseline is ``np.argsort`` of one float64 column of the
+numeric columns; then the tree layouts (Qd-tree, Pando with 2 and 3 trees)
+fitted on the same sample for a workload of ranges and IN lists over the four
+columns (routing every row down the trees, and Pando's cell -> block lookup). The baseline is ``np.argsort`` of one float64 column of the
 same rows: the least work any sort-based clustering does per batch. Prints
 one ``ratio`` line per case (assign time / argsort time; lower is better) and
 rows per second. Runs in well under 60 s on 2 cores.
@@ -17,7 +19,10 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
+from lakelayout.layouts.base import Layout
 from lakelayout.layouts.hilbert import HilbertLayout
+from lakelayout.layouts.pando import PandoLayout
+from lakelayout.layouts.qdtree import QdTreeLayout
 from lakelayout.layouts.zorder import CurveLayout, ZOrderLayout
 
 ROWS = 2_000_000
@@ -35,6 +40,23 @@ def make_table(n: int, seed: int) -> pa.Table:
             "k": rng.integers(0, 1_000, n).astype(np.int32),
         }
     )
+
+
+def tree_workload(seed: int, n: int = 40) -> list[str]:
+    """Ranges on i, f and u and IN lists on k, as a filtered workload writes them."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for q in range(n):
+        lo = int(rng.integers(0, 9_000_000))
+        out.append(
+            [
+                f"i >= {lo} AND i < {lo + 1_000_000}",
+                f"f > {rng.normal():.3f}",
+                f"u < {rng.random():.3f} AND k < {int(rng.integers(0, 1000))}",
+                f"k IN ({', '.join(str(int(v)) for v in rng.integers(0, 1000, 3))})",
+            ][q % 4]
+        )
+    return out
 
 
 def best_of(fn: Callable[[], object], repeat: int = 2) -> float:
@@ -63,6 +85,18 @@ def main() -> None:
                 f"({seconds:.3f} s, {ROWS / seconds / 1e6:.1f} M rows/s, "
                 f"{layout.bits} bits/dim)"
             )
+    workload = tree_workload(seed=3)
+    trees: list[tuple[str, Layout]] = [
+        ("qdtree", QdTreeLayout.fit(sample, workload, target_blocks=BLOCKS)),
+        ("pando k=2", PandoLayout.fit(sample, workload, target_blocks=BLOCKS, k=2)),
+        ("pando k=3", PandoLayout.fit(sample, workload, target_blocks=BLOCKS, k=3)),
+    ]
+    for name, tree in trees:
+        seconds = best_of(functools.partial(tree.assign, data))
+        print(
+            f"ratio {name} assign / argsort: {seconds / baseline:.2f} "
+            f"({seconds:.3f} s, {ROWS / seconds / 1e6:.1f} M rows/s, {tree.n_blocks} blocks)"
+        )
 
 
 if __name__ == "__main__":

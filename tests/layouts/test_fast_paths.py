@@ -1,14 +1,18 @@
-"""The fast fitting paths give the reference results: Pando's joint scorer against the
-Qd-tree scorer it replaces, and SOP's byte-table zero weights against the bit matrix."""
+"""The fast paths give the reference results: Pando's joint scorer against the Qd-tree
+scorer it replaces, Pando's distinct cells against ``np.unique`` over rows, and SOP's
+byte-table zero weights against the bit matrix."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from lakelayout.layouts.feature_set import zero_weight
-from lakelayout.layouts.pando import JointScorer, fill_bound, shared_bits
+from lakelayout.layouts.pando import JointScorer, distinct_rows, fill_bound, shared_bits
 from lakelayout.layouts.qdtree import Workspace, bind_queries, grow_forest
 from lakelayout.layouts.sop import _byte_tables, merge_groups
 
@@ -27,6 +31,22 @@ def test_joint_scorer_grows_the_reference_forest(k: int) -> None:
     workload = narrow_ranges(24, seed=5) + [f"c IN ({i}, {i + 2})" for i in range(5)]
     ws = Workspace.build(t, bind_queries(workload, t, "pando"))
     assert _forest_doc(ws, 3000, k, JointScorer()) == _forest_doc(ws, 3000, k, None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 4).flatmap(
+        lambda k: hnp.arrays(
+            np.int64,
+            st.tuples(st.integers(0, 60), st.just(k)),
+            elements=st.integers(0, 50) | st.integers(0, 2**40),  # wide: the radix overflows
+        )
+    )
+)
+def test_property_distinct_cells_are_numpys_unique_rows(leaves: np.ndarray) -> None:
+    cells, inverse = distinct_rows(leaves)
+    uniq, expected = np.unique(leaves, axis=0, return_inverse=True)
+    assert np.array_equal(cells, uniq) and np.array_equal(inverse, expected.reshape(-1))
 
 
 def test_shared_bits_is_boolean_matmul() -> None:
