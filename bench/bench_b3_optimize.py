@@ -7,6 +7,10 @@ rewrites its own fresh copy of it, clustering on ``--dims`` columns:
 * ``zorder`` / ``hilbert``: ``t.optimize.zorder(cols)`` / ``.hilbert(cols)``;
 * ``liquid``: ``t.cluster_by(cols)`` (before the clock starts), then
   ``t.optimize.run()``;
+* ``qdtree`` / ``pando``: ``t.optimize.apply(layout)`` of a Qd-tree / Pando
+  (2 trees) fitted once per size, before any clock, on a 100,000-row sample
+  for a workload of 40 ranges over the clustering columns, with as many
+  blocks as the table has target files;
 * ``delta-rs``: ``DeltaTable(copy).optimize.z_order(cols, target_size=...)``;
 * ``plain``: plain Spark, ``read.parquet -> repartition(n) -> write.parquet``
   with ``n`` the number of files lakelayout's Z-order wrote (no layout, no
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import resource
 import shutil
 import statistics
@@ -52,10 +57,15 @@ from pyspark.sql import functions as F
 from lakelayout.api import Table
 from lakelayout.cluster.optimize import Optimizer
 from lakelayout.cluster.optimize_metrics import STEPS, TASK_STEPS
+from lakelayout.cluster.rewrite import sample_rows
+from lakelayout.layouts import PandoLayout, QdTreeLayout
+from lakelayout.layouts.base import Layout
 from lakelayout.skipping.indexes import BloomFilter, Index, MinMax, Prefix, ValueList
 from lakelayout.table.session import spark_session
 
-LAKELAYOUT = ("zorder", "hilbert", "liquid")
+LAKELAYOUT = ("zorder", "hilbert", "liquid", "qdtree", "pando")
+#: the verbs that apply a fitted layout (``optimize.apply``)
+APPLIED = ("qdtree", "pando")
 PEERS = ("delta-rs", "plain")
 #: with --indexes: a Z-order rewrite that collects no index, then a refresh
 REFRESHED = "zorder-refresh"
@@ -108,6 +118,26 @@ class Run:
         self.files_written = 1
         self.steps: dict[str, dict[str, float]] = {}
         self.task_steps: dict[str, dict[str, float]] = {}
+        self._layouts: dict[str, Layout] = {}
+
+    def layout(self, family: str) -> Layout:
+        """The ``family`` layout ``apply`` writes (fitted once, on a sample of the base)."""
+        if family not in self._layouts:
+            rng = random.Random(7)
+            workload = [
+                f"{d} >= {lo} AND {d} < {lo + 100_000}"
+                for d, lo in ((rng.choice(self.dims), rng.randrange(900_000)) for _ in range(40))
+            ]
+            base = Table(self.base, spark=self.spark)
+            total = int(base.snapshot().files.total_rows)
+            sample = sample_rows(base.to_df().select(*self.dims), total, rows=100_000)
+            blocks = max(2, round(self.nbytes / self.target))
+            if family == "qdtree":
+                fitted: Layout = QdTreeLayout.fit(sample, workload, target_blocks=blocks)
+            else:
+                fitted = PandoLayout.fit(sample, workload, target_blocks=blocks, k=2)
+            self._layouts[family] = fitted
+        return self._layouts[family]
 
     def copy(self) -> str:
         out = os.path.join(self.work, f"copy-{time.time_ns()}")
@@ -121,8 +151,14 @@ class Run:
             t = Table(self.copy(), spark=self.spark)
             if name == "liquid":
                 t.cluster_by(self.dims)
+            layout = self.layout(name) if name in APPLIED else None
             started = time.perf_counter()
-            m = t.optimize.run() if name == "liquid" else getattr(t.optimize, name)(self.dims)
+            if layout is not None:
+                m = t.optimize.apply(layout)
+            elif name == "liquid":
+                m = t.optimize.run()
+            else:
+                m = getattr(t.optimize, name)(self.dims)
             took = time.perf_counter() - started
             self.steps[name], self.task_steps[name] = m.steps, m.task_steps
             if name == "zorder":
