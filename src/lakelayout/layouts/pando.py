@@ -522,29 +522,11 @@ def group_rows(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Group ``rows`` by their leaves in the ``others`` trees: (group per row, a row per group).
 
-    The leaf node ids combine into one integer key (mixed radix); a small key
-    space is relabelled densely through a lookup table, without sorting.
+    Groups are the distinct rows of leaf node ids (:func:`distinct_rows`: one
+    mixed-radix key, a lookup table when the key space is small).
     """
-    radix = [len(trees[o].node_cut) for o in others]
-    space = int(np.prod(radix, dtype=object))
-    if space >= 2**62:
-        stacked = np.stack([trees[o].leaf_of_row[rows] for o in others], axis=1)
-        _, first, inverse = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
-        return inverse.reshape(-1), rows[first]
-    key = np.zeros(len(rows), dtype=np.int64)
-    for o, r in zip(others, radix, strict=True):
-        key = key * r + trees[o].leaf_of_row[rows]
-    if space <= 1 << 22:
-        seen = np.zeros(space, dtype=bool)
-        seen[key] = True
-        dense = np.cumsum(seen) - 1
-        groups = dense[key]
-        n_groups = int(dense[-1]) + 1
-    else:
-        _, groups = np.unique(key, return_inverse=True)
-        groups = groups.reshape(-1)
-        n_groups = int(groups.max()) + 1
-    reps = np.empty(n_groups, dtype=np.int64)
+    _, groups = distinct_rows(np.stack([trees[o].leaf_of_row[rows] for o in others], axis=1))
+    reps = np.empty(int(groups.max()) + 1 if len(groups) else 0, dtype=np.int64)
     reps[groups] = rows
     return groups, reps
 
