@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import numbers
 import os
 import time
 import uuid
@@ -385,14 +386,14 @@ def _kept_files(
     for path, block in kept.items():
         if (
             isinstance(block, bool)
-            or not isinstance(block, int)
+            or not isinstance(block, numbers.Integral)
             or not 0 <= block < layout.n_blocks
         ):
             raise InvalidOption(
                 f"optimize.apply: keep gives {path!r} block {block!r}; the layout has blocks "
                 f"0..{layout.n_blocks - 1}"
             )
-    return kept
+    return {path: int(block) for path, block in kept.items()}
 
 
 def _kept_provenance(
