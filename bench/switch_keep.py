@@ -5,7 +5,7 @@ wrote the files of one layout, stored under ``_lakelayout/clustering/layouts``.
 For each such commit this reads the snapshot before it and asks the layout
 which of the files it removed lie, by their statistics, in one of its blocks
 (``Layout.blocks_of_files``), and which of those also hold at least
-``KEEP_MIN_BLOCK_SHARE`` of an average block (what ``needs_rewrite`` keeps).
+``KEEP_MIN_BLOCK_SHARE`` of an average block (what ``online_table.plan_switch`` keeps).
 Printed per commit and in total: the share of the rewritten bytes in such files.
 Run it on the tables of a replay made before switches kept files, to see what
 keeping saves on that stream:

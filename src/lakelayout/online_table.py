@@ -7,8 +7,8 @@ virtual files over a stored sample for the others), the counters move, and
 every ``interval`` queries the layout manager fits candidates on its window.
 When the reorganizer switches, a background thread rewrites the table with
 ``optimize.apply(layout, files)`` — only the files not already laid out by
-that layout (:func:`needs_rewrite`: written by it, or placed by their
-statistics in one of its blocks) — while scans keep reading the snapshot
+that layout (:func:`plan_switch`: written by it, or placed by their
+statistics in one of its blocks, and recorded as such) — while scans keep reading the snapshot
 they planned on.
 
 Safety:
@@ -338,11 +338,6 @@ def laid_out_by(root: str, files: FileStats, layout: Layout) -> np.ndarray:
 #: at least this share of an average block of the target (the table's bytes over its blocks):
 #: keeping smaller pieces would leave a block in many small files switch after switch
 KEEP_MIN_BLOCK_SHARE = 0.5
-
-
-def needs_rewrite(root: str, files: FileStats, layout: Layout) -> np.ndarray:
-    """Per live file: must a switch to ``layout`` rewrite it? (:func:`plan_switch`'s mask)"""
-    return plan_switch(root, files, layout)[0]
 
 
 def plan_switch(root: str, files: FileStats, layout: Layout) -> tuple[np.ndarray, dict[str, int]]:

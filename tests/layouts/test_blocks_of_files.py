@@ -175,10 +175,10 @@ def test_families_without_a_logical_index_cannot_tell() -> None:
     assert layout.blocks_of_files(block_stats(data, layout.assign(data))) is None
 
 
-def test_needs_rewrite_keeps_placed_files_over_the_floor_and_rewrites_all_when_placing_fails(
+def test_plan_switch_keeps_placed_files_over_the_floor_and_rewrites_all_when_placing_fails(
     tmp_path: Path,
 ) -> None:
-    from lakelayout.online_table import needs_rewrite
+    from lakelayout.online_table import plan_switch
 
     data = _ranges()
     layout = QdTreeLayout.fit(data, RANGE_WORKLOAD, rows_per_block=300)
@@ -187,14 +187,19 @@ def test_needs_rewrite_keeps_placed_files_over_the_floor_and_rewrites_all_when_p
     file_ids = np.where(np.arange(data.num_rows) % 10 == 0, layout.n_blocks, blocks)
     files = block_stats(data, file_ids)
     small = np.asarray(files.sizes) < 0.5 * float(files.sizes.sum()) / layout.n_blocks
-    rewrite = needs_rewrite(str(tmp_path), files, layout)  # no provenance there: none written
+    # no provenance there: none written by the layout
+    rewrite, keep = plan_switch(str(tmp_path), files, layout)
     assert rewrite[-1]  # the mixed file
     assert (rewrite[:-1] == small[:-1]).all()  # a placed file is kept unless it is small
     assert not rewrite[:-1].all()
+    # every kept file is named with the block it holds (file k holds block k)
+    expected = {str(files.paths[k]): k for k in np.flatnonzero(~rewrite)}
+    assert keep == expected
 
     class Failing(QdTreeLayout):
         def blocks_of_files(self, files: FileStats) -> np.ndarray:
             raise RuntimeError("statistics unreadable")
 
     failing = Failing(layout.tree, layout.schema, layout.sample_rows, layout.inner)
-    assert needs_rewrite(str(tmp_path), files, failing).all()
+    rewrite, keep = plan_switch(str(tmp_path), files, failing)
+    assert rewrite.all() and keep == {}

@@ -713,8 +713,9 @@ def latest_snapshot(ctx: Context) -> Snapshot:
 def _rewrite_to(ctx: Context, layout: Layout, label: str, *, keep_files: bool = True) -> None:
     """Rewrite the files not already laid out by ``layout`` (one file per block; see
     :func:`~lakelayout.online_table.plan_switch`: a file whose statistics put it in one
-    block is kept, and recorded as that block). ``keep_files=False``: every file ``layout`` did not write is rewritten
-    (what switches did before they kept files; for comparisons)."""
+    block is kept, and recorded as that block). ``keep_files=False``: every file
+    ``layout`` did not write is rewritten (what switches did before they kept files;
+    for comparisons)."""
     from lakelayout.online_table import laid_out_by, plan_switch
 
     snap = latest_snapshot(ctx)

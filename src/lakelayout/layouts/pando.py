@@ -714,11 +714,8 @@ def distinct_rows(leaves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     either is several times faster than a unique over rows, which remains for
     rows whose radices would overflow.
     """
-    if leaves.size == 0 or leaves.min() < 0:
-        uniq, inverse = np.unique(leaves, axis=0, return_inverse=True)
-        return uniq, inverse.reshape(-1)
-    radix = leaves.max(axis=0).astype(np.int64) + 1
-    if float(np.prod(radix.astype(float))) >= 2.0**62:
+    radix = leaves.max(axis=0).astype(np.int64) + 1 if leaves.size else None
+    if radix is None or leaves.min() < 0 or float(np.prod(radix.astype(float))) >= 2.0**62:
         uniq, inverse = np.unique(leaves, axis=0, return_inverse=True)
         return uniq, inverse.reshape(-1)
     places = np.concatenate([np.cumprod(radix[::-1])[::-1][1:], [1]]).astype(np.int64)
