@@ -332,3 +332,39 @@ def test_apply_keeps_files_already_in_one_block_and_records_them(
     assert t.version == version and metrics.files_added == 0
     assert laid_out_by(t.uri, t.snapshot().files, third).all()
     assert same_rows(t.to_df(), _gen(spark, 6000, 31))
+
+
+def test_files_of_a_partitioned_table_are_placed_by_their_partition_values(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A cut on the partition column places a file by the partition value the log gives it
+    (exact bounds, not statistics of the file); every row of a placed file is in the block
+    it is placed in, and ``apply`` records it there."""
+    from lakelayout.online_table import laid_out_by
+    from lakelayout.table.datafile import read_data_file
+    from lakelayout.table.location import resolve_location
+
+    t = Table.create(
+        str(tmp_path / "p"), _gen(spark, 6000, 41, parts=2), partition_by=["k"],
+        target_file_size=TARGET,
+    )  # fmt: skip
+    sample = t.to_df().toArrow()
+    layout = QdTreeLayout.fit(sample, ["k IN (1, 5)", "k = 7", "k < 3"], rows_per_block=300)
+    snap = t.snapshot()
+    placed = layout.blocks_of_files(snap.files)
+    assert placed is not None and (placed >= 0).all()  # every file holds one value of k
+    keep = {str(p): int(b) for p, b in zip(snap.files.paths, placed, strict=True)}
+    filesystem, root = resolve_location(t.uri)
+    for path, block in keep.items():
+        # the file's rows as a scan reads them: the partition value from the log
+        file = snap.data_file(path)
+        rows = pa.Table.from_batches(
+            list(read_data_file(filesystem, root, snap.table_format, file)), snap.schema
+        )
+        assert rows.num_rows > 0
+        assert set(layout.assign(rows).tolist()) == {block}
+    t.optimize.apply(layout, [], keep=keep)
+    assert laid_out_by(t.uri, t.snapshot().files, layout).all()
+    for where in ["k IN (1, 5)", "k = 7 AND a < 500", "k >= 3"]:
+        assert same_rows(t.scan(where).df, _full(t, where))
+    assert same_rows(t.to_df(), _gen(spark, 6000, 41, parts=2))
