@@ -61,7 +61,7 @@ from lakelayout.cluster.config import block_roll_size
 from lakelayout.errors import InvalidOption, LakelayoutError
 from lakelayout.expr.nodes import Predicate
 from lakelayout.expr.parse import parse_predicate
-from lakelayout.layouts.base import Layout
+from lakelayout.layouts.base import Layout, placed_blocks
 from lakelayout.online.candidates import FAMILIES, check_families, fit_candidates
 from lakelayout.online.costs import table_costs
 from lakelayout.online.engine import OnlineConfig, OnlineEngine, Switch
@@ -334,37 +334,23 @@ def laid_out_by(root: str, files: FileStats, layout: Layout) -> np.ndarray:
     return out
 
 
-#: a file the statistics place in one block of the target is kept by a switch when it holds
-#: at least this share of an average block of the target (the table's bytes over its blocks):
-#: keeping smaller pieces would leave a block in many small files switch after switch
-KEEP_MIN_BLOCK_SHARE = 0.5
-
-
 def plan_switch(root: str, files: FileStats, layout: Layout) -> tuple[np.ndarray, dict[str, int]]:
     """Per live file, must a switch to ``layout`` rewrite it; and the files it keeps
     that ``layout`` did not write, with the block their statistics place them in
     (``optimize.apply(keep=...)`` records them as that block).
 
     No for a file already written with ``layout`` (:func:`laid_out_by`), and no
-    for a file whose statistics put every row in one block of ``layout``
-    (:meth:`~lakelayout.layouts.base.Layout.blocks_of_files`: Qd-tree and Pando
-    answer, by the scan's min/max rules) when it holds at least
-    :data:`KEEP_MIN_BLOCK_SHARE` of an average block: it is laid out already,
-    only not written by that layout. Only the other files are rewritten, so a
-    switch between layouts that share cuts moves the rows whose block changes
-    (OReO §V: a partial reorganization) instead of the whole table.
+    for a file :func:`~lakelayout.layouts.base.placed_blocks` places in one block
+    (its statistics put every row there and it holds at least
+    :data:`~lakelayout.layouts.base.KEEP_MIN_BLOCK_SHARE` of an average block):
+    it is laid out already, only not written by that layout. Only the other
+    files are rewritten, so a switch between layouts that share cuts moves the
+    rows whose block changes (OReO §V: a partial reorganization) instead of
+    the whole table.
     """
     written = laid_out_by(root, files, layout)
-    try:
-        blocks = layout.blocks_of_files(files)
-    except Exception as exc:  # placing is an optimization: when it fails, rewrite them all
-        logger.warning("placing the files of %s by their statistics failed: %s", root, exc)
-        blocks = None
-    if blocks is None or not len(files):
-        return ~written, {}
-    sizes = np.asarray(files.sizes, dtype=np.int64)
-    floor = KEEP_MIN_BLOCK_SHARE * float(sizes.sum()) / max(1, layout.n_blocks)
-    placed = ~written & (blocks >= 0) & (sizes >= floor)
+    blocks = placed_blocks(layout, files)
+    placed = ~written & (blocks >= 0)
     keep = {str(files.paths[i]): int(blocks[i]) for i in np.flatnonzero(placed)}
     return ~(written | placed), keep
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from lakelayout.advisor.advisor import AUTO_MIN_BYTES, AUTO_OPTIMIZE
@@ -18,6 +19,7 @@ from lakelayout.advisor.costmodel import DEFAULTS, QueryObservation
 from lakelayout.api import Table
 from lakelayout.cluster.config import SMALL_REWRITE_SIZE
 from lakelayout.cluster.optimize import OptimizeHooks
+from lakelayout.cluster.provenance import ProvenanceStore
 from lakelayout.table import delta
 
 pytestmark = pytest.mark.spark
@@ -285,3 +287,57 @@ def test_auto_cuts_a_block_over_twice_the_target_file_size_into_several_files(
     assert max(sizes) < 0.6 * sum(sizes)
     assert _ids(t) == list(range(8000))
     assert t.scan("ts < 40", columns=["id"]).report.files_kept < len(sizes)
+
+
+def test_auto_keeps_the_files_already_in_one_block_of_its_layout(
+    spark: Any, tmp_path: Path
+) -> None:
+    rng = np.random.default_rng(11)
+
+    def rows(start: int, ts: np.ndarray) -> Any:
+        n = len(ts)
+        return pa.table(
+            {
+                "id": pa.array(np.arange(start, start + n), pa.int64()),
+                "ts": pa.array(ts),
+                "tag": pa.array([f"t{i % 11}" for i in range(start, start + n)]),
+            }
+        )
+
+    # ts below 500 arrives in order (ranges of ts, one per file); above 500 shuffled
+    ordered = spark.createDataFrame(rows(0, np.sort(rng.uniform(0, 500, 4000))))
+    t = _tuned(
+        Table.create(
+            str(tmp_path / "t"),
+            ordered.repartitionByRange(4, "ts").sortWithinPartitions("ts"),
+            target_file_size=16_000,
+        )
+    )
+    t.advisor.families = ("qdtree",)
+    first = {str(p) for p in t.snapshot().files.paths}
+    t.append(spark.createDataFrame(rows(4000, rng.uniform(500, 1000, 4000))).repartition(4))
+    for lo in rng.uniform(500, 950, 12):  # the workload reads the shuffled part only
+        t.scan(f"ts BETWEEN {lo:.1f} AND {lo + 30:.1f}", columns=["id"])
+
+    result = t.optimize.auto()
+    rec = result.recommendation
+    assert result.applied and rec.chosen is not None and result.metrics is not None
+    assert set(rec.keep) == first and rec.chosen.kept_files == len(first)
+    live = {str(p) for p in t.snapshot().files.paths}
+    assert first <= live  # left in place ...
+    assert result.metrics.rows_removed == result.metrics.rows_added == 4000  # ... the rest moved
+    assert _ids(t) == list(range(8000))
+    # ... and recorded as the blocks of the layout every one of their rows is in
+    layout = rec.layout
+    assert layout is not None
+    recorded = ProvenanceStore(t.uri).read(sorted(first))
+    for path in first:
+        assert recorded[path].block_id == rec.keep[path] and recorded[path].layout_id
+        block = layout.assign(pq.read_table(str(tmp_path / "t" / path)))
+        assert set(np.asarray(block).tolist()) == {rec.keep[path]}
+    (row,) = [d for d in t.advisor.decisions() if d["outcome"] == "applied"]
+    (full,) = [e for e in rec.estimates if e.layout == rec.chosen.layout]
+    # the decision log holds the cost of what was rewritten, not of a full rewrite
+    assert row["estimated_cost_seconds"] == pytest.approx(rec.chosen.cost_seconds)
+    assert rec.chosen.cost_seconds < full.cost_seconds
+    assert "already clustered" in t.optimize.auto().reason  # the kept files count as laid out

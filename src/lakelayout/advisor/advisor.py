@@ -58,6 +58,7 @@ from lakelayout.stats.model import FileStats
 
 if TYPE_CHECKING:
     from lakelayout.api import Table
+    from lakelayout.cluster.provenance import FileProvenance
     from lakelayout.table.datafile import DataFile
     from lakelayout.table.delta import Snapshot
 
@@ -310,7 +311,8 @@ class Advisor:
         """
         if not len(snap.files):
             return snap.files, []
-        chosen = _unclustered_mask(self.table.uri, snap.files)
+        prov = _provenance(self.table.uri, snap.files)
+        chosen = _unclustered_mask(self.table.uri, snap.files, prov)
         if not self.recluster or not predicates:
             return snap.files.take(chosen), []
         live = {str(p): k for k, p in enumerate(snap.files.paths)}
@@ -326,7 +328,14 @@ class Advisor:
             if len(after) < RECHECK_QUERIES:
                 continue
             old, new = _rewrite_files(self.table.uri, int(row["version_after"]))
-            still = [live[str(p)] for p in new.paths if str(p) in live]
+            # its files: those it wrote, and those it kept (recorded as blocks of its layout)
+            written = {str(p) for p in new.paths}
+            layouts = {p.layout_id for path in written if (p := prov.get(path)) and p.layout_id}
+            still = [
+                k
+                for path, k in live.items()
+                if path in written or ((p := prov.get(path)) and p.layout_id in layouts)
+            ]
             if not still:
                 continue
             saved = float(np.mean(_saved_bytes(after, old, new)))
@@ -420,7 +429,9 @@ class Advisor:
     def apply(self, rec: Recommendation) -> OptimizeMetrics:
         """Rewrite the files the recommendation priced (never-clustered ones and those
         of automatic rewrites that did not deliver, see :meth:`candidate_files`) with the
-        recommended layout, and give the table its additional statistics.
+        recommended layout, and give the table its additional statistics. Files the
+        recommendation keeps (``rec.keep``: already in one block each) stay in place and
+        are recorded as their block.
 
         The statistics are declared before the rewrite, so its tasks collect them
         on the rows they write (no second read of the rewritten files); a refresh
@@ -437,6 +448,8 @@ class Advisor:
             window = self._window(snap.schema)
             files = self.candidate_files(snap, window.predicates, window.stamps)[0]
             paths = [str(p) for p in files.paths]
+        # the files the recommendation keeps (already in one block each) stay in place
+        paths = [p for p in paths if p not in rec.keep]
         added = self._declare_statistics(rec)
         try:
             # the layout's blocks were sized for the target the recommendation read: one
@@ -450,6 +463,7 @@ class Advisor:
                 paths,
                 hooks=self.hooks,
                 target_file_size=cluster_config.BLOCK_ROLL_FACTOR * int(target),
+                keep=rec.keep,
             )
         except BaseException:
             self._drop_statistics(added)
@@ -919,16 +933,23 @@ def _unclustered(table_uri: str, files: FileStats) -> FileStats:
     return files.take(_unclustered_mask(table_uri, files)) if len(files) else files
 
 
-def _unclustered_mask(table_uri: str, files: FileStats) -> np.ndarray:
-    """Per file of ``files``: whether no clustering operation wrote it."""
+def _provenance(table_uri: str, files: FileStats) -> dict[str, FileProvenance]:
+    """What the clustering sidecar records of ``files`` (path -> provenance)."""
     from lakelayout.cluster.provenance import ProvenanceStore
 
-    paths = [str(p) for p in files.paths]
-    prov = ProvenanceStore(table_uri).read(paths)
+    return ProvenanceStore(table_uri).read([str(p) for p in files.paths])
+
+
+def _unclustered_mask(
+    table_uri: str, files: FileStats, prov: Mapping[str, FileProvenance] | None = None
+) -> np.ndarray:
+    """Per file of ``files``: whether no clustering operation wrote (or placed) it."""
+    if prov is None:
+        prov = _provenance(table_uri, files)
     return np.array(
         [
-            (p := prov.get(path)) is None or (p.cube_id is None and p.layout_id is None)
-            for path in paths
+            (p := prov.get(str(path))) is None or (p.cube_id is None and p.layout_id is None)
+            for path in files.paths
         ],
         dtype=bool,
     )

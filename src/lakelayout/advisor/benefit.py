@@ -133,6 +133,11 @@ class Estimate:
     #: files the recent queries read now and would read after, on average
     files_now_per_query: float = 0.0
     files_after_per_query: float = 0.0
+    #: candidate files the rewrite leaves in place, each already in one block of the
+    #: layout (:func:`~lakelayout.layouts.base.placed_blocks`), and their bytes: the
+    #: cost is that of rewriting the rest
+    kept_files: int = 0
+    kept_bytes: int = 0
 
     @property
     def saved_bytes_per_query(self) -> float:
@@ -183,6 +188,11 @@ def estimate(
     candidate_values: int = 0,
     shuffled: bool = False,
     read_shares: np.ndarray | None = None,
+    kept_files: int = 0,
+    kept_bytes: int = 0,
+    kept_values: int = 0,
+    kept_fractions: np.ndarray | None = None,
+    kept_share: float | None = None,
 ) -> Estimate:
     """The :class:`Estimate` of one candidate (see the module docstring).
 
@@ -190,13 +200,37 @@ def estimate(
     columns, :mod:`.columns`; None: whole files). The bytes reported are the
     files' (what pruning keeps, as the decision log measures them); the
     seconds price only the columns read.
+
+    ``kept_files`` of the candidate files (``kept_bytes``, ``kept_values``)
+    stay as they are: ``fractions_after`` is then, per query, the share it
+    reads of the rest laid out, and ``kept_fractions`` the share it reads of
+    the kept files (each a file of its own), the two weighed by ``kept_share``
+    (the kept files' share of the candidate data as ``fractions_now`` weighs
+    it, e.g. of the sample's rows; default: of the bytes). The
+    rewrite is priced on the rest, into as many of the ``files_after`` blocks
+    as its share of the bytes; the kept files' new statistics are built like
+    the other files'.
     """
+    rewritten = max(0, candidate_bytes - kept_bytes)
+    written = files_after
+    if kept_bytes:
+        if kept_fractions is None or len(kept_fractions) != len(fractions_after):
+            raise InvalidOption("estimate(): kept files need kept_fractions, one per query")
+        if kept_share is None:
+            kept_share = kept_bytes / max(1, candidate_bytes)
+        if not 0 <= kept_share < 1:
+            raise InvalidOption(f"estimate(): kept_share must be in [0, 1), got {kept_share}")
+        written = max(1, round(files_after * (1 - kept_bytes / max(1, candidate_bytes))))
+        rest, kept_read = fractions_after, kept_fractions
+        fractions_after = kept_share * kept_fractions + (1 - kept_share) * fractions_after
     now = float(np.mean(fractions_now)) if len(fractions_now) else 1.0
     after = float(np.mean(fractions_after)) if len(fractions_after) else 1.0
     bytes_now = now * candidate_bytes
     bytes_after = after * candidate_bytes
     files_now = now * candidate_files
     files_after_read = after * files_after
+    if kept_bytes and len(fractions_after):
+        files_after_read = float(np.mean(kept_read)) * kept_files + float(np.mean(rest)) * written
     read_now, read_after = bytes_now, bytes_after
     if read_shares is not None and len(read_shares) == len(fractions_now) and len(read_shares):
         read_now = float(np.mean(fractions_now * read_shares)) * candidate_bytes
@@ -205,15 +239,15 @@ def estimate(
         model.read_seconds(read_now, files_now) - model.read_seconds(read_after, files_after_read)
     )
     cost = model.rewrite_seconds(
-        candidate_bytes,
-        files_after,
+        rewritten,
+        written,
         n_curve=max(1, n_curve),
         n_sop=n_sop,
         n_additional=n_additional,
-        values=candidate_values,
+        values=max(0, candidate_values - kept_values),
         shuffled=shuffled,
     )
-    cost += model.additional_seconds_per_byte * n_additional * other_bytes
+    cost += model.additional_seconds_per_byte * n_additional * (other_bytes + kept_bytes)
     return Estimate(
         family=family,
         layout=layout,
@@ -231,6 +265,8 @@ def estimate(
         saving_seconds=float(saving),
         cost_seconds=float(cost),
         margin=margin,
+        kept_files=int(kept_files),
+        kept_bytes=int(kept_bytes),
     )
 
 

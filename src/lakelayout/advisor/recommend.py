@@ -38,7 +38,7 @@ from lakelayout.advisor.estimate import (
 from lakelayout.advisor.filters import leaf_filters
 from lakelayout.errors import InvalidOption
 from lakelayout.expr.nodes import Predicate
-from lakelayout.layouts.base import Layout
+from lakelayout.layouts.base import Layout, placed_blocks
 from lakelayout.skipping.indexes.base import Index
 from lakelayout.stats.model import FileStats
 
@@ -102,6 +102,9 @@ class Recommendation:
     priced_queries: int = 0
     #: the files priced as the rewrite's input (what applying it replaces), when known
     candidate_paths: list[str] | None = None
+    #: candidate files the rewrite leaves in place, with the block of :attr:`layout`
+    #: each is recorded as (``optimize.apply(keep=...)``); empty: every one is rewritten
+    keep: dict[str, int] = field(default_factory=dict)
 
     @property
     def rewrite(self) -> bool:
@@ -301,52 +304,88 @@ def _recommend(
         return rec
     fitting = time.perf_counter()
     rec.priced_queries = len(predicates)
+    indexes = [*inputs.indexes, *rec.new_indexes]
     rec.candidates = candidates(
-        analysis,
-        predicates,
-        sample,
-        blocks,
-        indexes=[*inputs.indexes, *rec.new_indexes],
-        families=families,
+        analysis, predicates, sample, blocks, indexes=indexes, families=families
     )
+
+    def price(
+        cand: Candidate,
+        fractions_after: np.ndarray,
+        kept: np.ndarray | None = None,
+        kept_fractions: np.ndarray | None = None,
+        kept_share: float | None = None,
+    ) -> Estimate:
+        assert cand.layout is not None
+        rows = np.asarray(files.num_records)
+        kept_rows = 0 if kept is None else int(np.maximum(rows[kept], 0).sum())
+        return estimate(
+            cand.family,
+            cand.describe(),
+            fractions_now=now,
+            fractions_after=fractions_after,
+            read_shares=shares,
+            candidate_bytes=nbytes,
+            candidate_files=len(files),
+            candidate_values=values,
+            files_after=cand.layout.n_blocks,
+            other_bytes=inputs.other_bytes,
+            model=model,
+            expected=rate.expected_queries,
+            margin=cfg.margin,
+            n_curve=len(cand.columns) + (1 if cand.family == "sop-z" else 0),
+            n_sop=len(cand.sop_features),
+            n_additional=n_additional,
+            shuffled=inputs.shuffled,
+            kept_files=0 if kept is None else int(kept.sum()),
+            kept_bytes=0 if kept is None else int(np.asarray(files.sizes)[kept].sum()),
+            kept_values=kept_rows * len(inputs.schema),
+            kept_fractions=kept_fractions,
+            kept_share=kept_share,
+        )
+
     for cand in rec.candidates:
         if cand.fractions is None or cand.layout is None:
             continue
-        rec.estimates.append(
-            estimate(
-                cand.family,
-                cand.describe(),
-                fractions_now=now,
-                fractions_after=cand.fractions,
-                read_shares=shares,
-                candidate_bytes=nbytes,
-                candidate_files=len(files),
-                candidate_values=values,
-                files_after=cand.layout.n_blocks,
-                other_bytes=inputs.other_bytes,
-                model=model,
-                expected=rate.expected_queries,
-                margin=cfg.margin,
-                n_curve=len(cand.columns) + (1 if cand.family == "sop-z" else 0),
-                n_sop=len(cand.sop_features),
-                n_additional=n_additional,
-                shuffled=inputs.shuffled,
-            )
-        )
+        rec.estimates.append(price(cand, cand.fractions))
     chosen, best, reason = decide(rec.estimates)
     rec.chosen, rec.best, rec.reason = chosen, best, reason
     if chosen is not None:
-        layout = next(c.layout for c in rec.candidates if c.describe() == chosen.layout)
+        cand = next(c for c in rec.candidates if c.describe() == chosen.layout)
+        layout = cand.layout
         assert layout is not None
         rec.layout = layout
         blocks_after = np.asarray(layout.assign(sample), dtype=np.int64)
+        # the decision priced rewriting every candidate file; a rewrite that leaves the
+        # files already in one block as they are is taken instead when it nets more
+        placed = placed_blocks(layout, files)
+        kept = placed >= 0
+        moved = ~kept[sample_files] if len(sample_files) == sample.num_rows else None
+        if kept.any() and moved is not None and moved.any():
+            # the rest of the sample laid out; the kept files read by their own statistics
+            rest = virtual_files(sample.filter(pa.array(moved)), blocks_after[moved], indexes)
+            kept_read = _file_fractions(predicates, files.take(kept))
+            # weighed as the sample weighs them (the virtual files' bytes are its rows)
+            share = 1.0 - float(moved.mean())
+            partial = price(cand, rest.fractions(predicates), kept, kept_read, share)
+            if partial.pays and partial.net_seconds >= chosen.net_seconds:
+                paths = files.paths
+                rec.keep = {str(paths[k]): int(placed[k]) for k in np.flatnonzero(kept)}
+                rec.reason += (
+                    f"; it keeps the {partial.kept_files} file(s) ({partial.kept_bytes / 2**20:,.2f}"
+                    " MiB) already in one block each and rewrites the rest, at an estimated "
+                    f"{partial.cost_seconds:.3g} s (net {partial.net_seconds:+.3g} s)"
+                )
+                # sample rows of a kept file stay in a file of their own
+                keeping = np.where(moved, blocks_after, layout.n_blocks + sample_files)
+                chosen, blocks_after = partial, keeping
         plain_now, plain_after = stacked_fractions(
             [virtual_files(sample, sample_files), virtual_files(sample, blocks_after)],
             predicates,
         )
         saved = float(np.mean(plain_now - plain_after)) * nbytes
         rec.chosen = dataclasses.replace(chosen, minmax_saved_bytes_per_query=saved)
-        rec.best = rec.chosen if best is chosen else best
+        rec.best = rec.chosen  # a chosen estimate is the best one (decide)
     rec.fit_seconds = time.perf_counter() - fitting
     return rec
 
@@ -368,6 +407,20 @@ def _shares_of(inputs: Inputs) -> np.ndarray:
     if shares is None or len(shares) != n:
         return np.ones(n, dtype=np.float64)
     return np.asarray(shares, dtype=np.float64)
+
+
+def _file_fractions(predicates: Sequence[Predicate], files: FileStats) -> np.ndarray:
+    """Per query, the share of the bytes of ``files`` it reads, by their min/max statistics
+    (each distinct predicate planned once)."""
+    total = float(files.total_bytes)
+    seen: dict[str, float] = {}
+    out = np.zeros(len(predicates), dtype=np.float64)
+    for j, pred in enumerate(predicates):
+        key = pred.sql()
+        if key not in seen:
+            seen[key] = float(read_plan(pred, files).bytes_kept) / total if total > 0 else 0.0
+        out[j] = seen[key]
+    return out
 
 
 def _read_now_ceiling(

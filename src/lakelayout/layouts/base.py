@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import json
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -25,6 +26,14 @@ if TYPE_CHECKING:
     from lakelayout.stats.model import FileStats
 
 WorkloadItem = str | Predicate
+
+logger = logging.getLogger(__name__)
+
+#: a file its statistics place in one block of a layout is kept as that block (not
+#: rewritten) when it holds at least this share of an average block (the files' bytes
+#: over the layout's blocks): keeping smaller pieces would leave a block in many small
+#: files, rewrite after rewrite
+KEEP_MIN_BLOCK_SHARE = 0.5
 
 
 class Layout(abc.ABC):
@@ -111,6 +120,35 @@ class Layout(abc.ABC):
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
+
+
+def placed_blocks(layout: Layout, files: FileStats) -> np.ndarray:
+    """Per file of ``files``: the block of ``layout`` it may stay as, or -1 (rewrite it).
+
+    A file gets a block when its statistics put every row in that one block
+    (:meth:`Layout.blocks_of_files`; Qd-tree and Pando answer, by the scan's
+    min/max rules, other families never place a file) and it holds at least
+    :data:`KEEP_MIN_BLOCK_SHARE` of an average block of ``files``' bytes. Such
+    a file is laid out already; a rewrite that keeps it moves only the rows
+    whose block it changes. Placing is an optimization: when it fails, every
+    file is rewritten.
+    """
+    out = np.full(len(files), -1, dtype=np.int64)
+    if not len(files):
+        return out
+    try:
+        blocks = layout.blocks_of_files(files)
+    except Exception as exc:  # an unplaceable file is rewritten: never wrong, only slower
+        logger.warning("placing %d files in the blocks of a %s layout failed: %s",
+                       len(files), layout.family, exc)  # fmt: skip
+        return out
+    if blocks is None:
+        return out
+    sizes = np.asarray(files.sizes, dtype=np.int64)
+    floor = KEEP_MIN_BLOCK_SHARE * float(sizes.sum()) / max(1, layout.n_blocks)
+    placed = (np.asarray(blocks) >= 0) & (sizes >= floor)
+    out[placed] = np.asarray(blocks, dtype=np.int64)[placed]
+    return out
 
 
 def from_json(text: str) -> Layout:
