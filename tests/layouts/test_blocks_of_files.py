@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +24,8 @@ from lakelayout.errors import LakelayoutError
 from lakelayout.layouts import PandoLayout, QdTreeLayout
 from lakelayout.layouts.base import Layout
 from lakelayout.layouts.hilbert import HilbertLayout
+from lakelayout.layouts.ranks import domain_type
+from lakelayout.layouts.zorder import ZOrderLayout
 from lakelayout.stats.blocks import block_stats
 from lakelayout.stats.model import FileStats
 from tests.expr.predicates import (
@@ -169,10 +172,89 @@ def test_a_file_without_statistics_on_a_cut_column_has_no_block() -> None:
     assert (found == -1).all()
 
 
-def test_families_without_a_logical_index_cannot_tell() -> None:
+def _rankable(data: pa.Table) -> list[str]:
+    """Top-level columns a curve can rank (no struct, no dotted name)."""
+    out = []
+    for field in data.schema:
+        try:
+            domain_type(field.type)
+        except LakelayoutError:
+            continue
+        if "." not in field.name:
+            out.append(field.name)
+    return out
+
+
+@settings(max_examples=2 * EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    family=st.sampled_from([ZOrderLayout, HilbertLayout]),
+    extreme=st.booleans(),
+    picks=st.lists(st.integers(0, 40), min_size=1, max_size=3, unique=True),
+    bits=st.one_of(st.none(), st.integers(1, 4)),
+    copies=st.integers(2, 8),
+    target_blocks=st.integers(1, 12),
+    how=st.sampled_from(["blocks", "halves", "column", "random"]),
+    drop=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_property_a_curve_layout_names_a_block_only_when_every_row_of_the_file_is_in_it(
+    family: type[ZOrderLayout] | type[HilbertLayout],
+    extreme: bool,
+    picks: list[int],
+    bits: int | None,
+    copies: int,
+    target_blocks: int,
+    how: str,
+    drop: bool,
+    seed: int,
+) -> None:
+    data = _rows(copies, seed, extreme_table() if extreme else None)
+    names = _rankable(data)
+    columns = list(dict.fromkeys(names[k % len(names)] for k in picks))
+    options = {} if bits is None else {"bits_per_dim": bits}
+    layout = family.fit(data, columns=columns, target_blocks=target_blocks, **options)
+    _check(layout, data, _files(data, layout, how, seed), drop, seed)
+
+
+def test_a_one_column_curve_places_files_of_ordered_arrivals() -> None:
+    """One dimension: blocks are ranges of the column, so its own blocks, and files of
+    rows that arrive in the column's order, are placed except where a file straddles a
+    block boundary; a file of rows from every block is not."""
     data = _ranges()
-    layout = HilbertLayout.fit(data, columns=["a", "b"], target_blocks=8)
-    assert layout.blocks_of_files(block_stats(data, layout.assign(data))) is None
+    layout = ZOrderLayout.fit(data, columns=["a"], target_blocks=8)
+    blocks = layout.assign(data)
+    assert _check(layout, data, blocks, False, 0) == len(np.unique(blocks))
+    order = np.argsort(data.column("a").to_numpy(), kind="stable")
+    arrivals = np.empty(data.num_rows, dtype=np.int64)
+    arrivals[order] = np.arange(data.num_rows) // 200  # 20 files in arrival order
+    assert _check(layout, data, arrivals, False, 0) >= 20 - (layout.n_blocks - 1)
+    assert _check(layout, data, np.arange(data.num_rows) % 3, False, 0) == 0
+
+
+@pytest.mark.parametrize("family", [ZOrderLayout, HilbertLayout])
+def test_a_curve_places_files_inside_one_aligned_cell_of_a_block(
+    family: type[ZOrderLayout] | type[HilbertLayout],
+) -> None:
+    """Two dimensions: a file of the rows of one aligned cell of the rank grid (top two
+    bits of each rank) covers one run of keys on either curve, so it is placed unless a
+    block boundary cuts that run; a whole block's file is not a box and a file of every
+    block's rows is not placed."""
+    data = _ranges()
+    layout = family.fit(data, columns=["a", "b"], target_blocks=8)
+    ranks = layout.rank_matrix(data)
+    top = np.uint64(layout.bits - 2)
+    cells = ((ranks[0] >> top) * np.uint64(4) + (ranks[1] >> top)).astype(np.int64)
+    n_cells = len(np.unique(cells))
+    assert n_cells == 16
+    assert _check(layout, data, cells, False, 0) >= n_cells - (layout.n_blocks - 1)
+    assert _check(layout, data, np.arange(data.num_rows) % 3, False, 0) == 0
+    # an expression dimension has no statistics of its own: nothing is placed
+    expr = family.fit(data, columns=["a + 1", "b"], target_blocks=8)
+    assert _check(expr, data, cells, False, 0) == 0
+    # nor is a file whose bounds of a clustering column are unknown
+    files = block_stats(data, cells)
+    no_a = dataclasses.replace(files, columns={k: v for k, v in files.columns.items() if k != "a"})
+    assert (layout.blocks_of_files(no_a) == -1).all()
 
 
 def test_plan_switch_keeps_placed_files_over_the_floor_and_rewrites_all_when_placing_fails(

@@ -126,8 +126,9 @@ def placed_blocks(layout: Layout, files: FileStats) -> np.ndarray:
     """Per file of ``files``: the block of ``layout`` it may stay as, or -1 (rewrite it).
 
     A file gets a block when its statistics put every row in that one block
-    (:meth:`Layout.blocks_of_files`; Qd-tree and Pando answer, by the scan's
-    min/max rules, other families never place a file) and it holds at least
+    (:meth:`Layout.blocks_of_files`; Qd-tree and Pando answer by the scan's
+    min/max rules, Z-order and Hilbert by the rank box of the file's bounds,
+    SOP+Z and linear layouts never place a file) and it holds at least
     :data:`KEEP_MIN_BLOCK_SHARE` of an average block of ``files``' bytes. Such
     a file is laid out already; a rewrite that keeps it moves only the rows
     whose block it changes. Placing is an optimization: when it fails, every

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -29,9 +29,13 @@ from lakelayout.layouts.ranks import (
     Dimension,
     RangeRanks,
     cut_positions,
+    domain_type,
     resolve_dimensions,
     target_block_count,
 )
+
+if TYPE_CHECKING:
+    from lakelayout.stats.model import FileStats
 
 MAX_KEY_BITS = 63
 DEFAULT_MAX_DIMS = 8
@@ -170,6 +174,65 @@ class CurveLayout(Layout):
         block = np.searchsorted(self.key_bounds, key, side="right").astype(np.int64)
         return block, key.astype(np.int64)
 
+    def blocks_of_files(self, files: FileStats) -> np.ndarray:
+        """The block every row of a file is in, from its statistics (-1: may span several).
+
+        Each dimension that is a plain column with statistics gives a file's
+        ranks an interval: the ranks of its min and max (ranks are monotone in
+        Spark's order), up to the NULL rank (the top one) when the file may
+        hold NULLs; a file of NULLs only has the NULL rank. Unknown bounds, a
+        dimension that is an expression, or statistics of another type than
+        the layout ranks leave the file unplaced. The curve maps the box of
+        rank intervals into a range of keys (:meth:`key_range`); when both
+        ends fall in one block, so does every row.
+        """
+        n = len(files)
+        out = np.full(n, -1, dtype=np.int64)
+        d = len(self.dimensions)
+        rows = np.asarray(files.num_records, dtype=np.int64)
+        placeable = rows > 0
+        lo = np.zeros((d, n), dtype=np.uint64)
+        hi = np.zeros((d, n), dtype=np.uint64)
+        for i, (dim, ranks) in enumerate(zip(self.dimensions, self.ranks, strict=True)):
+            interval = _rank_interval(dim, ranks, files)
+            if interval is None:
+                return out
+            lo[i], hi[i], known = interval
+            placeable &= known
+        idx = np.flatnonzero(placeable)
+        if not idx.size or not d:
+            return out
+        key_lo, key_hi = self.key_range(lo[:, idx], hi[:, idx])
+        first = np.searchsorted(self.key_bounds, key_lo, side="right")
+        last = np.searchsorted(self.key_bounds, key_hi, side="right")
+        one = first == last
+        out[idx[one]] = first[one]
+        return out
+
+    def key_range(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Smallest and largest key (uint64) of every box of ranks ``[lo, hi]`` (``(d, n)``).
+
+        Valid for any curve that visits each aligned sub-cube of the rank
+        space in one run of keys (Hilbert does): the smallest sub-cube holding
+        the box is the one of the ranks' common leading bits in every
+        dimension, and its keys share the curve key's leading ``d × common``
+        bits.
+        """
+        d, n = lo.shape
+        bits = self.bits
+        differ = lo ^ hi
+        length = np.zeros((d, n), dtype=np.int64)  # bit length of each difference
+        for j in range(bits):
+            length = np.where((differ >> np.uint64(j)) != 0, j + 1, length)
+        common = bits - length.max(axis=0)
+        free = (d * (bits - common)).astype(np.int64)  # low key bits that vary in the sub-cube
+        key = self.curve(lo, bits)
+        wide = free >= 64
+        shift = np.where(wide, 0, free).astype(np.uint64)
+        mask = np.where(wide, ~np.uint64(0), (np.uint64(1) << shift) - np.uint64(1))
+        start = key & ~mask
+        return start, start | mask
+
     def estimate(self, workload: Sequence[WorkloadItem], sample: pa.Table) -> np.ndarray:
         from lakelayout.layouts.virtual import estimate_by_minmax
 
@@ -266,3 +329,41 @@ class ZOrderLayout(CurveLayout):
     """Z-order (Morton) curve over range ranks; see the module docstring."""
 
     family: ClassVar[str] = "zorder"
+
+    def key_range(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The keys of the box's corners: a Z-order key never decreases when one
+        dimension's rank grows (its bits only move up), so every key of the box
+        lies between them."""
+        return self.curve(lo, self.bits), self.curve(hi, self.bits)
+
+
+def _rank_interval(
+    dim: Dimension, ranks: RangeRanks, files: FileStats
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(lowest rank, highest rank, known) per file for one dimension, or None when its
+    statistics cannot tell for any file (an expression, no statistics, another type)."""
+    name = dim.column_name(files.schema) if len(files.schema) else None
+    name = name or dim.sql
+    if "." in name:  # a statistics leaf named so may be a struct's field: do not guess
+        return None
+    stats = files.column(name)
+    if stats is None:
+        return None
+    try:
+        if (
+            domain_type(stats.min.type) != ranks.domain
+            or domain_type(stats.max.type) != ranks.domain
+        ):
+            return None
+    except LayoutError:
+        return None
+    rows = np.asarray(files.num_records, dtype=np.int64)
+    nulls = np.asarray(stats.null_count, dtype=np.int64)
+    bounded = np.asarray(stats.min.is_valid().to_numpy(zero_copy_only=False), dtype=bool) & (
+        np.asarray(stats.max.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    )
+    only_nulls = (rows > 0) & (nulls == rows)
+    top = np.uint64(ranks.null_rank)
+    lo = np.where(only_nulls, top, ranks.transform(stats.min))
+    hi = np.where(nulls != 0, top, ranks.transform(stats.max))  # -1: NULLs unknown, may be some
+    return lo.astype(np.uint64), hi.astype(np.uint64), bounded | only_nulls
