@@ -447,9 +447,16 @@ def decisions(
     for i, r in enumerate(rows, 1):
         when = r["ts"].strftime("%Y-%m-%d %H:%M:%S")
         if r["kind"] == "measurement":
+            seen = r["detail"] or {}
+            window = (
+                f" (on the {seen['window_queries']} queries it was priced on: "
+                f"{_bytes_or_dash(seen.get('window_saved_bytes_per_query'))})"
+                if seen.get("window_queries")
+                else ""
+            )
             console.print(
                 f"#{i} {when} measured ({r['family']}): {r['measured_queries']} following queries, "
-                f"saved/query actual {_bytes_or_dash(r['actual_saved_bytes_per_query'])}, "
+                f"saved/query actual {_bytes_or_dash(r['actual_saved_bytes_per_query'])}{window}, "
                 f"estimated {_bytes_or_dash(r['estimated_saved_bytes_per_query'])}; rewrite "
                 f"actual {_num(r['actual_seconds'])} s, estimated "
                 f"{_num(r['estimated_cost_seconds'])} s",

@@ -59,9 +59,14 @@ def test_advise_explains_then_applies(logged: tuple[str, Path]) -> None:
     assert "rewrote 6 files" in applied.output
     assert Table(uri).version > version
 
+    for lo in (100, 400, 700):
+        Table(uri).scan(f"ts BETWEEN {lo} AND {lo + 30}", columns=["id"])
     listed = runner.invoke(app, ["decisions", uri])
     assert listed.exit_code == 0, listed.output
     assert "recommended (not" in listed.output and "applied" in listed.output
+    # measured first: the 3 queries since, and the 12 the decision was priced on
+    (measured,) = [line for line in listed.output.splitlines() if "measured (" in line]
+    assert "3 following queries" in measured and "the 12 queries it was priced on" in measured
 
 
 def test_advisor_commands_fail_in_one_line(tmp_path: Path, logged: tuple[str, Path]) -> None:

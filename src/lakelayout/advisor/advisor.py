@@ -552,7 +552,34 @@ class Advisor:
         saved = _saved_bytes([p for p in parsed if p is not None], old, new)
         if not saved:
             return None
-        chosen = (row["detail"] or {}).get("chosen") or {}
+        detail = row["detail"] or {}
+        chosen = detail.get("chosen") or {}
+        estimated = detail.get("minmax_saved_bytes_per_query")
+        reason = (
+            f"{len(saved)} following queries read {np.mean(saved) / 2**20:,.3f} MiB less "
+            "from the rewritten data (min/max pruning on both sides)"
+        )
+        # the same real files on the queries the decision was priced on: what separates the
+        # estimator's own error (virtual files of a sample) from the workload moving on
+        n_window = int((detail.get("inputs") or {}).get("queries") or 0)
+        earlier = (
+            [i for i, ts in enumerate(times) if ts <= row["ts"]][-n_window:] if n_window else []
+        )
+        seen = [
+            p
+            for i in earlier
+            if (p := _parse(str(log["predicate"][i]), after.schema, functions, self._timezone()))
+            is not None
+        ]
+        measured: dict[str, Any] = {}
+        if seen:
+            window = float(np.mean(_saved_bytes(seen, old, new)))
+            measured = {"window_queries": len(seen), "window_saved_bytes_per_query": window}
+            reason += (
+                f"; on the {len(seen)} queries the decision was priced on, they read "
+                f"{window / 2**20:,.3f} MiB less"
+                + ("" if estimated is None else f" (estimated {estimated / 2**20:,.3f} MiB)")
+            )
         return DecisionRow(
             kind="measurement",
             decision_id=row["id"],
@@ -561,13 +588,11 @@ class Advisor:
             family=row["family"],
             measured_queries=len(saved),
             actual_saved_bytes_per_query=float(np.mean(saved)),
-            estimated_saved_bytes_per_query=row["detail"].get("minmax_saved_bytes_per_query"),
+            estimated_saved_bytes_per_query=estimated,
             estimated_cost_seconds=chosen.get("cost_seconds"),
             actual_seconds=row["actual_seconds"],
-            reason=(
-                f"{len(saved)} following queries read {np.mean(saved) / 2**20:,.3f} MiB less "
-                "from the rewritten data (min/max pruning on both sides)"
-            ),
+            reason=reason,
+            detail=measured,
         )
 
     def record(self, result: AutoResult, *, trigger: str, version: int, apply: bool = True) -> str:
