@@ -174,12 +174,14 @@ def test_features_recommend_auto_and_measurement(spark: Any, tmp_path: Path) -> 
 
     # the next decision is priced with what this rewrite took over its estimate
     assert applied["detail"]["inputs"]["rewrite_correction"] == 1.0  # nothing learned yet
-    learned = applied["actual_seconds"] / applied["estimated_cost_seconds"]
+    fixed = applied["detail"]["chosen"]["fixed_cost_seconds"]
+    assert fixed == t.advisor.cost_model().rewrite_fixed(shuffled=False) > 0
+    learned = (applied["actual_seconds"] - fixed) / (applied["estimated_cost_seconds"] - fixed)
     correction = t.advisor.correction()
     assert correction is not None and correction.ratios == (pytest.approx(learned),)
     model, _ = t.advisor.decision_model()
-    assert model.rewrite_seconds(10**8, 4) == pytest.approx(
-        correction.factor * t.advisor.cost_model().rewrite_seconds(10**8, 4)
+    assert model.rewrite_seconds(10**8, 4) - fixed == pytest.approx(
+        correction.factor * (t.advisor.cost_model().rewrite_seconds(10**8, 4) - fixed)
     )
     # and with what fitting the candidates took the decisions that fitted them
     fitted = [d for d in t.advisor.decisions() if (d["detail"] or {}).get("fit_seconds")]

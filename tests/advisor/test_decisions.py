@@ -344,9 +344,12 @@ def test_a_shuffled_rewrite_costs_its_shuffle_terms_more() -> None:
     plain = model.rewrite_seconds(10**8, 12, n_curve=2, values=10**7)
     shuffled = model.rewrite_seconds(10**8, 12, n_curve=2, values=10**7, shuffled=True)
     assert shuffled - plain == pytest.approx(0.7 + 3e-8 * 10**7)
+    # a learned correction scales what grows with the data, not the fixed start-up terms
     doubled = model.scaled_rewrites(2.0, "test")
+    fixed = model.rewrite_fixed(shuffled=True)
+    assert fixed == model.rewrite_fixed_seconds + 0.7
     assert doubled.rewrite_seconds(10**8, 12, n_curve=2, values=10**7, shuffled=True) == (
-        pytest.approx(2 * shuffled)
+        pytest.approx(fixed + 2 * (shuffled - fixed))
     )
 
 

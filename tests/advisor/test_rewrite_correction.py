@@ -4,6 +4,7 @@ own decisions (pure: no Spark)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -94,21 +95,45 @@ def test_the_factor_is_the_bounded_median_of_the_last_ratios(
     assert low <= c.factor <= high
 
 
-def test_a_scaled_model_scales_every_rewrite_term_and_no_query_term() -> None:
-    scaled = DEFAULTS.scaled_rewrites(2.5, "why")
-    for files, nbytes, n_sop, n_add in ((1, 0, 0, 0), (7, 10**9, 2, 3), (100, 12345, 0, 1)):
-        assert scaled.rewrite_seconds(
-            nbytes, files, n_curve=2, n_sop=n_sop, n_additional=n_add
-        ) == pytest.approx(
-            2.5
-            * DEFAULTS.rewrite_seconds(nbytes, files, n_curve=2, n_sop=n_sop, n_additional=n_add)
-        )
+def test_a_scaled_model_scales_every_rewrite_term_but_the_fixed_ones_and_no_query_term() -> None:
+    base = dataclasses.replace(DEFAULTS, shuffle_fixed_seconds=0.4, shuffle_seconds_per_value=1e-8)
+    scaled = base.scaled_rewrites(2.5, "why")
+    cases = ((1, 0, 0, 0, 0), (7, 10**9, 2, 3, 10**7), (100, 12345, 0, 1, 99))
+    for shuffled in (False, True):
+        fixed = base.rewrite_fixed(shuffled=shuffled)
+        assert fixed == base.rewrite_fixed_seconds + 0.4 * shuffled
+        assert scaled.rewrite_fixed(shuffled=shuffled) == fixed  # job start-up, commit
+        for files, nbytes, n_sop, n_add, values in cases:
+            kw = {"n_curve": 2, "n_sop": n_sop, "n_additional": n_add, "values": values,
+                  "shuffled": shuffled}  # fmt: skip
+            grown = base.rewrite_seconds(nbytes, files, **kw) - fixed
+            assert grown > 0
+            assert scaled.rewrite_seconds(nbytes, files, **kw) - fixed == pytest.approx(2.5 * grown)
     assert scaled.additional_seconds_per_byte == 2.5 * DEFAULTS.additional_seconds_per_byte
     assert scaled.query_seconds(10**9) == DEFAULTS.query_seconds(10**9)
     assert scaled.source == "defaults; rewrites x 2.5 (why)"
     for bad in (0.0, -1.0, math.nan, math.inf):
         with pytest.raises(InvalidOption, match="rewrite cost factor must be finite and > 0"):
             DEFAULTS.scaled_rewrites(bad, "why")
+
+
+def test_the_fixed_part_of_each_estimate_is_left_out_of_the_ratio() -> None:
+    def row(actual: float, estimated: float, fixed: float, applied: float = 1.0) -> dict[str, Any]:
+        out = _row(actual, estimated, applied_with=applied)
+        out["detail"]["chosen"] = {"fixed_cost_seconds": fixed}
+        return out
+
+    # a small first rewrite: 0.9 s estimated, 0.74 s of it fixed; it took 3.13 s, so the part
+    # that grows with the data took (3.13 - 0.74) / 0.16 times the model's
+    c = rewrite_correction([row(3.13, 0.9, 0.74)])
+    assert c is not None and c.ratios == (pytest.approx(2.39 / 0.16),)
+    # priced with that correction, the next estimate's variable part is c times the model's
+    # and the ratio divides it out; a rewrite within its fixed part has ratio 0
+    c = rewrite_correction([row(6.0, 0.5 + 4.0 * 2.0, 0.5, applied=4.0), row(0.3, 1.0, 0.5)])
+    assert c is not None and c.ratios == (pytest.approx(5.5 * 4.0 / 8.0), 0.0)
+    assert c.factor == pytest.approx(max(CORRECTION_BOUNDS[0], (2.75 + 0.0) / 2))
+    # an estimate that is all fixed part teaches nothing
+    assert rewrite_correction([row(3.0, 0.5, 0.5)]) is None
 
 
 def _fitted(seconds: float | None, sample_rows: int | None, **kw: Any) -> dict[str, Any]:

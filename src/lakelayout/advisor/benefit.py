@@ -138,6 +138,9 @@ class Estimate:
     #: cost is that of rewriting the rest
     kept_files: int = 0
     kept_bytes: int = 0
+    #: of ``cost_seconds``, the fixed part (job start-up, commit: what does not grow with
+    #: the data); a learned correction scales only the rest
+    fixed_cost_seconds: float = 0.0
 
     @property
     def saved_bytes_per_query(self) -> float:
@@ -267,6 +270,7 @@ def estimate(
         margin=margin,
         kept_files=int(kept_files),
         kept_bytes=int(kept_bytes),
+        fixed_cost_seconds=float(model.rewrite_fixed(shuffled=shuffled)),
     )
 
 

@@ -147,6 +147,10 @@ class CostModel:
             + (self.shuffle_fixed_seconds + self.shuffle_seconds_per_value * values) * shuffled
         )
 
+    def rewrite_fixed(self, *, shuffled: bool = False) -> float:
+        """The part of :meth:`rewrite_seconds` that does not grow with the data."""
+        return self.rewrite_fixed_seconds + self.shuffle_fixed_seconds * shuffled
+
     def query_seconds(self, bytes_read: float, files_read: float = 0.0) -> float:
         """Estimated seconds of one query reading ``bytes_read`` bytes in ``files_read`` files."""
         return self.query_fixed_seconds + self.read_seconds(bytes_read, files_read)
@@ -157,25 +161,27 @@ class CostModel:
         return self.query_seconds_per_byte * nbytes + self.query_seconds_per_file * files
 
     def scaled_rewrites(self, factor: float, why: str) -> CostModel:
-        """This model with every rewrite term × ``factor``; the query model unchanged.
+        """This model with every rewrite term that grows with the data × ``factor``: per
+        file, per byte, per value, per feature and the shuffle's per value. The
+        fixed terms (``rewrite_fixed_seconds``, ``shuffle_fixed_seconds``: job
+        start-up, planning, commit) and the query model are unchanged.
 
         The advisor uses it to correct the calibrated rewrite cost with what
         this table's own rewrites took (:func:`.decisions.rewrite_correction`):
         a wide, string-heavy table costs more per byte to rewrite than the
-        calibration's tables. ``why`` is added to :attr:`source`.
+        calibration's tables, while starting a job and committing cost what
+        they cost on any table of this cluster. ``why`` is added to :attr:`source`.
         """
         if not math.isfinite(factor) or factor <= 0:
             raise InvalidOption(f"a rewrite cost factor must be finite and > 0, got {factor}")
         return dataclasses.replace(
             self,
-            rewrite_fixed_seconds=self.rewrite_fixed_seconds * factor,
             rewrite_per_file_seconds=self.rewrite_per_file_seconds * factor,
             rewrite_seconds_per_byte=self.rewrite_seconds_per_byte * factor,
             curve_seconds_per_byte=self.curve_seconds_per_byte * factor,
             sop_seconds_per_byte=self.sop_seconds_per_byte * factor,
             additional_seconds_per_byte=self.additional_seconds_per_byte * factor,
             rewrite_seconds_per_value=self.rewrite_seconds_per_value * factor,
-            shuffle_fixed_seconds=self.shuffle_fixed_seconds * factor,
             shuffle_seconds_per_value=self.shuffle_seconds_per_value * factor,
             source=f"{self.source}; rewrites x {factor:.3g} ({why})",
         )

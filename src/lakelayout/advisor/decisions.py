@@ -205,9 +205,13 @@ def rewrite_correction(
     """The rewrite-cost correction learned from decision-log ``rows`` (oldest first);
     None before the first applied automatic rewrite with both times known.
 
-    A decision priced with a correction ``c`` recorded an estimate ``c`` times
-    the model's, so its ratio is ``actual × c / estimated``: the corrections
-    never compound.
+    The correction scales the part of a rewrite's cost that grows with the
+    data (:meth:`.costmodel.CostModel.scaled_rewrites`); the fixed part ``f``
+    each decision recorded (``detail.chosen.fixed_cost_seconds``; 0 in rows
+    written before it was) is taken off both sides. A decision priced with a
+    correction ``c`` recorded a variable part ``c`` times the model's, so its
+    ratio is ``(actual - f) × c / (estimated - f)``: the corrections never
+    compound. A rewrite that took no longer than the fixed part has ratio 0.
     """
     ratios = []
     for row in rows:
@@ -216,9 +220,13 @@ def rewrite_correction(
         actual, estimated = row.get("actual_seconds"), row.get("estimated_cost_seconds")
         if actual is None or estimated is None or not estimated > 0 or not actual > 0:
             continue
-        inputs = (row.get("detail") or {}).get("inputs") or {}
-        applied = float(inputs.get(CORRECTION_KEY) or 1.0)
-        ratio = float(actual) * applied / float(estimated)
+        detail = row.get("detail") or {}
+        applied = float((detail.get("inputs") or {}).get(CORRECTION_KEY) or 1.0)
+        fixed = float((detail.get("chosen") or {}).get("fixed_cost_seconds") or 0.0)
+        variable = float(estimated) - fixed
+        if not variable > 0:
+            continue
+        ratio = max(float(actual) - fixed, 0.0) * applied / variable
         if math.isfinite(ratio):
             ratios.append(ratio)
     if not ratios:
