@@ -155,8 +155,8 @@ class RewriteCorrection:
             else (f", bounded to {CORRECTION_BOUNDS[0]:g}..{CORRECTION_BOUNDS[1]:g}")
         )
         return (
-            f"median actual / estimated of this table's last {n} automatic "
-            f"rewrite{'s' if n > 1 else ''}: {shown}{bounded}"
+            "median actual / estimated beyond the fixed start-up, of this table's last "
+            f"{n} automatic rewrite{'s' if n > 1 else ''}: {shown}{bounded}"
         )
 
 
