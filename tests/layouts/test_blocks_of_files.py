@@ -38,6 +38,15 @@ from tests.expr.predicates import (
 EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "25"))
 
 
+#: how the property tests draw a table's copies and cut it into files (see :func:`_files`)
+CUTS = {
+    "copies": st.integers(2, 8),
+    "how": st.sampled_from(["blocks", "halves", "column", "random"]),
+    "drop": st.booleans(),
+    "seed": st.integers(0, 2**16),
+}
+
+
 def _rows(copies: int, seed: int, base: pa.Table | None = None) -> pa.Table:
     """``copies`` shuffled copies of a corner-case table (enough rows to cut)."""
     base = planner_table() if base is None else base
@@ -96,11 +105,8 @@ def _check(layout: Layout, data: pa.Table, file_ids: np.ndarray, drop: bool, see
         ),
         st.tuples(st.just(True), st.lists(extreme_predicates(), min_size=1, max_size=6)),
     ),
-    copies=st.integers(2, 8),
     rows_per_block=st.integers(2, 12),
-    how=st.sampled_from(["blocks", "halves", "column", "random"]),
-    drop=st.booleans(),
-    seed=st.integers(0, 2**16),
+    **CUTS,
 )
 def test_property_a_tree_layout_names_a_block_only_when_every_row_of_the_file_is_in_it(
     family: type[QdTreeLayout] | type[PandoLayout],
@@ -191,11 +197,8 @@ def _rankable(data: pa.Table) -> list[str]:
     extreme=st.booleans(),
     picks=st.lists(st.integers(0, 40), min_size=1, max_size=3, unique=True),
     bits=st.one_of(st.none(), st.integers(1, 4)),
-    copies=st.integers(2, 8),
     target_blocks=st.integers(1, 12),
-    how=st.sampled_from(["blocks", "halves", "column", "random"]),
-    drop=st.booleans(),
-    seed=st.integers(0, 2**16),
+    **CUTS,
 )
 def test_property_a_curve_layout_names_a_block_only_when_every_row_of_the_file_is_in_it(
     family: type[ZOrderLayout] | type[HilbertLayout],

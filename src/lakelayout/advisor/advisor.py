@@ -47,7 +47,7 @@ from lakelayout.advisor.decisions import (
     fitting_per_row,
     rewrite_correction,
 )
-from lakelayout.advisor.estimate import FAMILIES, bytes_read
+from lakelayout.advisor.estimate import FAMILIES, bytes_read, per_distinct
 from lakelayout.advisor.querylog import QueryLog
 from lakelayout.advisor.recommend import Inputs, Recommendation, recommend
 from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
@@ -545,11 +545,15 @@ class Advisor:
         if not later:
             return None
         functions = self.table.indexes.functions()
-        parsed = [
-            _parse(str(log["predicate"][i]), after.schema, functions, self._timezone())
-            for i in later
-        ]
-        saved = _saved_bytes([p for p in parsed if p is not None], old, new)
+        context = (after.schema, tuple(sorted(functions.items())), self._timezone())
+        texts = log.column("predicate").to_pylist()
+
+        def parsed(rows: Sequence[int]) -> list[Predicate]:
+            """The predicates of log ``rows`` that bind to the table after the rewrite."""
+            bound = (_parse_cached(str(texts[i]), context) for i in rows)
+            return [p for p in bound if p is not None]
+
+        saved = _saved_bytes(parsed(later), old, new)
         if not saved:
             return None
         detail = row["detail"] or {}
@@ -565,12 +569,7 @@ class Advisor:
         earlier = (
             [i for i, ts in enumerate(times) if ts <= row["ts"]][-n_window:] if n_window else []
         )
-        seen = [
-            p
-            for i in earlier
-            if (p := _parse(str(log["predicate"][i]), after.schema, functions, self._timezone()))
-            is not None
-        ]
+        seen = parsed(earlier)
         measured: dict[str, Any] = {}
         if seen:
             window = float(np.mean(_saved_bytes(seen, old, new)))
@@ -943,14 +942,7 @@ def _rewrite_files(table_uri: str, version: int) -> tuple[FileStats, FileStats]:
 def _saved_bytes(predicates: Sequence[Predicate], old: FileStats, new: FileStats) -> list[float]:
     """Per predicate: bytes it reads from ``old`` minus from ``new`` (min/max pruning on
     both sides; each distinct predicate text planned once: windows repeat queries)."""
-    seen: dict[str, float] = {}
-    out = []
-    for pred in predicates:
-        key = pred.sql()
-        if key not in seen:
-            seen[key] = float(bytes_read(pred, old) - bytes_read(pred, new))
-        out.append(seen[key])
-    return out
+    return per_distinct(predicates, lambda p: float(bytes_read(p, old) - bytes_read(p, new)))
 
 
 def _unclustered(table_uri: str, files: FileStats) -> FileStats:

@@ -33,6 +33,7 @@ import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -63,6 +64,22 @@ def bytes_read(
 ) -> int:
     """Bytes of ``files`` a query with ``predicate`` reads (the files pruning keeps)."""
     return read_plan(predicate, files, indexes=indexes, metadata=metadata).bytes_kept
+
+
+_T = TypeVar("_T")
+
+
+def per_distinct(predicates: Sequence[Predicate], fn: Callable[[Predicate], _T]) -> list[_T]:
+    """``[fn(p) for p in predicates]`` with ``fn`` called once per distinct predicate (by its
+    canonical SQL): a window repeats queries, and planning is the cost."""
+    seen: dict[str, _T] = {}
+    out = []
+    for pred in predicates:
+        key = pred.sql()
+        if key not in seen:
+            seen[key] = fn(pred)
+        out.append(seen[key])
+    return out
 
 
 def read_plan(
@@ -139,15 +156,14 @@ def _shares(sets: Sequence[VirtualFiles], predicates: Sequence[Predicate]) -> np
     with the same indexes and some bytes)."""
     out = np.zeros((len(sets), len(predicates)), dtype=np.float64)
     stack = _Stack.of(sets) if len(sets) > 1 else None
-    seen: dict[str, np.ndarray] = {}
-    for j, pred in enumerate(predicates):
-        key = pred.sql()
-        if key not in seen:
-            if stack is not None and stackable(expand_within_box(pred)):
-                seen[key] = stack.shares(pred)
-            else:
-                seen[key] = np.array([files.fraction(pred) for files in sets], dtype=np.float64)
-        out[:, j] = seen[key]
+
+    def shares(pred: Predicate) -> np.ndarray:
+        if stack is not None and stackable(expand_within_box(pred)):
+            return stack.shares(pred)
+        return np.array([files.fraction(pred) for files in sets], dtype=np.float64)
+
+    for j, column in enumerate(per_distinct(predicates, shares)):
+        out[:, j] = column
     return out
 
 

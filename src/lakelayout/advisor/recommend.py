@@ -31,6 +31,7 @@ from lakelayout.advisor.estimate import (
     Candidate,
     additional_indexes,
     candidates,
+    per_distinct,
     read_plan,
     stacked_fractions,
     virtual_files,
@@ -413,14 +414,10 @@ def _file_fractions(predicates: Sequence[Predicate], files: FileStats) -> np.nda
     """Per query, the share of the bytes of ``files`` it reads, by their min/max statistics
     (each distinct predicate planned once)."""
     total = float(files.total_bytes)
-    seen: dict[str, float] = {}
-    out = np.zeros(len(predicates), dtype=np.float64)
-    for j, pred in enumerate(predicates):
-        key = pred.sql()
-        if key not in seen:
-            seen[key] = float(read_plan(pred, files).bytes_kept) / total if total > 0 else 0.0
-        out[j] = seen[key]
-    return out
+    if total <= 0:
+        return np.zeros(len(predicates), dtype=np.float64)
+    shares = per_distinct(predicates, lambda p: float(read_plan(p, files).bytes_kept) / total)
+    return np.asarray(shares, dtype=np.float64)
 
 
 def _read_now_ceiling(
@@ -446,21 +443,19 @@ def _read_now_ceiling(
     count = float(len(files))
     rows = np.asarray(files.num_records, dtype=np.float64)
     known = bool((rows >= 0).all()) and float(rows.sum()) > 0
-    seen: dict[str, tuple[float, float]] = {}
-    out = []
-    for pred in predicates:
-        key = pred.sql()
-        if key not in seen:
-            kept = read_plan(pred, files)
-            if known:
-                share = float(rows[kept.keep].sum()) / float(rows.sum())
-            else:  # unknown row counts: any kept file may be the whole sample
-                share = 1.0 if kept.keep.any() else 0.0
-            seen[key] = (
-                max(float(kept.bytes_kept), share * nbytes),
-                max(float(kept.keep.sum()), share * count),
-            )
-        out.append(seen[key])
+
+    def read_now(pred: Predicate) -> tuple[float, float]:
+        kept = read_plan(pred, files)
+        if known:
+            share = float(rows[kept.keep].sum()) / float(rows.sum())
+        else:  # unknown row counts: any kept file may be the whole sample
+            share = 1.0 if kept.keep.any() else 0.0
+        return (
+            max(float(kept.bytes_kept), share * nbytes),
+            max(float(kept.keep.sum()), share * count),
+        )
+
+    out = per_distinct(predicates, read_now)
     weights = np.ones(len(out)) if shares is None else np.asarray(shares, dtype=np.float64)
     read = [b * w for (b, _), w in zip(out, weights, strict=True)]
     return float(np.mean(read)), float(np.mean([f for _, f in out]))
