@@ -136,6 +136,20 @@ def test_the_fixed_part_of_each_estimate_is_left_out_of_the_ratio() -> None:
     assert rewrite_correction([row(3.0, 0.5, 0.5)]) is None
 
 
+def test_the_index_collection_timed_on_the_sample_is_left_out_of_the_ratio() -> None:
+    # 0.5 s fixed, 2.0 s of collecting the declared indexes (timed on the sample), 1.0 s
+    # of the model's variable part; it took 6.5 s: the model's part took 4 s, 4x its price
+    row = _row(6.5, 3.5, applied_with=1.0)
+    row["detail"]["chosen"] = {"fixed_cost_seconds": 0.5, "collect_seconds": 2.0}
+    c = rewrite_correction([row])
+    assert c is not None and c.ratios == (pytest.approx(4.0),)
+    # a rewrite that took no more than its fixed part and its collection learns ratio 0
+    row = _row(2.0, 3.5, applied_with=1.0)
+    row["detail"]["chosen"] = {"fixed_cost_seconds": 0.5, "collect_seconds": 2.0}
+    c = rewrite_correction([row])
+    assert c is not None and c.ratios == (0.0,)
+
+
 def _fitted(seconds: float | None, sample_rows: int | None, **kw: Any) -> dict[str, Any]:
     detail = {"fit_seconds": seconds, "inputs": {"sample_rows": sample_rows}}
     return {"kind": "decision", "outcome": "skipped", "detail": detail, **kw}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import subprocess
 import sys
@@ -136,6 +137,26 @@ def test_udf_value_list() -> None:
     assert result.skipped_by["valuelist(getagentname(s))"] == 1
 
 
+def test_elementwise_calls_the_function_once_per_distinct_argument() -> None:
+    calls: list[tuple] = []
+
+    def agent(name: str, version: int) -> str:
+        calls.append((name, version))
+        return f"{name}/{version}"
+
+    udf = elementwise(agent)
+    names = pa.array(["curl", "wget", None, "curl", "curl", "wget"])
+    versions = pa.array([8, 1, 3, 8, 9, None], pa.int64())
+    assert udf(names, versions) == ["curl/8", "wget/1", None, "curl/8", "curl/9", None]
+    assert sorted(calls) == [("curl", 8), ("curl", 9), ("wget", 1)]
+
+
+def test_elementwise_passes_floats_row_by_row() -> None:
+    # Python's 0.0 == -0.0 must not hand one zero's result to the other
+    udf = elementwise(lambda x: math.copysign(1.0, x))
+    assert udf(pa.array([0.0, -0.0, 0.0, float("nan")]))[:3] == [1.0, -1.0, 1.0]
+
+
 # ---------------------------------------------------------------- BloomFilter and Hybrid
 
 
@@ -192,6 +213,11 @@ def test_bloom_filter_types(dtype: pa.DataType, values: list, probe: str) -> Non
     meta = pa.array([index.collect(hit), None], index.arrow_type)
     clause = index.label(parse_predicate(f"v = {probe}", schema))
     assert clause is not None and clause.evaluate(meta).tolist() == [True, True]
+
+
+def test_bloom_filter_of_repeated_values_is_the_filter_of_the_distinct_ones() -> None:
+    index = BloomFilter("s", expected_values=8).bind(SCHEMA)
+    assert index.collect(table(s=["x", "yy", "x", None, "yy", "x"])).hex() == GOLDEN_BLOOM
 
 
 def test_hybrid_uses_list_below_and_bloom_above_threshold() -> None:

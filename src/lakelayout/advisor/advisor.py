@@ -54,6 +54,7 @@ from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
 from lakelayout.cluster.optimize_metrics import OptimizeMetrics
 from lakelayout.errors import InvalidOption, LakelayoutError
 from lakelayout.expr.nodes import Predicate
+from lakelayout.skipping.indexes.base import Index
 from lakelayout.stats.model import FileStats
 
 if TYPE_CHECKING:
@@ -241,7 +242,9 @@ class Advisor:
             analyzer=self.analyzer,
             benefit=self.benefit,
             families=self.families,
-            sampler=lambda: self._sample(files, snap, read_columns(inputs.predicates, snap.schema)),
+            sampler=lambda: self._sample(
+                files, snap, sample_columns(inputs.predicates, inputs.indexes, snap.schema)
+            ),
             bounds=self.bounds,
         )
         rec.inputs[CORRECTION_KEY] = 1.0 if correction is None else correction.factor
@@ -252,6 +255,7 @@ class Advisor:
         """Everything :func:`recommend` needs but the sample, from the log and the table
         (at ``snap``, default: its current version)."""
         from lakelayout.cluster import config as cluster_config
+        from lakelayout.table.session import default_parallelism
 
         snap = self.table.snapshot() if snap is None else snap
         window = self._window(snap.schema)
@@ -279,6 +283,7 @@ class Advisor:
             again=again,
             runs=window.observations(shares),
             read_shares=query_shares(window.columns, shares),
+            parallelism=default_parallelism(self.table.spark),
         )
 
     def _column_shares(self, snap: Snapshot, files: FileStats) -> dict[str, float]:
@@ -687,8 +692,9 @@ class Advisor:
         predicates) are read; the sample has the table's schema, the other
         columns all NULL. Everything the advisor computes on a sample is about
         the window's predicates (features, correlations, fitted layouts, virtual
-        files, whose sizes are rows × the average row size): a column no
-        predicate reads changes no number. Files sampled before at a higher
+        files, whose sizes are rows × the average row size) or the declared
+        indexes (what collecting them costs per row, :func:`sample_columns`): a
+        column neither reads changes no number. Files sampled before at a higher
         fraction and with these columns are subsampled from the cache (see
         :func:`_sample_key`); the others are read again, with the columns the
         cache held too, so a cached sample never loses a column.
@@ -860,6 +866,24 @@ def read_columns(predicates: Sequence[Predicate], schema: pa.Schema) -> list[str
     if not names or not names.issubset(schema.names):
         return None
     return [n for n in schema.names if n in names]
+
+
+def sample_columns(
+    predicates: Sequence[Predicate], indexes: Sequence[Index], schema: pa.Schema
+) -> list[str] | None:
+    """The columns a decision samples: those the predicates read (:func:`read_columns`)
+    and those the declared ``indexes`` read, whose collection a rewrite pays and the
+    decision times on the sample; ``None`` (every column) when either is not known."""
+    names = read_columns(predicates, schema)
+    if names is None:
+        return None
+    wanted = set(names)
+    for index in indexes:
+        reads = index.columns()
+        if reads is None or not reads.issubset(schema.names):
+            return None
+        wanted |= reads
+    return [n for n in schema.names if n in wanted]
 
 
 def _with_schema(data: pa.Table, schema: pa.Schema, columns: Sequence[str]) -> pa.Table:

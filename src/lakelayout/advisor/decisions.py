@@ -208,7 +208,10 @@ def rewrite_correction(
     The correction scales the part of a rewrite's cost that grows with the
     data (:meth:`.costmodel.CostModel.scaled_rewrites`); the fixed part ``f``
     each decision recorded (``detail.chosen.fixed_cost_seconds``; 0 in rows
-    written before it was) is taken off both sides. A decision priced with a
+    written before it was) is taken off both sides, and so is the collection of
+    the declared indexes the decision timed on its sample
+    (``detail.chosen.collect_seconds``: a measurement on the table's own rows,
+    not a calibrated term). A decision priced with a
     correction ``c`` recorded a variable part ``c`` times the model's, so its
     ratio is ``(actual - f) × c / (estimated - f)``: the corrections never
     compound. A rewrite that took no longer than the fixed part has ratio 0.
@@ -222,7 +225,10 @@ def rewrite_correction(
             continue
         detail = row.get("detail") or {}
         applied = float((detail.get("inputs") or {}).get(CORRECTION_KEY) or 1.0)
-        fixed = float((detail.get("chosen") or {}).get("fixed_cost_seconds") or 0.0)
+        chosen = detail.get("chosen") or {}
+        # the fixed part and the collection timed on the sample are not corrected
+        fixed = float(chosen.get("fixed_cost_seconds") or 0.0)
+        fixed += float(chosen.get("collect_seconds") or 0.0)
         variable = float(estimated) - fixed
         if not variable > 0:
             continue

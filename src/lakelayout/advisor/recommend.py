@@ -75,6 +75,9 @@ class Inputs:
     #: per predicate, the share of a file's bytes the query reads (its columns,
     #: :mod:`.columns`); None: whole files
     read_shares: np.ndarray | None = None
+    #: tasks that run at once on this cluster (Spark's default parallelism): the
+    #: writing tasks of a rewrite collect the declared indexes side by side
+    parallelism: int = 1
 
 
 Sampler = Callable[[], tuple[pa.Table, np.ndarray]]
@@ -106,6 +109,9 @@ class Recommendation:
     #: candidate files the rewrite leaves in place, with the block of :attr:`layout`
     #: each is recorded as (``optimize.apply(keep=...)``); empty: every one is rewritten
     keep: dict[str, int] = field(default_factory=dict)
+    #: seconds per row to collect the table's declared indexes, timed on the sample
+    #: (0: no sample taken, no index declared, or none computable on the sample)
+    collect_seconds_per_row: float = 0.0
 
     @property
     def rewrite(self) -> bool:
@@ -138,7 +144,13 @@ class Recommendation:
                 f"{e.files_after_per_query:,.1f} files/query (now "
                 f"{e.bytes_now_per_query / 2**20:,.2f} in {e.files_now_per_query:,.1f}), "
                 f"saving {e.saving_seconds:.3g} s, "
-                f"cost {e.cost_seconds:.3g} s, net {e.net_seconds:+.3g} s, payback "
+                f"cost {e.cost_seconds:.3g} s"
+                + (
+                    f" ({e.collect_seconds:.3g} s of it collecting the indexes)"
+                    if e.collect_seconds
+                    else ""
+                )
+                + f", net {e.net_seconds:+.3g} s, payback "
                 + ("never" if payback is None else f"{payback:,.0f} queries")
             )
         for c in self.candidates:
@@ -202,6 +214,8 @@ def recommend(
         inputs, model, analyzer or AnalyzerConfig(), cfg, families, sampler, bounds=bounds
     )
     summary["sample_rows"] = 0 if inputs.sample is None else inputs.sample.num_rows
+    summary["parallelism"] = inputs.parallelism
+    summary["collect_seconds_per_row"] = rec.collect_seconds_per_row
     summary["priced_queries"] = rec.priced_queries
     rec.inputs = summary
     rec.seconds = time.perf_counter() - started
@@ -287,7 +301,14 @@ def _recommend(
     # only statistics that can be computed on the sample are proposed
     rec.new_indexes = list(virtual_files(sample, sample_files, proposed).indexes)
     n_additional = sum(_features_in(i) for i in rec.new_indexes)
-    now = virtual_files(sample, sample_files, inputs.indexes).fractions(predicates)
+    now_files = virtual_files(sample, sample_files, inputs.indexes)
+    now = now_files.fractions(predicates)
+    # every rewrite collects the declared indexes over the rows it writes: their cost on
+    # this table's rows, timed on the sample (a Python UDF or a Bloom filter over long
+    # strings can cost many times what the calibration's rewrites did per row)
+    collect_per_row = rec.collect_seconds_per_row = now_files.collect_seconds / sample.num_rows
+    parallelism = max(1, int(inputs.parallelism))
+    rows_total = max(0, int(files.total_rows))
     if bounds and _cannot_pay(
         rec,
         now,
@@ -301,6 +322,7 @@ def _recommend(
         cfg,
         inputs.shuffled,
         sample.num_rows,
+        collect_per_row * rows_total / parallelism,
     ):
         return rec
     fitting = time.perf_counter()
@@ -320,6 +342,10 @@ def _recommend(
         assert cand.layout is not None
         rows = np.asarray(files.num_records)
         kept_rows = 0 if kept is None else int(np.maximum(rows[kept], 0).sum())
+        written = max(1, cand.layout.n_blocks)
+        collect = collect_seconds(
+            collect_per_row, max(0, rows_total - kept_rows), written, parallelism
+        )
         return estimate(
             cand.family,
             cand.describe(),
@@ -343,6 +369,7 @@ def _recommend(
             kept_values=kept_rows * len(inputs.schema),
             kept_fractions=kept_fractions,
             kept_share=kept_share,
+            collect_seconds=collect,
         )
 
     for cand in rec.candidates:
@@ -389,6 +416,13 @@ def _recommend(
         rec.best = rec.chosen  # a chosen estimate is the best one (decide)
     rec.fit_seconds = time.perf_counter() - fitting
     return rec
+
+
+def collect_seconds(per_row: float, rows: int, files: int, parallelism: int) -> float:
+    """Seconds the writing tasks of a rewrite spend collecting the declared indexes over
+    ``rows`` rows, ``per_row`` as timed on one core: the ``files`` files are written
+    by as many tasks, at most ``parallelism`` of them at once."""
+    return per_row * rows / max(1, min(parallelism, files))
 
 
 def thinned(n: int, at_most: int | None) -> np.ndarray:
@@ -474,6 +508,7 @@ def _cannot_pay(
     cfg: BenefitConfig,
     shuffled: bool,
     sample_rows: int,
+    collect_floor: float = 0.0,
 ) -> bool:
     """Whether no candidate can pay, or none can pay for fitting the candidates, from the
     sample's "now" side alone (then ``rec.reason`` says so and nothing is fitted or priced).
@@ -483,7 +518,9 @@ def _cannot_pay(
     file)`` with ``after >= 0``, so at most the same with ``after = 0``; it
     costs at least a rewrite with one curve dimension, no SOP feature, into
     one file, with the ``n_additional`` statistics every candidate builds (all
-    coefficients are >= 0). When that saving does not
+    coefficients are >= 0), plus ``collect_floor``: collecting the declared
+    indexes over every row with every task at work, the least any candidate
+    pays for them (:func:`collect_seconds`). When that saving does not
     beat that cost × margin, full pricing would say no rewrite as well.
 
     The second exit weighs the decision's own work: fitting every family on the
@@ -503,6 +540,7 @@ def _cannot_pay(
         nbytes, 1, n_curve=1, n_additional=n_additional, values=values, shuffled=shuffled
     )
     floor += model.additional_seconds_per_byte * n_additional * other_bytes
+    floor += collect_floor
     per_row = (
         model.fit_seconds_per_row if cfg.fit_seconds_per_row is None else cfg.fit_seconds_per_row
     )

@@ -177,6 +177,10 @@ class Index(abc.ABC):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
 
+    def columns(self) -> frozenset[str] | None:
+        """The table columns the bound index reads (None: not known, e.g. not bound)."""
+        return None
+
     def collect(self, batches: Sequence[Batch] | Batch) -> Any:
         """Convenience: metadata of one file given all its batches."""
         collector = self.collector()
@@ -301,6 +305,9 @@ class TermIndex(Index):
         except (PredicateError, pa.ArrowException, TypeError, ValueError):
             return None
         return normalize_values(arr, self.dtype)
+
+    def columns(self) -> frozenset[str] | None:
+        return None if self._term is None else self._term.columns()
 
     def matches(self, node: Predicate) -> bool:
         """Whether ``node`` is a single-term test on this index's term."""
@@ -436,15 +443,55 @@ def _udf_result(out: Any, term: Func, rows: int) -> pa.Array:
 def elementwise(fn: Callable[..., Any]) -> Udf:
     """Wrap a scalar Python function as a UDF over arrays (NULL in -> NULL out).
 
-    >>> elementwise(str.upper)(pa.array(["a", None]))
-    ['A', None]
+    When every argument is a string, binary, integer, boolean, date, time or
+    timestamp array, ``fn`` is called once per distinct argument tuple of a
+    call and its result reused for the other rows (a user agent or a URL
+    repeats over thousands of rows; the index collectors of a rewrite call the
+    UDF on every row it writes). The function must therefore be deterministic
+    — as every function an index or a predicate uses must be, since Spark
+    evaluates the same function on the same values. Floats, decimals and
+    nested values are passed row by row: Python's equality merges ``-0.0``
+    with ``0.0``, values that a function may tell apart.
+
+    >>> elementwise(str.upper)(pa.array(["a", None, "a"]))
+    ['A', None, 'A']
     """
 
     def udf(*arrays: pa.Array) -> list[Any]:
         columns = [a.to_pylist() for a in arrays]
-        return [None if None in row else fn(*row) for row in zip(*columns, strict=True)]
+        rows = zip(*columns, strict=True)
+        if not all(_exact_in_python(a.type) for a in arrays):
+            return [None if None in row else fn(*row) for row in rows]
+        seen: dict[tuple[Any, ...], Any] = {}
+        out: list[Any] = []
+        for row in rows:
+            if None in row:
+                out.append(None)
+                continue
+            try:
+                value = seen[row]
+            except KeyError:
+                value = seen[row] = fn(*row)
+            out.append(value)
+        return out
 
     return udf
+
+
+def _exact_in_python(dtype: pa.DataType) -> bool:
+    """Whether two values of ``dtype`` that Python finds equal are the same value (so a
+    deterministic function cannot tell them apart)."""
+    return (
+        pa.types.is_string(dtype)
+        or pa.types.is_large_string(dtype)
+        or pa.types.is_binary(dtype)
+        or pa.types.is_large_binary(dtype)
+        or pa.types.is_integer(dtype)
+        or pa.types.is_boolean(dtype)
+        or pa.types.is_date(dtype)
+        or pa.types.is_time(dtype)
+        or pa.types.is_timestamp(dtype)
+    )
 
 
 def _arrow_type(value: pa.DataType | str) -> pa.DataType:

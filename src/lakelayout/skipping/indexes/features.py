@@ -67,6 +67,11 @@ class Features(Index):
             raise InvalidOption(f"index {self.name} is not bound: call bind(schema) first")
         return self._preds
 
+    def columns(self) -> frozenset[str] | None:
+        if self._preds is None:
+            return None
+        return frozenset().union(*(p.columns() for p in self._preds))
+
     def bind(self, schema: pa.Schema) -> Features:
         preds = [parse_predicate(text, schema) for text in self.texts]
         empty = schema.empty_table()

@@ -145,6 +145,11 @@ class GeoBox(Index):
             raise InvalidOption(f"index {self.name} is not bound: call bind(schema) first")
         return self._terms
 
+    def columns(self) -> frozenset[str] | None:
+        if self._terms is None:
+            return None
+        return self._terms[0].columns() | self._terms[1].columns()
+
     def bind(self, schema: pa.Schema) -> GeoBox:
         terms = tuple(parse_term(t, schema) for t in (self.lat_text, self.lng_text))
         for term in terms:

@@ -152,7 +152,8 @@ class Bloom:
         return np.zeros(self.bits, dtype=bool)
 
     def add(self, filled: np.ndarray, values: pa.Array) -> None:
-        values = values.drop_null()
+        # each distinct value hashed once (values equal to Arrow hash alike, see hash_values)
+        values = pc.unique(values.drop_null())
         if len(values):
             filled[bloom_positions(hash_values(values), self.bits, self.hashes).ravel()] = True
 
