@@ -36,7 +36,7 @@ MECHANISMS = ["none", "qdtree", "liquid", "deltars-zorder"]
 #: liquid clustering (Delta's OPTIMIZE after each insert), replayed beside them
 DELTA_PEERS = ["zorder-halfway", "delta-zorder", "delta-liquid"]
 #: queries whose rows are counted on Delta's liquid-clustered table by both readers
-SCANNED = 5
+SCANNED = 3
 
 
 class Replayed(NamedTuple):
@@ -130,7 +130,7 @@ def tpch_replay(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Replaye
     from lakelayout.evaluation.replay import ReplayConfig, replay
 
     root = tmp_path_factory.mktemp("tpch-replay")
-    ds = tpch_dataset(spark, 0.005, root, batches=2)
+    ds = tpch_dataset(spark, 0.005, root, batches=1)
     queries = wl.generate(wl.TPCH_TEMPLATES, 13, seed=3, shape="drift", segment_length=1)
     config = ReplayConfig(rows_per_file=1_000, sample_rows=6_000, full_scans=1, warmup=False)
     messages: list[str] = []
