@@ -19,18 +19,23 @@ import pytest
 from lakelayout.advisor.benefit import BenefitConfig
 from lakelayout.advisor.costmodel import DEFAULTS
 from lakelayout.advisor.recommend import Inputs, Recommendation, collect_seconds, recommend
+from lakelayout.errors import InvalidOption
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.skipping.indexes import ValueList, elementwise
 from lakelayout.stats.blocks import block_stats
 
-ROWS = 4_800
+ROWS = 48_000
+#: the sample: every tenth row (the collection is priced over all rows of the files)
+SAMPLED = ROWS // 10
 FILES = 16
 T0 = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
 MODEL = dataclasses.replace(
     DEFAULTS, rewrite_fixed_seconds=0.01, rewrite_per_file_seconds=0.0, query_seconds_per_byte=1e-6
 )
-#: the slow function sleeps this long per call: 4 distinct values per file
-SLEEP = 0.002
+#: the slow function sleeps this long per call: once per distinct bucket (4) of a call
+SLEEP = 0.005
+#: the least the slow index's collection costs, priced over every row on one core
+LEAST = 4 * SLEEP * ROWS / SAMPLED
 
 
 def _slow(bucket: int) -> int:
@@ -60,11 +65,12 @@ def _inputs(data: pa.Table, *, slow_index: bool, parallelism: int = 1) -> Inputs
             "slow(bucket)", functions={"slow": "int64"}, udfs={"slow": elementwise(_slow)}
         )
         indexes = [declared.bind(data.schema)]
+    sampled = np.arange(0, ROWS, ROWS // SAMPLED)
     return Inputs(
         predicates=[parse_predicate(t, data.schema) for t in texts],
         timestamps=[T0 + dt.timedelta(minutes=i) for i in range(len(texts))],
-        sample=data,
-        sample_files=file_of_row,
+        sample=data.take(pa.array(sampled)),
+        sample_files=file_of_row[sampled],
         candidate_files=files,
         other_bytes=0,
         target_file_size=int(files.total_bytes // FILES),
@@ -87,20 +93,21 @@ def _recommend(inputs: Inputs, horizon: float, *, bounds: bool = True) -> Recomm
 def test_the_collection_is_timed_on_the_sample_and_added_to_each_rewrite() -> None:
     data = _data()
     plain = _recommend(_inputs(data, slow_index=False), 1000.0)
-    assert plain.collect_seconds_per_row == 0.0
-    assert all(e.collect_seconds == 0.0 for e in plain.estimates)
+    (without,) = plain.estimates
     for parallelism in (1, 2):
         rec = _recommend(_inputs(data, slow_index=True, parallelism=parallelism), 1000.0)
-        # one call per distinct bucket of each of the 16 files, each at least SLEEP long
-        assert rec.collect_seconds_per_row >= FILES * 4 * SLEEP / ROWS
+        # one call per distinct bucket, each at least SLEEP long, over the sample's rows
+        assert rec.collect_seconds_per_row >= 4 * SLEEP / SAMPLED
+        assert rec.collect_seconds_per_row > plain.collect_seconds_per_row
         assert rec.inputs["collect_seconds_per_row"] == rec.collect_seconds_per_row
         (with_index,) = rec.estimates
-        (without,) = plain.estimates
-        expected = rec.collect_seconds_per_row * ROWS / min(parallelism, with_index.files_after)
+        tasks = min(parallelism, with_index.files_after)
+        expected = rec.collect_seconds_per_row * ROWS / tasks
         assert with_index.collect_seconds == pytest.approx(expected)
+        assert with_index.collect_seconds >= LEAST / tasks
         # the rest of the price is the index-free one: the index labels no query here
         assert with_index.cost_seconds - with_index.collect_seconds == pytest.approx(
-            without.cost_seconds
+            without.cost_seconds - without.collect_seconds
         )
         assert with_index.saving_seconds == pytest.approx(without.saving_seconds)
 
@@ -108,7 +115,7 @@ def test_the_collection_is_timed_on_the_sample_and_added_to_each_rewrite() -> No
 def test_a_rewrite_that_pays_without_its_indexes_does_not_pay_with_a_slow_one() -> None:
     data = _data()
     # the horizon at which the index-free rewrite nets 0.05 s: less than collecting the
-    # slow index can cost (at least 16 files x 4 buckets x 2 ms on one core)
+    # slow index costs (LEAST: 0.2 s on one core)
     (probe,) = _recommend(_inputs(data, slow_index=False), 1000.0).estimates
     per_query = probe.saving_seconds / 1000.0
     horizon = (probe.cost_seconds + 0.05) / per_query
@@ -117,7 +124,7 @@ def test_a_rewrite_that_pays_without_its_indexes_does_not_pay_with_a_slow_one() 
     for bounds in (True, False):
         slow = _recommend(_inputs(data, slow_index=True), horizon, bounds=bounds)
         assert not slow.rewrite, slow.reason
-        assert slow.collect_seconds_per_row * ROWS >= FILES * 4 * SLEEP
+        assert slow.collect_seconds_per_row * ROWS >= LEAST
 
 
 def test_collect_seconds_divides_by_the_tasks_that_write_at_once() -> None:
@@ -147,3 +154,47 @@ def test_the_sample_holds_the_columns_the_declared_indexes_read() -> None:
     assert sample_columns(preds, [slow.bind(schema)], schema) == ["ts", "bucket"]
     # an index that cannot say what it reads (not bound): every column
     assert sample_columns(preds, [BloomFilter("url")], schema) is None
+
+
+def test_a_collection_cost_given_in_the_config_is_used_instead_of_timing() -> None:
+    data = _data()
+    given = BenefitConfig(horizon_queries=1000.0, margin=1.0, collect_seconds_per_row=1e-4)
+    rec = recommend(
+        _inputs(data, slow_index=True), model=MODEL, benefit=given, families=("zorder",)
+    )
+    assert rec.collect_seconds_per_row == 1e-4
+    (chosen,) = rec.estimates
+    assert chosen.collect_seconds == pytest.approx(1e-4 * ROWS)
+    with pytest.raises(InvalidOption, match="collect_seconds_per_row must be >= 0"):
+        BenefitConfig(collect_seconds_per_row=-1.0)
+
+
+def test_a_trees_routing_is_timed_on_the_sample_and_a_curves_is_calibrated() -> None:
+    inputs = _inputs(_data(), slow_index=False, parallelism=2)
+    timed = recommend(
+        dataclasses.replace(inputs),
+        model=MODEL,
+        benefit=BenefitConfig(horizon_queries=1000.0, collect_seconds_per_row=0.0),
+        families=("zorder", "qdtree"),
+        bounds=False,
+    )
+    by_family = {e.family: e for e in timed.estimates}
+    assert by_family["qdtree"].route_seconds > 0
+    assert by_family["zorder"].route_seconds == 0.0
+    given = BenefitConfig(
+        horizon_queries=1000.0, collect_seconds_per_row=0.0, route_seconds_per_row=3e-6
+    )
+    rec = recommend(
+        dataclasses.replace(inputs), model=MODEL, benefit=given, families=("qdtree",), bounds=False
+    )
+    (tree,) = rec.estimates
+    assert tree.route_seconds == pytest.approx(3e-6 * ROWS / min(2, tree.files_after))
+    # the rest is the calibrated price with no curve dimension
+    files = inputs.candidate_files
+    calibrated = MODEL.rewrite_seconds(
+        int(files.total_bytes),
+        tree.files_after,
+        n_curve=0,
+        values=files.total_rows * len(inputs.schema),
+    )
+    assert tree.cost_seconds - tree.route_seconds == pytest.approx(calibrated)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 
 from lakelayout.advisor import advisor as advisor_module
 from lakelayout.advisor.analyzer import analyze
-from lakelayout.advisor.benefit import BenefitConfig
+from lakelayout.advisor.benefit import BenefitConfig as _BenefitConfig
 from lakelayout.advisor.calibrate import calibrate, fitting_workload, measure_fitting
 from lakelayout.advisor.costmodel import DEFAULTS, CostModel
 from lakelayout.advisor.estimate import bytes_read, candidates, virtual_files
@@ -33,6 +34,13 @@ from lakelayout.layouts import PandoLayout, QdTreeLayout
 from lakelayout.layouts.qdtree import Workspace, best_split, bind_queries, grow_forest
 from lakelayout.skipping.indexes import Features, MinMax
 from lakelayout.stats.blocks import block_stats
+
+#: the decisions below are priced with no index collection and free tree routing, as
+#: before they were timed (a timing on the sample would move the thresholds these tests
+#: put the horizon on, and differ between the two decisions they compare)
+BenefitConfig = functools.partial(
+    _BenefitConfig, collect_seconds_per_row=0.0, route_seconds_per_row=0.0
+)
 
 ROWS = 4_800
 FILES = 16
@@ -307,33 +315,43 @@ def test_the_sample_exit_sits_between_the_first_exit_and_the_flip() -> None:
     and nothing is fitted; just above it, the candidates are fitted and say no.
 
     The new statistics (a ``Features`` index for the LIKE filter) cost what the
-    first exit cannot know of before the analysis: between the two thresholds
-    only the second one answers.
+    first exit cannot know of before the analysis: their collection over every
+    row rewritten (here fixed at ``collect`` seconds per row instead of timed on
+    the sample, so that the threshold is exact). Between the two thresholds only
+    the second one answers.
     """
-    model = dataclasses.replace(TIGHT, additional_seconds_per_byte=2e-8)
+    model = TIGHT
+    collect = 2e-5
     inputs = _inputs(_window(36), sample_all=True, scale=40.0)
     probe = recommend(
         dataclasses.replace(inputs), model=model,
-        benefit=BenefitConfig(horizon_queries=1.0), bounds=False,
+        benefit=BenefitConfig(horizon_queries=1.0, collect_seconds_per_row=collect), bounds=False,
     )  # fmt: skip
     best = probe.best
     assert best is not None
     bytes_now = best.bytes_now_per_query
     assert best.n_additional >= 1
-    floor = model.rewrite_seconds(
-        best.candidate_bytes, 1, n_curve=1, n_additional=best.n_additional
-    )
+    rows = inputs.candidate_files.total_rows
+    floor = model.rewrite_seconds(best.candidate_bytes, 1, n_curve=1) + collect * rows
+    assert best.collect_seconds == pytest.approx(collect * rows)
     per_query = model.read_seconds(bytes_now, best.files_now_per_query)
     edge = floor * 1.5 / per_query  # the exit's threshold
+    # the first exit knows nothing of the statistics: it lets the horizons around this
+    # threshold through
+    assert edge > model.rewrite_seconds(best.candidate_bytes, 1, n_curve=1) * 1.5 / per_query
     below = recommend(
         dataclasses.replace(inputs),
         model=model,
-        benefit=BenefitConfig(horizon_queries=edge * 0.999, fit_seconds_per_row=0),
+        benefit=BenefitConfig(
+            horizon_queries=edge * 0.999, fit_seconds_per_row=0, collect_seconds_per_row=collect
+        ),
     )
     above = recommend(
         dataclasses.replace(inputs),
         model=model,
-        benefit=BenefitConfig(horizon_queries=edge * 1.001, fit_seconds_per_row=0),
+        benefit=BenefitConfig(
+            horizon_queries=edge * 1.001, fit_seconds_per_row=0, collect_seconds_per_row=collect
+        ),
     )
     assert "estimated on the sample" in below.reason and below.candidates == []
     assert not below.rewrite and not above.rewrite and above.candidates

@@ -59,6 +59,12 @@ class BenefitConfig:
     #: cost, exceeds this × the sample's rows. None: the cost model's measured
     #: ``fit_seconds_per_row`` (``lakelayout calibrate``); 0 turns the check off
     fit_seconds_per_row: float | None = None
+    #: seconds per row (one core) to collect the table's declared indexes and the new
+    #: statistics in a rewrite's writing tasks. None: timed on each decision's sample
+    collect_seconds_per_row: float | None = None
+    #: seconds per row (one core) for a tree layout (Qd-tree, Pando) to route a row to
+    #: its block. None: timed on each decision's sample, per candidate
+    route_seconds_per_row: float | None = None
     #: queries a decision fits the tree layouts to and prices every candidate on, at
     #: most: a longer window is thinned evenly over time (every k-th query, so each
     #: stretch of the stream keeps its share); the bounds before sampling, the
@@ -71,8 +77,10 @@ class BenefitConfig:
                 f"max_priced_queries must be >= 1 (or None: every query), "
                 f"got {self.max_priced_queries}"
             )
-        if self.fit_seconds_per_row is not None and self.fit_seconds_per_row < 0:
-            raise InvalidOption(f"fit_seconds_per_row must be >= 0, got {self.fit_seconds_per_row}")
+        for name in ("fit_seconds_per_row", "collect_seconds_per_row", "route_seconds_per_row"):
+            value = getattr(self, name)
+            if value is not None and not value >= 0:
+                raise InvalidOption(f"{name} must be >= 0, got {value}")
         if self.horizon_seconds <= 0 or self.margin < 1.0 or self.min_queries < 1:
             raise InvalidOption(
                 "benefit options need horizon_seconds > 0, margin >= 1 and min_queries >= 1; "
@@ -141,10 +149,14 @@ class Estimate:
     #: of ``cost_seconds``, the fixed part (job start-up, commit: what does not grow with
     #: the data); a learned correction scales only the rest
     fixed_cost_seconds: float = 0.0
-    #: of ``cost_seconds``, collecting the table's declared indexes over the rows
-    #: rewritten, timed on the sample (not a calibrated term: a learned correction
-    #: leaves it out, as it leaves out the fixed part)
+    #: of ``cost_seconds``, collecting the table's declared indexes and the new
+    #: statistics over the rows rewritten, timed on the sample (not a calibrated term:
+    #: a learned correction leaves it out, as it leaves out the fixed part)
     collect_seconds: float = 0.0
+    #: of ``cost_seconds``, routing the rows rewritten to their blocks when the family's
+    #: routing is timed on the sample (trees: calibration times curves only); not
+    #: corrected either
+    route_seconds: float = 0.0
 
     @property
     def saved_bytes_per_query(self) -> float:
@@ -200,7 +212,8 @@ def estimate(
     kept_values: int = 0,
     kept_fractions: np.ndarray | None = None,
     kept_share: float | None = None,
-    collect_seconds: float = 0.0,
+    collect_seconds: float | None = None,
+    route_seconds: float | None = None,
 ) -> Estimate:
     """The :class:`Estimate` of one candidate (see the module docstring).
 
@@ -220,10 +233,25 @@ def estimate(
     the other files'.
 
     ``collect_seconds``: what the writing tasks spend collecting the table's
-    declared indexes over the rows rewritten (measured on the sample by the
-    caller); added to the cost as it is.
+    declared indexes and the ``n_additional`` new statistics over the rows
+    rewritten, measured on the sample by the caller; it is added to the cost as
+    it is and replaces the calibrated per-feature term over the rewritten bytes
+    (which then prices only building the new statistics over the files that are
+    not rewritten). None: the calibrated term prices the new statistics
+    everywhere and the declared indexes are not priced.
+
+    ``route_seconds``: routing the rows rewritten to their blocks, timed on the
+    sample by the caller (the tree families, whose routing the calibration
+    does not measure); it then replaces the calibrated curve term's floor of
+    one dimension (``n_curve`` counts as given, 0 for a tree). None: at least
+    one curve dimension is priced, as calibrated.
     """
-    if not math.isfinite(collect_seconds) or collect_seconds < 0:
+    route = 0.0 if route_seconds is None else float(route_seconds)
+    if not math.isfinite(route) or route < 0:
+        raise InvalidOption(f"estimate(): route_seconds must be >= 0, got {route_seconds}")
+    measured = collect_seconds is not None
+    collect = 0.0 if collect_seconds is None else float(collect_seconds)
+    if not math.isfinite(collect) or collect < 0:
         raise InvalidOption(f"estimate(): collect_seconds must be >= 0, got {collect_seconds}")
     rewritten = max(0, candidate_bytes - kept_bytes)
     written = files_after
@@ -255,14 +283,14 @@ def estimate(
     cost = model.rewrite_seconds(
         rewritten,
         written,
-        n_curve=max(1, n_curve),
+        n_curve=max(0 if route_seconds is not None else 1, n_curve),
         n_sop=n_sop,
-        n_additional=n_additional,
+        n_additional=0 if measured else n_additional,
         values=max(0, candidate_values - kept_values),
         shuffled=shuffled,
     )
     cost += model.additional_seconds_per_byte * n_additional * (other_bytes + kept_bytes)
-    cost += collect_seconds
+    cost += collect + route
     return Estimate(
         family=family,
         layout=layout,
@@ -283,7 +311,8 @@ def estimate(
         kept_files=int(kept_files),
         kept_bytes=int(kept_bytes),
         fixed_cost_seconds=float(model.rewrite_fixed(shuffled=shuffled)),
-        collect_seconds=float(collect_seconds),
+        collect_seconds=collect,
+        route_seconds=route,
     )
 
 

@@ -209,9 +209,9 @@ def rewrite_correction(
     data (:meth:`.costmodel.CostModel.scaled_rewrites`); the fixed part ``f``
     each decision recorded (``detail.chosen.fixed_cost_seconds``; 0 in rows
     written before it was) is taken off both sides, and so is the collection of
-    the declared indexes the decision timed on its sample
-    (``detail.chosen.collect_seconds``: a measurement on the table's own rows,
-    not a calibrated term). A decision priced with a
+    the declared indexes and the routing of a tree the decision timed on its
+    sample (``detail.chosen.collect_seconds``, ``route_seconds``: measurements
+    on the table's own rows, not calibrated terms). A decision priced with a
     correction ``c`` recorded a variable part ``c`` times the model's, so its
     ratio is ``(actual - f) × c / (estimated - f)``: the corrections never
     compound. A rewrite that took no longer than the fixed part has ratio 0.
@@ -229,6 +229,7 @@ def rewrite_correction(
         # the fixed part and the collection timed on the sample are not corrected
         fixed = float(chosen.get("fixed_cost_seconds") or 0.0)
         fixed += float(chosen.get("collect_seconds") or 0.0)
+        fixed += float(chosen.get("route_seconds") or 0.0)
         variable = float(estimated) - fixed
         if not variable > 0:
             continue

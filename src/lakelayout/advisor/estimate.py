@@ -105,9 +105,6 @@ class VirtualFiles:
     stats: FileStats
     metadata: dict[str, pa.Array]
     indexes: tuple[Index, ...]
-    #: seconds the indexes' collectors took over the sample (those that could be
-    #: computed on it): what collecting them costs per row of this table, measured
-    collect_seconds: float = 0.0
 
     def fractions(self, predicates: Sequence[Predicate]) -> np.ndarray:
         """Per query, the share of the virtual bytes it reads.
@@ -219,17 +216,34 @@ def virtual_files(
     # one gather in block order; each block is then a contiguous run (its rows in their
     # sample order, as a take of the block's rows would give them)
     ordered = sample.take(pa.array(order))
-    seconds = 0.0
     for index in indexes:
-        started = time.perf_counter()
         try:
             values = index.collect_blocks(ordered, starts.tolist())
             metadata[index.name] = pa.array(values, type=index.arrow_type)
         except Exception:
             continue
-        seconds += time.perf_counter() - started
         kept.append(index)
-    return VirtualFiles(stats, metadata, tuple(kept), seconds)
+    return VirtualFiles(stats, metadata, tuple(kept))
+
+
+def collect_seconds_per_row(sample: pa.Table, indexes: Sequence[Index]) -> float:
+    """Seconds per row to collect every one of ``indexes`` over the rows of ``sample``,
+    timed here on one core: each index collected once over the whole sample, as a
+    writing task collects it over one file (the per-file part of a collector, an
+    empty filter or list, is small next to a file's rows and left out). An index
+    whose collector fails on the sample is not counted. 0 for an empty sample.
+    """
+    if sample.num_rows == 0 or not indexes:
+        return 0.0
+    seconds = 0.0
+    for index in indexes:
+        started = time.perf_counter()
+        try:
+            index.collect(sample)
+        except Exception:
+            continue
+        seconds += time.perf_counter() - started
+    return seconds / sample.num_rows
 
 
 @dataclass
@@ -244,6 +258,9 @@ class Candidate:
     error: str | None = None
     #: fitting, assigning the sample and building its virtual files (pricing is shared)
     fit_seconds: float = 0.0
+    #: of ``fit_seconds``, routing the sample's rows to their blocks (``layout.assign``):
+    #: what a rewrite's tasks do to every row it writes
+    assign_seconds: float = 0.0
 
     def describe(self) -> str:
         parts = []
@@ -296,7 +313,9 @@ def candidates(
         started = time.perf_counter()
         try:
             cand.layout = fit(sample)
+            assigning = time.perf_counter()
             blocks = np.asarray(cand.layout.assign(sample), dtype=np.int64)
+            cand.assign_seconds = time.perf_counter() - assigning
             fitted.append((cand, virtual_files(sample, blocks, indexes)))
         except Exception as exc:  # one family that cannot be fitted must not sink the others
             cand.layout, cand.error = None, f"{type(exc).__name__}: {exc}"

@@ -31,6 +31,7 @@ from lakelayout.advisor.estimate import (
     Candidate,
     additional_indexes,
     candidates,
+    collect_seconds_per_row,
     per_distinct,
     read_plan,
     stacked_fractions,
@@ -109,8 +110,8 @@ class Recommendation:
     #: candidate files the rewrite leaves in place, with the block of :attr:`layout`
     #: each is recorded as (``optimize.apply(keep=...)``); empty: every one is rewritten
     keep: dict[str, int] = field(default_factory=dict)
-    #: seconds per row to collect the table's declared indexes, timed on the sample
-    #: (0: no sample taken, no index declared, or none computable on the sample)
+    #: seconds per row to collect the table's declared indexes and the new statistics,
+    #: timed on the sample (0: no sample taken, or no index to collect)
     collect_seconds_per_row: float = 0.0
 
     @property
@@ -145,11 +146,7 @@ class Recommendation:
                 f"{e.bytes_now_per_query / 2**20:,.2f} in {e.files_now_per_query:,.1f}), "
                 f"saving {e.saving_seconds:.3g} s, "
                 f"cost {e.cost_seconds:.3g} s"
-                + (
-                    f" ({e.collect_seconds:.3g} s of it collecting the indexes)"
-                    if e.collect_seconds
-                    else ""
-                )
+                + _timed_parts(e)
                 + f", net {e.net_seconds:+.3g} s, payback "
                 + ("never" if payback is None else f"{payback:,.0f} queries")
             )
@@ -164,6 +161,16 @@ class Recommendation:
                 f"estimated {a['estimated_saved_bytes_per_query'] / 2**20:,.2f}"
             )
         return out
+
+
+def _timed_parts(e: Estimate) -> str:
+    """The parts of an estimate's cost timed on the sample, for :meth:`Recommendation.lines`."""
+    parts = []
+    if e.collect_seconds:
+        parts.append(f"{e.collect_seconds:.3g} s collecting the indexes")
+    if e.route_seconds:
+        parts.append(f"{e.route_seconds:.3g} s routing rows")
+    return f" (of it {', '.join(parts)})" if parts else ""
 
 
 def recommend(
@@ -182,7 +189,7 @@ def recommend(
     prices every candidate instead; tests compare the two). Before anything
     is sampled: even a layout that made every recent query read nothing of
     the never-clustered files would save at most ``E × (bytes they read now)
-    × cost per byte``; when that does not beat the cheapest rewrite (one
+    × cost per byte``; when that does not beat the cheapest rewrite (no
     curve dimension, one file) with the margin, the answer is no and no
     sample is taken (``sampler`` is only called past that point, when
     ``inputs.sample`` is None). After sampling and analysis, before any
@@ -264,9 +271,10 @@ def _recommend(
             "in one file of the target size; there is nothing to cluster yet"
         )
         return without_sample()
-    # the cheapest rewrite any candidate can cost: one curve dimension, no SOP feature,
-    # no new statistics, one file written (coefficients are >= 0, so every term only grows)
-    cheapest = model.rewrite_seconds(nbytes, 1, n_curve=1, values=values, shuffled=inputs.shuffled)
+    # the cheapest rewrite any candidate can cost: no curve dimension (a tree's routing is
+    # timed, see TIMED_ROUTING), no SOP feature, no new statistics, one file written
+    # (coefficients are >= 0, so every term only grows)
+    cheapest = model.rewrite_seconds(nbytes, 1, n_curve=0, values=values, shuffled=inputs.shuffled)
     shares = _shares_of(inputs)
     read_now, files_now = _read_now_ceiling(inputs.predicates, files, shares)
     ceiling = rate.expected_queries * model.read_seconds(read_now, files_now)
@@ -301,12 +309,15 @@ def _recommend(
     # only statistics that can be computed on the sample are proposed
     rec.new_indexes = list(virtual_files(sample, sample_files, proposed).indexes)
     n_additional = sum(_features_in(i) for i in rec.new_indexes)
-    now_files = virtual_files(sample, sample_files, inputs.indexes)
-    now = now_files.fractions(predicates)
-    # every rewrite collects the declared indexes over the rows it writes: their cost on
-    # this table's rows, timed on the sample (a Python UDF or a Bloom filter over long
-    # strings can cost many times what the calibration's rewrites did per row)
-    collect_per_row = rec.collect_seconds_per_row = now_files.collect_seconds / sample.num_rows
+    now = virtual_files(sample, sample_files, inputs.indexes).fractions(predicates)
+    # every rewrite collects the declared indexes and the new statistics over the rows it
+    # writes: their cost on this table's rows, timed on the sample (a Python UDF or a
+    # Bloom filter over long strings can cost many times what the calibration's
+    # rewrites did per row)
+    collect_per_row = cfg.collect_seconds_per_row
+    if collect_per_row is None:
+        collect_per_row = collect_seconds_per_row(sample, [*inputs.indexes, *rec.new_indexes])
+    rec.collect_seconds_per_row = collect_per_row
     parallelism = max(1, int(inputs.parallelism))
     rows_total = max(0, int(files.total_rows))
     if bounds and _cannot_pay(
@@ -343,9 +354,14 @@ def _recommend(
         rows = np.asarray(files.num_records)
         kept_rows = 0 if kept is None else int(np.maximum(rows[kept], 0).sum())
         written = max(1, cand.layout.n_blocks)
-        collect = collect_seconds(
-            collect_per_row, max(0, rows_total - kept_rows), written, parallelism
-        )
+        rewritten = max(0, rows_total - kept_rows)
+        collect = collect_seconds(collect_per_row, rewritten, written, parallelism)
+        route = None
+        if cand.family in TIMED_ROUTING:
+            per_row = cfg.route_seconds_per_row
+            if per_row is None:
+                per_row = cand.assign_seconds / sample.num_rows
+            route = collect_seconds(per_row, rewritten, written, parallelism)
         return estimate(
             cand.family,
             cand.describe(),
@@ -370,6 +386,7 @@ def _recommend(
             kept_fractions=kept_fractions,
             kept_share=kept_share,
             collect_seconds=collect,
+            route_seconds=route,
         )
 
     for cand in rec.candidates:
@@ -416,6 +433,13 @@ def _recommend(
         rec.best = rec.chosen  # a chosen estimate is the best one (decide)
     rec.fit_seconds = time.perf_counter() - fitting
     return rec
+
+
+#: families whose routing a decision times on the sample (``Candidate.assign_seconds``)
+#: instead of pricing it with the calibrated curve term: calibration times curves only,
+#: and a tree routes a row by testing its cuts (the logs replay: 4 µs per row for a
+#: Qd-tree, several times a curve's key)
+TIMED_ROUTING = frozenset({"qdtree", "pando"})
 
 
 def collect_seconds(per_row: float, rows: int, files: int, parallelism: int) -> float:
@@ -516,11 +540,13 @@ def _cannot_pay(
     Exact bound, not a heuristic: a candidate saves ``E × ((now − after) ×
     bytes × cost per byte + (now × files − after × files after) × cost per
     file)`` with ``after >= 0``, so at most the same with ``after = 0``; it
-    costs at least a rewrite with one curve dimension, no SOP feature, into
-    one file, with the ``n_additional`` statistics every candidate builds (all
-    coefficients are >= 0), plus ``collect_floor``: collecting the declared
-    indexes over every row with every task at work, the least any candidate
-    pays for them (:func:`collect_seconds`). When that saving does not
+    costs at least a rewrite with no curve dimension (a tree's routing is timed
+    and added, a curve's is priced per dimension), no SOP feature, into
+    one file, with the ``n_additional`` statistics every candidate builds over
+    the other files (all coefficients are >= 0), plus ``collect_floor``:
+    collecting the declared indexes and the new statistics over every row
+    with every task at work, the least any candidate pays for them
+    (:func:`collect_seconds`). When that saving does not
     beat that cost × margin, full pricing would say no rewrite as well.
 
     The second exit weighs the decision's own work: fitting every family on the
@@ -536,9 +562,8 @@ def _cannot_pay(
     share_now = float(np.mean(now)) if len(now) else 1.0
     read_now = float(np.mean(now * shares)) * nbytes if len(now) else nbytes
     ceiling = expected * model.read_seconds(read_now, share_now * n_files)
-    floor = model.rewrite_seconds(
-        nbytes, 1, n_curve=1, n_additional=n_additional, values=values, shuffled=shuffled
-    )
+    # the new statistics over the rewritten rows are in ``collect_floor`` (timed)
+    floor = model.rewrite_seconds(nbytes, 1, n_curve=0, values=values, shuffled=shuffled)
     floor += model.additional_seconds_per_byte * n_additional * other_bytes
     floor += collect_floor
     per_row = (
