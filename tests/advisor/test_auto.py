@@ -176,7 +176,12 @@ def test_features_recommend_auto_and_measurement(spark: Any, tmp_path: Path) -> 
     assert applied["detail"]["inputs"]["rewrite_correction"] == 1.0  # nothing learned yet
     fixed = applied["detail"]["chosen"]["fixed_cost_seconds"]
     assert fixed == t.advisor.cost_model().rewrite_fixed(shuffled=False) > 0
-    learned = (applied["actual_seconds"] - fixed) / (applied["estimated_cost_seconds"] - fixed)
+    # the parts timed on the sample are left out with the fixed part
+    chosen = applied["detail"]["chosen"]
+    untouched = fixed + chosen["collect_seconds"] + chosen["route_seconds"]
+    learned = max(applied["actual_seconds"] - untouched, 0.0) / (
+        applied["estimated_cost_seconds"] - untouched
+    )
     correction = t.advisor.correction()
     assert correction is not None and correction.ratios == (pytest.approx(learned),)
     model, _ = t.advisor.decision_model()
