@@ -143,6 +143,16 @@ def test_the_index_collection_timed_on_the_sample_is_left_out_of_the_ratio() -> 
     row["detail"]["chosen"] = {"fixed_cost_seconds": 0.5, "collect_seconds": 2.0}
     c = rewrite_correction([row])
     assert c is not None and c.ratios == (pytest.approx(4.0),)
+    # a tree's routing timed on the sample is left out too: 0.5 s fixed, 1.5 s collecting,
+    # 0.5 s routing, 1.0 s of the model's part; it took 5.5 s: the model's part took 3 s
+    row = _row(5.5, 3.5, applied_with=1.0)
+    row["detail"]["chosen"] = {
+        "fixed_cost_seconds": 0.5,
+        "collect_seconds": 1.5,
+        "route_seconds": 0.5,
+    }
+    c = rewrite_correction([row])
+    assert c is not None and c.ratios == (pytest.approx(3.0),)
     # a rewrite that took no more than its fixed part and its collection learns ratio 0
     row = _row(2.0, 3.5, applied_with=1.0)
     row["detail"]["chosen"] = {"fixed_cost_seconds": 0.5, "collect_seconds": 2.0}
