@@ -18,7 +18,7 @@ import pytest
 
 from lakelayout.advisor.benefit import BenefitConfig
 from lakelayout.advisor.costmodel import DEFAULTS
-from lakelayout.advisor.recommend import Inputs, Recommendation, collect_seconds, recommend
+from lakelayout.advisor.recommend import Inputs, Recommendation, recommend, spread_over_tasks
 from lakelayout.errors import InvalidOption
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.skipping.indexes import ValueList, elementwise
@@ -127,11 +127,11 @@ def test_a_rewrite_that_pays_without_its_indexes_does_not_pay_with_a_slow_one() 
         assert slow.collect_seconds_per_row * ROWS >= LEAST
 
 
-def test_collect_seconds_divides_by_the_tasks_that_write_at_once() -> None:
-    assert collect_seconds(1e-5, 100_000, 1, 8) == pytest.approx(1.0)
-    assert collect_seconds(1e-5, 100_000, 4, 2) == pytest.approx(0.5)
-    assert collect_seconds(1e-5, 100_000, 3, 8) == pytest.approx(1.0 / 3)
-    assert collect_seconds(0.0, 100_000, 3, 8) == 0.0
+def test_timed_work_is_spread_over_the_tasks_that_write_at_once() -> None:
+    assert spread_over_tasks(1e-5, 100_000, 1, 8) == pytest.approx(1.0)
+    assert spread_over_tasks(1e-5, 100_000, 4, 2) == pytest.approx(0.5)
+    assert spread_over_tasks(1e-5, 100_000, 3, 8) == pytest.approx(1.0 / 3)
+    assert spread_over_tasks(0.0, 100_000, 3, 8) == 0.0
 
 
 def test_the_sample_holds_the_columns_the_declared_indexes_read() -> None:

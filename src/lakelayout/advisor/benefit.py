@@ -246,13 +246,9 @@ def estimate(
     one dimension (``n_curve`` counts as given, 0 for a tree). None: at least
     one curve dimension is priced, as calibrated.
     """
-    route = 0.0 if route_seconds is None else float(route_seconds)
-    if not math.isfinite(route) or route < 0:
-        raise InvalidOption(f"estimate(): route_seconds must be >= 0, got {route_seconds}")
+    route = _timed_part("route_seconds", route_seconds)
     measured = collect_seconds is not None
-    collect = 0.0 if collect_seconds is None else float(collect_seconds)
-    if not math.isfinite(collect) or collect < 0:
-        raise InvalidOption(f"estimate(): collect_seconds must be >= 0, got {collect_seconds}")
+    collect = _timed_part("collect_seconds", collect_seconds)
     rewritten = max(0, candidate_bytes - kept_bytes)
     written = files_after
     if kept_bytes:
@@ -352,3 +348,11 @@ def decide(estimates: Sequence[Estimate]) -> tuple[Estimate | None, Estimate | N
 
 def _mib(n: float) -> str:
     return f"{n / 2**20:,.2f} MiB"
+
+
+def _timed_part(name: str, seconds: float | None) -> float:
+    """A part of an estimate's cost timed by the caller (None: not timed, 0)."""
+    value = 0.0 if seconds is None else float(seconds)
+    if not math.isfinite(value) or value < 0:
+        raise InvalidOption(f"estimate(): {name} must be >= 0, got {seconds}")
+    return value

@@ -355,13 +355,13 @@ def _recommend(
         kept_rows = 0 if kept is None else int(np.maximum(rows[kept], 0).sum())
         written = max(1, cand.layout.n_blocks)
         rewritten = max(0, rows_total - kept_rows)
-        collect = collect_seconds(collect_per_row, rewritten, written, parallelism)
+        collect = spread_over_tasks(collect_per_row, rewritten, written, parallelism)
         route = None
         if cand.family in TIMED_ROUTING:
             per_row = cfg.route_seconds_per_row
             if per_row is None:
                 per_row = cand.assign_seconds / sample.num_rows
-            route = collect_seconds(per_row, rewritten, written, parallelism)
+            route = spread_over_tasks(per_row, rewritten, written, parallelism)
         return estimate(
             cand.family,
             cand.describe(),
@@ -442,10 +442,10 @@ def _recommend(
 TIMED_ROUTING = frozenset({"qdtree", "pando"})
 
 
-def collect_seconds(per_row: float, rows: int, files: int, parallelism: int) -> float:
-    """Seconds the writing tasks of a rewrite spend collecting the declared indexes over
-    ``rows`` rows, ``per_row`` as timed on one core: the ``files`` files are written
-    by as many tasks, at most ``parallelism`` of them at once."""
+def spread_over_tasks(per_row: float, rows: int, files: int, parallelism: int) -> float:
+    """Seconds the tasks of a rewrite spend on per-row work (collecting indexes, routing)
+    over ``rows`` rows, ``per_row`` as timed on one core: the ``files`` files are
+    written by as many tasks, at most ``parallelism`` of them at once."""
     return per_row * rows / max(1, min(parallelism, files))
 
 
@@ -546,7 +546,7 @@ def _cannot_pay(
     the other files (all coefficients are >= 0), plus ``collect_floor``:
     collecting the declared indexes and the new statistics over every row
     with every task at work, the least any candidate pays for them
-    (:func:`collect_seconds`). When that saving does not
+    (:func:`spread_over_tasks`). When that saving does not
     beat that cost × margin, full pricing would say no rewrite as well.
 
     The second exit weighs the decision's own work: fitting every family on the
