@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -313,3 +314,56 @@ def test_arrow_failures_surface_as_predicate_errors() -> None:
     assert str(err.value) == (
         "evaluating 'd0 < d18' failed: Rescaling Decimal value would cause data loss"
     )
+
+
+MAP_KEYS = st.one_of(st.sampled_from(["a", "b", "", "é", "\x00"]), st.text(max_size=3))
+MAPS = st.lists(
+    st.one_of(
+        st.none(),
+        st.lists(st.tuples(MAP_KEYS, st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)))),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    maps=MAPS,
+    key=st.one_of(st.none(), MAP_KEYS),
+    cut=st.tuples(st.integers(0, 12), st.integers(0, 12)),
+)
+def test_property_map_element_is_arrows_first_lookup(
+    maps: list[list[tuple[str, int | None]] | None], key: str | None, cut: tuple[int, int]
+) -> None:
+    """``m[k]`` on any slice (NULL maps, empty maps, repeated keys, NULL values) is the
+    value of the first entry with that key, as Arrow's ``map_lookup`` finds it."""
+    from lakelayout.expr.evaluate import _map_first
+
+    array = pa.array(maps, pa.map_(pa.string(), pa.int64()))
+    start = min(cut[0], len(maps))
+    part = array.slice(start, cut[1])
+    got = _map_first(part, pa.scalar(key, pa.string()))
+    want = [None if m is None else next((v for k, v in m if k == key), None) for m in maps]
+    assert got.to_pylist() == want[start : start + cut[1]]
+    if key is not None:
+        assert got.equals(pc.map_lookup(part, query_key=pa.scalar(key), occurrence="first"))
+    # through the evaluator, on a table of two chunks
+    table = pa.Table.from_batches(
+        [pa.record_batch({"m": array.slice(0, start)}), pa.record_batch({"m": array.slice(start)})]
+    )
+    if key is not None and key.isprintable() and not {"'", "\\"} & set(key):
+        term = parse_term(f"m['{key}']", table.schema)
+        assert evaluate_term(term, table).to_pylist() == want
+
+
+def test_map_element_of_a_null_map_is_null_even_when_it_spans_entries() -> None:
+    """A NULL slot's offsets may cover entries (Arrow allows it): they are not its own."""
+    from lakelayout.expr.evaluate import _map_first
+
+    maps = pa.MapArray.from_arrays(
+        pa.array([0, 1, 3, 4]), pa.array(["a", "a", "b", "a"]), pa.array([1, 2, 3, 4]),
+        mask=pa.array([False, True, False]),
+    )  # fmt: skip
+    assert maps.to_pylist() == [[("a", 1)], None, [("a", 4)]]
+    assert _map_first(maps, pa.scalar("a")).to_pylist() == [1, None, 4]
+    assert _map_first(maps.slice(1), pa.scalar("a")).to_pylist() == [None, 4]

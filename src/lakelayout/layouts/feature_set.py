@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from lakelayout.errors import LayoutError
 from lakelayout.expr.codec import schema_from_json, schema_to_json
-from lakelayout.expr.evaluate import evaluate
+from lakelayout.expr.evaluate import Evaluator
 from lakelayout.expr.nodes import And, BoolConst, Expr, Opaque, Or, Predicate
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.expr.visitor import PredicateVisitor
@@ -226,8 +226,9 @@ class FeatureSet:
     def vectors(self, data: pa.Table | pa.RecordBatch) -> np.ndarray:
         """uint64 bit vector per row: bit i set iff feature i is TRUE on the row."""
         out = np.zeros(data.num_rows, dtype=np.uint64)
+        ev = Evaluator(data)
         for i, feature in enumerate(self.features):
-            hit = np.asarray(evaluate(feature.predicate, data), dtype=bool)
+            hit = np.asarray(ev.mask(feature.predicate), dtype=bool)
             out |= hit.astype(np.uint64) << np.uint64(i)
         return out
 

@@ -54,6 +54,7 @@ from lakelayout.layouts.cuts import (
 from lakelayout.layouts.virtual import bind_workload
 
 if TYPE_CHECKING:
+    from lakelayout.expr.evaluate import Evaluator
     from lakelayout.layouts.zorder import CurveLayout
     from lakelayout.stats.model import FileStats
 
@@ -134,8 +135,11 @@ class CutTree:
 
     def route(self, batch: pa.Table | pa.RecordBatch) -> np.ndarray:
         """Leaf number (int64) of every row: one mask per distinct cut, index arrays per node."""
+        from lakelayout.expr.evaluate import Evaluator
+
         out = np.zeros(batch.num_rows, dtype=np.int64)
         masks: dict[int, np.ndarray] = {}
+        ev = Evaluator(batch)
         stack: list[tuple[int, np.ndarray]] = [(0, np.arange(batch.num_rows))]
         while stack:
             node, idx = stack.pop()
@@ -144,7 +148,7 @@ class CutTree:
                 out[idx] = self._leaf_of_node[node]
                 continue
             if c not in masks:
-                masks[c] = _evaluate_cut(self.cuts[c], batch)
+                masks[c] = _evaluate_cut(self.cuts[c], ev)
             m = masks[c][idx]
             stack.append((self.node_true[node], idx[m]))
             stack.append((self.node_false[node], idx[~m]))
@@ -261,11 +265,9 @@ class CutTree:
                 raise LayoutError(f"cut tree node {i} is malformed: cut={c} children=({t}, {f})")
 
 
-def _evaluate_cut(cut: Cut, batch: pa.Table | pa.RecordBatch) -> np.ndarray:
-    from lakelayout.expr.evaluate import evaluate
-
+def _evaluate_cut(cut: Cut, ev: Evaluator) -> np.ndarray:
     try:
-        return np.asarray(evaluate(cut.atom, batch), dtype=bool)
+        return np.asarray(ev.mask(cut.atom), dtype=bool)
     except LakelayoutError as exc:
         raise LayoutError(f"cannot evaluate cut {cut.sql()!r} on the batch: {exc}") from exc
 
@@ -299,8 +301,9 @@ class Workspace:
     @classmethod
     def build(cls, sample: pa.Table, queries: list[Predicate]) -> Workspace:
         """Candidate cuts that can be evaluated, split the sample, and skip something."""
-        from lakelayout.expr.evaluate import evaluate
+        from lakelayout.expr.evaluate import Evaluator
 
+        ev = Evaluator(sample)
         qkeys = [query_keys(q) for q in queries]
         plans = [plan_query(q) for q in queries]
         by_key: dict[str, list[int]] = {}
@@ -317,7 +320,7 @@ class Workspace:
             if not (skip_t.any() or skip_f.any()):
                 continue
             try:
-                mask = np.asarray(evaluate(cut.atom, sample), dtype=bool)
+                mask = np.asarray(ev.mask(cut.atom), dtype=bool)
             except LakelayoutError:
                 continue  # a cut the evaluator cannot compute cannot route rows
             hits = int(mask.sum())

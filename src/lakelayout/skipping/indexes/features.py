@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelayout.errors import InvalidOption, PredicateError
-from lakelayout.expr.evaluate import evaluate
+from lakelayout.expr.evaluate import evaluate, evaluate_all
 from lakelayout.expr.nodes import Predicate
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.skipping.indexes.base import Batch, Clause, Index, Udf, null_mask, register
@@ -102,13 +102,12 @@ class Features(Index):
         if not len(starts):
             return []
         at = np.asarray(starts, dtype=np.int64)
-        bits: dict[str, np.ndarray] = {}
         try:
-            for i, pred in enumerate(self.predicates):
-                bits[f"t{i}"] = np.logical_or.reduceat(evaluate(pred, rows), at)
-                bits[f"f{i}"] = np.logical_or.reduceat(evaluate(pred.negate(), rows), at)
+            masks = evaluate_all(_with_negations(self.predicates), rows)
         except PredicateError:  # a block where it fails is unknown: decide block by block
             return super().collect_blocks(rows, starts)
+        names = _bit_names(len(masks))
+        bits = {name: np.logical_or.reduceat(m, at) for name, m in zip(names, masks, strict=True)}
         return [{name: bool(v[j]) for name, v in bits.items()} for j in range(len(at))]
 
     def label(self, node: Predicate) -> Clause | None:
@@ -134,20 +133,33 @@ class Features(Index):
         return cls(expression, **params)
 
 
+def _with_negations(predicates: Sequence[Predicate]) -> list[Predicate]:
+    """Each predicate followed by its negation: the two bits a feature stores."""
+    return [q for p in predicates for q in (p, p.negate())]
+
+
+def _bit_names(n: int) -> list[str]:
+    """The bit names of :func:`_with_negations`' ``n`` masks, in their order."""
+    return [f"{'tf'[k % 2]}{k // 2}" for k in range(n)]
+
+
 class _FeatureCollector:
     def __init__(self, predicates: list[Predicate]) -> None:
         self.predicates = predicates
+        self.both = _with_negations(predicates)
         self.any_true = np.zeros(len(predicates), dtype=bool)
         self.any_false = np.zeros(len(predicates), dtype=bool)
         self.failed = False
 
     def add(self, batch: Batch) -> None:
         try:
-            for i, pred in enumerate(self.predicates):
-                self.any_true[i] |= bool(evaluate(pred, batch).any())
-                self.any_false[i] |= bool(evaluate(pred.negate(), batch).any())
+            masks = evaluate_all(self.both, batch)
         except PredicateError:
             self.failed = True
+            return
+        for i in range(len(self.predicates)):
+            self.any_true[i] |= bool(masks[2 * i].any())
+            self.any_false[i] |= bool(masks[2 * i + 1].any())
 
     def result(self) -> dict[str, bool] | None:
         if self.failed:
