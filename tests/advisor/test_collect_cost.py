@@ -198,3 +198,31 @@ def test_a_trees_routing_is_timed_on_the_sample_and_a_curves_is_calibrated() -> 
         values=files.total_rows * len(inputs.schema),
     )
     assert tree.cost_seconds - tree.route_seconds == pytest.approx(calibrated)
+
+
+def test_a_trees_timed_routing_includes_the_sort_key_the_tasks_compute(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The writing tasks call ``layout.route`` (leaf and in-file sort key): a tree whose
+    sort key is slow is priced with it (the logs Qd-tree's inner Z-order was missed)."""
+    from lakelayout.layouts import QdTreeLayout
+
+    plain = QdTreeLayout.sort_key
+    delay = 0.2
+
+    def slow_key(self: QdTreeLayout, batch: pa.Table) -> np.ndarray | None:
+        time.sleep(delay)
+        return plain(self, batch)
+
+    monkeypatch.setattr(QdTreeLayout, "sort_key", slow_key)
+    rec = recommend(
+        _inputs(_data(), slow_index=False, parallelism=1),
+        model=MODEL,
+        benefit=BenefitConfig(horizon_queries=1000.0, collect_seconds_per_row=0.0),
+        families=("qdtree",),
+        bounds=False,
+    )
+    (tree,) = rec.estimates
+    (cand,) = [c for c in rec.candidates if c.layout is not None]
+    assert cand.route_sample_seconds >= delay
+    assert tree.route_seconds >= delay * ROWS / SAMPLED

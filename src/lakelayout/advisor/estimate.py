@@ -258,9 +258,9 @@ class Candidate:
     error: str | None = None
     #: fitting, assigning the sample and building its virtual files (pricing is shared)
     fit_seconds: float = 0.0
-    #: of ``fit_seconds``, routing the sample's rows to their blocks (``layout.assign``):
-    #: what a rewrite's tasks do to every row it writes
-    assign_seconds: float = 0.0
+    #: of ``fit_seconds``, routing the sample's rows (``layout.route``: each row's block
+    #: and its sort key inside the block): what a rewrite's tasks do to every row
+    route_sample_seconds: float = 0.0
 
     def describe(self) -> str:
         parts = []
@@ -313,9 +313,9 @@ def candidates(
         started = time.perf_counter()
         try:
             cand.layout = fit(sample)
-            assigning = time.perf_counter()
-            blocks = np.asarray(cand.layout.assign(sample), dtype=np.int64)
-            cand.assign_seconds = time.perf_counter() - assigning
+            routing = time.perf_counter()
+            blocks = np.asarray(cand.layout.route(sample)[0], dtype=np.int64)
+            cand.route_sample_seconds = time.perf_counter() - routing
             fitted.append((cand, virtual_files(sample, blocks, indexes)))
         except Exception as exc:  # one family that cannot be fitted must not sink the others
             cand.layout, cand.error = None, f"{type(exc).__name__}: {exc}"

@@ -360,7 +360,7 @@ def _recommend(
         if cand.family in TIMED_ROUTING:
             per_row = cfg.route_seconds_per_row
             if per_row is None:
-                per_row = cand.assign_seconds / sample.num_rows
+                per_row = cand.route_sample_seconds / sample.num_rows
             route = spread_over_tasks(per_row, rewritten, written, parallelism)
         return estimate(
             cand.family,
@@ -435,10 +435,11 @@ def _recommend(
     return rec
 
 
-#: families whose routing a decision times on the sample (``Candidate.assign_seconds``)
-#: instead of pricing it with the calibrated curve term: calibration times curves only,
-#: and a tree routes a row by testing its cuts (the logs replay: 4 µs per row for a
-#: Qd-tree, several times a curve's key)
+#: families whose routing a decision times on the sample
+#: (``Candidate.route_sample_seconds``: leaf and in-file sort key, as the writing tasks
+#: compute them) instead of pricing it with the calibrated curve term: calibration
+#: times curves only, and a tree routes a row by testing its cuts (the logs replay:
+#: 4 µs per row for a Qd-tree before cuts shared their terms, several times a curve key)
 TIMED_ROUTING = frozenset({"qdtree", "pando"})
 
 
