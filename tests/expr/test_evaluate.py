@@ -367,3 +367,12 @@ def test_map_element_of_a_null_map_is_null_even_when_it_spans_entries() -> None:
     assert maps.to_pylist() == [[("a", 1)], None, [("a", 4)]]
     assert _map_first(maps, pa.scalar("a")).to_pylist() == [1, None, 4]
     assert _map_first(maps.slice(1), pa.scalar("a")).to_pylist() == [None, 4]
+
+
+def test_map_element_with_floating_keys_is_refused_not_guessed() -> None:
+    """NaN and -0.0 keys make equality a matter of semantics: no answer (unknown), as
+    Arrow's ``map_lookup`` gives none, instead of ``==``'s."""
+    maps = pa.array([[(float("nan"), 1), (0.0, 2)]], pa.map_(pa.float64(), pa.int64()))
+    term = parse_term("m[0.0D]", pa.schema([("m", maps.type)]))
+    with pytest.raises(PredicateError):
+        evaluate_term(term, pa.table({"m": maps}))

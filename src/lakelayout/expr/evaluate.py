@@ -517,11 +517,22 @@ def _element(term: Func, v: _Values) -> Value:
     ctx = v.ctx
     base = _as_array(v.visit(term.args[0]), ctx)
     key = v.visit(term.args[1]).cast(base.type.key_type)
-    if not isinstance(key, pa.Scalar):
+    if not isinstance(key, pa.Scalar) or not _exact_keys(key.type):
         return pc.map_lookup(base, query_key=key, occurrence="first")
     if isinstance(base, pa.ChunkedArray):
         return pa.chunked_array([_map_first(c, key) for c in base.chunks], base.type.item_type)
     return _map_first(base, key)
+
+
+def _exact_keys(t: pa.DataType) -> bool:
+    """Key types :func:`_map_first` serves: those whose ``==`` has one answer and that
+    ``pc.map_lookup`` supports too (floating keys, where NaN and -0.0 make equality a
+    question of semantics, go to ``map_lookup``, which refuses them: unknown)."""
+    return (
+        pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_string(t)
+        or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+        or pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_decimal(t)
+    )  # fmt: skip
 
 
 def _map_first(maps: pa.MapArray, key: pa.Scalar) -> pa.Array:
