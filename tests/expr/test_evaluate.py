@@ -376,3 +376,26 @@ def test_map_element_with_floating_keys_is_refused_not_guessed() -> None:
     term = parse_term("m[0.0D]", pa.schema([("m", maps.type)]))
     with pytest.raises(PredicateError):
         evaluate_term(term, pa.table({"m": maps}))
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(predicates(), min_size=1, max_size=6))
+@example(["x * 2.0D > 1.5D", "x * 3.0D > 1.5D", "x + 0.0D > 0", "x + -0.0D >= 0"])
+def test_property_one_evaluator_answers_as_separate_evaluations(texts: list[str]) -> None:
+    """Sharing function terms between the predicates of one batch (and each one's
+    negation) changes no answer, and a predicate that fails still fails alone."""
+    from lakelayout.expr.evaluate import Evaluator
+
+    preds = []
+    for sql in texts:
+        pred = parse_predicate(sql, TABLE.schema)
+        preds += [pred, pred.negate()]
+    ev = Evaluator(TABLE)
+    for pred in preds + preds[::-1]:  # the second pass is answered from the shared terms
+        try:
+            alone = evaluate(pred, TABLE)
+        except PredicateError:
+            with pytest.raises(PredicateError):
+                ev.mask(pred)
+            continue
+        assert np.array_equal(ev.mask(pred), alone), pred.sql()

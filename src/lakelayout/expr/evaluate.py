@@ -287,9 +287,15 @@ class _Values(TermVisitor[Value]):
         return literal_scalar(node)
 
     def visit_func(self, node: Func) -> Value:
-        key = (node, node.sql()) if self.memo is not None else None
-        if key is not None and key in self.memo:  # type: ignore[operator]
-            return self.memo[key]  # type: ignore[index]
+        if self.memo is None:
+            return self._func(node)
+        key = (node, node.sql())
+        value = self.memo.get(key)
+        if value is None:
+            value = self.memo[key] = self._func(node)
+        return value
+
+    def _func(self, node: Func) -> Value:
         fn = _FUNCTIONS.get(node.name)
         if fn is None:
             raise PredicateError(
@@ -297,12 +303,9 @@ class _Values(TermVisitor[Value]):
                 "function or not supported by lakelayout's evaluator"
             )
         try:
-            value = fn(node, self)
+            return fn(node, self)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
             raise PredicateError(f"evaluating {node.sql()!r} failed: {err}") from None
-        if key is not None:
-            self.memo[key] = value  # type: ignore[index]
-        return value
 
 
 def literal_scalar(node: Literal) -> pa.Scalar:
