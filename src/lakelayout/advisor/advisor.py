@@ -47,7 +47,7 @@ from lakelayout.advisor.decisions import (
     fitting_per_row,
     rewrite_correction,
 )
-from lakelayout.advisor.estimate import FAMILIES, bytes_read, per_distinct
+from lakelayout.advisor.estimate import FAMILIES, bytes_read
 from lakelayout.advisor.querylog import QueryLog
 from lakelayout.advisor.recommend import Inputs, Recommendation, recommend
 from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
@@ -343,7 +343,8 @@ class Advisor:
             ]
             if not still:
                 continue
-            saved = float(np.mean(_saved_bytes(after, old, new)))
+            memo_key = (self.table.uri, int(row["version_after"]), snap.schema.to_string())
+            saved = float(np.mean(_saved_bytes(after, old, new, memo_key)))
             if saved >= estimated_saving / self.benefit.margin:
                 continue
             chosen[still] = True
@@ -963,10 +964,35 @@ def _rewrite_files(table_uri: str, version: int) -> tuple[FileStats, FileStats]:
     return _REWRITES[key]
 
 
-def _saved_bytes(predicates: Sequence[Predicate], old: FileStats, new: FileStats) -> list[float]:
+#: (table root, version of a rewrite, schema) -> predicate text -> bytes it read less from
+#: the files that rewrite wrote than from those it replaced: each decision re-checks the
+#: rewrites of the table over its window, and consecutive windows share most queries
+_SAVED: dict[tuple[str, int, str], dict[str, float]] = {}
+
+
+def _saved_bytes(
+    predicates: Sequence[Predicate],
+    old: FileStats,
+    new: FileStats,
+    key: tuple[str, int, str] | None = None,
+) -> list[float]:
     """Per predicate: bytes it reads from ``old`` minus from ``new`` (min/max pruning on
-    both sides; each distinct predicate text planned once: windows repeat queries)."""
-    return per_distinct(predicates, lambda p: float(bytes_read(p, old) - bytes_read(p, new)))
+    both sides). Each distinct predicate text is planned once; with ``key`` (the rewrite
+    ``old`` -> ``new`` is) once only across the calls for that rewrite (the answers kept
+    are those of the latest call's predicates: a window's worth)."""
+    known = {} if key is None else _SAVED.get(key, {})
+    out, kept = [], {}
+    for pred in predicates:
+        text = pred.sql()
+        if text not in kept:
+            saved = known.get(text)
+            if saved is None:
+                saved = float(bytes_read(pred, old) - bytes_read(pred, new))
+            kept[text] = saved
+        out.append(kept[text])
+    if key is not None:
+        _SAVED[key] = kept
+    return out
 
 
 def _unclustered(table_uri: str, files: FileStats) -> FileStats:
