@@ -47,7 +47,7 @@ from lakelayout.advisor.decisions import (
     fitting_per_row,
     rewrite_correction,
 )
-from lakelayout.advisor.estimate import FAMILIES, bytes_read
+from lakelayout.advisor.estimate import FAMILIES, bytes_read, per_distinct
 from lakelayout.advisor.querylog import QueryLog
 from lakelayout.advisor.recommend import Inputs, Recommendation, recommend
 from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
@@ -980,16 +980,13 @@ def _saved_bytes(
     both sides). Each distinct predicate text is planned once; with ``key`` (the rewrite
     ``old`` -> ``new`` is) once only across the calls for that rewrite (the answers kept
     are those of the latest call's predicates: a window's worth)."""
-    known = {} if key is None else _SAVED.get(key, {})
-    out, kept = [], {}
-    for pred in predicates:
-        text = pred.sql()
-        if text not in kept:
-            saved = known.get(text)
-            if saved is None:
-                saved = float(bytes_read(pred, old) - bytes_read(pred, new))
-            kept[text] = saved
-        out.append(kept[text])
+    kept: dict[str, float] = {}
+    out = per_distinct(
+        predicates,
+        lambda p: float(bytes_read(p, old) - bytes_read(p, new)),
+        known=None if key is None else _SAVED.get(key),
+        seen=kept,
+    )
     if key is not None:
         _SAVED[key] = kept
     return out

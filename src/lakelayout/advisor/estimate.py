@@ -69,15 +69,23 @@ def bytes_read(
 _T = TypeVar("_T")
 
 
-def per_distinct(predicates: Sequence[Predicate], fn: Callable[[Predicate], _T]) -> list[_T]:
+def per_distinct(
+    predicates: Sequence[Predicate],
+    fn: Callable[[Predicate], _T],
+    *,
+    known: Mapping[str, _T] | None = None,
+    seen: dict[str, _T] | None = None,
+) -> list[_T]:
     """``[fn(p) for p in predicates]`` with ``fn`` called once per distinct predicate (by its
-    canonical SQL): a window repeats queries, and planning is the cost."""
-    seen: dict[str, _T] = {}
+    canonical SQL): a window repeats queries, and planning is the cost. Answers in
+    ``known`` (by SQL) are taken instead of calling ``fn``; ``seen``, when given, is
+    filled with this call's answers."""
+    seen = {} if seen is None else seen
     out = []
     for pred in predicates:
         key = pred.sql()
         if key not in seen:
-            seen[key] = fn(pred)
+            seen[key] = known[key] if known is not None and key in known else fn(pred)
         out.append(seen[key])
     return out
 

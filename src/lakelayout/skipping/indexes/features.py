@@ -52,6 +52,9 @@ class Features(Index):
             )
         self.texts = [str(p) for p in predicates]
         self._preds: list[Predicate] | None = None
+        #: a bound index's predicates each followed by its negation: the bits ``t<i>`` and
+        #: ``f<i>`` are where they hold
+        self._bits: list[Predicate] | None = None
         #: a bound index's labels by the SQL of the node they label (built on first use)
         self._labels: dict[str, Clause] | None = None
 
@@ -64,8 +67,11 @@ class Features(Index):
     @property
     def predicates(self) -> list[Predicate]:
         if self._preds is None:
-            raise InvalidOption(f"index {self.name} is not bound: call bind(schema) first")
+            raise self._not_bound()
         return self._preds
+
+    def _not_bound(self) -> InvalidOption:
+        return InvalidOption(f"index {self.name} is not bound: call bind(schema) first")
 
     def columns(self) -> frozenset[str] | None:
         if self._preds is None:
@@ -74,18 +80,24 @@ class Features(Index):
 
     def bind(self, schema: pa.Schema) -> Features:
         preds = [parse_predicate(text, schema) for text in self.texts]
+        bits = [q for p in preds for q in (p, p.negate())]
         empty = schema.empty_table()
-        for text, pred in zip(self.texts, preds, strict=True):
+        for k, pred in enumerate(bits):
             try:
                 evaluate(pred, empty)
-                evaluate(pred.negate(), empty)
             except PredicateError as err:
                 raise InvalidOption(
-                    f"Features predicate {text!r} cannot be evaluated on data: {err}"
+                    f"Features predicate {self.texts[k // 2]!r} cannot be evaluated on data: {err}"
                 ) from None
         bound = copy.copy(self)
-        bound._preds, bound._labels = preds, None
+        bound._preds, bound._bits, bound._labels = preds, bits, None
         return bound
+
+    def _bit_predicates(self) -> list[Predicate]:
+        """Feature ``i``'s predicate at ``2 i``, its negation at ``2 i + 1``."""
+        if self._bits is None:
+            raise self._not_bound()
+        return self._bits
 
     @property
     def arrow_type(self) -> pa.DataType:
@@ -95,7 +107,7 @@ class Features(Index):
         return pa.struct(fields)
 
     def collector(self) -> _FeatureCollector:
-        return _FeatureCollector(self.predicates)
+        return _FeatureCollector(self._bit_predicates())
 
     def collect_blocks(self, rows: pa.Table, starts: Sequence[int]) -> list[Any]:
         """Every block's bits from one evaluation of each predicate over all rows."""
@@ -103,11 +115,13 @@ class Features(Index):
             return []
         at = np.asarray(starts, dtype=np.int64)
         try:
-            masks = evaluate_all(_with_negations(self.predicates), rows)
+            masks = evaluate_all(self._bit_predicates(), rows)
         except PredicateError:  # a block where it fails is unknown: decide block by block
             return super().collect_blocks(rows, starts)
-        names = _bit_names(len(masks))
-        bits = {name: np.logical_or.reduceat(m, at) for name, m in zip(names, masks, strict=True)}
+        bits = {}
+        for i in range(len(masks) // 2):
+            bits[f"t{i}"] = np.logical_or.reduceat(masks[2 * i], at)
+            bits[f"f{i}"] = np.logical_or.reduceat(masks[2 * i + 1], at)
         return [{name: bool(v[j]) for name, v in bits.items()} for j in range(len(at))]
 
     def label(self, node: Predicate) -> Clause | None:
@@ -115,9 +129,8 @@ class Features(Index):
         first feature that matches wins, its own text before its negation's."""
         if self._labels is None:
             labels: dict[str, Clause] = {}
-            for i, pred in enumerate(self.predicates):
-                labels.setdefault(pred.sql(), FeatureClause(i, True))
-                labels.setdefault(pred.negate().sql(), FeatureClause(i, False))
+            for k, pred in enumerate(self._bit_predicates()):
+                labels.setdefault(pred.sql(), FeatureClause(k // 2, k % 2 == 0))
             self._labels = labels
         return self._labels.get(node.sql())
 
@@ -133,31 +146,21 @@ class Features(Index):
         return cls(expression, **params)
 
 
-def _with_negations(predicates: Sequence[Predicate]) -> list[Predicate]:
-    """Each predicate followed by its negation: the two bits a feature stores."""
-    return [q for p in predicates for q in (p, p.negate())]
-
-
-def _bit_names(n: int) -> list[str]:
-    """The bit names of :func:`_with_negations`' ``n`` masks, in their order."""
-    return [f"{'tf'[k % 2]}{k // 2}" for k in range(n)]
-
-
 class _FeatureCollector:
-    def __init__(self, predicates: list[Predicate]) -> None:
-        self.predicates = predicates
-        self.both = _with_negations(predicates)
-        self.any_true = np.zeros(len(predicates), dtype=bool)
-        self.any_false = np.zeros(len(predicates), dtype=bool)
+    def __init__(self, bits: list[Predicate]) -> None:
+        #: feature ``i``'s predicate at ``2 i``, its negation at ``2 i + 1``
+        self.bits = bits
+        self.any_true = np.zeros(len(bits) // 2, dtype=bool)
+        self.any_false = np.zeros(len(bits) // 2, dtype=bool)
         self.failed = False
 
     def add(self, batch: Batch) -> None:
         try:
-            masks = evaluate_all(self.both, batch)
+            masks = evaluate_all(self.bits, batch)
         except PredicateError:
             self.failed = True
             return
-        for i in range(len(self.predicates)):
+        for i in range(len(self.any_true)):
             self.any_true[i] |= bool(masks[2 * i].any())
             self.any_false[i] |= bool(masks[2 * i + 1].any())
 
@@ -165,7 +168,7 @@ class _FeatureCollector:
         if self.failed:
             return None
         out: dict[str, bool] = {}
-        for i in range(len(self.predicates)):
+        for i in range(len(self.any_true)):
             out[f"t{i}"] = bool(self.any_true[i])
             out[f"f{i}"] = bool(self.any_false[i])
         return out
