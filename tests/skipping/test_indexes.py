@@ -377,6 +377,25 @@ def test_a_feature_label_is_the_first_feature_whose_text_or_negation_matches() -
         Features(["i < 5"]).label(parse_predicate("i < 5", SCHEMA))
 
 
+def test_a_declaration_bound_again_to_the_same_schema_is_the_same_bound_index() -> None:
+    texts = ["i < 5", "s = 'a'"]
+    first = Features(texts).bind(SCHEMA)
+    assert Features(list(texts)).bind(SCHEMA) is first  # parsed and checked once
+    assert first.label(parse_predicate("NOT (s = 'a')", SCHEMA)).truth is False
+    # another schema: bound again, on its own types
+    wider = pa.schema([("i", pa.float64()), ("s", pa.string())])
+    other = Features(texts).bind(wider)
+    assert other is not first
+    assert other.predicates[0].columns() == first.predicates[0].columns()
+    assert other.key != first.key  # the literal compared with a double: 5.0 vs 5
+    with pytest.raises(InvalidOption, match="not bound"):
+        Features(texts).label(parse_predicate("i < 5", SCHEMA))  # binding left it unbound
+    # a failing declaration fails every time it is bound (nothing cached)
+    for _ in range(2):
+        with pytest.raises(InvalidOption, match="cannot be evaluated"):
+            Features(["rand() > 0.5"]).bind(SCHEMA)
+
+
 # ---------------------------------------------------------------- errors at add time
 
 

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from scipy import stats
 
 
 def dense_ranks(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -80,6 +79,8 @@ def sorting_index(key_ranks: np.ndarray, value_ranks: np.ndarray) -> float:
     untied = pairs - tied
     if untied <= 0:
         return 1.0
+    from scipy import stats  # imported by the first decision that samples, not by a scan
+
     tau = stats.kendalltau(np.arange(n), y).statistic
     if tau is None or math.isnan(tau):
         return 0.5

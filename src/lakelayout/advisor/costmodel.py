@@ -53,7 +53,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.optimize import least_squares, nnls
 
 from lakelayout.errors import InvalidOption
 
@@ -444,6 +443,8 @@ def _robust_nnls(rows: Sequence[list[float]], seconds: Sequence[float]) -> tuple
     """Non-negative robust least squares (soft-L1 loss, scale from the residuals'
     median absolute deviation), started from :func:`_nnls`; (coefficients, R² of the
     inliers, -inf when over a fifth of the points are outliers)."""
+    from scipy.optimize import least_squares  # fitting only: 1.3 s to import
+
     a = np.asarray(rows, dtype=np.float64)
     y = np.asarray(seconds, dtype=np.float64)
     scale = np.linalg.norm(a, axis=0)
@@ -472,6 +473,8 @@ def _robust_nnls(rows: Sequence[list[float]], seconds: Sequence[float]) -> tuple
 
 def _nnls(rows: Sequence[list[float]], seconds: Sequence[float]) -> tuple[np.ndarray, float]:
     """Non-negative least squares with columns scaled to unit norm; (coefficients, R²)."""
+    from scipy.optimize import nnls
+
     a = np.asarray(rows, dtype=np.float64)
     y = np.asarray(seconds, dtype=np.float64)
     scale = np.linalg.norm(a, axis=0)
