@@ -85,7 +85,7 @@ class Features(Index):
     def bind(self, schema: pa.Schema) -> Features:
         """Parsed, negated and checked on ``schema``; the same declaration bound to the
         same schema again is the same bound index (a table's catalog binds its indexes
-        for every plan: 8.6 ms per index of eight TPC-H predicates, most of a plan)."""
+        for every plan: 8.6 ms per feature index of 2-6 TPC-H predicates)."""
         key = (tuple(self.texts), schema)
         bound = _BOUND.get(key)
         if bound is None:
