@@ -396,6 +396,17 @@ def test_a_declaration_bound_again_to_the_same_schema_is_the_same_bound_index() 
             Features(["rand() > 0.5"]).bind(SCHEMA)
 
 
+def test_a_module_executed_again_leaves_the_exported_class_registered() -> None:
+    from lakelayout.skipping.indexes.base import index_kinds, register
+
+    # what a second execution of features.py defines: a class of the same module and name
+    again = type("Features", (Features,), {"__module__": Features.__module__})
+    assert register(again) is again
+    assert index_kinds()["features"] is Features
+    restored = Index.from_dict(Features(["i < 5"]).to_dict())
+    assert type(restored) is Features
+
+
 # ---------------------------------------------------------------- errors at add time
 
 

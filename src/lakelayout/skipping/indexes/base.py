@@ -109,8 +109,20 @@ IndexT = TypeVar("IndexT", bound="type[Index]")
 
 
 def register(cls: IndexT) -> IndexT:
-    """Class decorator: make an index kind loadable by :meth:`Index.from_dict`."""
-    _REGISTRY[cls.kind] = cls
+    """Class decorator: make an index kind loadable by :meth:`Index.from_dict`.
+
+    A module executed a second time under its own name (pytest's doctests with
+    ``--import-mode=importlib``) defines the same class again: the first one,
+    the one the package exports, stays registered, so a declaration read back
+    is of the class callers imported.
+    """
+    known = _REGISTRY.get(cls.kind)
+    same = known is not None and (known.__module__, known.__qualname__) == (
+        cls.__module__,
+        cls.__qualname__,
+    )
+    if not same:
+        _REGISTRY[cls.kind] = cls
     return cls
 
 
