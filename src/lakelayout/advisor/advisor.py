@@ -968,6 +968,8 @@ def _rewrite_files(table_uri: str, version: int) -> tuple[FileStats, FileStats]:
 #: the files that rewrite wrote than from those it replaced: each decision re-checks the
 #: rewrites of the table over its window, and consecutive windows share most queries
 _SAVED: dict[tuple[str, int, str], dict[str, float]] = {}
+#: rewrites whose answers are kept at once (a process that decides for many tables)
+_MAX_SAVED = 256
 
 
 def _saved_bytes(
@@ -988,6 +990,8 @@ def _saved_bytes(
         seen=kept,
     )
     if key is not None:
+        if key not in _SAVED and len(_SAVED) >= _MAX_SAVED:
+            _SAVED.clear()
         _SAVED[key] = kept
     return out
 
