@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lakelayout.advisor.analyzer import (
     ADDITIONAL,
@@ -21,6 +23,7 @@ from lakelayout.advisor.analyzer import (
 from lakelayout.advisor.correlation import (
     Edge,
     Graph,
+    discordant_pairs,
     mean_square_contingency,
     sorting_index,
     traverse,
@@ -190,6 +193,37 @@ def test_sorting_index_and_contingency() -> None:
     a = np.arange(100) % 2 == 0
     assert mean_square_contingency(a, a) == 1.0
     assert mean_square_contingency(a, np.ones(100, bool)) == 0.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 2**40), max_size=60), st.integers(1, 2**40))
+def test_discordant_pairs_count_every_descending_pair_once(values: list[int], span: int) -> None:
+    y = np.array([v % span for v in values], dtype=np.int64)  # small spans: many ties
+    expected = sum(1 for i in range(len(y)) for j in range(i + 1, len(y)) if y[i] > y[j])
+    assert discordant_pairs(y) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(-5, 5), st.integers(-(2**62), 2**62)), min_size=2, max_size=80)
+)
+def test_sorting_index_is_ascending_pairs_over_untied_pairs(rows: list[tuple[int, int]]) -> None:
+    from scipy import stats
+
+    keys = np.array([k for k, _ in rows], dtype=np.int64)
+    values = np.array([v for _, v in rows], dtype=np.int64)
+    y = values[np.argsort(keys, kind="stable")]
+    n = len(y)
+    ascending = sum(1 for i in range(n) for j in range(i + 1, n) if y[i] < y[j])
+    descending = sum(1 for i in range(n) for j in range(i + 1, n) if y[i] > y[j])
+    if ascending + descending == 0:
+        assert sorting_index(keys, values) == 1.0
+        return
+    assert sorting_index(keys, values) == pytest.approx(ascending / (ascending + descending))
+    # the same as Kendall's tau-b (the x side untied) rescaled to the untied pairs
+    pairs, untied = n * (n - 1) / 2, ascending + descending
+    tau = stats.kendalltau(np.arange(n), y).statistic
+    assert sorting_index(keys, values) == pytest.approx((1 + tau * (pairs / untied) ** 0.5) / 2)
 
 
 def test_traversal_keeps_a_neighbour_with_other_correlations_in_play() -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lakelayout.advisor.costmodel import (
     DEFAULTS,
@@ -86,3 +88,80 @@ def test_a_model_with_the_tables_reads_keeps_its_rewrite_terms() -> None:
         10**8, 10, values=10**7
     )
     assert "fitted on this table's last 40 timed queries" in model.source
+
+
+def _scipy_robust_nnls(rows: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The same fit through scipy (what the advisor ran before it was written in numpy)."""
+    from scipy.optimize import least_squares, nnls
+
+    scale = np.linalg.norm(rows, axis=0)
+    scale[scale == 0] = 1.0
+    scaled = rows / scale
+    start, _ = nnls(scaled, y)
+    f_scale = max(1.4826 * float(np.median(np.abs(y - scaled @ start))), 1e-4)
+    result = least_squares(
+        lambda x: scaled @ x - y, start, bounds=(0.0, np.inf), loss="soft_l1", f_scale=f_scale
+    )
+    return np.maximum(result.x, 0.0) / scale
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(5, 80),
+    st.sampled_from([0.001, 0.01, 0.1]),
+    st.integers(0, 8),
+    st.floats(-0.2, 0.3),
+)
+def test_the_numpy_fit_finds_scipys_minimum(
+    seed: int, n: int, noise: float, slow: int, fixed: float
+) -> None:
+    """The reweighted fit reaches the soft-L1 minimum scipy's least_squares finds (the
+    loss is convex, so one minimum): equal loss, and equal read prices where the
+    minimum is well determined. A negative fixed term puts that coefficient on its bound."""
+    from lakelayout.advisor.costmodel import _robust_nnls, _small_nnls
+
+    rng = np.random.default_rng(seed)
+    files = rng.integers(0, 101, n).astype(np.float64)
+    nbytes = files * FILE_BYTES + rng.integers(0, FILE_BYTES // 4, n) * (files > 0)
+    y = fixed + PER_BYTE * nbytes + PER_FILE * files + rng.normal(0, noise, n)
+    y[:slow] *= 10
+    rows = np.column_stack([np.ones(n), nbytes, files])
+    mine, _ = _robust_nnls(rows.tolist(), y.tolist())
+    theirs = _scipy_robust_nnls(rows, y)
+    assert (mine >= 0).all()
+
+    def loss(coef: np.ndarray) -> float:
+        scale = np.linalg.norm(rows, axis=0)
+        start = _small_nnls(rows / scale, y)
+        f = max(1.4826 * float(np.median(np.abs(y - (rows / scale) @ start))), 1e-4)
+        z = ((rows @ coef - y) / f) ** 2
+        return float((2 * (np.sqrt(1 + z) - 1)).sum())
+
+    assert loss(mine) <= loss(theirs) * (1 + 1e-6) + 1e-9
+    price = np.array([1.0, FILE_BYTES, 1.0])
+    assert mine @ price == pytest.approx(theirs @ price, rel=0.02, abs=1e-4)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 30), st.integers(1, 4))
+def test_small_nnls_is_scipys_nnls(seed: int, n: int, k: int) -> None:
+    from scipy.optimize import nnls
+
+    from lakelayout.advisor.costmodel import _small_nnls
+
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(n, k))
+    y = rng.normal(size=n)
+    mine = _small_nnls(a, y)
+    theirs, _ = nnls(a, y)
+    assert (mine >= 0).all()
+    assert np.linalg.norm(a @ mine - y) == pytest.approx(np.linalg.norm(a @ theirs - y), rel=1e-7)
+
+
+def test_queries_the_line_fits_exactly_are_all_described_by_it() -> None:
+    # residuals of rounding size only: every query is within the fit, none an outlier
+    exact = [QueryObservation(0.1 + 0.72e-3 * 3 * k, 3 * k * 2**20, 3 * k) for k in range(30)]
+    fit = fit_reads(exact)
+    assert fit is not None and fit.r2 == pytest.approx(1.0)
+    assert fit.file_seconds() == pytest.approx(0.72e-3, rel=1e-6)  # a 1 MiB file
