@@ -18,6 +18,7 @@ from lakelayout.advisor.benefit import BenefitConfig
 from lakelayout.advisor.costmodel import DEFAULTS
 from lakelayout.advisor.recommend import Recommendation
 from lakelayout.api import Table
+from lakelayout.expr import parse as parse_module
 from lakelayout.table.datafile import DataFile
 
 from .test_auto import CHEAP, _batch, _filtered_scans
@@ -65,7 +66,7 @@ def _assert_close(a: Any, b: Any, path: str = "") -> None:
 
 def _cold() -> None:
     advisor_module._SAMPLES.clear()
-    advisor_module._PARSED.clear()
+    parse_module._BOUND.clear()
 
 
 def test_the_decision_is_the_same_with_cold_caches_warm_caches_and_no_bounds(

@@ -243,15 +243,15 @@ def test_parsing_is_memoized_per_schema_functions_and_time_zone() -> None:
     narrow = pa.schema([("a", pa.int64())])
     wide = pa.schema([("a", pa.int64()), ("b", pa.int64())])
     text = "b > 3 AND a < 2"
-    first = advisor_module._parse_cached(text, (narrow, (), "UTC"))
+    first = advisor_module._parse(text, (narrow, (), "UTC"))
     assert first is None  # b is unknown in the narrow schema
-    evolved = advisor_module._parse_cached(text, (wide, (), "UTC"))  # a new schema parses again
+    evolved = advisor_module._parse(text, (wide, (), "UTC"))  # a new schema parses again
     assert evolved is not None and evolved.sql() == parse_predicate(text, wide).sql()
-    assert advisor_module._parse_cached(text, (wide, (), "UTC")) is evolved
+    assert advisor_module._parse(text, (wide, (), "UTC")) is evolved
     udf = "f(a) = 'x'"
-    unknown = advisor_module._parse_cached(udf, (wide, (), "UTC"))
+    unknown = advisor_module._parse(udf, (wide, (), "UTC"))
     assert isinstance(unknown, Opaque)  # an unknown function: opaque to lakelayout
-    known = advisor_module._parse_cached(udf, (wide, (("f", pa.string()),), "UTC"))
+    known = advisor_module._parse(udf, (wide, (("f", pa.string()),), "UTC"))
     assert known is not None and not isinstance(known, Opaque)  # a declared UDF parses again
 
 

@@ -556,7 +556,7 @@ class Advisor:
 
         def parsed(rows: Sequence[int]) -> list[Predicate]:
             """The predicates of log ``rows`` that bind to the table after the rewrite."""
-            bound = (_parse_cached(str(texts[i]), context) for i in rows)
+            bound = (_parse(str(texts[i]), context) for i in rows)
             return [p for p in bound if p is not None]
 
         saved = _saved_bytes(parsed(later), old, new)
@@ -668,7 +668,7 @@ class Advisor:
             data.column("files_kept").to_pylist(),
             strict=True,
         ):
-            pred = _parse_cached(text, context)
+            pred = _parse(text, context)
             if pred is None:
                 out.unparsed += 1
                 continue
@@ -907,37 +907,21 @@ def _to_schema(data: pa.Table, schema: pa.Schema) -> pa.Table:
 
 #: (schema, functions, time zone) a logged predicate is parsed against
 _ParseContext = tuple[pa.Schema, tuple[tuple[str, pa.DataType], ...], str]
-#: (predicate text, parse context) -> the bound predicate (None: it does not parse)
-_PARSED: dict[tuple[str, _ParseContext], Predicate | None] = {}
-_MAX_PARSED = 50_000
 
 
-def _parse_cached(text: str, context: _ParseContext) -> Predicate | None:
-    """:func:`_parse`, memoized across decisions.
+def _parse(text: str, context: _ParseContext) -> Predicate | None:
+    """A logged predicate bound in ``context``; None when it does not bind.
 
-    Key: the predicate's text, the table schema, the functions predicates may
-    call (name and type) and the session time zone — everything binding
-    reads, so a changed schema, a new UDF or another time zone parses again.
-    Bound predicates are immutable (frozen nodes), so sharing them is safe.
-    Every decision re-reads the window; without this, most of a decision the
-    upper bound answers is spent parsing the same texts again.
+    Every decision re-reads its window: the texts are bound once
+    (:func:`~lakelayout.expr.parse.parse_predicate` remembers a text bound to a
+    schema, functions and time zone, and a scan has bound most of them already);
+    a changed schema, a new UDF or another time zone binds again.
     """
-    key = (text, context)
-    if key not in _PARSED:
-        if len(_PARSED) >= _MAX_PARSED:
-            _PARSED.clear()
-        schema, functions, timezone = context
-        _PARSED[key] = _parse(text, schema, dict(functions), timezone)
-    return _PARSED[key]
-
-
-def _parse(
-    text: str, schema: pa.Schema, functions: dict[str, pa.DataType], timezone: str
-) -> Predicate | None:
     from lakelayout.expr.parse import parse_predicate
 
+    schema, functions, timezone = context
     try:
-        return parse_predicate(text, schema, functions=functions, timezone=timezone)
+        return parse_predicate(text, schema, functions=dict(functions), timezone=timezone)
     except LakelayoutError:
         return None
 

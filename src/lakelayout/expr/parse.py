@@ -49,7 +49,7 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
-from lakelayout.errors import PredicateError, closest
+from lakelayout.errors import LakelayoutError, PredicateError, closest
 from lakelayout.expr import coerce, numbers
 from lakelayout.expr.like import shape, tokenize
 from lakelayout.expr.nodes import (
@@ -175,12 +175,42 @@ def parse_predicate(
 ) -> Predicate:
     """Parse, bind and normalize a Spark SQL boolean expression against ``schema``.
 
+    The same text bound again with an equal schema, the same functions and
+    time zone is the same (immutable) predicate, and a text that failed
+    fails again with the same error (the last 4,096 are remembered).
+
     >>> schema = pa.schema([("l_shipdate", pa.date32()), ("l_quantity", pa.int32())])
     >>> parse_predicate("5 < L_QUANTITY AND l_shipdate >= '1995-03-01'", schema).sql()
     "(l_quantity > 5 AND l_shipdate >= DATE '1995-03-01')"
     >>> parse_predicate("l_quantity BETWEEN 1 AND 10.5", schema).sql()
     '(l_quantity <= 10 AND l_quantity >= 1)'
     """
+    key = (sql, schema, tuple(sorted((functions or {}).items())), timezone)
+    bound = _BOUND.get(key)
+    if bound is None:
+        try:
+            bound = _bind_predicate(sql, schema, functions, timezone)
+        except LakelayoutError as err:
+            bound = err
+        if len(_BOUND) >= _MAX_BOUND:
+            _BOUND.clear()
+        _BOUND[key] = bound
+    if isinstance(bound, LakelayoutError):
+        raise bound.with_traceback(None)
+    return bound
+
+
+#: (text, schema, functions, time zone) -> the predicate bound from them, or the error
+#: binding raised: a scan, the query log, the advisor's window and the replay bind the
+#: same texts again (2-4 ms each); nodes are frozen, so one bound predicate is shared
+_BOUND: dict[tuple[str, pa.Schema, tuple[tuple[str, pa.DataType], ...], str],
+             Predicate | LakelayoutError] = {}  # fmt: skip
+_MAX_BOUND = 4096
+
+
+def _bind_predicate(
+    sql: str, schema: pa.Schema, functions: Functions | None, timezone: str
+) -> Predicate:
     node, depth = _parse(sql, "predicate")
     with _headroom(depth, sql, "predicate"):
         binder = Binder(schema, functions, timezone, "predicate")

@@ -1,0 +1,57 @@
+"""A text bound again to the same schema, functions and time zone is the same predicate."""
+
+from __future__ import annotations
+
+import traceback
+
+import pyarrow as pa
+import pytest
+
+from lakelayout.errors import PredicateError
+from lakelayout.expr import parse as parse_module
+from lakelayout.expr import parse_predicate
+from lakelayout.expr.nodes import Opaque
+
+SCHEMA = pa.schema([("a", pa.int64()), ("ts", pa.timestamp("us", tz="UTC"))])
+
+
+def test_the_same_text_in_the_same_context_is_bound_once() -> None:
+    text = "a > 3 AND ts < '2024-01-01 00:00:00'"
+    first = parse_predicate(text, SCHEMA)
+    again = parse_predicate(
+        text, pa.schema([("a", pa.int64()), ("ts", pa.timestamp("us", tz="UTC"))])
+    )
+    assert again is first  # an equal schema built apart is the same context
+    # another time zone reads the local timestamp literal at another instant
+    zoned = parse_predicate(text, SCHEMA, timezone="America/New_York")
+    assert zoned is not first and zoned.sql() != first.sql()
+    assert zoned.sql() == parse_module._bind_predicate(text, SCHEMA, None, "America/New_York").sql()
+    # another schema binds on its own types
+    wide = parse_predicate(
+        text, pa.schema([("a", pa.float64()), ("ts", pa.timestamp("us", tz="UTC"))])
+    )
+    assert wide is not first and "3.0" in wide.sql()
+    # a call to an unknown function is opaque; declared, it binds
+    assert isinstance(parse_predicate("f(a) = 'x'", SCHEMA, functions={}), Opaque)
+    called = parse_predicate("f(a) = 'x'", SCHEMA, functions={"f": pa.string()})
+    assert not isinstance(called, Opaque)
+    assert called is parse_predicate("f(a) = 'x'", SCHEMA, functions={"f": pa.string()})
+
+
+def test_a_text_that_does_not_bind_fails_every_time_with_the_same_message() -> None:
+    def failure() -> tuple[str, int]:
+        with pytest.raises(PredicateError) as info:
+            parse_predicate("no_such_column > 1", SCHEMA)
+        return str(info.value), len(traceback.extract_tb(info.value.__traceback__))
+
+    first = failure()
+    assert "unknown column 'no_such_column'" in first[0]
+    assert failure() == first == failure()  # the message, and a traceback that does not grow
+
+
+def test_the_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parse_module, "_BOUND", {})
+    monkeypatch.setattr(parse_module, "_MAX_BOUND", 5)
+    bound = [parse_predicate(f"a > {k}", SCHEMA) for k in range(12)]
+    assert len(parse_module._BOUND) <= 5
+    assert [p.sql() for p in bound] == [f"a > {k}L" for k in range(12)]
