@@ -190,6 +190,10 @@ def test_sorting_index_and_contingency() -> None:
     assert 0.35 < sorting_index(x, noisy) < 0.65
     month = x // 10  # ties in the sorted feature do not count against it
     assert sorting_index(x, month) == 1.0
+    # booleans and unsigned values near the top of their range rank like any others
+    assert sorting_index(x[:3], np.array([True, False, True])) == 0.5
+    top = np.array([2**64 - 1, 2**64 - 3, 2**64 - 1], dtype=np.uint64)
+    assert sorting_index(x[:3], top) == 0.5
     a = np.arange(100) % 2 == 0
     assert mean_square_contingency(a, a) == 1.0
     assert mean_square_contingency(a, np.ones(100, bool)) == 0.0

@@ -16,7 +16,7 @@ from lakelayout.errors import LayoutError
 from lakelayout.expr.codec import expr_from_json, expr_to_json
 from lakelayout.expr.evaluate import evaluate
 from lakelayout.expr.nodes import Column, Compare, Literal, Opaque, Or
-from lakelayout.expr.parse import parse_predicate
+from lakelayout.expr.parse import _bind_predicate, parse_predicate
 from lakelayout.layouts.cuts import (
     RECENT_PLANS,
     Region,
@@ -341,8 +341,9 @@ def test_a_predicate_s_plan_is_built_once_and_kept_by_identity() -> None:
     query = parse_predicate(sql, schema)
     plan = plan_query(query)
     assert plan_query(query) is plan
-    twin = parse_predicate(sql, schema)
-    assert twin is not query and plan_query(twin) is not plan
+    assert parse_predicate(sql, schema) is query  # the same text binds to the same tree
+    twin = _bind_predicate(sql, schema, None, "UTC")  # an equal tree bound apart
+    assert twin is not query and twin == query and plan_query(twin) is not plan
     assert plan_query(twin) == plan
     for k in range(RECENT_PLANS):  # push it out of the cache
         plan_query(parse_predicate(f"a = {k}", schema))

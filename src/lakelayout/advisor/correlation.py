@@ -84,10 +84,12 @@ def sorting_index(key_ranks: np.ndarray, value_ranks: np.ndarray) -> float:
 
 def _dense(values: np.ndarray) -> np.ndarray:
     """Dense 0-based integer ranks of ``values`` (in their order)."""
-    if values.dtype.kind in "iub" and len(values):
+    if values.dtype.kind == "b":
+        values = values.astype(np.int64)
+    if values.dtype.kind in "iu" and len(values):
         low, high = int(values.min()), int(values.max())
         if high - low < 4 * len(values) + 1024:  # a small range: shift instead of sort
-            shifted = values.astype(np.int64) - low
+            shifted = (values - values.min()).astype(np.int64)  # in range: no overflow
             present = np.zeros(high - low + 1, dtype=np.int64)
             present[shifted] = 1
             return (np.cumsum(present) - 1)[shifted]
