@@ -9,7 +9,7 @@ import pytest
 
 from lakelayout.errors import PredicateError
 from lakelayout.expr import parse as parse_module
-from lakelayout.expr import parse_predicate
+from lakelayout.expr import parse_predicate, parse_term
 from lakelayout.expr.nodes import Opaque
 
 SCHEMA = pa.schema([("a", pa.int64()), ("ts", pa.timestamp("us", tz="UTC"))])
@@ -55,3 +55,16 @@ def test_the_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     bound = [parse_predicate(f"a > {k}", SCHEMA) for k in range(12)]
     assert len(parse_module._BOUND) <= 5
     assert [p.sql() for p in bound] == [f"a > {k}L" for k in range(12)]
+
+
+def test_terms_are_remembered_apart_from_predicates() -> None:
+    term = parse_term("a", SCHEMA)
+    assert parse_term("a", SCHEMA) is term and term.sql() == "a"
+    with pytest.raises(PredicateError):  # the same text as a predicate is not boolean
+        parse_predicate("a", SCHEMA)
+    assert parse_term("a", SCHEMA) is term
+    with pytest.raises(PredicateError, match="references no column") as first:
+        parse_term("1 + 2", SCHEMA)
+    with pytest.raises(PredicateError, match="references no column") as second:
+        parse_term("1 + 2", SCHEMA)
+    assert str(first.value) == str(second.value)

@@ -40,7 +40,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import pyarrow as pa
 import sqlglot
@@ -185,11 +185,32 @@ def parse_predicate(
     >>> parse_predicate("l_quantity BETWEEN 1 AND 10.5", schema).sql()
     '(l_quantity <= 10 AND l_quantity >= 1)'
     """
-    key = (sql, schema, tuple(sorted((functions or {}).items())), timezone)
+    return _remembered(_bind_predicate, sql, schema, functions, timezone)
+
+
+#: (binder, text, schema, functions, time zone) -> what binding returned, or the error it
+#: raised: a scan, the query log, the advisor's window and the replay bind the same
+#: predicate texts again (2-4 ms each), and every plan binds each declared index's
+#: expression; nodes are frozen, so one bound tree is shared
+_BOUND: dict[tuple[str, str, pa.Schema, tuple[tuple[str, pa.DataType], ...], str],
+             Predicate | Term | LakelayoutError] = {}  # fmt: skip
+_MAX_BOUND = 4096
+
+_T = TypeVar("_T", Predicate, Term)
+
+
+def _remembered(
+    bind: Callable[[str, pa.Schema, Functions | None, str], _T],
+    sql: str,
+    schema: pa.Schema,
+    functions: Functions | None,
+    timezone: str,
+) -> _T:
+    key = (bind.__name__, sql, schema, tuple(sorted((functions or {}).items())), timezone)
     bound = _BOUND.get(key)
     if bound is None:
         try:
-            bound = _bind_predicate(sql, schema, functions, timezone)
+            bound = bind(sql, schema, functions, timezone)
         except LakelayoutError as err:
             bound = err
         if len(_BOUND) >= _MAX_BOUND:
@@ -197,15 +218,7 @@ def parse_predicate(
         _BOUND[key] = bound
     if isinstance(bound, LakelayoutError):
         raise bound.with_traceback(None)
-    return bound
-
-
-#: (text, schema, functions, time zone) -> the predicate bound from them, or the error
-#: binding raised: a scan, the query log, the advisor's window and the replay bind the
-#: same texts again (2-4 ms each); nodes are frozen, so one bound predicate is shared
-_BOUND: dict[tuple[str, pa.Schema, tuple[tuple[str, pa.DataType], ...], str],
-             Predicate | LakelayoutError] = {}  # fmt: skip
-_MAX_BOUND = 4096
+    return bound  # type: ignore[return-value]
 
 
 def _bind_predicate(
@@ -226,9 +239,15 @@ def parse_term(
 ) -> Term:
     """Parse and bind a deterministic value expression (``month(l_shipdate)``, ``lower(url)``).
 
+    Remembered as :func:`parse_predicate` remembers predicates.
+
     >>> parse_term("MONTH(l_shipdate)", pa.schema([("l_shipdate", pa.date32())])).sql()
     'month(l_shipdate)'
     """
+    return _remembered(_bind_term, sql, schema, functions, timezone)
+
+
+def _bind_term(sql: str, schema: pa.Schema, functions: Functions | None, timezone: str) -> Term:
     node, depth = _parse(sql, "expression")
     binder = Binder(schema, functions, timezone, "expression")
     try:
