@@ -200,9 +200,13 @@ def test_sorting_index_and_contingency() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.integers(0, 2**40), max_size=60), st.integers(1, 2**40))
-def test_discordant_pairs_count_every_descending_pair_once(values: list[int], span: int) -> None:
+@given(st.lists(st.integers(0, 2**40), max_size=60), st.integers(1, 2**40), st.booleans())
+def test_discordant_pairs_count_every_descending_pair_once(
+    values: list[int], span: int, negative: bool
+) -> None:
     y = np.array([v % span for v in values], dtype=np.int64)  # small spans: many ties
+    if negative:
+        y = y - 2**41
     expected = sum(1 for i in range(len(y)) for j in range(i + 1, len(y)) if y[i] > y[j])
     assert discordant_pairs(y) == expected
 

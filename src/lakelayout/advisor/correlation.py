@@ -97,7 +97,7 @@ def _dense(values: np.ndarray) -> np.ndarray:
 
 
 def discordant_pairs(y: np.ndarray) -> int:
-    """Pairs ``i < j`` with ``y[i] > y[j]`` (ties are not discordant), ``y`` integers >= 0.
+    """Pairs ``i < j`` with ``y[i] > y[j]`` (ties are not discordant), ``y`` integers.
 
     A pair is counted once, at the highest bit where its two values differ:
     with the values grouped (stably) by their bits above ``b``, each 0 at bit
@@ -112,6 +112,7 @@ def discordant_pairs(y: np.ndarray) -> int:
     n = len(values)
     if n < 2:
         return 0
+    values = values - values.min()  # the bit levels below read non-negative values
     position = np.arange(n, dtype=np.int64)
     first = np.ones(n, dtype=bool)
     total = 0
