@@ -49,12 +49,14 @@ def test_a_text_that_does_not_bind_fails_every_time_with_the_same_message() -> N
     assert failure() == first == failure()  # the message, and a traceback that does not grow
 
 
-def test_the_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(parse_module, "_BOUND", {})
-    monkeypatch.setattr(parse_module, "_MAX_BOUND", 5)
-    bound = [parse_predicate(f"a > {k}", SCHEMA) for k in range(12)]
-    assert len(parse_module._BOUND) <= 5
-    assert [p.sql() for p in bound] == [f"a > {k}L" for k in range(12)]
+def test_the_memo_is_bounded() -> None:
+    parse_module._bound.cache_clear()
+    limit = parse_module._bound.cache_info().maxsize
+    bound = [parse_predicate(f"a > {k}", SCHEMA) for k in range(limit + 10)]
+    assert parse_module._bound.cache_info().currsize == limit
+    assert [p.sql() for p in bound[:3]] == ["a > 0L", "a > 1L", "a > 2L"]
+    assert parse_predicate("a > 0", SCHEMA) is not bound[0]  # the oldest was let go
+    assert parse_predicate(f"a > {limit + 9}", SCHEMA) is bound[-1]
 
 
 def test_terms_are_remembered_apart_from_predicates() -> None:

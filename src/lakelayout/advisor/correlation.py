@@ -72,28 +72,16 @@ def sorting_index(key_ranks: np.ndarray, value_ranks: np.ndarray) -> float:
     if n < 2:
         return 1.0
     order = np.argsort(key_ranks, kind="stable")
-    y = _dense(np.asarray(value_ranks)[order])
-    counts = np.bincount(y)
+    _, dense, counts = np.unique(
+        np.asarray(value_ranks)[order], return_inverse=True, return_counts=True
+    )
+    y = dense.reshape(-1)
     pairs = n * (n - 1) / 2
     tied = float((counts * (counts - 1) / 2).sum())
     untied = pairs - tied
     if untied <= 0:
         return 1.0
     return 1.0 - discordant_pairs(y) / untied  # C / (C + D), C + D = untied
-
-
-def _dense(values: np.ndarray) -> np.ndarray:
-    """Dense 0-based integer ranks of ``values`` (in their order)."""
-    if values.dtype.kind == "b":
-        values = values.astype(np.int64)
-    if values.dtype.kind in "iu" and len(values):
-        low, high = int(values.min()), int(values.max())
-        if high - low < 4 * len(values) + 1024:  # a small range: shift instead of sort
-            shifted = (values - values.min()).astype(np.int64)  # in range: no overflow
-            present = np.zeros(high - low + 1, dtype=np.int64)
-            present[shifted] = 1
-            return (np.cumsum(present) - 1)[shifted]
-    return np.unique(values, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
 def discordant_pairs(y: np.ndarray) -> int:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import decimal
+import functools
 import re
 import sys
 import threading
@@ -188,14 +189,6 @@ def parse_predicate(
     return _remembered(_bind_predicate, sql, schema, functions, timezone)
 
 
-#: (binder, text, schema, functions, time zone) -> what binding returned, or the error it
-#: raised: a scan, the query log, the advisor's window and the replay bind the same
-#: predicate texts again (2-4 ms each), and every plan binds each declared index's
-#: expression; nodes are frozen, so one bound tree is shared
-_BOUND: dict[tuple[str, str, pa.Schema, tuple[tuple[str, pa.DataType], ...], str],
-             Predicate | Term | LakelayoutError] = {}  # fmt: skip
-_MAX_BOUND = 4096
-
 _T = TypeVar("_T", Predicate, Term)
 
 
@@ -206,19 +199,29 @@ def _remembered(
     functions: Functions | None,
     timezone: str,
 ) -> _T:
-    key = (bind.__name__, sql, schema, tuple(sorted((functions or {}).items())), timezone)
-    bound = _BOUND.get(key)
-    if bound is None:
-        try:
-            bound = bind(sql, schema, functions, timezone)
-        except LakelayoutError as err:
-            bound = err
-        if len(_BOUND) >= _MAX_BOUND:
-            _BOUND.clear()
-        _BOUND[key] = bound
+    """What ``bind`` gives for these arguments, bound once (:func:`_bound`)."""
+    bound = _bound(bind, sql, schema, tuple(sorted((functions or {}).items())), timezone)
     if isinstance(bound, LakelayoutError):
         raise bound.with_traceback(None)
     return bound  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=4096)
+def _bound(
+    bind: Callable[[str, pa.Schema, Functions | None, str], Predicate | Term],
+    sql: str,
+    schema: pa.Schema,
+    functions: tuple[tuple[str, pa.DataType], ...],
+    timezone: str,
+) -> Predicate | Term | LakelayoutError:
+    """The tree ``bind`` builds, or the error it raised: a scan, the query log, the
+    advisor's window and the replay bind the same predicate texts again (2-4 ms each),
+    and every plan binds each declared index's expression; nodes are frozen, so one
+    bound tree is shared."""
+    try:
+        return bind(sql, schema, dict(functions), timezone)
+    except LakelayoutError as err:
+        return err
 
 
 def _bind_predicate(
