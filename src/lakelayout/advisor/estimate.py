@@ -44,9 +44,8 @@ from lakelayout.expr.nodes import Predicate
 from lakelayout.layouts.base import Layout
 from lakelayout.layouts.qdtree import Workspace
 from lakelayout.skipping.indexes.base import Index
-from lakelayout.skipping.indexes.geobox import expand_within_box
 from lakelayout.skipping.planner import ScanPlan, plan
-from lakelayout.skipping.stats_rules import stackable
+from lakelayout.skipping.stats_rules import GaveUp, each_file_alone
 from lakelayout.stats.blocks import block_stats
 from lakelayout.stats.model import FileStats
 
@@ -139,10 +138,11 @@ def stacked_fractions(
     """``[s.fractions(predicates) for s in sets]``, planned together where that is exact.
 
     Virtual files of several candidates over one sample, carrying the same
-    indexes, are stacked into one set of files: a predicate whose rules decide
-    each file from that file alone (:func:`~lakelayout.skipping.stats_rules.stackable`:
-    plain columns and literals) is planned once over the stack, any other once
-    per set. Each distinct predicate (by its canonical SQL) is planned once.
+    indexes, are stacked into one set of files, and each distinct predicate
+    (by its canonical SQL) is planned once over the stack; where a rule could
+    not decide each file from that file alone (a function of a column failing
+    on one file's bounds: :func:`~lakelayout.skipping.stats_rules.each_file_alone`)
+    the predicate is planned once per set instead.
     The numbers are those of planning each set alone (tested for equality);
     the work per decision drops from one planner call per candidate and query
     to about one per query.
@@ -166,8 +166,9 @@ def _shares(sets: Sequence[VirtualFiles], predicates: Sequence[Predicate]) -> np
     stack = _Stack.of(sets) if len(sets) > 1 else None
 
     def shares(pred: Predicate) -> np.ndarray:
-        if stack is not None and stackable(expand_within_box(pred)):
-            return stack.shares(pred)
+        if stack is not None:
+            with contextlib.suppress(GaveUp):
+                return stack.shares(pred)
         return np.array([files.fraction(pred) for files in sets], dtype=np.float64)
 
     for j, column in enumerate(per_distinct(predicates, shares)):
@@ -195,8 +196,12 @@ class _Stack:
         return cls(files, metadata, sets[0].indexes, offsets)
 
     def shares(self, predicate: Predicate) -> np.ndarray:
-        """Per set, the share of its bytes ``predicate`` reads (one planner call)."""
-        keep = read_plan(predicate, self.files, indexes=self.indexes, metadata=self.metadata).keep
+        """Per set, the share of its bytes ``predicate`` reads (one planner call); raises
+        :class:`~lakelayout.skipping.stats_rules.GaveUp` where a rule could not decide
+        each file alone."""
+        with each_file_alone():
+            plan = read_plan(predicate, self.files, indexes=self.indexes, metadata=self.metadata)
+        keep = plan.keep
         sizes = np.asarray(self.files.sizes, dtype=np.int64)
         out = np.zeros(len(self.offsets) - 1, dtype=np.float64)
         for k in range(len(out)):

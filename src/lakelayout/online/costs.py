@@ -46,7 +46,7 @@ from lakelayout.expr.nodes import Predicate
 from lakelayout.layouts.base import Layout
 from lakelayout.skipping.indexes.geobox import expand_within_box
 from lakelayout.skipping.planner import LayoutBlocks, plan, ruled_out_by_layout
-from lakelayout.skipping.stats_rules import might_match, stackable
+from lakelayout.skipping.stats_rules import GaveUp, each_file_alone, might_match
 from lakelayout.stats.blocks import block_stats
 from lakelayout.stats.model import FileStats
 
@@ -205,8 +205,9 @@ class CostBook:
 
     :meth:`matrix` prices the pairs it has not seen. Per predicate it runs
     the min/max rules once over the virtual files of every layout asked for
-    (stacked; only for :func:`stackable` predicates, whose rules decide each
-    file from that file's statistics alone: others layout by layout), then per layout the layout's logical-index rule
+    (stacked, when every rule decides each file from that file's statistics
+    alone, :func:`~lakelayout.skipping.stats_rules.each_file_alone`; else
+    layout by layout), then per layout the layout's logical-index rule
     (``ruled_out_by_layout``, skipped when min/max already keeps none of that
     layout's files: it can only rule files out), and sums the kept sizes as
     :func:`fraction_read` does. The result equals :meth:`VirtualState.cost`.
@@ -286,16 +287,12 @@ class CostBook:
         """Price ``predicate`` on the ``missing`` layouts (min/max over the stack of all
         ``asked`` when more than one is missing)."""
         expanded = expand_within_box(predicate)
-        if len(missing) == 1 or not stackable(expanded):
+        parts = self._stacked(expanded, missing, asked) if len(missing) > 1 else None
+        if parts is None:
             parts = {
                 k: np.asarray(might_match(expanded, self._states[k].files), dtype=bool)
                 for k in missing
             }
-        else:
-            stack = self._stack(asked)
-            keep_all = np.asarray(might_match(expanded, stack.files), dtype=bool)
-            at = dict(zip(stack.keys, range(len(stack.keys)), strict=True))
-            parts = {k: keep_all[stack.offsets[at[k]] : stack.offsets[at[k] + 1]] for k in missing}
         for key, minmax in parts.items():
             state = self._states[key]
             keep = minmax.copy()
@@ -306,6 +303,20 @@ class CostBook:
                     keep &= ~out
             self._costs[key][pid] = _fraction(state.files, keep)
             self.priced += 1
+
+    def _stacked(
+        self, expanded: Predicate, missing: Sequence[str], asked: tuple[str, ...]
+    ) -> dict[str, np.ndarray] | None:
+        """Min/max's answer for each of ``missing`` from one call over the stack of all
+        ``asked``; None where a rule could not decide each file alone."""
+        stack = self._stack(asked)
+        try:
+            with each_file_alone():
+                keep_all = np.asarray(might_match(expanded, stack.files), dtype=bool)
+        except GaveUp:
+            return None
+        at = dict(zip(stack.keys, range(len(stack.keys)), strict=True))
+        return {k: keep_all[stack.offsets[at[k]] : stack.offsets[at[k] + 1]] for k in missing}
 
     def _stack(self, keys: tuple[str, ...]) -> _Stack:
         stack = self._stacks.get(keys)

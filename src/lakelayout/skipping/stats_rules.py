@@ -44,9 +44,11 @@ evaluate (UDFs).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
@@ -121,19 +123,41 @@ def all_rows_match(pred: Predicate, stats: FileStats, *, timezone: str = "UTC") 
     return np.asarray(every | (stats.num_records == 0), dtype=bool)
 
 
-def stackable(predicate: Predicate) -> bool:
-    """Whether the min/max rules decide ``predicate`` on each file from that file alone.
+class GaveUp(Exception):
+    """A rule gave up on every file of its call (raised only inside :func:`each_file_alone`)."""
 
-    True when every term is a plain column or a literal. A function of a
-    column is not: its bounds (``f(min)``, ``f(max)``) and its exact value on
-    single-valued files are computed for all files in one call, and one
-    file's value that makes it fail (``i + 1`` overflowing) makes the rule
-    give up for every file of the call. Stacking the files of several layouts
-    (virtual files of several candidates planned in one call) would let one
-    layout's files change another's result, so such predicates are planned
-    one set of files at a time.
+
+_EACH_FILE_ALONE: ContextVar[bool] = ContextVar("lakelayout_each_file_alone", default=False)
+
+
+@contextlib.contextmanager
+def each_file_alone() -> Iterator[None]:
+    """Within it, pruning either decides every file from that file's own statistics or
+    raises :class:`GaveUp`.
+
+    The rules are vectorized over the files of one call and decide each file
+    from its own statistics, with one exception: a function of a column has
+    its bounds (``f(min)``, ``f(max)``) and its exact value on single-valued
+    files computed for all files at once, and one file's value that makes it
+    fail (``i + 1`` overflowing) makes the rule give up for every file of the
+    call. Inside this context that give-up raises instead. So a call that
+    returns here gave each file the answer it gets in any call holding it:
+    the files of several layouts (virtual files of several candidates) can be
+    planned in one call and the answer cut back into each layout's; on
+    :class:`GaveUp` they are planned one set at a time. Context-local (a
+    :class:`~contextvars.ContextVar`): other threads' planning is unaffected.
     """
-    return not any(isinstance(node, Func | Opaque) for node in predicate.walk())
+    token = _EACH_FILE_ALONE.set(True)
+    try:
+        yield
+    finally:
+        _EACH_FILE_ALONE.reset(token)
+
+
+def _give_up() -> None:
+    """A rule is about to give up on every file of its call."""
+    if _EACH_FILE_ALONE.get():
+        raise GaveUp
 
 
 # ---------------------------------------------------------------- bounds of a term
@@ -282,6 +306,7 @@ class TermBounds(TermVisitor["Bounds | None"]):
             target = _bounds_type(out.type)
             return nan_to_null(out if out.type == target else out.cast(target))
         except (PredicateError, pa.ArrowException, TypeError, ValueError, OverflowError):
+            _give_up()
             return None
 
 
@@ -464,6 +489,7 @@ def decide_on_single_values(leaf: Predicate, stats: FileStats, timezone: str) ->
     try:
         hits = evaluate(renamed, table, timezone=timezone)
     except (PredicateError, pa.ArrowException, TypeError, ValueError, OverflowError):
+        _give_up()
         return None
     any_row = np.bincount(owners, weights=hits, minlength=n) > 0
     misses = np.bincount(owners, weights=~hits, minlength=n)

@@ -236,6 +236,10 @@ class TermIndex(Index):
             self.functions.setdefault(name, pa.string())
         self._term: Term | None = None
 
+    #: ``(batch, values)``: the values :meth:`values` answers for that very batch object
+    #: (set by :meth:`collect_blocks` on a private copy, never on a declared index)
+    _given: tuple[Batch, pa.Array] | None = None
+
     # ------------------------------------------------------------ declaration
 
     @property
@@ -288,6 +292,29 @@ class TermIndex(Index):
         bound._term = term
         return bound
 
+    def collect_blocks(self, rows: pa.Table, starts: Sequence[int]) -> list[Any]:
+        """Every block's metadata, the term computed once over all of ``rows``.
+
+        A term is row-wise (a column, a deterministic expression or UDF call), so
+        its values over ``rows`` are its values over each block one after the
+        other. Each block's collector is fed the block's rows as :meth:`collect`
+        would be, and :meth:`values` answers that batch with its slice of the
+        values computed once (a collector reading other columns of the batch
+        still can). Where the term fails over all rows (an ANSI error in some
+        row), the blocks are collected one by one: only the blocks where it
+        fails become unknown.
+        """
+        values = self.values(rows) if len(starts) > 1 else None
+        if values is None:
+            return super().collect_blocks(rows, starts)
+        fed = copy.copy(self)
+        out = []
+        for a, b in pairwise([*starts, rows.num_rows]):
+            part = rows.slice(a, b - a)
+            fed._given = (part, values.slice(a, b - a))
+            out.append(fed.collect(part))
+        return out
+
     def _check_udfs(self, term: Expr) -> None:
         for node in term.walk():
             if (
@@ -312,6 +339,9 @@ class TermIndex(Index):
         ``None`` when the term cannot be computed on this batch (e.g. an ANSI
         error such as division by zero): the file's metadata becomes unknown.
         """
+        given = self._given
+        if given is not None and batch is given[0]:
+            return given[1]
         try:
             arr = compute_term(self.term, batch, self.udfs)
         except (PredicateError, pa.ArrowException, TypeError, ValueError):

@@ -18,7 +18,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -227,6 +228,28 @@ class BloomFilter(TermIndex):
 
     def collector(self) -> _BloomCollector:
         return _BloomCollector(self)
+
+    def collect_blocks(self, rows: pa.Table, starts: Sequence[int]) -> list[Any]:
+        """Every block's filter, the term computed and hashed once over all of ``rows``
+        (a value's bits depend on its hash alone, so each block sets the bits of its
+        distinct hashes: the filter :meth:`collect` gives the block)."""
+        values = self.values(rows) if len(starts) > 1 else None
+        if values is None:
+            return super().collect_blocks(rows, starts)
+        valid = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        encoded = values.dictionary_encode()  # each distinct value hashed once
+        codes = np.asarray(encoded.indices.drop_null().to_numpy(zero_copy_only=False))
+        hashes = hash_values(encoded.dictionary)[codes]
+        # where each block's values start among the non-null ones
+        at = np.concatenate([[0], np.cumsum(valid)])[[*starts, rows.num_rows]]
+        out = []
+        for a, b in pairwise(at.tolist()):
+            filled = self.bloom.empty()
+            distinct = np.unique(hashes[a:b])
+            if len(distinct):
+                filled[bloom_positions(distinct, self.bloom.bits, self.bloom.hashes).ravel()] = True
+            out.append(self.bloom.encode(filled))
+        return out
 
     def label(self, node: Predicate) -> Clause | None:
         values = _probe_values(self, node)
