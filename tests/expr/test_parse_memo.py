@@ -7,7 +7,7 @@ import traceback
 import pyarrow as pa
 import pytest
 
-from lakelayout.errors import PredicateError
+from lakelayout.errors import InvalidOption, PredicateError
 from lakelayout.expr import parse as parse_module
 from lakelayout.expr import parse_predicate, parse_term
 from lakelayout.expr.nodes import Opaque
@@ -70,3 +70,21 @@ def test_terms_are_remembered_apart_from_predicates() -> None:
     with pytest.raises(PredicateError, match="references no column") as second:
         parse_term("1 + 2", SCHEMA)
     assert str(first.value) == str(second.value)
+
+
+def test_function_return_types_may_be_aliases_and_bad_ones_are_named() -> None:
+    """``functions`` maps a name to a pyarrow type or its alias ("string"); a type alias
+    is the same context as the type itself, and a bad mapping is an InvalidOption that
+    names the function (not an AttributeError from inside the binder)."""
+    schema = pa.schema([("u", pa.string())])
+    by_alias = parse_predicate("getagent(u) = 'curl'", schema, functions={"getagent": "string"})
+    by_type = parse_predicate("getagent(u) = 'curl'", schema, functions={"GETAGENT": pa.string()})
+    assert by_alias is by_type
+    with pytest.raises(InvalidOption, match=r"'nonsense' for the return type of function g\(\)"):
+        parse_predicate("g(u) = 'x'", schema, functions={"g": "nonsense"})
+    with pytest.raises(InvalidOption, match="must map function names to return types"):
+        parse_predicate("g(u) = 'x'", schema, functions="g")  # type: ignore[arg-type]
+    with pytest.raises(InvalidOption, match="non-empty string, got 3"):
+        parse_predicate("g(u) = 'x'", schema, functions={3: "string"})  # type: ignore[dict-item]
+    with pytest.raises(InvalidOption, match="expected a pyarrow schema, got dict"):
+        parse_predicate("u = 'x'", {"u": pa.string()})  # type: ignore[arg-type]

@@ -50,7 +50,7 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
-from lakelayout.errors import LakelayoutError, PredicateError, closest
+from lakelayout.errors import InvalidOption, LakelayoutError, PredicateError, closest
 from lakelayout.expr import coerce, numbers
 from lakelayout.expr.like import shape, tokenize
 from lakelayout.expr.nodes import (
@@ -82,11 +82,13 @@ from lakelayout.expr.types import (
     common_type,
     decimal_cast,
     family,
+    function_types,
     spark_type_name,
 )
 from lakelayout.expr.visitor import PredicateVisitor
 
-Functions = Mapping[str, pa.DataType]
+#: functions a predicate may call, by name: their Arrow return types (or aliases: "string")
+Functions = Mapping[str, pa.DataType | str]
 
 _COMPARISONS: dict[type[exp.Expression], str] = {
     exp.EQ: "=",
@@ -200,7 +202,10 @@ def _remembered(
     timezone: str,
 ) -> _T:
     """What ``bind`` gives for these arguments, bound once (:func:`_bound`)."""
-    bound = _bound(bind, sql, schema, tuple(sorted((functions or {}).items())), timezone)
+    if not isinstance(schema, pa.Schema):
+        raise InvalidOption(f"expected a pyarrow schema, got {type(schema).__name__}")
+    types = tuple(sorted(function_types(functions).items()))
+    bound = _bound(bind, sql, schema, types, timezone)
     if isinstance(bound, LakelayoutError):
         raise bound.with_traceback(None)
     return bound  # type: ignore[return-value]

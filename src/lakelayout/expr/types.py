@@ -8,13 +8,51 @@ rules are written per family, the way Spark's (ANSI) type coercion is.
 from __future__ import annotations
 
 import decimal
+from collections.abc import Mapping
+from typing import Any
 from typing import Literal as TypingLiteral
 
 import pyarrow as pa
 
+from lakelayout.errors import InvalidOption
+
 Family = TypingLiteral[
     "int", "decimal", "float", "string", "date", "timestamp", "bool", "binary", "map", "other"
 ]
+
+
+def function_types(functions: Mapping[str, pa.DataType | str] | None) -> dict[str, pa.DataType]:
+    """The functions predicates may call, by lower-case name, with their Arrow return types
+    (a ``pa.DataType`` or an alias such as ``"string"``, ``"int64"``).
+
+    >>> function_types({"GetAgentName": "string"})
+    {'getagentname': DataType(string)}
+    """
+    if functions is None:
+        return {}
+    if not isinstance(functions, Mapping):
+        raise InvalidOption(
+            f"functions must map function names to return types, got {type(functions).__name__}"
+        )
+    out = {}
+    for name, value in functions.items():
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidOption(f"a function name must be a non-empty string, got {name!r}")
+        out[name.lower()] = return_type(name, value)
+    return out
+
+
+def return_type(name: str, value: Any) -> pa.DataType:
+    """``value`` as the Arrow return type of function ``name`` (a type or an alias)."""
+    if isinstance(value, pa.DataType):
+        return value
+    try:
+        return pa.type_for_alias(str(value))
+    except (ValueError, KeyError):
+        raise InvalidOption(
+            f"unknown Arrow type {value!r} for the return type of function {name}() "
+            "(give a pyarrow type or an alias such as 'string', 'int64', 'double')"
+        ) from None
 
 
 def family(dtype: pa.DataType | None) -> Family:

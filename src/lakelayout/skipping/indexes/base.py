@@ -58,7 +58,7 @@ from lakelayout.expr.nodes import (
     Term,
 )
 from lakelayout.expr.parse import parse_term
-from lakelayout.expr.types import spark_type_name
+from lakelayout.expr.types import function_types, spark_type_name
 
 Batch: TypeAlias = pa.RecordBatch | pa.Table
 Udf = Callable[..., Any]
@@ -230,7 +230,7 @@ class TermIndex(Index):
         if not isinstance(expression, str) or not expression.strip():
             raise InvalidOption(f"{type(self).__name__} needs an expression, got {expression!r}")
         self.expression = expression
-        self.functions = {k.lower(): _arrow_type(v) for k, v in (functions or {}).items()}
+        self.functions = function_types(functions)
         self.udfs = {k.lower(): v for k, v in (udfs or {}).items()}
         for name in self.udfs:
             self.functions.setdefault(name, pa.string())
@@ -534,15 +534,6 @@ def _exact_in_python(dtype: pa.DataType) -> bool:
         or pa.types.is_time(dtype)
         or pa.types.is_timestamp(dtype)
     )
-
-
-def _arrow_type(value: pa.DataType | str) -> pa.DataType:
-    if isinstance(value, pa.DataType):
-        return value
-    try:
-        return pa.type_for_alias(str(value))
-    except (ValueError, KeyError):
-        raise InvalidOption(f"unknown Arrow type {value!r} for a function's return type") from None
 
 
 def check_positive(owner: str, name: str, value: Any, *, upper: float | None = None) -> None:
