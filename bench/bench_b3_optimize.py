@@ -11,6 +11,8 @@ rewrites its own fresh copy of it, clustering on ``--dims`` columns:
   (2 trees) fitted once per size, before any clock, on a 100,000-row sample
   for a workload of 40 ranges over the clustering columns, with as many
   blocks as the table has target files;
+* ``linear``: ``t.optimize.apply(layout)`` of a linear layout (sort by the
+  clustering columns, cut into as many ranges), fitted the same way;
 * ``delta-rs``: ``DeltaTable(copy).optimize.z_order(cols, target_size=...)``;
 * ``plain``: plain Spark, ``read.parquet -> repartition(n) -> write.parquet``
   with ``n`` the number of files lakelayout's Z-order wrote (no layout, no
@@ -58,14 +60,14 @@ from lakelayout.api import Table
 from lakelayout.cluster.optimize import Optimizer
 from lakelayout.cluster.optimize_metrics import STEPS, TASK_STEPS
 from lakelayout.cluster.rewrite import sample_rows
-from lakelayout.layouts import PandoLayout, QdTreeLayout
+from lakelayout.layouts import LinearLayout, PandoLayout, QdTreeLayout
 from lakelayout.layouts.base import Layout
 from lakelayout.skipping.indexes import BloomFilter, Index, MinMax, Prefix, ValueList
 from lakelayout.table.session import spark_session
 
-LAKELAYOUT = ("zorder", "hilbert", "liquid", "qdtree", "pando")
+LAKELAYOUT = ("zorder", "hilbert", "liquid", "qdtree", "pando", "linear")
 #: the verbs that apply a fitted layout (``optimize.apply``)
-APPLIED = ("qdtree", "pando")
+APPLIED = ("qdtree", "pando", "linear")
 PEERS = ("delta-rs", "plain")
 #: with --indexes: a Z-order rewrite that collects no index, then a refresh
 REFRESHED = "zorder-refresh"
@@ -134,6 +136,8 @@ class Run:
             blocks = max(2, round(self.nbytes / self.target))
             if family == "qdtree":
                 fitted: Layout = QdTreeLayout.fit(sample, workload, target_blocks=blocks)
+            elif family == "linear":
+                fitted = LinearLayout.fit(sample, columns=self.dims, target_blocks=blocks)
             else:
                 fitted = PandoLayout.fit(sample, workload, target_blocks=blocks, k=2)
             self._layouts[family] = fitted

@@ -17,13 +17,13 @@ from lakelayout.cluster.provenance import ProvenanceStore
 from lakelayout.cluster.rewrite import (
     BLOCK_COLUMN,
     KEY_COLUMN,
+    BlockOrder,
     Router,
-    _row_order,
     block_partitions,
     partition_keys,
     spark_hash_long,
 )
-from lakelayout.layouts import HilbertLayout, QdTreeLayout
+from lakelayout.layouts import LinearLayout
 from lakelayout.table.datafile import DataFile, TableFormat
 
 from .helpers import gen, live_paths, same_rows
@@ -69,31 +69,42 @@ def test_partition_keys_put_one_key_in_each_spark_partition(spark: Any) -> None:
     assert df.rdd.glom().map(len).collect() == [1] * 13
 
 
-def _names(columns: list[Any]) -> list[str]:
-    return [str(c).split("'")[1] for c in columns]
-
-
-@pytest.mark.spark
-def test_rows_are_ordered_by_key_alone_for_curves(spark: Any) -> None:
+def test_a_block_takes_the_lexicographic_order_of_a_linear_layout() -> None:
+    """A linear layout's key ranks the rows of one batch, so the order is computed over the
+    whole block: NULL last and NaN after every number, in each dimension, as the layout's
+    ranges are cut; on a partitioned table each partition is one run. The rank column
+    used to sort does not reach the rows written."""
     import pyarrow as pa
 
-    sample = pa.table({"a": np.arange(1000), "b": np.arange(1000)[::-1].copy()})
-    curve = HilbertLayout.fit(sample, columns=["a", "b"], target_blocks=4)
-    tree = QdTreeLayout.fit(sample, ["a < 500"], rows_per_block=100)
-    assert _names(_row_order(Router(("a", "b"), "/t", layout=curve), [])) == [KEY_COLUMN]
-    assert _names(_row_order(Router(("a", "b"), "/t", layout=tree), [])) == [
-        BLOCK_COLUMN,
-        KEY_COLUMN,
-    ]
-    per_file = Router(("a", "b"), "/t", file_blocks={"x": 0})
-    assert _names(_row_order(per_file, [])) == [BLOCK_COLUMN]
-    # partitioned: each partition of a block is one run, so a file holds one partition
-    from lakelayout.table.datafile import TableFormat
+    table = pa.table(
+        {
+            "a": pa.array([2, None, 1, 2, 1, None, 2], pa.int64()),
+            "x": pa.array([0.5, 1.0, float("nan"), -1.0, 3.0, None, None], pa.float64()),
+            "p": pa.array(["q", "p", "q", "p", "p", "q", "p"]),
+            KEY_COLUMN: pa.array([9, 8, 7, 6, 5, 4, 3], pa.int64()),  # routed per batch: unused
+        }
+    )
+    layout = LinearLayout.fit(table, columns=["a", "x"], target_blocks=2)
+    out = BlockOrder(use_key=False, rank_by=layout).sort(table)
+    assert out.schema == table.schema
+    rows = list(zip(out.column("a").to_pylist(), out.column("x").to_pylist(), strict=True))
+    assert _same_with_nan(
+        rows, [(1, 3.0), (1, "nan"), (2, -1.0), (2, 0.5), (2, None), (None, 1.0), (None, None)]
+    )
+    by_partition = BlockOrder(use_key=False, partition_columns=("p",), rank_by=layout).sort(table)
+    assert by_partition.schema == table.schema
+    assert by_partition.column("p").to_pylist() == ["p"] * 4 + ["q"] * 3
+    a, x = by_partition.column("a").to_pylist(), by_partition.column("x").to_pylist()
+    keys = list(zip(a, x, strict=True))
+    assert keys[:4] == [(1, 3.0), (2, -1.0), (2, None), (None, 1.0)]
+    assert keys[5:] == [(2, 0.5), (None, None)] and keys[4][0] == 1  # (1, NaN) first of "q"
 
-    fmt = TableFormat.plain(pa.schema([("a", pa.int64()), ("b", pa.int64())]), ["b"])
-    routed = Router(("a", "b"), "/t", layout=curve)
-    assert _names(_row_order(routed, [], fmt)) == [BLOCK_COLUMN, "b", KEY_COLUMN]
-    assert _names(_row_order(per_file, [], fmt)) == [BLOCK_COLUMN, "b"]
+
+def _same_with_nan(got: list[tuple[Any, Any]], want: list[tuple[Any, Any]]) -> bool:
+    def norm(v: Any) -> Any:
+        return "nan" if isinstance(v, float) and v != v else v
+
+    return [(a, norm(x)) for a, x in got] == want
 
 
 #: table properties that send a rewrite down the shuffle path (any input is "large")
@@ -139,6 +150,37 @@ def test_hilbert_writes_one_block_per_file_in_key_order(
     for spans in ranges.values():  # files of one block cover disjoint key ranges
         spans.sort()
         assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+    assert same_rows(t.to_df(version=v0), t.to_df())
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("properties", [None, SHUFFLED], ids=["small", "shuffled"])
+def test_a_linear_layout_writes_one_block_per_file_in_its_order_in_arrow(
+    spark: Any, tmp_path: Path, properties: dict[str, str] | None
+) -> None:
+    """``apply`` of a linear layout takes the same paths as a curve: no shuffle for a small
+    input, packed Arrow messages otherwise (it used to make Spark shuffle and sort rows by
+    its dimensions). Every file holds one block, in the layout's lexicographic order."""
+    t = Table.create(
+        str(tmp_path / "t"),
+        gen(spark, 20_000, 5, parts=8),
+        target_file_size=24_000,
+        properties=properties,
+    )
+    v0 = t.version
+    layout = LinearLayout.fit(t.to_df().toArrow(), columns=["b", "a"], target_blocks=12)
+    m = t.optimize.apply(layout)
+    assert (m.task_steps.get("shuffle", 0.0) > 0) == (properties is not None)
+    assert m.task_steps["sort"] > 0
+    prov = ProvenanceStore(t.uri).read(live_paths(t))
+    seen = set()
+    for path, p in prov.items():
+        data = pq.read_table(os.path.join(t.uri, path))
+        assert set(layout.assign(data).tolist()) == {p.block_id}
+        rank = layout.sort_key(data)  # the file's rows ranked among themselves
+        assert rank is not None and (rank == np.arange(data.num_rows)).all(), path
+        seen.add(p.block_id)
+    assert len(seen) == layout.n_blocks
     assert same_rows(t.to_df(version=v0), t.to_df())
 
 

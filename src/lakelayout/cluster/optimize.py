@@ -62,7 +62,6 @@ from lakelayout.cluster.rewrite import (
 from lakelayout.errors import CommitConflict, InvalidOption, LayoutError
 from lakelayout.layouts.base import Layout
 from lakelayout.layouts.hilbert import HilbertLayout
-from lakelayout.layouts.linear import LinearLayout
 from lakelayout.layouts.zorder import CurveLayout, ZOrderLayout
 from lakelayout.table import delta
 from lakelayout.table.conflicts import describe as describe_winners
@@ -721,13 +720,10 @@ def _route_layout(
     ``ordered``: rows inside a block are sorted by ``layout.sort_key`` (else they keep
     the order they are read in; see :func:`~lakelayout.cluster.config.orders_inside_blocks`).
     """
-    from pyspark.sql import functions as F
-
-    sort_columns: list[Any] = []
-    use_key = ordered
-    if isinstance(layout, LinearLayout):
-        sort_columns = [F.expr(d.sql).asc_nulls_last() for d in layout.dimensions]
-        use_key = False
+    # a linear layout's key ranks the rows of one batch: its order is computed over each
+    # block's rows when they are together (Layout.key_is_batch_rank), not routed
+    order_by = layout if ordered and layout.key_is_batch_rank else None
+    use_key = ordered and not layout.key_is_batch_rank
     router = Router(tuple(ctx.schema.names), ctx.uri, layout=layout, use_sort_key=use_key)
     written = write_routed(
         df,
@@ -736,7 +732,7 @@ def _route_layout(
         router=router,
         n_blocks=layout.n_blocks,
         target_file_size=roll_size,
-        sort_columns=sort_columns,
+        order_by=order_by,
         prefix=operation,
         fmt=ctx.snap.table_format,
         clock=ctx.clock,

@@ -77,8 +77,7 @@ class OptimizeMetrics:
     ``task_steps`` breaks the rewrite job down into seconds summed over its
     tasks (:data:`TASK_STEPS`: ``read`` Parquet decoding, ``route`` block and
     curve key of every row, ``shuffle`` packing routed rows into Arrow
-    messages, handing them to Spark and waiting for the shuffled ones (on the
-    row path of a linear layout: Spark's shuffle and sort), ``sort`` ordering
+    messages, handing them to Spark and waiting for the shuffled ones), ``sort`` ordering
     rows inside a block, ``write`` Parquet encoding and statistics). Task
     seconds overlap across cores: compare them with each other, not with
     ``seconds``.

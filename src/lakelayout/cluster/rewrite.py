@@ -14,9 +14,11 @@ One mechanism serves compaction, curve clustering, :meth:`apply` and DELETE:
    Arrow IPC message, so Spark shuffles and sorts (by block) a few large
    binary values instead of converting every row Arrow -> Spark row ->
    Arrow, and the writing task orders each block by its key in Arrow
-   (:class:`BlockOrder`), holding one block at a time. Only a linear
-   layout's Spark sort expressions make Spark shuffle and sort the rows
-   themselves. Blocks are spread evenly over
+   (:class:`BlockOrder`), holding one block at a time. A linear layout's
+   key ranks the rows of one batch only, so its order is computed there, over
+   the whole block (no row ever goes through Spark's row format; until
+   2026-11-28 Spark sorted a linear layout's rows by its dimensions, 2-3.4x
+   slower). Blocks are spread evenly over
    the shuffle partitions: the router also emits a *partition key* chosen so
    that Spark's hash partitioning (``pmod(murmur3(key), n)``) sends block ``b``
    to partition ``b * n // n_blocks``. Hashing the block id itself would
@@ -71,7 +73,6 @@ from lakelayout.table.writer import (
     FinishedFile,
     IndexSpec,
     TaskWriter,
-    spark_column,
 )
 
 if TYPE_CHECKING:
@@ -90,6 +91,8 @@ DRIVER_SAMPLE_MAX_ROWS = 10_000_000
 TASK_TIMERS = ("read", "route", "shuffle", "sort", "write")
 #: the Arrow IPC message of one block's rows of one routed batch (shuffle path)
 CHUNK_COLUMN = "__ll_chunk"
+#: a block's order key beside its partition columns while :class:`BlockOrder` sorts
+RANK_COLUMN = "__ll_rank"
 #: block id of the one row per routing task that carries its timings through the shuffle
 TIMINGS_BLOCK = -1
 _PACKED_DDL = f"{PART_COLUMN} long, {BLOCK_COLUMN} long, {CHUNK_COLUMN} binary"
@@ -424,22 +427,34 @@ class BlockOrder:
 
     use_key: bool = True
     partition_columns: tuple[str, ...] = ()
+    #: a layout whose ``sort_key`` ranks the rows it is given (a linear layout,
+    #: ``Layout.key_is_batch_rank``): the block's rows are ordered by their rank among
+    #: themselves, computed here, over the whole block (the routed key is not used)
+    rank_by: Layout | None = None
 
     def sort(self, table: pa.Table) -> pa.Table:
         """``table`` (one block's rows, with the key column) in this order."""
-        if not self.partition_columns:
-            if not self.use_key or table.num_rows < 2:
-                return table
+        if table.num_rows < 2 or not (self.use_key or self.rank_by or self.partition_columns):
+            return table
+        key: np.ndarray | None = None
+        if self.rank_by is not None:  # this block's rows ranked among themselves
+            key = self.rank_by.sort_key(table)
+            assert key is not None, "a layout that ranks rows gives a key"
+        elif self.use_key:
             key = table.column(KEY_COLUMN).to_numpy()
+        if not self.partition_columns:
+            assert key is not None
             if bool((key[1:] >= key[:-1]).all()):
                 return table
             return table.take(pa.array(np.argsort(key, kind="stable")))
         import pyarrow.compute as pc
 
         keys = [(c, "ascending") for c in self.partition_columns]
-        if self.use_key:
-            keys.append((KEY_COLUMN, "ascending"))
-        return table.take(pc.sort_indices(table, sort_keys=keys))
+        by = table.select(list(self.partition_columns))
+        if key is not None:
+            by = by.append_column(RANK_COLUMN, pa.array(key, pa.int64()))
+            keys.append((RANK_COLUMN, "ascending"))
+        return table.take(pc.sort_indices(by, sort_keys=keys))
 
 
 @dataclass(frozen=True)
@@ -578,14 +593,14 @@ def block_runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.Reco
 class RoutedWriter:
     """``mapInArrow`` function: write the rows of a task's blocks, one block per file.
 
-    With ``packed`` (the schema of :class:`Packer`'s messages) the input is
-    packed rows sorted by block: the messages of one block are gathered,
+    The input is packed rows sorted by block (``packed``: the schema of
+    :class:`Packer`'s messages): the messages of one block are gathered,
     ordered by ``order`` in Arrow and written before the next block's arrive,
     so a task holds one block's rows at a time (about one target file of
     Arrow data, twice while it is sorted) plus the batch Spark hands over
     (``spark.sql.execution.arrow.maxBytesPerBatch``, 64 MiB by default).
-    Spark's sort of the packed rows spills to disk like any sort. Without
-    ``packed`` the input is rows already sorted by ``(block, ...)`` by Spark.
+    Spark's sort of the packed rows spills to disk like any sort.
+    :class:`LocalRewrite` calls :meth:`write` with runs it ordered itself.
     """
 
     spec: TaskWriter
@@ -598,12 +613,7 @@ class RoutedWriter:
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
         timer = TaskTimer()
-        if self.packed is not None:
-            runs = self.unpacked(batches, timer)
-        else:
-            # waiting for the next batch is the shuffle fetch and Spark's sort
-            runs = block_runs(_timed(batches, timer, "shuffle"))
-        yield from self.write(runs, partition, timer)
+        yield from self.write(self.unpacked(batches, timer), partition, timer)
         if any(timer.seconds.values()):  # a task that wrote no file still reports its time
             yield _timings_row(timer)
 
@@ -794,7 +804,12 @@ class LocalRewrite:
         del kept
         key = table.column(KEY_COLUMN).to_numpy()
         layout = self.reader.router.layout
-        if layout is not None and self.reader.router.use_sort_key and layout.key_orders_blocks:
+        ranked = self.writer.order.rank_by
+        if ranked is not None:  # the layout's order over all of this task's rows
+            rank = ranked.sort_key(table)
+            assert rank is not None, "a layout that ranks rows gives a key"
+            order = np.lexsort((rank, table.column(BLOCK_COLUMN).to_numpy()))
+        elif layout is not None and self.reader.router.use_sort_key and layout.key_orders_blocks:
             order = np.argsort(key, kind="stable")  # a curve's key orders its blocks too
         else:
             order = np.lexsort((key, table.column(BLOCK_COLUMN).to_numpy()))
@@ -814,7 +829,7 @@ def write_routed(
     router: Router,
     n_blocks: int,
     target_file_size: int,
-    sort_columns: Sequence[Any] = (),
+    order_by: Layout | None = None,
     prefix: str = "opt",
     fmt: TableFormat | None = None,
     clock: StepClock | None = None,
@@ -825,8 +840,9 @@ def write_routed(
 
     ``source`` is a DataFrame with the table's columns (plus ``__ll_file`` for
     routing by file) or a :class:`FileSource` the routing tasks read
-    themselves. ``sort_columns`` (Spark columns) replace the routed key as the
-    order inside a block when given (a linear layout sorts by its dimensions).
+    themselves. ``order_by`` (a layout whose key ranks the rows it is given: a
+    linear layout) orders each block's rows by their rank among themselves,
+    computed once all of the block's rows are together, instead of a routed key.
 
     On a partitioned table (``fmt``, or the source's format) rows of a block
     are also ordered by the partition columns and a file never holds two
@@ -841,18 +857,7 @@ def write_routed(
     every file's values come back in ``WrittenFile.extra[INDEX_METADATA]``.
     """
     from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_schema
-    from pyspark.sql.types import LongType, StructField, StructType
 
-    spark_schema = from_arrow_schema(schema)
-    routed_schema = StructType(
-        [
-            *spark_schema.fields,
-            StructField(BLOCK_COLUMN, LongType(), False),
-            StructField(KEY_COLUMN, LongType(), False),
-            StructField(PART_COLUMN, LongType(), False),
-        ]
-    )
     spark = source.spark if isinstance(source, FileSource) else source.sparkSession
     parallelism = _parallelism(spark)
     if fmt is None:
@@ -867,8 +872,13 @@ def write_routed(
         row_group_bytes=row_group_bytes,
         format=fmt,
     )
-    writer = RoutedWriter(spec)
-    if isinstance(source, FileSource) and _is_small(source, router, sort_columns):
+    order = BlockOrder(
+        use_key=router.layout is not None and router.use_sort_key,
+        partition_columns=tuple(fmt.partition_columns),
+        rank_by=order_by,
+    )
+    writer = RoutedWriter(spec, order=order)
+    if isinstance(source, FileSource) and _is_small(source):
         # one stage: every task reads the (small) input and writes its own blocks
         parts = max(1, min(n_blocks, parallelism))
         router = dataclasses.replace(router, n_blocks=n_blocks)
@@ -884,37 +894,22 @@ def write_routed(
         groups = tuple(tuple(g) for g in source.groups(parallelism * 2))
         inputs = spark.range(0, len(groups), 1, numPartitions=len(groups))
         reader = FileRouter(router, fmt, groups)
-    if sort_columns:
-        # Spark expressions order the rows inside a block: only Spark can evaluate them
-        routing = router if reader is None else reader
-        routed = inputs.mapInArrow(routing, routed_schema)
-        row_order = _row_order(router, sort_columns, fmt)
-        shuffled = routed.repartition(parts, F.col(PART_COLUMN)).sortWithinPartitions(*row_order)
-        return _collect(shuffled.mapInArrow(writer, _DESCRIPTOR_DDL), clock, bool(indexes))
     # the rows of a block travel as Arrow messages; Spark sorts only (block, message)
     packed_schema = pa.schema([*schema, pa.field(KEY_COLUMN, pa.int64(), nullable=False)])
     packed = inputs.mapInArrow(Packer(router, packed_schema, reader), _PACKED_DDL)
     shuffled = packed.repartition(parts, F.col(PART_COLUMN)).sortWithinPartitions(BLOCK_COLUMN)
-    order = BlockOrder(
-        use_key=router.layout is not None and router.use_sort_key,
-        partition_columns=tuple(fmt.partition_columns),
-    )
-    writer = RoutedWriter(spec, packed_schema, order)
+    writer = dataclasses.replace(writer, packed=packed_schema)
     return _collect(shuffled.mapInArrow(writer, _DESCRIPTOR_DDL), clock, bool(indexes))
 
 
-def _is_small(source: FileSource, router: Router, sort_columns: Sequence[Any]) -> bool:
-    """Whether a rewrite takes the no-shuffle path: a small, unpartitioned input, ordered
-    by the routed key.
+def _is_small(source: FileSource) -> bool:
+    """Whether a rewrite takes the no-shuffle path: a small, unpartitioned input.
 
-    Spark sort columns (a linear layout's dimensions) need Spark's sort; so do
-    partitioned tables, whose rows of a block are ordered by partition first.
+    Partitioned tables take the shuffle path, whose rows of a block are ordered by
+    partition first.
     """
     nbytes = sum(f.size for f in source.files)
-    partitioned = source.format.partitioned
-    return not sort_columns and not rewrite_shuffles(
-        nbytes, source.small_bytes, partitioned=partitioned
-    )
+    return not rewrite_shuffles(nbytes, source.small_bytes, partitioned=source.format.partitioned)
 
 
 def _collect(
@@ -946,30 +941,6 @@ def _collect(
         for r in rows
         if r["path"] is not None  # a row of task seconds only
     ]
-
-
-def _row_order(
-    router: Router, sort_columns: Sequence[Any], fmt: TableFormat | None = None
-) -> list[Any]:
-    """Sort columns inside a shuffle partition: rows grouped by block, in key order.
-
-    A curve's blocks are ranges of its key, so the key alone gives both; that
-    matters because Spark sorts on a prefix of the first column and a first
-    column constant within a partition (the block) makes every comparison a
-    full-row one. Without a layout key only the block (and ``sort_columns``)
-    orders rows. On a partitioned table the partition columns follow the
-    block, so each partition of a block is one run (one file sequence).
-    """
-    from pyspark.sql import functions as F
-
-    partition_columns = fmt.partition_columns if fmt is not None else ()
-    parts = [spark_column(c) for c in partition_columns]
-    layout = router.layout
-    if layout is None or not router.use_sort_key:
-        return [F.col(BLOCK_COLUMN), *parts, *sort_columns]
-    if layout.key_orders_blocks and not sort_columns and not parts:
-        return [F.col(KEY_COLUMN)]
-    return [F.col(BLOCK_COLUMN), *parts, *sort_columns, F.col(KEY_COLUMN)]
 
 
 def _parallelism(spark: SparkSession) -> int:

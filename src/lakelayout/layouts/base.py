@@ -48,6 +48,10 @@ class Layout(abc.ABC):
     #: order): a rewrite applies it only when blocks are large enough to gain from it
     #: (:func:`lakelayout.cluster.config.orders_inside_blocks`)
     sort_key_optional: ClassVar[bool] = False
+    #: True when ``sort_key`` ranks the rows of the batch it is given among themselves (a
+    #: linear layout's lexicographic order): keys of two batches do not compare, so a
+    #: rewrite computes the order over all of a block's rows at once
+    key_is_batch_rank: ClassVar[bool] = False
     _registry: ClassVar[dict[str, type[Layout]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -65,6 +65,7 @@ class LinearLayout(Layout):
     """Range partitions of the lexicographic order of ``dimensions``."""
 
     family: ClassVar[str] = "linear"
+    key_is_batch_rank: ClassVar[bool] = True
 
     def __init__(
         self,
