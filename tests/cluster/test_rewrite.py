@@ -111,6 +111,16 @@ def _same_with_nan(got: list[tuple[Any, Any]], want: list[tuple[Any, Any]]) -> b
 SHUFFLED = {SMALL_REWRITE_SIZE: "1"}
 
 
+def _small_files(spark: Any, tmp_path: Path, properties: dict[str, str] | None) -> Table:
+    """20,000 rows in small files (a rewrite makes many more blocks than partitions)."""
+    return Table.create(
+        str(tmp_path / "t"),
+        gen(spark, 20_000, 5, parts=8),
+        target_file_size=24_000,
+        properties=properties,
+    )
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("properties", [None, SHUFFLED], ids=["small", "shuffled"])
 def test_hilbert_writes_one_block_per_file_in_key_order(
@@ -120,12 +130,7 @@ def test_hilbert_writes_one_block_per_file_in_key_order(
 
     Both paths: no shuffle for a small input, Spark's shuffle and sort otherwise.
     """
-    t = Table.create(
-        str(tmp_path / "t"),
-        gen(spark, 20_000, 5, parts=8),
-        target_file_size=24_000,
-        properties=properties,
-    )
+    t = _small_files(spark, tmp_path, properties)
     v0 = t.version
     m = t.optimize.hilbert(["a", "b"])
     # both paths report their reading tasks' time (the shuffle's map side through the shuffle)
@@ -161,12 +166,7 @@ def test_a_linear_layout_writes_one_block_per_file_in_its_order_in_arrow(
     """``apply`` of a linear layout takes the same paths as a curve: no shuffle for a small
     input, packed Arrow messages otherwise (it used to make Spark shuffle and sort rows by
     its dimensions). Every file holds one block, in the layout's lexicographic order."""
-    t = Table.create(
-        str(tmp_path / "t"),
-        gen(spark, 20_000, 5, parts=8),
-        target_file_size=24_000,
-        properties=properties,
-    )
+    t = _small_files(spark, tmp_path, properties)
     v0 = t.version
     layout = LinearLayout.fit(t.to_df().toArrow(), columns=["b", "a"], target_blocks=12)
     m = t.optimize.apply(layout)
