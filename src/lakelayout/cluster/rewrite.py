@@ -434,7 +434,8 @@ class BlockOrder:
 
     def sort(self, table: pa.Table) -> pa.Table:
         """``table`` (one block's rows, with the key column) in this order."""
-        if table.num_rows < 2 or not (self.use_key or self.rank_by or self.partition_columns):
+        ordered = self.use_key or self.rank_by is not None or bool(self.partition_columns)
+        if table.num_rows < 2 or not ordered:
             return table
         key: np.ndarray | None = None
         if self.rank_by is not None:  # this block's rows ranked among themselves
