@@ -200,8 +200,9 @@ class _Stack:
         :class:`~lakelayout.skipping.stats_rules.GaveUp` where a rule could not decide
         each file alone."""
         with each_file_alone():
-            plan = read_plan(predicate, self.files, indexes=self.indexes, metadata=self.metadata)
-        keep = plan.keep
+            keep = read_plan(
+                predicate, self.files, indexes=self.indexes, metadata=self.metadata
+            ).keep
         sizes = np.asarray(self.files.sizes, dtype=np.int64)
         out = np.zeros(len(self.offsets) - 1, dtype=np.float64)
         for k in range(len(out)):

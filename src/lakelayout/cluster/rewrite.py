@@ -432,17 +432,21 @@ class BlockOrder:
     #: themselves, computed here, over the whole block (the routed key is not used)
     rank_by: Layout | None = None
 
+    def key(self, table: pa.Table) -> np.ndarray | None:
+        """The order key of ``table``'s rows: their rank among themselves (``rank_by``),
+        the routed key (``use_key``), or None (arrival order)."""
+        if self.rank_by is not None:
+            rank = self.rank_by.sort_key(table)
+            assert rank is not None, "a layout that ranks rows gives a key"
+            return rank
+        return table.column(KEY_COLUMN).to_numpy() if self.use_key else None
+
     def sort(self, table: pa.Table) -> pa.Table:
         """``table`` (one block's rows, with the key column) in this order."""
         ordered = self.use_key or self.rank_by is not None or bool(self.partition_columns)
         if table.num_rows < 2 or not ordered:
             return table
-        key: np.ndarray | None = None
-        if self.rank_by is not None:  # this block's rows ranked among themselves
-            key = self.rank_by.sort_key(table)
-            assert key is not None, "a layout that ranks rows gives a key"
-        elif self.use_key:
-            key = table.column(KEY_COLUMN).to_numpy()
+        key = self.key(table)
         if not self.partition_columns:
             assert key is not None
             if bool((key[1:] >= key[:-1]).all()):
@@ -803,17 +807,16 @@ class LocalRewrite:
         started = time.perf_counter()
         table = pa.Table.from_batches(kept).combine_chunks()
         del kept
-        key = table.column(KEY_COLUMN).to_numpy()
+        block_order = self.writer.order
+        key = block_order.key(table)  # a rank is over all of this task's rows
+        block = table.column(BLOCK_COLUMN).to_numpy()
         layout = self.reader.router.layout
-        ranked = self.writer.order.rank_by
-        if ranked is not None:  # the layout's order over all of this task's rows
-            rank = ranked.sort_key(table)
-            assert rank is not None, "a layout that ranks rows gives a key"
-            order = np.lexsort((rank, table.column(BLOCK_COLUMN).to_numpy()))
-        elif layout is not None and self.reader.router.use_sort_key and layout.key_orders_blocks:
+        if key is None:
+            order = np.argsort(block, kind="stable")
+        elif block_order.rank_by is None and layout is not None and layout.key_orders_blocks:
             order = np.argsort(key, kind="stable")  # a curve's key orders its blocks too
         else:
-            order = np.lexsort((key, table.column(BLOCK_COLUMN).to_numpy()))
+            order = np.lexsort((key, block))
         ordered = table.take(pa.array(order))
         del table
         timer.add("sort", started)

@@ -195,7 +195,7 @@ _T = TypeVar("_T", Predicate, Term)
 
 
 def _remembered(
-    bind: Callable[[str, pa.Schema, Functions | None, str], _T],
+    bind: Callable[[str, pa.Schema, Mapping[str, pa.DataType], str], _T],
     sql: str,
     schema: pa.Schema,
     functions: Functions | None,
@@ -213,7 +213,7 @@ def _remembered(
 
 @functools.lru_cache(maxsize=4096)
 def _bound(
-    bind: Callable[[str, pa.Schema, Functions | None, str], Predicate | Term],
+    bind: Callable[[str, pa.Schema, Mapping[str, pa.DataType], str], Predicate | Term],
     sql: str,
     schema: pa.Schema,
     functions: tuple[tuple[str, pa.DataType], ...],
@@ -230,7 +230,7 @@ def _bound(
 
 
 def _bind_predicate(
-    sql: str, schema: pa.Schema, functions: Functions | None, timezone: str
+    sql: str, schema: pa.Schema, functions: Mapping[str, pa.DataType], timezone: str
 ) -> Predicate:
     node, depth = _parse(sql, "predicate")
     with _headroom(depth, sql, "predicate"):
@@ -255,7 +255,9 @@ def parse_term(
     return _remembered(_bind_term, sql, schema, functions, timezone)
 
 
-def _bind_term(sql: str, schema: pa.Schema, functions: Functions | None, timezone: str) -> Term:
+def _bind_term(
+    sql: str, schema: pa.Schema, functions: Mapping[str, pa.DataType], timezone: str
+) -> Term:
     node, depth = _parse(sql, "expression")
     binder = Binder(schema, functions, timezone, "expression")
     try:
@@ -401,12 +403,13 @@ class Binder:
     def __init__(
         self,
         schema: pa.Schema,
-        functions: Functions | None,
+        functions: Mapping[str, pa.DataType] | None,
         timezone: str,
         what: str,
     ) -> None:
         self.fields = {f.name.lower(): f for f in schema}
-        self.functions = {k.lower(): v for k, v in (functions or {}).items()}
+        #: already by lower-case name with Arrow types (:func:`_remembered` normalizes them)
+        self.functions = dict(functions or {})
         self.timezone = timezone
         self.what = what
         coerce.zone(timezone)

@@ -307,6 +307,11 @@ class TermIndex(Index):
         values = self.values(rows) if len(starts) > 1 else None
         if values is None:
             return super().collect_blocks(rows, starts)
+        return self.collect_values(rows, starts, values)
+
+    def collect_values(self, rows: pa.Table, starts: Sequence[int], values: pa.Array) -> list[Any]:
+        """:meth:`collect_blocks` given the term's ``values`` over all of ``rows``; an index
+        may override it to reduce the values per block in one pass."""
         fed = copy.copy(self)
         out = []
         for a, b in pairwise([*starts, rows.num_rows]):

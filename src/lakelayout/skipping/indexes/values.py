@@ -229,13 +229,10 @@ class BloomFilter(TermIndex):
     def collector(self) -> _BloomCollector:
         return _BloomCollector(self)
 
-    def collect_blocks(self, rows: pa.Table, starts: Sequence[int]) -> list[Any]:
-        """Every block's filter, the term computed and hashed once over all of ``rows``
-        (a value's bits depend on its hash alone, so each block sets the bits of its
-        distinct hashes: the filter :meth:`collect` gives the block)."""
-        values = self.values(rows) if len(starts) > 1 else None
-        if values is None:
-            return super().collect_blocks(rows, starts)
+    def collect_values(self, rows: pa.Table, starts: Sequence[int], values: pa.Array) -> list[Any]:
+        """Every block's filter, each distinct value hashed once (a value's bits depend on
+        its hash alone, so each block sets the bits of its distinct hashes: the filter
+        :meth:`collect` gives the block)."""
         valid = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
         encoded = values.dictionary_encode()  # each distinct value hashed once
         codes = np.asarray(encoded.indices.drop_null().to_numpy(zero_copy_only=False))
