@@ -26,7 +26,13 @@ import lakelayout.advisor.estimate as estimate
 from lakelayout.advisor.estimate import stacked_fractions, virtual_files
 from lakelayout.errors import PredicateError
 from lakelayout.expr.parse import parse_predicate
-from lakelayout.skipping.stats_rules import GaveUp, all_rows_match, each_file_alone, might_match
+from lakelayout.skipping.stats_rules import (
+    FileStack,
+    GaveUp,
+    all_rows_match,
+    each_file_alone,
+    might_match,
+)
 from lakelayout.stats.blocks import block_stats
 from lakelayout.stats.model import FileStats
 
@@ -76,15 +82,13 @@ def test_a_stacked_call_that_returns_answers_each_file_as_its_own_part_does(
     except PredicateError:
         return
     parts = [_stats(ids) for ids in layouts]
-    stacked = FileStats.concat(parts)
+    stack = FileStack.of(parts)
     for rule in (might_match, all_rows_match):
-        alone = np.concatenate([rule(predicate, part) for part in parts])
-        try:
-            with each_file_alone():
-                together = rule(predicate, stacked)
-        except GaveUp:
+        alone = [rule(predicate, part).tolist() for part in parts]
+        together = stack.keep_each(lambda files, rule=rule: rule(predicate, files))
+        if together is None:  # a rule gave up on the stack
             continue
-        assert together.tolist() == alone.tolist(), (rule.__name__, text)
+        assert [keep.tolist() for keep in together] == alone, (rule.__name__, text)
 
 
 def test_a_rule_that_gives_up_on_every_file_raises_inside_and_keeps_outside() -> None:
@@ -99,6 +103,9 @@ def test_a_rule_that_gives_up_on_every_file_raises_inside_and_keeps_outside() ->
         might_match(predicate, both)
     with each_file_alone():  # no give-up: the answer is the one it gets alone
         assert might_match(predicate, small).tolist() == [False]
+    assert FileStack.of([small, both]).keep_each(lambda f: might_match(predicate, f)) is None
+    kept = FileStack.of([small, small]).keep_each(lambda f: might_match(predicate, f))
+    assert kept is not None and [k.tolist() for k in kept] == [[False], [False]]
 
 
 def test_the_context_ends_with_its_block() -> None:

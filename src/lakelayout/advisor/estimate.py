@@ -45,7 +45,7 @@ from lakelayout.layouts.base import Layout
 from lakelayout.layouts.qdtree import Workspace
 from lakelayout.skipping.indexes.base import Index
 from lakelayout.skipping.planner import ScanPlan, plan
-from lakelayout.skipping.stats_rules import GaveUp, each_file_alone
+from lakelayout.skipping.stats_rules import FileStack
 from lakelayout.stats.blocks import block_stats
 from lakelayout.stats.model import FileStats
 
@@ -166,9 +166,9 @@ def _shares(sets: Sequence[VirtualFiles], predicates: Sequence[Predicate]) -> np
     stack = _Stack.of(sets) if len(sets) > 1 else None
 
     def shares(pred: Predicate) -> np.ndarray:
-        if stack is not None:
-            with contextlib.suppress(GaveUp):
-                return stack.shares(pred)
+        stacked = stack.shares(pred) if stack is not None else None
+        if stacked is not None:
+            return stacked
         return np.array([files.fraction(pred) for files in sets], dtype=np.float64)
 
     for j, column in enumerate(per_distinct(predicates, shares)):
@@ -178,12 +178,12 @@ def _shares(sets: Sequence[VirtualFiles], predicates: Sequence[Predicate]) -> np
 
 @dataclass(frozen=True)
 class _Stack:
-    """Several sets of virtual files (same indexes) one after the other, with their bounds."""
+    """Several sets of virtual files (same indexes) one after the other, with their
+    index metadata joined alike."""
 
-    files: FileStats
+    sets: tuple[VirtualFiles, ...]
+    stack: FileStack
     metadata: dict[str, pa.Array]
-    indexes: tuple[Index, ...]
-    offsets: np.ndarray
 
     @classmethod
     def of(cls, sets: Sequence[VirtualFiles]) -> _Stack:
@@ -191,23 +191,21 @@ class _Stack:
             name: pa.concat_arrays([files.metadata[name] for files in sets])
             for name in sets[0].metadata
         }
-        offsets = np.cumsum([0, *(len(files.stats) for files in sets)]).astype(np.int64)
-        files = FileStats.concat([s.stats for s in sets])
-        return cls(files, metadata, sets[0].indexes, offsets)
+        return cls(tuple(sets), FileStack.of([s.stats for s in sets]), metadata)
 
-    def shares(self, predicate: Predicate) -> np.ndarray:
-        """Per set, the share of its bytes ``predicate`` reads (one planner call); raises
-        :class:`~lakelayout.skipping.stats_rules.GaveUp` where a rule could not decide
-        each file alone."""
-        with each_file_alone():
-            keep = read_plan(
-                predicate, self.files, indexes=self.indexes, metadata=self.metadata
-            ).keep
-        sizes = np.asarray(self.files.sizes, dtype=np.int64)
-        out = np.zeros(len(self.offsets) - 1, dtype=np.float64)
-        for k in range(len(out)):
-            part = slice(int(self.offsets[k]), int(self.offsets[k + 1]))
-            out[k] = int(sizes[part][keep[part]].sum()) / float(int(sizes[part].sum()))
+    def shares(self, predicate: Predicate) -> np.ndarray | None:
+        """Per set, the share of its bytes ``predicate`` reads (one planner call); None
+        where a rule could not decide each file alone."""
+        indexes = self.sets[0].indexes
+        parts = self.stack.keep_each(
+            lambda files: read_plan(predicate, files, indexes=indexes, metadata=self.metadata).keep
+        )
+        if parts is None:
+            return None
+        out = np.zeros(len(parts), dtype=np.float64)
+        for k, (files, keep) in enumerate(zip(self.sets, parts, strict=True)):
+            sizes = np.asarray(files.stats.sizes, dtype=np.int64)
+            out[k] = int(sizes[keep].sum()) / float(int(sizes.sum()))
         return out
 
 

@@ -46,7 +46,7 @@ from lakelayout.expr.nodes import Predicate
 from lakelayout.layouts.base import Layout
 from lakelayout.skipping.indexes.geobox import expand_within_box
 from lakelayout.skipping.planner import LayoutBlocks, plan, ruled_out_by_layout
-from lakelayout.skipping.stats_rules import GaveUp, each_file_alone, might_match
+from lakelayout.skipping.stats_rules import FileStack, might_match
 from lakelayout.stats.blocks import block_stats
 from lakelayout.stats.model import FileStats
 
@@ -183,15 +183,6 @@ def layout_key(layout: Layout) -> str:
     return layout.to_json()
 
 
-@dataclass(frozen=True)
-class _Stack:
-    """The virtual files of several layouts, one after the other, with each one's slice."""
-
-    keys: tuple[str, ...]
-    files: FileStats
-    offsets: np.ndarray
-
-
 class CostBook:
     """``c(s, q)`` on virtual files of many layouts over ONE sample, memoized and shared.
 
@@ -225,7 +216,7 @@ class CostBook:
         #: predicate key -> small int; layout key -> {predicate int: cost}
         self._pids: dict[tuple[str, Predicate], int] = {}
         self._costs: dict[str, dict[int, float]] = {}
-        self._stacks: OrderedDict[tuple[str, ...], _Stack] = OrderedDict()
+        self._stacks: OrderedDict[tuple[str, ...], FileStack] = OrderedDict()
         #: (pairs priced, pairs served from the memo): for reports and tests
         self.priced = 0
         self.hits = 0
@@ -309,23 +300,18 @@ class CostBook:
     ) -> dict[str, np.ndarray] | None:
         """Min/max's answer for each of ``missing`` from one call over the stack of all
         ``asked``; None where a rule could not decide each file alone."""
-        stack = self._stack(asked)
-        try:
-            with each_file_alone():
-                keep_all = np.asarray(might_match(expanded, stack.files), dtype=bool)
-        except GaveUp:
+        parts = self._stack(asked).keep_each(lambda files: might_match(expanded, files))
+        if parts is None:
             return None
-        at = dict(zip(stack.keys, range(len(stack.keys)), strict=True))
-        return {k: keep_all[stack.offsets[at[k]] : stack.offsets[at[k] + 1]] for k in missing}
+        at = dict(zip(asked, parts, strict=True))
+        return {k: at[k] for k in missing}
 
-    def _stack(self, keys: tuple[str, ...]) -> _Stack:
+    def _stack(self, keys: tuple[str, ...]) -> FileStack:
         stack = self._stacks.get(keys)
         if stack is not None:
             self._stacks.move_to_end(keys)
             return stack
-        files = [self._states[k].files for k in keys]
-        offsets = np.concatenate([[0], np.cumsum([len(f) for f in files])]).astype(np.int64)
-        stack = _Stack(keys, FileStats.concat(files), offsets)
+        stack = FileStack.of([self._states[k].files for k in keys])
         self._stacks[keys] = stack
         if len(self._stacks) > STACKS:
             self._stacks.popitem(last=False)

@@ -47,7 +47,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -158,6 +158,34 @@ def _give_up() -> None:
     """A rule is about to give up on every file of its call."""
     if _EACH_FILE_ALONE.get():
         raise GaveUp
+
+
+@dataclass(frozen=True)
+class FileStack:
+    """Several sets of files one after the other (:meth:`of`), planned in one call.
+
+    :meth:`keep_each` runs a pruning call over all of them inside
+    :func:`each_file_alone` and cuts its answer back into one per set; it
+    answers None where a rule gave up, and the caller plans set by set.
+    """
+
+    files: FileStats
+    #: set ``k`` is ``files[offsets[k]:offsets[k + 1]]``
+    offsets: np.ndarray
+
+    @classmethod
+    def of(cls, parts: Sequence[FileStats]) -> FileStack:
+        offsets = np.cumsum([0, *(len(part) for part in parts)]).astype(np.int64)
+        return cls(FileStats.concat(list(parts)), offsets)
+
+    def keep_each(self, decide: Callable[[FileStats], np.ndarray]) -> list[np.ndarray] | None:
+        """``decide(files)`` (a keep mask) over the stack, split per set; None on give-up."""
+        try:
+            with each_file_alone():
+                keep = np.asarray(decide(self.files), dtype=bool)
+        except GaveUp:
+            return None
+        return [keep[self.offsets[k] : self.offsets[k + 1]] for k in range(len(self.offsets) - 1)]
 
 
 # ---------------------------------------------------------------- bounds of a term
