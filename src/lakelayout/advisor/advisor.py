@@ -47,7 +47,7 @@ from lakelayout.advisor.decisions import (
     fitting_per_row,
     rewrite_correction,
 )
-from lakelayout.advisor.estimate import FAMILIES, bytes_read, per_distinct
+from lakelayout.advisor.estimate import FAMILIES, bytes_read, per_distinct, read_plan
 from lakelayout.advisor.querylog import QueryLog
 from lakelayout.advisor.recommend import Inputs, Recommendation, recommend
 from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
@@ -55,6 +55,7 @@ from lakelayout.cluster.optimize_metrics import OptimizeMetrics
 from lakelayout.errors import InvalidOption, LakelayoutError
 from lakelayout.expr.nodes import Predicate
 from lakelayout.skipping.indexes.base import Index
+from lakelayout.skipping.stats_rules import FileStack
 from lakelayout.stats.model import FileStats
 
 if TYPE_CHECKING:
@@ -963,16 +964,22 @@ def _saved_bytes(
     key: tuple[str, int, str] | None = None,
 ) -> list[float]:
     """Per predicate: bytes it reads from ``old`` minus from ``new`` (min/max pruning on
-    both sides). Each distinct predicate text is planned once; with ``key`` (the rewrite
-    ``old`` -> ``new`` is) once only across the calls for that rewrite (the answers kept
-    are those of the latest call's predicates: a window's worth)."""
+    both sides). Each distinct predicate text is planned once, over both sets stacked
+    (:class:`~lakelayout.skipping.stats_rules.FileStack`; each set alone where a rule
+    gives up on the stack); with ``key`` (the rewrite ``old`` -> ``new`` is) once only
+    across the calls for that rewrite (the answers kept are those of the latest call's
+    predicates: a window's worth)."""
+    stack = FileStack.of([old, new])
+    sizes = [np.asarray(files.sizes, dtype=np.int64) for files in (old, new)]
+
+    def saved(pred: Predicate) -> float:
+        parts = stack.keep_each(lambda files: read_plan(pred, files).keep)
+        if parts is None:
+            return float(bytes_read(pred, old) - bytes_read(pred, new))
+        return float(int(sizes[0][parts[0]].sum()) - int(sizes[1][parts[1]].sum()))
+
     kept: dict[str, float] = {}
-    out = per_distinct(
-        predicates,
-        lambda p: float(bytes_read(p, old) - bytes_read(p, new)),
-        known=None if key is None else _SAVED.get(key),
-        seen=kept,
-    )
+    out = per_distinct(predicates, saved, known=None if key is None else _SAVED.get(key), seen=kept)
     if key is not None:
         if key not in _SAVED and len(_SAVED) >= _MAX_SAVED:
             _SAVED.clear()
