@@ -50,13 +50,34 @@ def test_a_text_that_does_not_bind_fails_every_time_with_the_same_message() -> N
 
 
 def test_the_memo_is_bounded() -> None:
-    parse_module._bound.cache_clear()
-    limit = parse_module._bound.cache_info().maxsize
+    parse_module._MEMO.clear()
+    limit = parse_module._MEMO.size
     bound = [parse_predicate(f"a > {k}", SCHEMA) for k in range(limit + 10)]
-    assert parse_module._bound.cache_info().currsize == limit
+    assert len(parse_module._MEMO) == limit
     assert [p.sql() for p in bound[:3]] == ["a > 0L", "a > 1L", "a > 2L"]
     assert parse_predicate("a > 0", SCHEMA) is not bound[0]  # the oldest was let go
     assert parse_predicate(f"a > {limit + 9}", SCHEMA) is bound[-1]
+
+
+def test_a_predicates_rendering_is_that_predicate_in_the_same_context() -> None:
+    """The query log stores ``pred.sql()`` and the advisor binds it again: that text in
+    the same context answers the very tree (a bind would build a new one); in another
+    context it is bound on its own."""
+    parse_module._MEMO.clear()
+    text = "5 < a AND ts >= '2024-01-01'"
+    pred = parse_predicate(text, SCHEMA, functions={"f": "string"})
+    rendered = pred.sql()
+    assert rendered != text
+    assert parse_predicate(rendered, SCHEMA, functions={"f": pa.string()}) is pred
+    # another time zone or other functions: bound on their own
+    zoned = parse_predicate(rendered, SCHEMA, functions={"f": "string"}, timezone="Asia/Tokyo")
+    assert zoned is not pred and zoned.sql() == rendered
+    assert parse_predicate(rendered, SCHEMA) is not pred
+    # a rendering already bound on its own keeps its own tree
+    parse_module._MEMO.clear()
+    first = parse_predicate(rendered, SCHEMA)
+    assert parse_predicate(text, SCHEMA).sql() == rendered
+    assert parse_predicate(rendered, SCHEMA) is first
 
 
 def test_terms_are_remembered_apart_from_predicates() -> None:

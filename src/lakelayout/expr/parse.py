@@ -36,10 +36,10 @@ from __future__ import annotations
 import contextlib
 import datetime
 import decimal
-import functools
 import re
 import sys
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar, cast
 
@@ -180,7 +180,8 @@ def parse_predicate(
 
     The same text bound again with an equal schema, the same functions and
     time zone is the same (immutable) predicate, and a text that failed
-    fails again with the same error (the last 4,096 are remembered).
+    fails again with the same error (the last 8,192 are remembered); a
+    predicate's rendering (``.sql()``) in the same context is that predicate.
 
     >>> schema = pa.schema([("l_shipdate", pa.date32()), ("l_quantity", pa.int32())])
     >>> parse_predicate("5 < L_QUANTITY AND l_shipdate >= '1995-03-01'", schema).sql()
@@ -201,32 +202,76 @@ def _remembered(
     functions: Functions | None,
     timezone: str,
 ) -> _T:
-    """What ``bind`` gives for these arguments, bound once (:func:`_bound`)."""
+    """What ``bind`` gives for these arguments, bound once (:data:`_MEMO`)."""
     if not isinstance(schema, pa.Schema):
         raise InvalidOption(f"expected a pyarrow schema, got {type(schema).__name__}")
     types = tuple(sorted(function_types(functions).items()))
-    bound = _bound(bind, sql, schema, types, timezone)
+    key = (bind, sql, schema, types, timezone)
+    bound = _MEMO.get(key)
+    if bound is None:
+        try:
+            bound = bind(sql, schema, dict(types), timezone)
+        except LakelayoutError as err:
+            bound = err
+        _MEMO.put(key, bound)
+        if isinstance(bound, Predicate):
+            # its rendering names the same predicate: the query log stores it and the
+            # advisor binds it again (re-binding a rendering renders the same text and
+            # selects the same rows: tests/expr/test_evaluate.py)
+            _MEMO.put((bind, bound.sql(), schema, types, timezone), bound, replace=False)
     if isinstance(bound, LakelayoutError):
         raise bound.with_traceback(None)
     return bound  # type: ignore[return-value]
 
 
-@functools.lru_cache(maxsize=4096)
-def _bound(
-    bind: Callable[[str, pa.Schema, Mapping[str, pa.DataType], str], Predicate | Term],
-    sql: str,
-    schema: pa.Schema,
-    functions: tuple[tuple[str, pa.DataType], ...],
-    timezone: str,
-) -> Predicate | Term | LakelayoutError:
-    """The tree ``bind`` builds, or the error it raised: a scan, the query log, the
-    advisor's window and the replay bind the same predicate texts again (2-4 ms each),
-    and every plan binds each declared index's expression; nodes are frozen, so one
-    bound tree is shared."""
-    try:
-        return bind(sql, schema, dict(functions), timezone)
-    except LakelayoutError as err:
-        return err
+class _Memo:
+    """The last ``size`` texts bound, by (binder, text, schema, function types, time
+    zone): their trees, or the error they raised.
+
+    A scan, the query log, the advisor's window and the replay bind the same
+    predicate texts again (2-6 ms each), and every plan binds each declared
+    index's expression; nodes are frozen, so one bound tree is shared. A
+    predicate is also remembered by its rendering (``.sql()``). Thread-safe.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[Any, ...], Predicate | Term | LakelayoutError] = (
+            OrderedDict()
+        )
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...]) -> Predicate | Term | LakelayoutError | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(
+        self,
+        key: tuple[Any, ...],
+        value: Predicate | Term | LakelayoutError,
+        *,
+        replace: bool = True,
+    ) -> None:
+        """Remember ``value`` for ``key`` (not over a value already there: ``replace=False``)."""
+        with self._lock:
+            if replace or key not in self._items:
+                self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+_MEMO = _Memo(8192)
 
 
 def _bind_predicate(
