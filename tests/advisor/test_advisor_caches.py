@@ -66,7 +66,7 @@ def _assert_close(a: Any, b: Any, path: str = "") -> None:
 
 def _cold() -> None:
     advisor_module._SAMPLES.clear()
-    parse_module._bound.cache_clear()
+    parse_module._MEMO.clear()
 
 
 def test_the_decision_is_the_same_with_cold_caches_warm_caches_and_no_bounds(
