@@ -4,6 +4,7 @@ decision after 300 TPC-H queries spent ~1 s planning the same ones again."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from lakelayout.advisor import advisor as advisor_module
 from lakelayout.advisor.advisor import _saved_bytes
 from lakelayout.advisor.estimate import bytes_read, read_plan
 from lakelayout.expr.parse import parse_predicate
+from lakelayout.skipping.stats_rules import FileStack
 from lakelayout.stats.blocks import block_stats
 
 ROWS = 4_000
@@ -73,3 +75,18 @@ def test_each_query_is_planned_once_per_rewrite_across_calls(
     _saved_bytes(second, OLD, NEW, ("file:///t", 8, key[2]))
     _saved_bytes(second, OLD, NEW)
     assert len(planned) == 2 * 4
+
+
+def test_files_of_two_versions_that_do_not_stack_are_planned_side_by_side() -> None:
+    """Real files of two versions may keep statistics on other columns (a changed
+    ``delta.dataSkippingNumIndexedCols``) or have another schema (a column added): the
+    re-check plans each side alone and gives the same answers."""
+    no_i = dataclasses.replace(NEW, columns={k: c for k, c in NEW.columns.items() if k != "i"})
+    wider = DATA.append_column("extra", pa.array(np.zeros(ROWS)))
+    other_schema = block_stats(wider, np.arange(ROWS) // (ROWS // 8))
+    preds = _preds(["k = 1", "i < 10", "ts < 100 OR k = 3"])
+    for new in (no_i, other_schema):
+        assert FileStack.of_any([OLD, new]) is None
+        want = [float(bytes_read(p, OLD) - bytes_read(p, new)) for p in preds]
+        assert _saved_bytes(preds, OLD, new) == want
+    assert FileStack.of_any([OLD, NEW]) is not None

@@ -966,14 +966,14 @@ def _saved_bytes(
     """Per predicate: bytes it reads from ``old`` minus from ``new`` (min/max pruning on
     both sides). Each distinct predicate text is planned once, over both sets stacked
     (:class:`~lakelayout.skipping.stats_rules.FileStack`; each set alone where a rule
-    gives up on the stack); with ``key`` (the rewrite ``old`` -> ``new`` is) once only
+    gives up on the stack, or where the two versions' files cannot be stacked); with ``key`` (the rewrite ``old`` -> ``new`` is) once only
     across the calls for that rewrite (the answers kept are those of the latest call's
     predicates: a window's worth)."""
-    stack = FileStack.of([old, new])
+    stack = FileStack.of_any([old, new])
     sizes = [np.asarray(files.sizes, dtype=np.int64) for files in (old, new)]
 
     def saved(pred: Predicate) -> float:
-        parts = stack.keep_each(lambda files: read_plan(pred, files).keep)
+        parts = None if stack is None else stack.keep_each(lambda f: read_plan(pred, f).keep)
         if parts is None:
             return float(bytes_read(pred, old) - bytes_read(pred, new))
         return float(int(sizes[0][parts[0]].sum()) - int(sizes[1][parts[1]].sum()))

@@ -55,7 +55,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelayout.errors import PredicateError
+from lakelayout.errors import LakelayoutError, PredicateError
 from lakelayout.expr.coerce import coerce_literal, zone
 from lakelayout.expr.evaluate import evaluable, evaluate, evaluate_term
 from lakelayout.expr.like import escape_like, like_prefix
@@ -175,8 +175,24 @@ class FileStack:
 
     @classmethod
     def of(cls, parts: Sequence[FileStats]) -> FileStack:
+        """``parts`` stacked; they must share the schema and keep statistics on the same
+        columns in the same types (virtual files of one sample always do)."""
         offsets = np.cumsum([0, *(len(part) for part in parts)]).astype(np.int64)
         return cls(FileStats.concat(list(parts)), offsets)
+
+    @classmethod
+    def of_any(cls, parts: Sequence[FileStats]) -> FileStack | None:
+        """:meth:`of`, or None where the parts cannot be stacked: real files of two
+        versions may differ in schema, in the columns with statistics or in their types."""
+        first = parts[0].schema
+        if any(not part.schema.equals(first) for part in parts[1:]):
+            return None
+        if any(set(part.columns) != set(parts[0].columns) for part in parts[1:]):
+            return None
+        try:
+            return cls.of(parts)
+        except (LakelayoutError, pa.ArrowException):
+            return None
 
     def keep_each(self, decide: Callable[[FileStats], np.ndarray]) -> list[np.ndarray] | None:
         """``decide(files)`` (a keep mask) over the stack, split per set; None on give-up."""
