@@ -966,9 +966,10 @@ def _saved_bytes(
     """Per predicate: bytes it reads from ``old`` minus from ``new`` (min/max pruning on
     both sides). Each distinct predicate text is planned once, over both sets stacked
     (:class:`~lakelayout.skipping.stats_rules.FileStack`; each set alone where a rule
-    gives up on the stack, or where the two versions' files cannot be stacked); with ``key`` (the rewrite ``old`` -> ``new`` is) once only
-    across the calls for that rewrite (the answers kept are those of the latest call's
-    predicates: a window's worth)."""
+    gives up on the stack, or where the two versions' files cannot be stacked); with
+    ``key`` (the rewrite ``old`` -> ``new`` is) once only across the calls for that
+    rewrite (the answers kept are those of the latest call's predicates: a window's
+    worth)."""
     stack = FileStack.of_any([old, new])
     sizes = [np.asarray(files.sizes, dtype=np.int64) for files in (old, new)]
 

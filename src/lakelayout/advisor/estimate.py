@@ -181,9 +181,11 @@ class _Stack:
     """Several sets of virtual files (same indexes) one after the other, with their
     index metadata joined alike."""
 
-    sets: tuple[VirtualFiles, ...]
     stack: FileStack
     metadata: dict[str, pa.Array]
+    indexes: tuple[Index, ...]
+    #: each set's file sizes
+    sizes: tuple[np.ndarray, ...]
 
     @classmethod
     def of(cls, sets: Sequence[VirtualFiles]) -> _Stack:
@@ -191,20 +193,21 @@ class _Stack:
             name: pa.concat_arrays([files.metadata[name] for files in sets])
             for name in sets[0].metadata
         }
-        return cls(tuple(sets), FileStack.of([s.stats for s in sets]), metadata)
+        sizes = tuple(np.asarray(files.stats.sizes, dtype=np.int64) for files in sets)
+        return cls(FileStack.of([s.stats for s in sets]), metadata, sets[0].indexes, sizes)
 
     def shares(self, predicate: Predicate) -> np.ndarray | None:
         """Per set, the share of its bytes ``predicate`` reads (one planner call); None
         where a rule could not decide each file alone."""
-        indexes = self.sets[0].indexes
         parts = self.stack.keep_each(
-            lambda files: read_plan(predicate, files, indexes=indexes, metadata=self.metadata).keep
+            lambda files: (
+                read_plan(predicate, files, indexes=self.indexes, metadata=self.metadata).keep
+            )
         )
         if parts is None:
             return None
         out = np.zeros(len(parts), dtype=np.float64)
-        for k, (files, keep) in enumerate(zip(self.sets, parts, strict=True)):
-            sizes = np.asarray(files.stats.sizes, dtype=np.int64)
+        for k, (sizes, keep) in enumerate(zip(self.sizes, parts, strict=True)):
             out[k] = int(sizes[keep].sum()) / float(int(sizes.sum()))
         return out
 

@@ -183,11 +183,9 @@ class FileStack:
     @classmethod
     def of_any(cls, parts: Sequence[FileStats]) -> FileStack | None:
         """:meth:`of`, or None where the parts cannot be stacked: real files of two
-        versions may differ in schema, in the columns with statistics or in their types."""
-        first = parts[0].schema
-        if any(not part.schema.equals(first) for part in parts[1:]):
-            return None
-        if any(set(part.columns) != set(parts[0].columns) for part in parts[1:]):
+        versions may differ in schema, in the columns with statistics or in their types
+        (``FileStats.concat`` refuses the last two)."""
+        if any(not part.schema.equals(parts[0].schema) for part in parts[1:]):
             return None
         try:
             return cls.of(parts)
