@@ -12,12 +12,16 @@ written by
 * ``parquet``: ``df.write.parquet(path)`` (plain Spark, no Delta log, no
   statistics beyond Parquet's own);
 * ``delta-rs``: ``deltalake.write_deltalake(path, arrow)`` of the same rows
-  already in Arrow on the driver (the collect is not timed).
+  already in Arrow on the driver (the collect is not timed);
+* ``delta-rs-df``: what delta-rs costs a user who holds the DataFrame:
+  ``df.toArrow()`` then ``write_deltalake`` (the collect timed), the peer of
+  ``create`` / ``append`` from a DataFrame.
 
 ``df`` is cached and counted first, so every Spark writer reads the same rows
 from memory. The JVM and workers are warmed, repeats interleaved, the order
 rotated. Printed: median seconds and the ratios ``create / parquet`` (goal
-<= 1.2) and ``create / delta-rs`` (goal <= 1), for DataFrame and Arrow input.
+<= 1.2) and ``create / delta-rs`` (goal <= 1), for DataFrame and Arrow input,
+and each DataFrame writer over ``delta-rs-df``.
 
     .venv/bin/python bench/bench_b8_write.py --rows 2000000
     .venv/bin/python bench/bench_b8_write.py --rows 1500000 --partitions 150  # small files
@@ -108,6 +112,13 @@ def main() -> None:
         write_deltalake(out(), arrow)
         return time.perf_counter() - started
 
+    def delta_rs_df() -> float:
+        from deltalake import write_deltalake
+
+        started = time.perf_counter()
+        write_deltalake(out(), df.toArrow())
+        return time.perf_counter() - started
+
     writers: dict[str, Callable[[], float]] = {
         "create": create,
         "append": append,
@@ -115,6 +126,7 @@ def main() -> None:
         "append-arrow": append_arrow,
         "parquet": parquet,
         "delta-rs": delta_rs,
+        "delta-rs-df": delta_rs_df,
     }
     for writer in writers.values():  # warm-up
         writer()
@@ -136,6 +148,11 @@ def main() -> None:
         print(
             f"   {ours} / parquet {medians[ours] / medians['parquet']:.2f} (goal <= 1.2)   "
             f"{ours} / delta-rs {medians[ours] / medians['delta-rs']:.2f} (goal <= 1)"
+        )
+    for ours in ("create", "append"):
+        print(
+            f"   {ours} / delta-rs-df {medians[ours] / medians['delta-rs-df']:.2f} "
+            "(both from the DataFrame)"
         )
     shutil.rmtree(work, ignore_errors=True)
 

@@ -366,7 +366,7 @@ class Table:
             seconds=time.perf_counter() - started,
             retries=retries,
         )
-        self._after_append(metrics)
+        self._after_append(metrics, snap.configuration)
         return metrics
 
     def _commit_append(
@@ -669,13 +669,13 @@ class Table:
             logger.warning("query log of %s: scan not recorded: %s", self.uri, exc)
             return None
 
-    def _after_append(self, metrics: WriteMetrics) -> None:
+    def _after_append(self, metrics: WriteMetrics, configuration: Mapping[str, str]) -> None:
         """Ask the advisor after a committed append (``lakelayout.autoOptimize``); it
         never raises, so the append stands whatever the advisor does."""
         try:
             from lakelayout.advisor.advisor import after_append
 
-            after_append(self, metrics.files_added)
+            after_append(self, metrics.files_added, configuration)
         except Exception as exc:
             logger.warning("advisor on %s after an append: %s", self.uri, exc)
 

@@ -1030,15 +1030,23 @@ class AutoOptimizer(Optimizer):
         return self._table.advisor.auto(trigger="manual", apply=apply)
 
 
-def after_append(table: Table, files_added: int) -> AutoResult | None:
+def after_append(
+    table: Table, files_added: int, configuration: Mapping[str, str] | None = None
+) -> AutoResult | None:
     """The append trigger: ask the advisor when auto-optimize is on and enough
-    never-clustered bytes arrived. Never raises (the append is committed)."""
+    never-clustered bytes arrived. Never raises (the append is committed).
+
+    ``configuration`` is the table's as the append read it: when auto-optimize
+    is off there, no snapshot is read after the commit (a property turned on by
+    another writer meanwhile is seen at the next append)."""
     from lakelayout.cluster import config as cluster_config
 
     try:
+        if files_added <= 0 or (configuration is not None and not _auto_on(configuration)):
+            return None
         snap = table.snapshot()
         config = snap.configuration
-        if files_added <= 0 or config.get(AUTO_OPTIMIZE, "").strip().lower() != "true":
+        if not _auto_on(config):
             return None
         target = cluster_config.target_file_size(config)
         minimum = int(config.get(AUTO_MIN_BYTES) or 2 * target)
@@ -1049,3 +1057,7 @@ def after_append(table: Table, files_added: int) -> AutoResult | None:
     except Exception as exc:
         logger.warning("advisor on %s after an append: %s", table.uri, exc)
         return None
+
+
+def _auto_on(configuration: Mapping[str, str]) -> bool:
+    return configuration.get(AUTO_OPTIMIZE, "").strip().lower() == "true"
