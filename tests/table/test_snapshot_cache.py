@@ -32,9 +32,14 @@ def test_kept_until_any_writer_commits(tmp_path: Path) -> None:
     assert second is not first and (second.version, _rows(second)) == (1, 4)
     fresh = delta.read_snapshot(uri)
     assert (fresh.version, list(fresh.files.paths)) == (1, list(second.files.paths))
-    # an explicit version is read from the log, and does not replace the kept latest
-    assert (delta.snapshot(uri, 0).version, _rows(delta.snapshot(uri, 0))) == (0, 3)
+    # an explicit version is kept beside the latest, and does not replace it
+    at_zero = delta.snapshot(uri, 0)
+    assert (at_zero.version, _rows(at_zero)) == (0, 3)
+    assert delta.snapshot("file://" + uri, 0) is at_zero
     assert delta.snapshot(uri) is second
+    write_deltalake(uri, pa.table({"a": [5]}), mode="append")
+    assert delta.snapshot(uri, 0) is at_zero  # a later commit leaves version 0 as it was
+    assert _rows(delta.snapshot(uri, 1)) == 4 and _rows(delta.snapshot(uri)) == 5
 
 
 def test_a_table_recreated_at_the_same_path_is_read_again(tmp_path: Path) -> None:
@@ -47,6 +52,22 @@ def test_a_table_recreated_at_the_same_path_is_read_again(tmp_path: Path) -> Non
     assert again.version == 0 and _rows(again) == 10 and again.schema.names == ["a", "b"]
 
 
+def test_an_explicit_version_is_read_again_when_its_commit_file_changes(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"a": [1, 2, 3]}))
+    write_deltalake(uri, pa.table({"a": [4]}), mode="append")
+    kept = delta.snapshot(uri, 1)
+    assert delta.snapshot(uri, 1) is kept and _rows(kept) == 4
+    shutil.rmtree(uri)  # recreated: versions 0 and 1 are other commits now
+    write_deltalake(uri, pa.table({"a": list(range(10))}))
+    write_deltalake(uri, pa.table({"a": list(range(20))}), mode="append")
+    again = delta.snapshot(uri, 1)
+    assert again is not kept and _rows(again) == 30
+    assert delta.commit_identity(uri, 1) is not None
+    assert delta.commit_identity(uri, 2) is None  # no such commit: nothing to key on
+    assert delta.commit_identity("s3://bucket/t", 1) is None
+
+
 def test_only_the_latest_tables_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(delta, "SNAPSHOT_CACHE_TABLES", 2)
     uris = [str(tmp_path / f"t{i}") for i in range(3)]
@@ -57,6 +78,22 @@ def test_only_the_latest_tables_are_kept(tmp_path: Path, monkeypatch: pytest.Mon
     assert delta.snapshot(uris[0]) is not kept[0]  # the least recently used was dropped
     monkeypatch.setattr(delta, "SNAPSHOT_CACHE_TABLES", 0)  # off: every call reads the log
     assert delta.snapshot(uris[0]) is not delta.snapshot(uris[0])
+
+
+def test_only_the_latest_versions_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(delta, "SNAPSHOT_CACHE_VERSIONS", 2)
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"a": [0]}))
+    for i in range(1, 3):
+        write_deltalake(uri, pa.table({"a": [i]}), mode="append")
+    kept = [delta.snapshot(uri, v) for v in range(3)]
+    assert [_rows(s) for s in kept] == [1, 2, 3]
+    assert delta.snapshot(uri, 2) is kept[2] and delta.snapshot(uri, 1) is kept[1]
+    assert delta.snapshot(uri, 0) is not kept[0]  # the least recently used was dropped
+    monkeypatch.setattr(delta, "SNAPSHOT_CACHE_VERSIONS", 0)
+    assert delta.snapshot(uri, 1) is not delta.snapshot(uri, 1)
 
 
 def test_the_key_moves_with_every_commit(tmp_path: Path) -> None:

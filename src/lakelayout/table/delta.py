@@ -682,7 +682,10 @@ def set_properties(uri: str | os.PathLike[str], props: Mapping[str, str | None])
 
 #: latest snapshots of this many local tables are kept in memory (0: none; see snapshot())
 SNAPSHOT_CACHE_TABLES = 16
+#: snapshots at explicit versions of local tables kept in memory (0: none; see snapshot())
+SNAPSHOT_CACHE_VERSIONS = 64
 _SNAPSHOTS: OrderedDict[str, tuple[tuple[int, int, int], Snapshot]] = OrderedDict()
+_VERSIONS: OrderedDict[tuple[str, int], tuple[tuple[int, int, int], Snapshot]] = OrderedDict()
 _SNAPSHOTS_LOCK = threading.Lock()
 
 
@@ -700,11 +703,16 @@ def snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Snapsho
     commit, by any process, replaces with a newer one; every call lists the
     log to compare, so a stale snapshot is never returned. Reading the log
     and building the statistics took ~40 ms per call on a table of 200
-    files, paid by every scan, plan and advisor call. Tables elsewhere
-    (object stores) and explicit versions are read every time.
+    files, paid by every scan, plan and advisor call. A snapshot at an
+    explicit version is kept the same way, keyed by that version's commit
+    file (a commit never changes; a table recreated at the same path writes
+    a new file, and a version whose commit file is gone is read every time).
+    Tables elsewhere (object stores) are read every time.
     """
     location = normalize_uri(uri)
-    key = latest_commit(location) if version is None and SNAPSHOT_CACHE_TABLES > 0 else None
+    if version is not None:
+        return _snapshot_at(location, version)
+    key = latest_commit(location) if SNAPSHOT_CACHE_TABLES > 0 else None
     if key is None:
         return read_snapshot(location, version)
     with _SNAPSHOTS_LOCK:
@@ -722,10 +730,44 @@ def snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Snapsho
     return snap
 
 
+def _snapshot_at(location: str, version: int) -> Snapshot:
+    """:func:`snapshot` at an explicit ``version``, kept while its commit file is the same."""
+    key = commit_identity(location, version) if SNAPSHOT_CACHE_VERSIONS > 0 else None
+    if key is None:
+        return read_snapshot(location, version)
+    with _SNAPSHOTS_LOCK:
+        held = _VERSIONS.get((location, version))
+        if held is not None and held[0] == key:
+            _VERSIONS.move_to_end((location, version))
+            return held[1]
+    snap = read_snapshot(location, version)
+    if commit_identity(location, version) == key:  # not replaced while it was read
+        with _SNAPSHOTS_LOCK:
+            _VERSIONS[(location, version)] = (key, snap)
+            _VERSIONS.move_to_end((location, version))
+            while len(_VERSIONS) > SNAPSHOT_CACHE_VERSIONS:
+                _VERSIONS.popitem(last=False)
+    return snap
+
+
 def forget_snapshots() -> None:
     """Drop every kept snapshot (the next :func:`snapshot` of each table reads its log)."""
     with _SNAPSHOTS_LOCK:
         _SNAPSHOTS.clear()
+        _VERSIONS.clear()
+
+
+def commit_identity(uri: str, version: int) -> tuple[int, int, int] | None:
+    """(version, bytes, mtime ns) of a local table's commit file for ``version``; None
+    when the table is not on the local filesystem or that commit file does not exist."""
+    if not is_local(uri) or version < 0:
+        return None
+    path = os.path.join(local_path(uri), "_delta_log", f"{version:020d}.json")
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (version, st.st_size, st.st_mtime_ns)
 
 
 def latest_commit(uri: str) -> tuple[int, int, int] | None:
