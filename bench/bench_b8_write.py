@@ -10,7 +10,9 @@ written by
   ``pyarrow.Table`` on the driver (written in this process by the same
   writer, no Spark job): the like-for-like peer of delta-rs;
 * ``parquet``: ``df.write.parquet(path)`` (plain Spark, no Delta log, no
-  statistics beyond Parquet's own);
+  statistics beyond Parquet's own; Spark's default codec, snappy);
+* ``parquet-zstd``: the same with zstd, the codec lakelayout writes (its files
+  are smaller than snappy's; zstd costs more CPU to compress);
 * ``delta-rs``: ``deltalake.write_deltalake(path, arrow)`` of the same rows
   already in Arrow on the driver (the collect is not timed);
 * ``delta-rs-df``: what delta-rs costs a user who holds the DataFrame:
@@ -105,6 +107,11 @@ def main() -> None:
         df.write.parquet(out())
         return time.perf_counter() - started
 
+    def parquet_zstd() -> float:
+        started = time.perf_counter()
+        df.write.option("compression", "zstd").parquet(out())
+        return time.perf_counter() - started
+
     def delta_rs() -> float:
         from deltalake import write_deltalake
 
@@ -125,6 +132,7 @@ def main() -> None:
         "create-arrow": create_arrow,
         "append-arrow": append_arrow,
         "parquet": parquet,
+        "parquet-zstd": parquet_zstd,
         "delta-rs": delta_rs,
         "delta-rs-df": delta_rs_df,
     }
@@ -150,6 +158,10 @@ def main() -> None:
             f"{ours} / delta-rs {medians[ours] / medians['delta-rs']:.2f} (goal <= 1)"
         )
     for ours in ("create", "append"):
+        print(
+            f"   {ours} / parquet-zstd {medians[ours] / medians['parquet-zstd']:.2f} "
+            "(the same codec)"
+        )
         print(
             f"   {ours} / delta-rs-df {medians[ours] / medians['delta-rs-df']:.2f} "
             "(both from the DataFrame)"
