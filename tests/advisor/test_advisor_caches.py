@@ -16,6 +16,7 @@ from lakelayout.advisor import advisor as advisor_module
 from lakelayout.advisor.advisor import _unclustered
 from lakelayout.advisor.benefit import BenefitConfig
 from lakelayout.advisor.costmodel import DEFAULTS
+from lakelayout.advisor.decisions import DecisionLog
 from lakelayout.advisor.recommend import Recommendation
 from lakelayout.api import Table
 from lakelayout.expr import parse as parse_module
@@ -70,7 +71,7 @@ def _cold() -> None:
 
 
 def test_the_decision_is_the_same_with_cold_caches_warm_caches_and_no_bounds(
-    spark: Any, tmp_path: Path
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     t = Table.create(str(tmp_path / "t"), _batch(spark, 0, 6000, 6), target_file_size=15_000)
     _scans(t, 12)
@@ -84,6 +85,12 @@ def test_the_decision_is_the_same_with_cold_caches_warm_caches_and_no_bounds(
     assert len(cold.estimates) == 4  # every family was fitted and priced
     warm = t.advisor.recommend()  # sample and parsed window from the caches
     assert _decided(warm) == _decided(cold)
+    reads: list[str] = []
+    rows = DecisionLog.rows
+    monkeypatch.setattr(DecisionLog, "rows", lambda log: reads.append(log.path) or rows(log))
+    assert _decided(t.advisor.recommend()) == _decided(cold)
+    assert len(reads) == 1  # one read of the decision log for the candidates and the model
+    monkeypatch.undo()
     t.advisor.bounds = False
     assert _decided(t.advisor.recommend()) == _decided(cold)
 

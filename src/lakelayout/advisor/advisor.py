@@ -179,13 +179,16 @@ class Advisor:
         return fit_reads(runs) if self.learn_query_cost else None
 
     def decision_model(
-        self, runs: Sequence[QueryObservation] = ()
+        self,
+        runs: Sequence[QueryObservation] = (),
+        rows: list[dict[str, Any]] | None = None,
     ) -> tuple[CostModel, RewriteCorrection | None]:
         """The model a decision is priced with: :meth:`cost_model` with the query terms
         the window's timed queries ``runs`` measured (:meth:`reads`) when they price a
         file's read more than ``READ_FIT_TRUST`` times off the model's, the table's
         rewrite correction applied and the fitting cost its last decisions measured
-        (:func:`.decisions.fitting_per_row`); and the correction."""
+        (:func:`.decisions.fitting_per_row`); and the correction. ``rows``: the
+        decision log already read."""
         model = self.cost_model()
         reads = self.reads(runs)
         if reads is not None:
@@ -200,7 +203,7 @@ class Advisor:
                     f"{reads.describe()} agrees within {READ_FIT_TRUST:g}x ({factor:.2g}x) "
                     "on a file's read: kept"
                 )
-        rows = self.decisions()
+        rows = self.decisions() if rows is None else rows
         fitting = fitting_per_row(rows)
         if fitting is not None:
             model = model.with_fitting(fitting.per_row, fitting.describe())
@@ -234,9 +237,10 @@ class Advisor:
         bound leaves a chance that a rewrite pays.
         """
         snap = self.table.snapshot()
-        inputs = self.inputs(snap)
+        rows = self.decisions()  # read once for the candidates and the model
+        inputs = self.inputs(snap, rows)
         files = inputs.candidate_files
-        model, correction = self.decision_model(inputs.runs)
+        model, correction = self.decision_model(inputs.runs, rows)
         rec = recommend(
             inputs,
             model=model,
@@ -252,16 +256,19 @@ class Advisor:
         rec.candidate_paths = [str(p) for p in files.paths]
         return rec
 
-    def inputs(self, snap: Snapshot | None = None) -> Inputs:
+    def inputs(
+        self, snap: Snapshot | None = None, rows: list[dict[str, Any]] | None = None
+    ) -> Inputs:
         """Everything :func:`recommend` needs but the sample, from the log and the table
-        (at ``snap``, default: its current version)."""
+        (at ``snap``, default: its current version); ``rows``: the decision log
+        already read."""
         from lakelayout.cluster import config as cluster_config
         from lakelayout.table.session import default_parallelism
 
         snap = self.table.snapshot() if snap is None else snap
         window = self._window(snap.schema)
         predicates, stamps = window.predicates, window.stamps
-        files, again = self.candidate_files(snap, predicates, stamps)
+        files, again = self.candidate_files(snap, predicates, stamps, rows)
         shares = self._column_shares(snap, files)
         indexes, _ = self.table.indexes.usable(snap.schema)
         shuffled = cluster_config.rewrite_shuffles(
@@ -300,11 +307,16 @@ class Advisor:
         return shares
 
     def candidate_files(
-        self, snap: Snapshot, predicates: Sequence[Predicate], stamps: Sequence[dt.datetime]
+        self,
+        snap: Snapshot,
+        predicates: Sequence[Predicate],
+        stamps: Sequence[dt.datetime],
+        rows: list[dict[str, Any]] | None = None,
     ) -> tuple[FileStats, list[dict[str, Any]]]:
         """The live files a rewrite may replace: the never-clustered ones and, with
         ``recluster`` on, those written by an automatic rewrite of this table that did
-        not deliver; and a description of each such rewrite.
+        not deliver; and a description of each such rewrite (``rows``: the decision
+        log already read).
 
         A rewrite's estimate assumes the window it was fitted on repeats. When at
         least :data:`RECHECK_QUERIES` queries of the current window came after it
@@ -323,7 +335,7 @@ class Advisor:
             return snap.files.take(chosen), []
         live = {str(p): k for k, p in enumerate(snap.files.paths)}
         again = []
-        for row in self.decisions():
+        for row in self.decisions() if rows is None else rows:
             if row["kind"] != "decision" or row["outcome"] != "applied":
                 continue
             estimated = (row["detail"] or {}).get("chosen", {}) or {}
