@@ -80,9 +80,7 @@ def test_only_the_latest_tables_are_kept(tmp_path: Path, monkeypatch: pytest.Mon
     assert delta.snapshot(uris[0]) is not delta.snapshot(uris[0])
 
 
-def test_only_the_latest_versions_are_kept(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_only_the_latest_versions_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(delta, "SNAPSHOT_CACHE_VERSIONS", 2)
     uri = str(tmp_path / "t")
     write_deltalake(uri, pa.table({"a": [0]}))
