@@ -715,18 +715,12 @@ def snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Snapsho
     key = latest_commit(location) if SNAPSHOT_CACHE_TABLES > 0 else None
     if key is None:
         return read_snapshot(location, version)
-    with _SNAPSHOTS_LOCK:
-        held = _SNAPSHOTS.get(location)
-        if held is not None and held[0] == key:
-            _SNAPSHOTS.move_to_end(location)
-            return held[1]
+    held = _held(_SNAPSHOTS, location, key)
+    if held is not None:
+        return held
     snap = read_snapshot(location)
     if snap.version == key[0]:  # the log may have moved since the listing: key on what was read
-        with _SNAPSHOTS_LOCK:
-            _SNAPSHOTS[location] = (key, snap)
-            _SNAPSHOTS.move_to_end(location)
-            while len(_SNAPSHOTS) > SNAPSHOT_CACHE_TABLES:
-                _SNAPSHOTS.popitem(last=False)
+        _keep(_SNAPSHOTS, location, key, snap, SNAPSHOT_CACHE_TABLES)
     return snap
 
 
@@ -735,19 +729,34 @@ def _snapshot_at(location: str, version: int) -> Snapshot:
     key = commit_identity(location, version) if SNAPSHOT_CACHE_VERSIONS > 0 else None
     if key is None:
         return read_snapshot(location, version)
-    with _SNAPSHOTS_LOCK:
-        held = _VERSIONS.get((location, version))
-        if held is not None and held[0] == key:
-            _VERSIONS.move_to_end((location, version))
-            return held[1]
+    held = _held(_VERSIONS, (location, version), key)
+    if held is not None:
+        return held
     snap = read_snapshot(location, version)
     if commit_identity(location, version) == key:  # not replaced while it was read
-        with _SNAPSHOTS_LOCK:
-            _VERSIONS[(location, version)] = (key, snap)
-            _VERSIONS.move_to_end((location, version))
-            while len(_VERSIONS) > SNAPSHOT_CACHE_VERSIONS:
-                _VERSIONS.popitem(last=False)
+        _keep(_VERSIONS, (location, version), key, snap, SNAPSHOT_CACHE_VERSIONS)
     return snap
+
+
+def _held(cache: OrderedDict[Any, tuple[Any, Snapshot]], name: Any, key: Any) -> Snapshot | None:
+    """The snapshot kept under ``name`` when it was kept with ``key``; else None."""
+    with _SNAPSHOTS_LOCK:
+        held = cache.get(name)
+        if held is None or held[0] != key:
+            return None
+        cache.move_to_end(name)
+        return held[1]
+
+
+def _keep(
+    cache: OrderedDict[Any, tuple[Any, Snapshot]], name: Any, key: Any, snap: Snapshot, limit: int
+) -> None:
+    """Keep ``snap`` under ``name`` with ``key``; the least recently used beyond ``limit`` go."""
+    with _SNAPSHOTS_LOCK:
+        cache[name] = (key, snap)
+        cache.move_to_end(name)
+        while len(cache) > limit:
+            cache.popitem(last=False)
 
 
 def forget_snapshots() -> None:
