@@ -94,6 +94,23 @@ def test_only_the_latest_versions_are_kept(tmp_path: Path, monkeypatch: pytest.M
     assert delta.snapshot(uri, 1) is not delta.snapshot(uri, 1)
 
 
+def test_kept_versions_hold_a_bounded_number_of_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(delta, "SNAPSHOT_CACHE_VERSION_FILES", 3)
+    uri = str(tmp_path / "t")
+    write_deltalake(uri, pa.table({"a": [0]}))
+    for i in range(1, 4):
+        write_deltalake(uri, pa.table({"a": [i]}), mode="append")  # version v has v + 1 files
+    one, two = delta.snapshot(uri, 0), delta.snapshot(uri, 1)  # 1 + 2 files: both kept
+    assert delta.snapshot(uri, 0) is one and delta.snapshot(uri, 1) is two
+    three = delta.snapshot(uri, 2)  # 3 more files: the older two go to stay within 3
+    assert delta.snapshot(uri, 2) is three
+    assert delta.snapshot(uri, 1) is not two
+    four = delta.snapshot(uri, 3)  # more files than the whole budget: never kept
+    assert len(four.files) == 4 and delta.snapshot(uri, 3) is not four
+
+
 def test_the_key_moves_with_every_commit(tmp_path: Path) -> None:
     uri = str(tmp_path / "t")
     assert delta.latest_commit(uri) is None  # no table yet: nothing to key on

@@ -684,6 +684,8 @@ def set_properties(uri: str | os.PathLike[str], props: Mapping[str, str | None])
 SNAPSHOT_CACHE_TABLES = 16
 #: snapshots at explicit versions of local tables kept in memory (0: none; see snapshot())
 SNAPSHOT_CACHE_VERSIONS = 64
+#: ... holding at most this many files in all (a snapshot of more files is not kept)
+SNAPSHOT_CACHE_VERSION_FILES = 500_000
 _SNAPSHOTS: OrderedDict[str, tuple[tuple[int, int, int], Snapshot]] = OrderedDict()
 _VERSIONS: OrderedDict[tuple[str, int], tuple[tuple[int, int, int], Snapshot]] = OrderedDict()
 _SNAPSHOTS_LOCK = threading.Lock()
@@ -733,8 +735,10 @@ def _snapshot_at(location: str, version: int) -> Snapshot:
     if held is not None:
         return held
     snap = read_snapshot(location, version)
-    if commit_identity(location, version) == key:  # not replaced while it was read
-        _keep(_VERSIONS, (location, version), key, snap, SNAPSHOT_CACHE_VERSIONS)
+    budget = SNAPSHOT_CACHE_VERSION_FILES
+    if len(snap.files) <= budget and commit_identity(location, version) == key:
+        # not replaced while it was read
+        _keep(_VERSIONS, (location, version), key, snap, SNAPSHOT_CACHE_VERSIONS, files=budget)
     return snap
 
 
@@ -749,13 +753,22 @@ def _held(cache: OrderedDict[Any, tuple[Any, Snapshot]], name: Any, key: Any) ->
 
 
 def _keep(
-    cache: OrderedDict[Any, tuple[Any, Snapshot]], name: Any, key: Any, snap: Snapshot, limit: int
+    cache: OrderedDict[Any, tuple[Any, Snapshot]],
+    name: Any,
+    key: Any,
+    snap: Snapshot,
+    limit: int,
+    *,
+    files: int | None = None,
 ) -> None:
-    """Keep ``snap`` under ``name`` with ``key``; the least recently used beyond ``limit`` go."""
+    """Keep ``snap`` under ``name`` with ``key``; the least recently used go while more
+    than ``limit`` snapshots (or, given ``files``, more files than that in all) are kept."""
     with _SNAPSHOTS_LOCK:
         cache[name] = (key, snap)
         cache.move_to_end(name)
-        while len(cache) > limit:
+        while len(cache) > limit or (
+            files is not None and sum(len(s.files) for _, s in cache.values()) > files
+        ):
             cache.popitem(last=False)
 
 
