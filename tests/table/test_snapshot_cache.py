@@ -37,6 +37,7 @@ def test_kept_until_any_writer_commits(tmp_path: Path) -> None:
     assert (at_zero.version, _rows(at_zero)) == (0, 3)
     assert delta.snapshot("file://" + uri, 0) is at_zero
     assert delta.snapshot(uri) is second
+    assert delta.snapshot(uri, 1) is second  # the latest, asked for by its version: not read again
     write_deltalake(uri, pa.table({"a": [5]}), mode="append")
     assert delta.snapshot(uri, 0) is at_zero  # a later commit leaves version 0 as it was
     assert _rows(delta.snapshot(uri, 1)) == 4 and _rows(delta.snapshot(uri)) == 5

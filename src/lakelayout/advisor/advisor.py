@@ -1052,13 +1052,15 @@ def after_append(
     is off there, no snapshot is read after the commit (a property turned on by
     another writer meanwhile is seen at the next append)."""
     from lakelayout.cluster import config as cluster_config
+    from lakelayout.table.features import is_true
 
     try:
-        if files_added <= 0 or (configuration is not None and not _auto_on(configuration)):
+        on = configuration is None or is_true(configuration.get(AUTO_OPTIMIZE))
+        if files_added <= 0 or not on:
             return None
         snap = table.snapshot()
         config = snap.configuration
-        if not _auto_on(config):
+        if not is_true(config.get(AUTO_OPTIMIZE)):
             return None
         target = cluster_config.target_file_size(config)
         minimum = int(config.get(AUTO_MIN_BYTES) or 2 * target)
@@ -1069,7 +1071,3 @@ def after_append(
     except Exception as exc:
         logger.warning("advisor on %s after an append: %s", table.uri, exc)
         return None
-
-
-def _auto_on(configuration: Mapping[str, str]) -> bool:
-    return configuration.get(AUTO_OPTIMIZE, "").strip().lower() == "true"

@@ -731,7 +731,11 @@ def _snapshot_at(location: str, version: int) -> Snapshot:
     key = commit_identity(location, version) if SNAPSHOT_CACHE_VERSIONS > 0 else None
     if key is None:
         return read_snapshot(location, version)
+    # the latest snapshot is kept under the identity of its commit file too: at that
+    # version it is the same snapshot, not read again
     held = _held(_VERSIONS, (location, version), key)
+    if held is None:
+        held = _held(_SNAPSHOTS, location, key)
     if held is not None:
         return held
     snap = read_snapshot(location, version)
@@ -794,26 +798,20 @@ def commit_identity(uri: str, version: int) -> tuple[int, int, int] | None:
 
 def latest_commit(uri: str) -> tuple[int, int, int] | None:
     """(version, bytes, mtime ns) of the newest commit file in a local table's
-    ``_delta_log``; None when the table is not on the local filesystem or has no commit."""
+    ``_delta_log`` (:func:`commit_identity` of the highest version listed); None when
+    the table is not on the local filesystem or has no commit."""
     if not is_local(uri):
         return None
-    log = os.path.join(local_path(uri), "_delta_log")
-    best: os.DirEntry[str] | None = None
     version = -1
     try:
-        with os.scandir(log) as entries:
+        with os.scandir(os.path.join(local_path(uri), "_delta_log")) as entries:
             for entry in entries:
                 name = entry.name
                 if len(name) == 25 and name.endswith(".json") and name[:20].isdigit():
-                    v = int(name[:20])
-                    if v > version:
-                        version, best = v, entry
-        if best is None:
-            return None
-        st = best.stat()
+                    version = max(version, int(name[:20]))
     except OSError:
         return None
-    return (version, st.st_size, st.st_mtime_ns)
+    return commit_identity(uri, version)
 
 
 def read_snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Snapshot:

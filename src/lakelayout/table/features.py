@@ -120,11 +120,11 @@ def plan_commit(
                 "(lakelayout does not check rows against them)"
             )
     if kind is Kind.DELETE:
-        if _true(configuration.get("delta.appendOnly")):
+        if is_true(configuration.get("delta.appendOnly")):
             raise UnsupportedTable(
                 f"cannot DELETE from '{location}': it is append-only (delta.appendOnly=true)"
             )
-        if _true(configuration.get("delta.enableChangeDataFeed")):
+        if is_true(configuration.get("delta.enableChangeDataFeed")):
             raise UnsupportedTable(
                 f"cannot DELETE from '{location}': it has the change data feed enabled and "
                 "lakelayout writes no change data files; use Delta's DELETE"
@@ -192,5 +192,6 @@ def _types_in(schema_json: str) -> set[str]:
     return found
 
 
-def _true(value: str | None) -> bool:
+def is_true(value: str | None) -> bool:
+    """Whether a table property's value means true (``"true"`` in any case, spaces around)."""
     return (value or "").strip().lower() == "true"
