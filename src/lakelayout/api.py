@@ -208,7 +208,7 @@ class Table:
         stored as NULL, as every Delta reader reads it.
         """
         from lakelayout.table.datafile import TableFormat
-        from lakelayout.table.writer import row_group_size
+        from lakelayout.table.writer import check_file_properties, parquet_codec, row_group_size
 
         where = "Table.create"
         args.require_path(uri, "uri", where)
@@ -241,6 +241,7 @@ class Table:
             config.update(_clustering_config(cluster_by, table_schema))
         if auto_optimize:
             config["lakelayout.autoOptimize"] = "true"
+        check_file_properties(config)  # an empty table too: its appends would fail
         fmt = TableFormat.plain(table_schema, partitions)
         files = []
         if df is not None:
@@ -249,7 +250,7 @@ class Table:
             )
             files = _write(
                 df, root, schema=table_schema, target_file_size=size, fmt=fmt,
-                row_group_bytes=row_group_size(config),
+                row_group_bytes=row_group_size(config), codec=parquet_codec(config),
             )  # fmt: skip
         delta.create_table(
             root,
@@ -334,7 +335,7 @@ class Table:
         ``df`` is a Spark DataFrame, or a ``pyarrow.Table`` written in this
         process with no Spark job (see :meth:`create`).
         """
-        from lakelayout.table.writer import row_group_size
+        from lakelayout.table.writer import parquet_codec, row_group_size
 
         args.require_data(df, "df", "Table.append")
         args.require_int(target_file_size, "target_file_size", "Table.append", optional=True)
@@ -355,6 +356,7 @@ class Table:
             collectors=indexes,
             fmt=snap.table_format,
             row_group_bytes=row_group_size(snap.configuration),
+            codec=parquet_codec(snap.configuration),
         )
         version, retries = self._commit_append(files, snap, spark) if files else (snap.version, 0)
         self.indexes.record_written(files, indexes)

@@ -22,7 +22,7 @@ import pytest
 
 from lakelayout.api import Table
 from lakelayout.errors import InvalidOption
-from lakelayout.table.writer import ROW_GROUP_SIZE
+from lakelayout.table.writer import PARQUET_CODEC, ROW_GROUP_SIZE
 
 pytestmark = pytest.mark.spark
 
@@ -136,3 +136,72 @@ def test_row_group_size_property_is_checked_before_writing(spark: Any, tmp_path:
     with pytest.raises(InvalidOption, match=r"lakelayout\.rowGroupSize must be a positive"):
         Table.create(str(tmp_path / "t"), _data(spark, 10), properties={ROW_GROUP_SIZE: "0"})
     assert not (tmp_path / "t" / "_delta_log").exists()
+
+
+def _codecs(t: Table) -> set[str]:
+    """The Parquet codecs of every column chunk of the table's live files."""
+    import deltalake
+
+    found = set()
+    for path in deltalake.DeltaTable(t.uri).file_uris():
+        meta = pq.ParquetFile(path).metadata
+        for g in range(meta.num_row_groups):
+            for j in range(meta.num_columns):
+                found.add(meta.row_group(g).column(j).compression)
+    return found
+
+
+def test_parquet_codec_property_reaches_every_file_written(spark: Any, tmp_path: Path) -> None:
+    """Create, append, a layout rewrite and DELETE's rewritten files all use the table's codec."""
+    from pyspark.sql import functions as F
+
+    t = Table.create(
+        str(tmp_path / "t"),
+        _data(spark, 6_000),
+        target_file_size=64 * 1024,
+        properties={PARQUET_CODEC: "Snappy"},
+    )
+    assert _codecs(t) == {"SNAPPY"}
+    t.append(_data(spark, 2_000).withColumn("id", F.col("id") + 6_000))
+    assert _codecs(t) == {"SNAPPY"}
+    expected = _by_id(t.to_df().toArrow())
+    assert expected.column("id").to_pylist() == list(range(8_000))
+    t.optimize.zorder(["a", "s"])
+    assert _codecs(t) == {"SNAPPY"}
+    _same_everywhere(spark, t, expected)
+
+    metrics = t.delete("id % 7 = 0")
+    assert metrics.files_added > 0  # files with survivors were rewritten
+    assert metrics.rows_removed - metrics.rows_added == len(range(0, 8_000, 7))
+    assert _codecs(t) == {"SNAPPY"}
+    ids = expected.column("id").to_numpy()
+    survivors = expected.filter(pa.array(ids % 7 != 0))
+    _same_everywhere(spark, t, survivors)
+
+    # the default stays zstd
+    plain = Table.create(str(tmp_path / "z"), _data(spark, 500))
+    assert _codecs(plain) == {"ZSTD"}
+
+
+@pytest.mark.parametrize("with_rows", [True, False])
+def test_parquet_codec_property_is_checked_before_writing(
+    spark: Any, tmp_path: Path, with_rows: bool
+) -> None:
+    data = _data(spark, 10)
+    source = {"df": data} if with_rows else {"schema": pa.schema([("id", pa.int64())])}
+    with pytest.raises(InvalidOption, match=r"lakelayout\.parquetCodec must be one of .*'lzo'"):
+        Table.create(str(tmp_path / "t"), properties={PARQUET_CODEC: "lzo"}, **source)
+    assert not (tmp_path / "t").exists() or not any((tmp_path / "t").iterdir())
+
+
+def test_bad_codec_set_after_creation_refuses_the_append(spark: Any, tmp_path: Path) -> None:
+    """A property set by another writer (Delta's SET TBLPROPERTIES) is checked before writing."""
+    from lakelayout.table import delta
+
+    t = Table.create(str(tmp_path / "t"), _data(spark, 100))
+    delta.set_properties(t.uri, {PARQUET_CODEC: "brotli"})
+    before = sorted(p.name for p in (tmp_path / "t").iterdir())
+    with pytest.raises(InvalidOption, match=r"lakelayout\.parquetCodec.*'brotli'"):
+        t.append(_data(spark, 10))
+    assert sorted(p.name for p in (tmp_path / "t").iterdir()) == before
+    assert t.to_df().count() == 100

@@ -68,7 +68,7 @@ from lakelayout.table.conflicts import describe as describe_winners
 from lakelayout.table.conflicts import waiting_operations
 from lakelayout.table.datafile import file_location
 from lakelayout.table.features import Kind
-from lakelayout.table.writer import DATA_PAGE_BYTES, row_group_size
+from lakelayout.table.writer import DATA_PAGE_BYTES, parquet_codec, row_group_size
 
 #: the file size a rewrite rolls at with ``one_file_per_block``: never reached
 UNBOUNDED_FILE_SIZE = 1 << 62
@@ -152,6 +152,11 @@ class _Context:
     def row_group_bytes(self) -> int:
         """``lakelayout.rowGroupSize``: Arrow bytes per row group of the files written."""
         return row_group_size(self.snap.configuration)
+
+    @property
+    def codec(self) -> str:
+        """``lakelayout.parquetCodec``: the Parquet codec of the files written."""
+        return parquet_codec(self.snap.configuration)
 
     def by_path(self) -> dict[str, PlannedFile]:
         return {f.path: f for f in self.files}
@@ -623,6 +628,7 @@ def _compact(ctx: _Context, hooks: OptimizeHooks) -> OptimizeMetrics:
         prefix="compact",
         clock=ctx.clock,
         row_group_bytes=ctx.row_group_bytes,
+        codec=ctx.codec,
         indexes=ctx.indexes,
     )
     try:
@@ -737,6 +743,7 @@ def _route_layout(
         fmt=ctx.snap.table_format,
         clock=ctx.clock,
         row_group_bytes=ctx.row_group_bytes,
+        codec=ctx.codec,
         indexes=ctx.indexes,
     )
     with ctx.clock.step("provenance"):
@@ -874,6 +881,7 @@ def _liquid(
             fmt=ctx.snap.table_format,
             clock=ctx.clock,
             row_group_bytes=ctx.row_group_bytes,
+            codec=ctx.codec,
             indexes=ctx.indexes,
         )
         prov = [

@@ -68,6 +68,7 @@ from lakelayout.table.datafile import READ_BATCH_ROWS, DataFile, TableFormat, re
 from lakelayout.table.files import INDEX_METADATA, WrittenFile
 from lakelayout.table.reader import FILE_COLUMN, read_table_files, spread, with_file_column
 from lakelayout.table.writer import (
+    DEFAULT_CODEC,
     ROW_GROUP_ARROW_BYTES,
     FileRoller,
     FinishedFile,
@@ -838,6 +839,7 @@ def write_routed(
     fmt: TableFormat | None = None,
     clock: StepClock | None = None,
     row_group_bytes: int = ROW_GROUP_ARROW_BYTES,
+    codec: str = DEFAULT_CODEC,
     indexes: Sequence[IndexSpec] = (),
 ) -> list[RoutedFile]:
     """Route, shuffle by block, sort, write; one :class:`RoutedFile` per file written.
@@ -856,6 +858,7 @@ def write_routed(
     (:class:`LocalRewrite`). ``clock`` receives the task seconds per step.
     Row groups hold about ``row_group_bytes`` of Arrow data each: rows are in
     key order, so each row group covers a narrow key range Spark can skip.
+    Files are compressed with ``codec`` (the table's ``lakelayout.parquetCodec``).
     ``indexes`` (the table's declared skipping indexes, bound) are collected
     by the writing tasks on the rows they write, as an append collects them;
     every file's values come back in ``WrittenFile.extra[INDEX_METADATA]``.
@@ -871,7 +874,7 @@ def write_routed(
         schema,
         target_file_size,
         prefix,
-        "zstd",
+        codec,
         indexes=tuple(indexes),
         row_group_bytes=row_group_bytes,
         format=fmt,

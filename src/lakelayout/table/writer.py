@@ -96,8 +96,12 @@ CALIBRATION_ROWS = 16_384
 #: its target and no sample is compressed (Parquet is rarely larger than Arrow, even for
 #: incompressible data; only data more than twice as large in Parquet could overshoot)
 UNCALIBRATED_RATIO = 2.0
-#: Parquet codecs the writer accepts
-CODECS = ("zstd", "snappy")
+#: table property: the Parquet codec of the files lakelayout writes (one of ``CODECS``)
+PARQUET_CODEC = "lakelayout.parquetCodec"
+#: Parquet codecs the writer accepts, the default first: zstd files are smaller than
+#: Spark's default snappy (less to read on every later scan) and cost more CPU to write
+CODECS = ("zstd", "snappy", "gzip", "none")
+DEFAULT_CODEC = CODECS[0]
 
 
 class MetadataCollector(Protocol):
@@ -519,6 +523,29 @@ def row_group_size(config: Mapping[str, str]) -> int:
     return value
 
 
+def parquet_codec(config: Mapping[str, str]) -> str:
+    """``lakelayout.parquetCodec`` of a table configuration (zstd when unset).
+
+    Every file lakelayout writes to the table uses it: appends, OPTIMIZE and
+    layout rewrites, DELETE's rewritten files. Names are Spark's
+    (``spark.sql.parquet.compression.codec``), case-insensitive.
+    """
+    raw = (config.get(PARQUET_CODEC) or "").strip()
+    if not raw:
+        return DEFAULT_CODEC
+    if raw.lower() not in CODECS:
+        raise InvalidOption(
+            f"table property {PARQUET_CODEC} must be one of {list(CODECS)}, got {raw!r}"
+        )
+    return raw.lower()
+
+
+def check_file_properties(config: Mapping[str, str]) -> None:
+    """Refuse a bad ``lakelayout.rowGroupSize`` or ``lakelayout.parquetCodec`` (InvalidOption)."""
+    row_group_size(config)
+    parquet_codec(config)
+
+
 @functools.lru_cache(maxsize=64)
 def statistics_columns(schema: pa.Schema) -> list[str]:
     """The Parquet columns whose row-group statistics and dictionaries are written:
@@ -577,7 +604,7 @@ def write_files(
     schema: pa.Schema,
     target_file_size: int,
     prefix: str = "part",
-    codec: str = "zstd",
+    codec: str = DEFAULT_CODEC,
     collectors: Sequence[IndexSpec] = (),
     fmt: TableFormat | None = None,
     row_group_bytes: int = ROW_GROUP_ARROW_BYTES,
@@ -619,7 +646,7 @@ def write_arrow(
     schema: pa.Schema,
     target_file_size: int,
     prefix: str = "part",
-    codec: str = "zstd",
+    codec: str = DEFAULT_CODEC,
     collectors: Sequence[IndexSpec] = (),
     fmt: TableFormat | None = None,
     row_group_bytes: int = ROW_GROUP_ARROW_BYTES,
