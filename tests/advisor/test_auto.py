@@ -238,6 +238,23 @@ def test_files_of_a_rewrite_the_workload_left_behind_are_candidates_again(
     margin = t.advisor.benefit.margin
     assert again["saved_bytes_per_query"] < again["estimated_saved_bytes_per_query"] / margin
     assert rec.inputs["candidate_files"] == len(t.snapshot().files)
+    # the same measurement says how much of an estimate this table's workload keeps:
+    # the next saving is expected at that share (bounded below, so the advisor goes on)
+    kept_share = max(0.0, again["saved_bytes_per_query"]) / again["estimated_saved_bytes_per_query"]
+    assert kept_share < 1 / margin
+    assert rec.rate is not None and rec.rate.persistence == pytest.approx(max(0.1, kept_share))
+    assert rec.inputs["persistence"] == rec.rate.persistence
+    assert rec.best is not None and rec.best.persistence == rec.rate.persistence
+    (expected,) = [x for x in rec.lines() if x.startswith("  expected queries: ")]
+    assert "on the queries after this table's last 1 automatic rewrite: " in expected
+    t.advisor.learn_persistence = False
+    unscaled = t.advisor.recommend()
+    assert unscaled.rate is not None and unscaled.rate.persistence == 1.0
+    assert unscaled.best is not None
+    assert unscaled.best.saving_seconds == pytest.approx(
+        rec.best.saving_seconds / rec.rate.persistence, rel=1e-9
+    )
+    t.advisor.learn_persistence = True
     (line,) = [x for x in rec.lines() if "candidates again" in x]
     assert line.startswith(
         f"  candidates again: {again['files']} files of the automatic {again['family']} "

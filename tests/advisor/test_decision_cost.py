@@ -25,6 +25,7 @@ from lakelayout.advisor.analyzer import analyze
 from lakelayout.advisor.benefit import BenefitConfig as _BenefitConfig
 from lakelayout.advisor.calibrate import calibrate, fitting_workload, measure_fitting
 from lakelayout.advisor.costmodel import DEFAULTS, CostModel
+from lakelayout.advisor.decisions import Persistence
 from lakelayout.advisor.estimate import bytes_read, candidates, virtual_files
 from lakelayout.advisor.recommend import Inputs, Recommendation, recommend, thinned
 from lakelayout.errors import InvalidOption, LayoutError
@@ -287,17 +288,24 @@ TIGHT = dataclasses.replace(
 
 
 @pytest.mark.parametrize(
-    ("model", "sample_all", "columns"),
-    [(DEFAULTS, False, False), (TIGHT, True, False), (TIGHT, True, True)],
-    ids=["defaults", "tight", "tight-columns"],
+    ("model", "sample_all", "columns", "kept"),
+    [
+        (DEFAULTS, False, False, None),
+        (TIGHT, True, False, None),
+        (TIGHT, True, True, None),
+        (TIGHT, True, False, 0.3),
+    ],
+    ids=["defaults", "tight", "tight-columns", "tight-persistence"],
 )
 def test_the_cannot_pay_exits_never_fire_where_full_pricing_rewrites(
-    model: CostModel, sample_all: bool, columns: bool
+    model: CostModel, sample_all: bool, columns: bool, kept: float | None
 ) -> None:
     inputs = _inputs(_window(36), sample_all=sample_all, scale=40.0)
     if columns:  # the queries read a fifth to all of a file's bytes (their columns)
         shares = np.linspace(0.2, 1.0, len(inputs.predicates))
         inputs = dataclasses.replace(inputs, read_shares=shares)
+    if kept is not None:  # earlier rewrites kept this share of their saving
+        inputs = dataclasses.replace(inputs, persistence=Persistence(kept, (kept,)))
     flip = _flip(inputs, model)
     near = [flip * f for f in (0.99, 0.999, 1.001, 1.01)]
     far = [flip * f for f in (0.1, 0.6, 3.0)]
@@ -308,6 +316,39 @@ def test_the_cannot_pay_exits_never_fire_where_full_pricing_rewrites(
     # an exit was taken below the flip (the sweep exercises them), none above it
     assert any("even a layout that made" in r for h, _, _, r in rows if h < flip)
     assert all(r.startswith("rewrite: ") for h, _, _, r in rows if h > flip)
+
+
+def test_a_persistence_moves_the_flip_by_its_inverse_and_scales_only_the_saving() -> None:
+    """The same window with earlier rewrites that kept a quarter of their saving: every
+    candidate's saving is a quarter, its cost and bytes are the same, so the rewrite
+    needs four times the expected queries; the reason and the lines say why."""
+    model = TIGHT
+    inputs = _inputs(_window(36), sample_all=True, scale=40.0)
+    flip = _flip(inputs, model)
+    kept = Persistence(0.25, (0.1, 0.25, 0.5))
+    scaled = dataclasses.replace(inputs, persistence=kept)
+    assert _flip(scaled, model) == pytest.approx(flip * 4, rel=1e-9)
+    cfg = BenefitConfig(horizon_queries=flip * 2, fit_seconds_per_row=0.0)
+    plain = recommend(dataclasses.replace(inputs), model=model, benefit=cfg, bounds=False)
+    held = recommend(dataclasses.replace(scaled), model=model, benefit=cfg, bounds=False)
+    assert plain.rewrite and not held.rewrite
+    assert plain.best is not None and held.best is not None
+    assert held.best.layout == plain.best.layout
+    assert held.best.saving_seconds == pytest.approx(plain.best.saving_seconds / 4, rel=1e-9)
+    assert held.best.cost_seconds == pytest.approx(plain.best.cost_seconds, rel=1e-9)
+    assert held.best.saved_bytes_per_query == pytest.approx(plain.best.saved_bytes_per_query)
+    assert held.best.payback_queries == pytest.approx(plain.best.payback_queries * 4)
+    assert f"{flip * 2:,.0f} expected queries × 0.25 kept" in held.reason
+    assert held.rate is not None and held.rate.expected_queries == pytest.approx(flip * 2)
+    (line,) = [x for x in held.lines() if x.startswith("  expected queries: ")]
+    assert line.endswith("last 3 automatic rewrites: 0.10, 0.25, 0.50")
+    assert not any(x.startswith("  expected queries: ") for x in plain.lines())
+    # the exits price the same kept share (here the first one answers, saying so)
+    fast = recommend(dataclasses.replace(scaled), model=model, benefit=cfg)
+    assert not fast.rewrite and f"({flip * 2:,.0f} expected queries × 0.25 kept × " in fast.reason
+    # past four times the flip the same rewrite is taken
+    go = BenefitConfig(horizon_queries=flip * 4.01, fit_seconds_per_row=0.0)
+    assert recommend(dataclasses.replace(scaled), model=model, benefit=go).rewrite
 
 
 def test_the_sample_exit_sits_between_the_first_exit_and_the_flip() -> None:

@@ -17,7 +17,9 @@ from lakelayout.advisor.decisions import (
     CORRECTION_BOUNDS,
     CORRECTION_KEY,
     CORRECTION_REWRITES,
+    PERSISTENCE_BOUNDS,
     fitting_per_row,
+    persistence,
     rewrite_correction,
 )
 from lakelayout.errors import InvalidOption
@@ -189,3 +191,21 @@ def test_the_fitting_cost_is_learned_from_the_decisions_that_fitted() -> None:
     assert "last 5 decisions that fitted" in cost.describe()
     last = fitting_per_row(rows, last=1)
     assert last is not None and last.measured == (1.5 / 10_000,) == (last.per_row,)
+
+
+def test_persistence_is_the_bounded_median_of_the_last_kept_shares() -> None:
+    assert persistence([]) is None
+    assert persistence([(5.0, 0.0), (float("nan"), 2.0)]) is None  # nothing measurable
+    one = persistence([(1.0, 4.0)])
+    assert one is not None and one.factor == 0.25 and one.ratios == (0.25,)
+    # a rewrite that made its queries read more counts as keeping nothing
+    worse = persistence([(-3.0, 4.0), (1.0, 4.0), (2.0, 4.0)])
+    assert worse is not None and worse.ratios == (0.0, 0.25, 0.5) and worse.factor == 0.25
+    # the last five only
+    many = persistence([(4.0, 4.0)] * 3 + [(0.4, 4.0)] * 5)
+    assert many is not None and many.ratios == (0.1,) * 5
+    # bounded: nothing kept still leaves a tenth; more than estimated counts as all
+    low, high = PERSISTENCE_BOUNDS
+    assert persistence([(0.0, 4.0)]).factor == low  # type: ignore[union-attr]
+    assert persistence([(9.0, 4.0), (8.0, 4.0)]).factor == high  # type: ignore[union-attr]
+    assert "bounded to 0.1..1" in persistence([(0.0, 4.0)]).describe()  # type: ignore[union-attr]

@@ -41,10 +41,13 @@ from lakelayout.advisor.costmodel import (
 )
 from lakelayout.advisor.decisions import (
     CORRECTION_KEY,
+    PERSISTENCE_KEY,
     DecisionLog,
     DecisionRow,
+    Persistence,
     RewriteCorrection,
     fitting_per_row,
+    persistence,
     rewrite_correction,
 )
 from lakelayout.advisor.estimate import FAMILIES, bytes_read, per_distinct, read_plan
@@ -85,6 +88,22 @@ RECHECK_QUERIES = 10
 #: :func:`_sample_key` -> (sampled fraction, sample rows of that file: the columns read)
 _SAMPLES: dict[tuple[str, str, str, pa.Schema], tuple[float, pa.Table]] = {}
 _MAX_CACHED_FILES = 20_000
+
+
+@dataclass(frozen=True)
+class EarlierRewrite:
+    """An applied automatic rewrite of this table, measured on the queries after it."""
+
+    #: its decision-log row
+    row: dict[str, Any]
+    #: queries of the window after it
+    queries: int
+    #: bytes per query those queries saved on its files (min/max pruning)
+    saved: float
+    #: bytes per query its decision estimated it would save (min/max pruning)
+    estimated: float
+    #: positions among the live files of those it wrote or kept
+    still: list[int]
 
 
 @dataclass
@@ -150,6 +169,10 @@ class Advisor:
     #: files of automatic rewrites that did not deliver are candidates again (see
     #: :meth:`candidate_files`; False: never-clustered files only, the thesis's rule)
     recluster: bool = True
+    #: scale the expected saving by the share of their estimate this table's last
+    #: automatic rewrites kept on the queries after them (:func:`.decisions.persistence`;
+    #: False: the window is assumed to repeat, the thesis's model)
+    learn_persistence: bool = True
 
     @property
     def log(self) -> QueryLog:
@@ -253,6 +276,9 @@ class Advisor:
             bounds=self.bounds,
         )
         rec.inputs[CORRECTION_KEY] = 1.0 if correction is None else correction.factor
+        rec.inputs[PERSISTENCE_KEY] = (
+            1.0 if inputs.persistence is None else inputs.persistence.factor
+        )
         rec.candidate_paths = [str(p) for p in files.paths]
         return rec
 
@@ -268,7 +294,14 @@ class Advisor:
         snap = self.table.snapshot() if snap is None else snap
         window = self._window(snap.schema)
         predicates, stamps = window.predicates, window.stamps
-        files, again = self.candidate_files(snap, predicates, stamps, rows)
+        rows = self.decisions() if rows is None else rows
+        prov = _provenance(self.table.uri, snap.files) if len(snap.files) else {}
+        earlier = (
+            self.earlier_rewrites(snap, predicates, stamps, rows, prov)
+            if self.recluster or self.learn_persistence
+            else []
+        )
+        files, again = self.candidate_files(snap, predicates, stamps, rows, earlier, prov)
         shares = self._column_shares(snap, files)
         indexes, _ = self.table.indexes.usable(snap.schema)
         shuffled = cluster_config.rewrite_shuffles(
@@ -289,6 +322,7 @@ class Advisor:
             unparsed=window.unparsed,
             shuffled=shuffled,
             again=again,
+            persistence=self.persistence(earlier),
             runs=window.observations(shares),
             read_shares=query_shares(window.columns, shares),
             parallelism=default_parallelism(self.table.spark),
@@ -306,17 +340,71 @@ class Advisor:
             shares.update({name: 0.0 for name in fmt.partition_columns})
         return shares
 
+    def earlier_rewrites(
+        self,
+        snap: Snapshot,
+        predicates: Sequence[Predicate],
+        stamps: Sequence[dt.datetime],
+        rows: list[dict[str, Any]] | None = None,
+        prov: Mapping[str, FileProvenance] | None = None,
+    ) -> list[EarlierRewrite]:
+        """This table's applied automatic rewrites with at least :data:`RECHECK_QUERIES`
+        queries of the window after them, oldest first, each with the bytes per query
+        those queries saved on its files (min/max pruning of the files it replaced
+        against those it wrote, as the decision log's measurement) and its live files.
+        ``rows``: the decision log already read; ``prov``: the live files' provenance."""
+        if not predicates or not len(snap.files):
+            return []
+        live = {str(p): k for k, p in enumerate(snap.files.paths)}
+        out = []
+        for row in self.decisions() if rows is None else rows:
+            if row["kind"] != "decision" or row["outcome"] != "applied":
+                continue
+            estimated = (row["detail"] or {}).get("chosen", {}) or {}
+            estimated_saving = estimated.get("minmax_saved_bytes_per_query")
+            if row["version_after"] is None or not estimated_saving:
+                continue
+            after = [p for p, ts in zip(predicates, stamps, strict=True) if ts > row["ts"]]
+            if len(after) < RECHECK_QUERIES:
+                continue
+            old, new = _rewrite_files(self.table.uri, int(row["version_after"]))
+            if prov is None:
+                prov = _provenance(self.table.uri, snap.files)
+            # its files: those it wrote, and those it kept (recorded as blocks of its layout)
+            written = {str(p) for p in new.paths}
+            layouts = {p.layout_id for path in written if (p := prov.get(path)) and p.layout_id}
+            still = [
+                k
+                for path, k in live.items()
+                if path in written or ((p := prov.get(path)) and p.layout_id in layouts)
+            ]
+            memo_key = (self.table.uri, int(row["version_after"]), snap.schema.to_string())
+            saved = float(np.mean(_saved_bytes(after, old, new, memo_key)))
+            out.append(EarlierRewrite(row, len(after), saved, float(estimated_saving), still))
+        return out
+
+    def persistence(self, earlier: Sequence[EarlierRewrite]) -> Persistence | None:
+        """What share of their estimated saving the ``earlier`` rewrites kept on the
+        queries after them (:func:`.decisions.persistence`); None with
+        ``learn_persistence`` off or before a rewrite was measured."""
+        if not self.learn_persistence:
+            return None
+        return persistence((e.saved, e.estimated) for e in earlier)
+
     def candidate_files(
         self,
         snap: Snapshot,
         predicates: Sequence[Predicate],
         stamps: Sequence[dt.datetime],
         rows: list[dict[str, Any]] | None = None,
+        earlier: Sequence[EarlierRewrite] | None = None,
+        prov: Mapping[str, FileProvenance] | None = None,
     ) -> tuple[FileStats, list[dict[str, Any]]]:
         """The live files a rewrite may replace: the never-clustered ones and, with
         ``recluster`` on, those written by an automatic rewrite of this table that did
         not deliver; and a description of each such rewrite (``rows``: the decision
-        log already read).
+        log already read; ``earlier``: :meth:`earlier_rewrites`, already measured;
+        ``prov``: the live files' provenance, already read).
 
         A rewrite's estimate assumes the window it was fitted on repeats. When at
         least :data:`RECHECK_QUERIES` queries of the current window came after it
@@ -329,46 +417,26 @@ class Advisor:
         """
         if not len(snap.files):
             return snap.files, []
-        prov = _provenance(self.table.uri, snap.files)
+        if prov is None:
+            prov = _provenance(self.table.uri, snap.files)
         chosen = _unclustered_mask(self.table.uri, snap.files, prov)
         if not self.recluster or not predicates:
             return snap.files.take(chosen), []
-        live = {str(p): k for k, p in enumerate(snap.files.paths)}
+        if earlier is None:
+            earlier = self.earlier_rewrites(snap, predicates, stamps, rows, prov)
         again = []
-        for row in self.decisions() if rows is None else rows:
-            if row["kind"] != "decision" or row["outcome"] != "applied":
+        for e in earlier:
+            if not e.still or e.saved >= e.estimated / self.benefit.margin:
                 continue
-            estimated = (row["detail"] or {}).get("chosen", {}) or {}
-            estimated_saving = estimated.get("minmax_saved_bytes_per_query")
-            if row["version_after"] is None or not estimated_saving:
-                continue
-            after = [p for p, ts in zip(predicates, stamps, strict=True) if ts > row["ts"]]
-            if len(after) < RECHECK_QUERIES:
-                continue
-            old, new = _rewrite_files(self.table.uri, int(row["version_after"]))
-            # its files: those it wrote, and those it kept (recorded as blocks of its layout)
-            written = {str(p) for p in new.paths}
-            layouts = {p.layout_id for path in written if (p := prov.get(path)) and p.layout_id}
-            still = [
-                k
-                for path, k in live.items()
-                if path in written or ((p := prov.get(path)) and p.layout_id in layouts)
-            ]
-            if not still:
-                continue
-            memo_key = (self.table.uri, int(row["version_after"]), snap.schema.to_string())
-            saved = float(np.mean(_saved_bytes(after, old, new, memo_key)))
-            if saved >= estimated_saving / self.benefit.margin:
-                continue
-            chosen[still] = True
+            chosen[e.still] = True
             again.append(
                 {
-                    "decision_id": row["id"],
-                    "family": row["family"],
-                    "files": len(still),
-                    "queries": len(after),
-                    "saved_bytes_per_query": saved,
-                    "estimated_saved_bytes_per_query": float(estimated_saving),
+                    "decision_id": e.row["id"],
+                    "family": e.row["family"],
+                    "files": len(e.still),
+                    "queries": e.queries,
+                    "saved_bytes_per_query": e.saved,
+                    "estimated_saved_bytes_per_query": e.estimated,
                 }
             )
         return snap.files.take(chosen), again

@@ -10,8 +10,11 @@ For one candidate layout and the files it would rewrite (``B`` bytes):
     expected queries E    = query rate of the log window × horizon (a window
                             shorter than an hour counts as an hour), or a given
                             number of queries
-    saving  (seconds)     = E × (saved bytes per query × query cost per byte
-                                 + saved files per query × query cost per file)
+    saving  (seconds)     = E × P × (saved bytes per query × query cost per byte
+                                     + saved files per query × query cost per file)
+    P                     = the share of its estimated saving the table's last
+                            automatic rewrites kept on the queries after them
+                            (1 before any; a drifting workload keeps little)
     cost    (seconds)     = the cost model's rewrite of B bytes (rows × columns values)
                             into the layout's files, plus indexing the other files
                             for new statistics
@@ -98,10 +101,28 @@ class Rate:
     span_seconds: float
     expected_queries: float
     basis: str
+    #: the share of the window's saving the expected queries are expected to keep (1: the
+    #: window repeats; :func:`.decisions.persistence` learns it from earlier rewrites)
+    persistence: float = 1.0
 
     @property
     def per_hour(self) -> float | None:
         return self.queries / self.span_seconds * 3600 if self.span_seconds > 0 else None
+
+    @property
+    def benefiting_queries(self) -> float:
+        """Expected queries × persistence: how many queries like the window's the saving
+        is worth (every saving and its upper bounds are priced on this)."""
+        return self.expected_queries * self.persistence
+
+    def persisting(self, factor: float, why: str) -> Rate:
+        """This rate with the saving kept at ``factor`` (``why``: where it comes from)."""
+        return dataclasses.replace(self, persistence=factor, basis=f"{self.basis}; {why}")
+
+    def describe_queries(self) -> str:
+        """``400 expected queries``, or ``400 expected queries × 0.25 kept``."""
+        kept = "" if self.persistence == 1.0 else f" × {self.persistence:.2g} kept"
+        return f"{self.expected_queries:,.0f} expected queries{kept}"
 
 
 def expected_queries(timestamps: Sequence[dt.datetime], config: BenefitConfig) -> Rate:
@@ -136,6 +157,9 @@ class Estimate:
     saving_seconds: float
     cost_seconds: float
     margin: float
+    #: the share of the per-query saving the expected queries keep (``Rate.persistence``);
+    #: ``saving_seconds`` includes it
+    persistence: float = 1.0
     #: the same saving with min/max statistics only (what a later measurement compares)
     minmax_saved_bytes_per_query: float | None = None
     #: files the recent queries read now and would read after, on average
@@ -214,8 +238,12 @@ def estimate(
     kept_share: float | None = None,
     collect_seconds: float | None = None,
     route_seconds: float | None = None,
+    persistence: float = 1.0,
 ) -> Estimate:
     """The :class:`Estimate` of one candidate (see the module docstring).
+
+    ``persistence``: the share of the window's per-query saving each of the
+    ``expected`` queries is expected to keep (:attr:`Rate.persistence`).
 
     ``read_shares``: per query, the share of a file's bytes it reads (its
     columns, :mod:`.columns`; None: whole files). The bytes reported are the
@@ -273,8 +301,13 @@ def estimate(
     if read_shares is not None and len(read_shares) == len(fractions_now) and len(read_shares):
         read_now = float(np.mean(fractions_now * read_shares)) * candidate_bytes
         read_after = float(np.mean(fractions_after * read_shares)) * candidate_bytes
-    saving = expected * (
-        model.read_seconds(read_now, files_now) - model.read_seconds(read_after, files_after_read)
+    saving = (
+        expected
+        * persistence
+        * (
+            model.read_seconds(read_now, files_now)
+            - model.read_seconds(read_after, files_after_read)
+        )
     )
     cost = model.rewrite_seconds(
         rewritten,
@@ -304,6 +337,7 @@ def estimate(
         saving_seconds=float(saving),
         cost_seconds=float(cost),
         margin=margin,
+        persistence=float(persistence),
         kept_files=int(kept_files),
         kept_bytes=int(kept_bytes),
         fixed_cost_seconds=float(model.rewrite_fixed(shuffled=shuffled)),
@@ -330,12 +364,17 @@ def decide(estimates: Sequence[Estimate]) -> tuple[Estimate | None, Estimate | N
                 f"(best: {best.layout}); nothing to gain from a rewrite"
             ),
         )
+    kept = (
+        ""
+        if best.persistence == 1.0
+        else f" × {best.persistence:.2g} kept (what earlier rewrites kept of their saving)"
+    )
     words = (
         f"{best.layout} would save {_mib(best.saved_bytes_per_query)} per query "
         f"(of {_mib(best.bytes_now_per_query)} read now; files read "
         f"{best.files_now_per_query:,.1f} -> {best.files_after_per_query:,.1f}) × "
-        f"{best.expected_queries:,.0f} expected "
-        f"queries = {best.saving_seconds:.3g} s, against a rewrite of "
+        f"{best.expected_queries:,.0f} expected queries{kept} = {best.saving_seconds:.3g} s, "
+        "against a rewrite of "
         f"{_mib(best.candidate_bytes)} costing {best.cost_seconds:.3g} s"
     )
     payback = best.payback_queries

@@ -22,7 +22,10 @@ calibration measures generated tables; this learns the table at hand. The
 same for the advisor's own work: :func:`fitting_per_row` is the median
 seconds per sample row that the table's last decisions spent fitting and
 pricing candidate layouts (it grows with the workload's distinct filters,
-which calibration cannot know), and replaces the calibrated figure.
+which calibration cannot know), and replaces the calibrated figure. And the
+saving: :func:`persistence` is the median share of its estimated saving each
+of the last rewrites kept on the queries after it (a drifting workload keeps
+little), and scales the next decision's expected saving.
 
 Pure: deltalake and Arrow.
 """
@@ -158,6 +161,65 @@ class RewriteCorrection:
             "median actual / estimated beyond the fixed start-up, of this table's last "
             f"{n} automatic rewrite{'s' if n > 1 else ''}: {shown}{bounded}"
         )
+
+
+#: the persistence is kept within these bounds: a rewrite whose queries moved on entirely
+#: must not turn the advisor off for good, and one that saved more than estimated does
+#: not make the next estimate larger (the queries drifted towards that layout, which
+#: says nothing of the next one)
+PERSISTENCE_BOUNDS = (0.1, 1.0)
+#: where a decision's ``detail.inputs`` keeps the persistence it was priced with
+PERSISTENCE_KEY = "persistence"
+
+
+@dataclass(frozen=True)
+class Persistence:
+    """How much of their estimated saving this table's automatic rewrites kept on the
+    queries that came after them (see :func:`persistence`)."""
+
+    factor: float
+    #: measured / estimated saved bytes per query of each rewrite looked at, oldest first
+    ratios: tuple[float, ...]
+
+    def describe(self) -> str:
+        shown = ", ".join(f"{r:.2f}" for r in self.ratios)
+        n = len(self.ratios)
+        low, high = PERSISTENCE_BOUNDS
+        bounded = "" if low < self.factor < high else f", bounded to {low:g}..{high:g}"
+        return (
+            f"savings x {self.factor:.2f}: the median saved / estimated bytes per query on "
+            f"the queries after this table's last {n} automatic rewrite{'s' if n > 1 else ''}"
+            f": {shown}{bounded}"
+        )
+
+
+def persistence(
+    measured: Iterable[tuple[float, float]], *, last: int = CORRECTION_REWRITES
+) -> Persistence | None:
+    """The share of an estimated saving this table's rewrites kept, from ``measured``:
+    (bytes per query the queries after a rewrite saved on its files, bytes per query
+    its decision estimated), one pair per applied automatic rewrite, oldest first;
+    None before one.
+
+    An estimate assumes the window it was priced on repeats. On a drifting
+    workload it does not: the queries after a rewrite filter other columns, or
+    other ranges, and save less. The median ratio over the last ``last``
+    rewrites, within :data:`PERSISTENCE_BOUNDS`, scales the next decision's
+    expected saving (its expected queries, in every bound too), as the rewrite
+    correction scales its cost. Both sides are min/max pruning of the same
+    files, so the ratio is the workload moving on plus the estimator's own
+    error, which is what the next estimate needs corrected.
+    """
+    ratios = []
+    for saved, estimated in measured:
+        if not estimated > 0 or not math.isfinite(saved):
+            continue
+        ratios.append(max(saved, 0.0) / estimated)
+    if not ratios:
+        return None
+    recent = tuple(ratios[-last:])
+    low, high = PERSISTENCE_BOUNDS
+    return Persistence(min(high, max(low, statistics.median(recent))), recent)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from lakelayout.advisor.analyzer import Analysis, AnalyzerConfig, analyze
 from lakelayout.advisor.benefit import BenefitConfig, Estimate, Rate, decide, estimate
 from lakelayout.advisor.benefit import expected_queries as expected_queries_of
 from lakelayout.advisor.costmodel import CostModel, QueryObservation
+from lakelayout.advisor.decisions import Persistence
 from lakelayout.advisor.estimate import (
     FAMILIES,
     Candidate,
@@ -71,6 +72,10 @@ class Inputs:
     shuffled: bool = False
     #: earlier automatic rewrites whose files are candidates again (they did not deliver)
     again: list[dict[str, Any]] = field(default_factory=list)
+    #: what share of their estimated saving the table's last automatic rewrites kept on
+    #: the queries after them (:func:`.decisions.persistence`): scales the expected
+    #: saving, in the bounds too; None: the window is assumed to repeat
+    persistence: Persistence | None = None
     #: what the window's timed queries took (the table's own query cost: ``fit_reads``)
     runs: list[QueryObservation] = field(default_factory=list)
     #: per predicate, the share of a file's bytes the query reads (its columns,
@@ -160,6 +165,8 @@ class Recommendation:
                 f"{a['saved_bytes_per_query'] / 2**20:,.2f} MiB less per query from them, "
                 f"estimated {a['estimated_saved_bytes_per_query'] / 2**20:,.2f}"
             )
+        if self.rate is not None and self.rate.persistence != 1.0:
+            out.append(f"  expected queries: {self.rate.basis}")
         return out
 
 
@@ -245,6 +252,8 @@ def _recommend(
             f"no rewrite: only {n} queries logged, the advisor waits for {cfg.min_queries}"
         )
     rate = expected_queries_of(inputs.timestamps, cfg)
+    if inputs.persistence is not None:
+        rate = rate.persisting(inputs.persistence.factor, inputs.persistence.describe())
     rec = Recommendation("", rate=rate)
 
     def without_sample() -> Recommendation:
@@ -277,12 +286,12 @@ def _recommend(
     cheapest = model.rewrite_seconds(nbytes, 1, n_curve=0, values=values, shuffled=inputs.shuffled)
     shares = _shares_of(inputs)
     read_now, files_now = _read_now_ceiling(inputs.predicates, files, shares)
-    ceiling = rate.expected_queries * model.read_seconds(read_now, files_now)
+    ceiling = rate.benefiting_queries * model.read_seconds(read_now, files_now)
     if bounds and ceiling <= cheapest * cfg.margin:
         rec.reason = (
             f"no rewrite: even a layout that made the recent queries read nothing of the "
             f"{nbytes / 2**20:,.2f} MiB of never-clustered data would save at most "
-            f"{ceiling:.3g} s ({rate.expected_queries:,.0f} expected queries × "
+            f"{ceiling:.3g} s ({rate.describe_queries()} × "
             f"{read_now / 2**20:,.2f} MiB of their columns in {files_now:,.1f} files read now "
             f"each), not more "
             f"than the cheapest rewrite ({cheapest:.3g} s) × {cfg.margin:g}"
@@ -375,6 +384,7 @@ def _recommend(
             other_bytes=inputs.other_bytes,
             model=model,
             expected=rate.expected_queries,
+            persistence=rate.persistence,
             margin=cfg.margin,
             n_curve=len(cand.columns) + (1 if cand.family == "sop-z" else 0),
             n_sop=len(cand.sop_features),
@@ -559,7 +569,7 @@ def _cannot_pay(
     candidate could still have passed the margin, netting less than the fit).
     """
     assert rec.rate is not None
-    expected = rec.rate.expected_queries
+    expected = rec.rate.benefiting_queries
     share_now = float(np.mean(now)) if len(now) else 1.0
     read_now = float(np.mean(now * shares)) * nbytes if len(now) else nbytes
     ceiling = expected * model.read_seconds(read_now, share_now * n_files)
@@ -575,7 +585,7 @@ def _cannot_pay(
         rec.reason = (
             f"no rewrite: even a layout that made the recent queries read nothing of the "
             f"{nbytes / 2**20:,.2f} MiB of never-clustered data would save at most "
-            f"{ceiling:.3g} s ({expected:,.0f} expected queries × {read_now / 2**20:,.2f} MiB "
+            f"{ceiling:.3g} s ({rec.rate.describe_queries()} × {read_now / 2**20:,.2f} MiB "
             f"of their columns in {share_now * n_files:,.1f} files read now each, estimated on "
             f"the sample), not more than the cheapest rewrite with "
             f"its statistics ({floor:.3g} s) × {cfg.margin:g}; no candidate layout was fitted"
@@ -584,8 +594,8 @@ def _cannot_pay(
     if ceiling - floor <= fitting:
         rec.reason = (
             f"no rewrite: the most a layout could save net of its rewrite is "
-            f"{ceiling - floor:.3g} s (at most {ceiling:.3g} s saved over {expected:,.0f} "
-            f"expected queries, at least {floor:.3g} s to rewrite), not more than fitting the "
+            f"{ceiling - floor:.3g} s (at most {ceiling:.3g} s saved over "
+            f"{rec.rate.describe_queries()}, at least {floor:.3g} s to rewrite), not more than fitting the "
             f"candidate layouts would take (~{fitting:.3g} s for {sample_rows:,} sample rows); "
             f"no candidate layout was fitted"
         )
