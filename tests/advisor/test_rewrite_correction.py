@@ -209,3 +209,17 @@ def test_persistence_is_the_bounded_median_of_the_last_kept_shares() -> None:
     assert persistence([(0.0, 4.0)]).factor == low  # type: ignore[union-attr]
     assert persistence([(9.0, 4.0), (8.0, 4.0)]).factor == high  # type: ignore[union-attr]
     assert "bounded to 0.1..1" in persistence([(0.0, 4.0)]).describe()  # type: ignore[union-attr]
+
+
+def test_a_rewrite_is_left_behind_below_what_its_decision_expected() -> None:
+    """A decision priced with persistence p expected p of the window's saving: its files
+    are candidates again only below that share ÷ the margin, not below the whole."""
+    from lakelayout.advisor.advisor import EarlierRewrite
+
+    def earlier(saved: float, priced: float) -> EarlierRewrite:
+        return EarlierRewrite({}, 20, saved, 30.0, [0], priced)
+
+    assert earlier(19.0, 1.0).left_behind(1.5) and not earlier(21.0, 1.0).left_behind(1.5)
+    # expected a third: 30 × 0.33 ÷ 1.5 = 6.6 bytes per query
+    assert not earlier(17.7, 0.33).left_behind(1.5) and not earlier(6.7, 0.33).left_behind(1.5)
+    assert earlier(6.5, 0.33).left_behind(1.5) and earlier(-1.0, 0.33).left_behind(1.5)

@@ -104,6 +104,15 @@ class EarlierRewrite:
     estimated: float
     #: positions among the live files of those it wrote or kept
     still: list[int]
+    #: the persistence its decision was priced with (1: the window was to repeat)
+    priced_persistence: float = 1.0
+
+    def left_behind(self, margin: float) -> bool:
+        """Whether the queries after it saved less than its decision expected, with
+        the margin: below ``estimated × priced_persistence ÷ margin`` bytes per query.
+        A decision that already expected the saving to fade (a persistence below 1)
+        is judged on what it expected, not on the window's full saving."""
+        return self.saved < self.estimated * self.priced_persistence / margin
 
 
 @dataclass
@@ -380,7 +389,12 @@ class Advisor:
             ]
             memo_key = (self.table.uri, int(row["version_after"]), snap.schema.to_string())
             saved = float(np.mean(_saved_bytes(after, old, new, memo_key)))
-            out.append(EarlierRewrite(row, len(after), saved, float(estimated_saving), still))
+            priced = ((row["detail"] or {}).get("inputs") or {}).get(PERSISTENCE_KEY)
+            out.append(
+                EarlierRewrite(
+                    row, len(after), saved, float(estimated_saving), still, float(priced or 1.0)
+                )
+            )
         return out
 
     def persistence(self, earlier: Sequence[EarlierRewrite]) -> Persistence | None:
@@ -408,9 +422,10 @@ class Advisor:
 
         A rewrite's estimate assumes the window it was fitted on repeats. When at
         least :data:`RECHECK_QUERIES` queries of the current window came after it
-        and they read less than its estimated saving ÷ ``margin`` fewer bytes
-        from its files than from the files it replaced (min/max pruning on both
-        sides, as the decision log's measurement), the workload has moved on:
+        and they read less than its estimated saving × the persistence it was
+        priced with ÷ ``margin`` fewer bytes from its files than from the files it
+        replaced (min/max pruning on both sides, as the decision log's
+        measurement; :meth:`EarlierRewrite.left_behind`), the workload has moved on:
         its files are no better placed than fresh data, and the same cost and
         benefit decide whether rewriting them pays. Files of a rewrite that
         delivered stay as they are (the thesis's rule for clustered data).
@@ -426,7 +441,7 @@ class Advisor:
             earlier = self.earlier_rewrites(snap, predicates, stamps, rows, prov)
         again = []
         for e in earlier:
-            if not e.still or e.saved >= e.estimated / self.benefit.margin:
+            if not e.still or not e.left_behind(self.benefit.margin):
                 continue
             chosen[e.still] = True
             again.append(
@@ -437,6 +452,7 @@ class Advisor:
                     "queries": e.queries,
                     "saved_bytes_per_query": e.saved,
                     "estimated_saved_bytes_per_query": e.estimated,
+                    "priced_persistence": e.priced_persistence,
                 }
             )
         return snap.files.take(chosen), again

@@ -164,10 +164,16 @@ class Recommendation:
                 f"(decision {a['decision_id']}): the {a['queries']} queries since read "
                 f"{a['saved_bytes_per_query'] / 2**20:,.2f} MiB less per query from them, "
                 f"estimated {a['estimated_saved_bytes_per_query'] / 2**20:,.2f}"
+                + _expected_share(a.get("priced_persistence", 1.0))
             )
         if self.rate is not None and self.rate.persistence != 1.0:
             out.append(f"  expected queries: {self.rate.basis}")
         return out
+
+
+def _expected_share(priced: float) -> str:
+    """`` × 0.33 expected``: the persistence an earlier rewrite was priced with."""
+    return "" if priced == 1.0 else f" × {priced:.2g} expected"
 
 
 def _timed_parts(e: Estimate) -> str:
