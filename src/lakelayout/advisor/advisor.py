@@ -303,14 +303,9 @@ class Advisor:
         snap = self.table.snapshot() if snap is None else snap
         window = self._window(snap.schema)
         predicates, stamps = window.predicates, window.stamps
-        rows = self.decisions() if rows is None else rows
-        prov = _provenance(self.table.uri, snap.files) if len(snap.files) else {}
-        earlier = (
-            self.earlier_rewrites(snap, predicates, stamps, rows, prov)
-            if self.recluster or self.learn_persistence
-            else []
+        files, again, earlier = self._candidates(
+            snap, predicates, stamps, rows, measure=self.recluster or self.learn_persistence
         )
-        files, again = self.candidate_files(snap, predicates, stamps, rows, earlier, prov)
         shares = self._column_shares(snap, files)
         indexes, _ = self.table.indexes.usable(snap.schema)
         shuffled = cluster_config.rewrite_shuffles(
@@ -349,24 +344,22 @@ class Advisor:
             shares.update({name: 0.0 for name in fmt.partition_columns})
         return shares
 
-    def earlier_rewrites(
+    def _earlier_rewrites(
         self,
         snap: Snapshot,
         predicates: Sequence[Predicate],
         stamps: Sequence[dt.datetime],
-        rows: list[dict[str, Any]] | None = None,
-        prov: Mapping[str, FileProvenance] | None = None,
+        rows: Sequence[dict[str, Any]],
+        prov: Mapping[str, FileProvenance],
     ) -> list[EarlierRewrite]:
         """This table's applied automatic rewrites with at least :data:`RECHECK_QUERIES`
         queries of the window after them, oldest first, each with the bytes per query
         those queries saved on its files (min/max pruning of the files it replaced
         against those it wrote, as the decision log's measurement) and its live files.
-        ``rows``: the decision log already read; ``prov``: the live files' provenance."""
-        if not predicates or not len(snap.files):
-            return []
+        ``rows``: the decision log; ``prov``: the live files' provenance."""
         live = {str(p): k for k, p in enumerate(snap.files.paths)}
         out = []
-        for row in self.decisions() if rows is None else rows:
+        for row in rows:
             if row["kind"] != "decision" or row["outcome"] != "applied":
                 continue
             estimated = (row["detail"] or {}).get("chosen", {}) or {}
@@ -377,8 +370,6 @@ class Advisor:
             if len(after) < RECHECK_QUERIES:
                 continue
             old, new = _rewrite_files(self.table.uri, int(row["version_after"]))
-            if prov is None:
-                prov = _provenance(self.table.uri, snap.files)
             # its files: those it wrote, and those it kept (recorded as blocks of its layout)
             written = {str(p) for p in new.paths}
             layouts = {p.layout_id for path in written if (p := prov.get(path)) and p.layout_id}
@@ -411,14 +402,11 @@ class Advisor:
         predicates: Sequence[Predicate],
         stamps: Sequence[dt.datetime],
         rows: list[dict[str, Any]] | None = None,
-        earlier: Sequence[EarlierRewrite] | None = None,
-        prov: Mapping[str, FileProvenance] | None = None,
     ) -> tuple[FileStats, list[dict[str, Any]]]:
         """The live files a rewrite may replace: the never-clustered ones and, with
         ``recluster`` on, those written by an automatic rewrite of this table that did
         not deliver; and a description of each such rewrite (``rows``: the decision
-        log already read; ``earlier``: :meth:`earlier_rewrites`, already measured;
-        ``prov``: the live files' provenance, already read).
+        log already read).
 
         A rewrite's estimate assumes the window it was fitted on repeats. When at
         least :data:`RECHECK_QUERIES` queries of the current window came after it
@@ -430,17 +418,30 @@ class Advisor:
         benefit decide whether rewriting them pays. Files of a rewrite that
         delivered stay as they are (the thesis's rule for clustered data).
         """
+        files, again, _ = self._candidates(snap, predicates, stamps, rows, measure=self.recluster)
+        return files, again
+
+    def _candidates(
+        self,
+        snap: Snapshot,
+        predicates: Sequence[Predicate],
+        stamps: Sequence[dt.datetime],
+        rows: list[dict[str, Any]] | None,
+        *,
+        measure: bool,
+    ) -> tuple[FileStats, list[dict[str, Any]], list[EarlierRewrite]]:
+        """:meth:`candidate_files`, and the earlier rewrites measured (:meth:`_earlier_rewrites`)
+        when ``measure`` (empty otherwise): the live files' provenance is read once."""
         if not len(snap.files):
-            return snap.files, []
-        if prov is None:
-            prov = _provenance(self.table.uri, snap.files)
+            return snap.files, [], []
+        prov = _provenance(self.table.uri, snap.files)
         chosen = _unclustered_mask(self.table.uri, snap.files, prov)
-        if not self.recluster or not predicates:
-            return snap.files.take(chosen), []
-        if earlier is None:
-            earlier = self.earlier_rewrites(snap, predicates, stamps, rows, prov)
+        if not measure or not predicates:
+            return snap.files.take(chosen), [], []
+        rows = self.decisions() if rows is None else rows
+        earlier = self._earlier_rewrites(snap, predicates, stamps, rows, prov)
         again = []
-        for e in earlier:
+        for e in earlier if self.recluster else []:
             if not e.still or not e.left_behind(self.benefit.margin):
                 continue
             chosen[e.still] = True
@@ -455,7 +456,7 @@ class Advisor:
                     "priced_persistence": e.priced_persistence,
                 }
             )
-        return snap.files.take(chosen), again
+        return snap.files.take(chosen), again, earlier
 
     def record_query(self, where: str | None, *, source: str = "plan") -> bool:
         """Log a query that did not go through ``Table.scan`` (planned elsewhere, or

@@ -121,8 +121,12 @@ class Rate:
 
     def describe_queries(self) -> str:
         """``400 expected queries``, or ``400 expected queries × 0.25 kept``."""
-        kept = "" if self.persistence == 1.0 else f" × {self.persistence:.2g} kept"
-        return f"{self.expected_queries:,.0f} expected queries{kept}"
+        return f"{self.expected_queries:,.0f} expected queries{kept_words(self.persistence)}"
+
+
+def kept_words(persistence: float) -> str:
+    """`` × 0.25 kept`` (nothing at 1): the persistence a saving is priced with."""
+    return "" if persistence == 1.0 else f" × {persistence:.2g} kept"
 
 
 def expected_queries(timestamps: Sequence[dt.datetime], config: BenefitConfig) -> Rate:
@@ -364,11 +368,9 @@ def decide(estimates: Sequence[Estimate]) -> tuple[Estimate | None, Estimate | N
                 f"(best: {best.layout}); nothing to gain from a rewrite"
             ),
         )
-    kept = (
-        ""
-        if best.persistence == 1.0
-        else f" × {best.persistence:.2g} kept (what earlier rewrites kept of their saving)"
-    )
+    kept = kept_words(best.persistence)
+    if kept:
+        kept += " (what earlier rewrites kept of their saving)"
     words = (
         f"{best.layout} would save {_mib(best.saved_bytes_per_query)} per query "
         f"(of {_mib(best.bytes_now_per_query)} read now; files read "

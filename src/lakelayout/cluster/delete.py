@@ -54,7 +54,6 @@ from lakelayout.skipping.stats_rules import all_rows_match, might_match
 from lakelayout.table import delta
 from lakelayout.table.conflicts import DEFAULT_RETRY, RetryPolicy, run_with_retries
 from lakelayout.table.features import Kind
-from lakelayout.table.writer import parquet_codec, row_group_size
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -132,8 +131,8 @@ def _delete_once(
             target_file_size=max(int(np.max(files.sizes)) * 2, ctx.target_file_size),
             prefix="del",
             fmt=ctx.snap.table_format,
-            row_group_bytes=row_group_size(ctx.snap.configuration),
-            codec=parquet_codec(ctx.snap.configuration),
+            row_group_bytes=ctx.row_group_bytes,
+            codec=ctx.codec,
             indexes=ctx.indexes,
         )
         by_path = ctx.by_path()
