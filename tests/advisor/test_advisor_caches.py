@@ -119,7 +119,7 @@ def test_an_append_samples_the_new_files_and_reuses_the_old_ones(
     files = _unclustered(t.uri, snap.files)
     sample, ids = t.advisor._sample(files, snap)
     assert sample.num_rows == 4000 and set(ids.tolist()) == {0, 1, 2, 3}  # the whole table
-    old = {key[1]: rows for key, (_, rows) in advisor_module._SAMPLES.items()}
+    old = {key[1]: cached.rows for key, cached in advisor_module._SAMPLES.items()}
 
     t.append(_batch(spark, 4000, 2000, 2))
     snap = t.snapshot()
@@ -131,9 +131,9 @@ def test_an_append_samples_the_new_files_and_reuses_the_old_ones(
     for position, path in enumerate(paths):  # each row is attributed to its own file
         got = sample.filter(pa.array(ids == position)).column("id").to_numpy()
         assert len(got) and ((got < 4000).all() if path in old else (got >= 4000).all())
-    for key, (_, rows) in advisor_module._SAMPLES.items():  # the old files were not read again
+    for key, cached in advisor_module._SAMPLES.items():  # the old files were not read again
         if key[1] in old:
-            assert rows is old[key[1]]
+            assert cached.rows is old[key[1]]
 
 
 def test_a_files_draws_come_from_what_it_holds_not_its_random_name() -> None:
@@ -209,7 +209,7 @@ def test_the_sample_reads_only_the_columns_the_window_reads_and_decides_the_same
     _cold()
     projected = t.advisor.recommend()
     assert projected.rewrite and projected.estimates
-    assert {tuple(rows.column_names) for _, rows in advisor_module._SAMPLES.values()} == {("ts",)}
+    assert {tuple(c.rows.column_names) for c in advisor_module._SAMPLES.values()} == {("ts",)}
     snap = t.snapshot()
     files = _unclustered(t.uri, snap.files)
     sample, _ = t.advisor._sample(files, snap, ["ts"])
@@ -220,7 +220,7 @@ def test_the_sample_reads_only_the_columns_the_window_reads_and_decides_the_same
     _cold()
     monkeypatch.setattr(advisor_module, "read_columns", lambda predicates, schema: None)
     every = t.advisor.recommend()
-    assert {len(rows.column_names) for _, rows in advisor_module._SAMPLES.values()} == {3}
+    assert {len(c.rows.column_names) for c in advisor_module._SAMPLES.values()} == {3}
     # the same decision; the numbers agree but for the rounding of virtual file sizes
     # to whole bytes (rows × the average row size, which the unread columns change)
     _assert_close(_decided(every), _decided(projected))
@@ -228,8 +228,27 @@ def test_the_sample_reads_only_the_columns_the_window_reads_and_decides_the_same
 
     _cold()
     t.advisor.recommend()
+    before = {k[1]: c.rows for k, c in advisor_module._SAMPLES.items()}
+    reads: list[list[str]] = []
+    sample = advisor_module._driver_sample
+    monkeypatch.setattr(
+        advisor_module,
+        "_driver_sample",
+        lambda uri, snap, f, fraction, columns: (
+            reads.append(list(columns)) or sample(uri, snap, f, fraction, columns)
+        ),
+    )
     _scans(t, 12)  # ts and tag
-    t.advisor.recommend()
-    assert {tuple(rows.column_names) for _, rows in advisor_module._SAMPLES.values()} == {
-        ("ts", "tag")
-    }
+    extended = t.advisor.recommend()
+    monkeypatch.undo()
+    assert {tuple(c.rows.column_names) for c in advisor_module._SAMPLES.values()} == {("ts", "tag")}
+    # each cached file read only the new column, for the same rows in the same order
+    assert reads == [["tag"]] * len(before)
+    for key, cached in advisor_module._SAMPLES.items():
+        assert cached.rows.column("ts").equals(before[key[1]].column("ts"))
+    # and the sample is the one a cold read of both columns draws: the same decision
+    extended_samples = {k: c.rows for k, c in advisor_module._SAMPLES.items()}
+    _cold()
+    assert _decided(t.advisor.recommend()) == _decided(extended)
+    for key, cached in advisor_module._SAMPLES.items():
+        assert cached.rows.equals(extended_samples[key])

@@ -268,6 +268,60 @@ def test_files_of_a_rewrite_the_workload_left_behind_are_candidates_again(
     assert t.scan("id BETWEEN 4000 AND 4300").report.files_kept < files_before
 
 
+def test_new_data_is_clustered_alone_when_the_files_left_behind_make_a_rewrite_too_dear(
+    spark: Any, tmp_path: Path
+) -> None:
+    t = _tuned(
+        Table.create(str(tmp_path / "t"), _batch(spark, 0, 8000, 8), target_file_size=20_000)
+    )
+    _filtered_scans(t, 12)  # narrow ts ranges
+    assert t.optimize.auto().applied
+    clustered = {str(p) for p in t.snapshot().files.paths}
+    # the ranges widen: the ts layout saves less than its decision expected (it is left
+    # behind), and a finer one would gain little on its files, much on unclustered ones
+    rng = np.random.default_rng(1)
+    for lo in rng.uniform(0, 600, 12):
+        t.scan(f"ts BETWEEN {lo:.1f} AND {lo + 400:.1f}", columns=["id"])
+    t.append(_batch(spark, 8000, 4000, 4))
+    snap = t.snapshot()
+    new = {str(p) for p in snap.files.paths} - clustered
+    assert len(new) == 4
+    # rewriting costs enough that the new files pay alone, and not with the old ones
+    t.advisor.model = dataclasses.replace(CHEAP, rewrite_seconds_per_byte=1.55e-5)
+    inputs = t.advisor.inputs(snap)
+    (again,) = inputs.again
+    assert inputs.fresh is not None and int(inputs.fresh.sum()) == 4
+    assert len(inputs.candidate_files) == 4 + again["files"]
+    model, _ = t.advisor.decision_model(inputs.runs, t.advisor.decisions())
+    bundled = t.advisor._recommend_for(inputs, snap, model)
+    assert not bundled.rewrite and bundled.best is not None and bundled.best.saving_seconds > 0
+
+    rec = t.advisor.recommend()
+    assert rec.rewrite and rec.chosen is not None
+    assert set(rec.candidate_paths or []) == new
+    assert rec.chosen.candidate_files == 4 and rec.chosen.saving_seconds > 0
+    assert rec.reason.startswith("rewrite: ")
+    assert (
+        f"; only the 4 never-clustered file(s): with the {again['files']} file(s) of earlier "
+        "rewrites that did not deliver it would not pay (" in rec.reason
+    )
+    assert rec.reason.endswith(f"({bundled.reason.removeprefix('no rewrite: ')})")
+    # the thesis's rule alone (never-clustered files only) makes the same choice
+    t.advisor.recluster = False
+    alone = t.advisor.recommend()
+    assert alone.rewrite and alone.chosen is not None
+    assert set(alone.candidate_paths or []) == new
+    assert alone.chosen.family == rec.chosen.family
+    t.advisor.recluster = True
+
+    result = t.optimize.auto()
+    assert result.applied and result.metrics is not None
+    assert result.metrics.files_removed == 4 and result.metrics.rows_removed == 4000
+    live = {str(p) for p in t.snapshot().files.paths}
+    assert clustered <= live and not new & live  # the files left behind were not touched
+    assert _ids(t) == list(range(12000))
+
+
 def test_decisions_price_reads_with_what_the_tables_timed_queries_took(
     spark: Any, tmp_path: Path
 ) -> None:

@@ -18,6 +18,7 @@ or undoes the append.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import logging
@@ -85,8 +86,23 @@ MEASURE_QUERIES = 200
 #: candidates again (:meth:`Advisor.candidate_files`)
 RECHECK_QUERIES = 10
 
-#: :func:`_sample_key` -> (sampled fraction, sample rows of that file: the columns read)
-_SAMPLES: dict[tuple[str, str, str, pa.Schema], tuple[float, pa.Table]] = {}
+
+@dataclass(frozen=True)
+class _Sampled:
+    """A file's cached sample rows (:data:`_SAMPLES`)."""
+
+    #: the fraction of the file's live rows drawn
+    fraction: float
+    #: the rows drawn, in a random order: the columns read so far
+    rows: pa.Table
+    #: drawn on the driver (:func:`_driver_sample`), whose draws and order depend only on
+    #: the file and the fraction, so another column can be read for the same rows; a
+    #: Spark job's draws depend on its partitions, so its rows are never extended
+    on_driver: bool
+
+
+#: :func:`_sample_key` -> the file's sample
+_SAMPLES: dict[tuple[str, str, str, pa.Schema], _Sampled] = {}
 _MAX_CACHED_FILES = 20_000
 
 
@@ -271,8 +287,31 @@ class Advisor:
         snap = self.table.snapshot()
         rows = self.decisions()  # read once for the candidates and the model
         inputs = self.inputs(snap, rows)
-        files = inputs.candidate_files
         model, correction = self.decision_model(inputs.runs, rows)
+        rec = self._recommend_for(inputs, snap, model)
+        alone = None if rec.rewrite else self._fresh_only(inputs, snap)
+        if alone is not None:
+            # the files of earlier rewrites made the rewrite too dear: the never-clustered
+            # files alone may still pay (the thesis's rule: only new data is clustered)
+            fresh = self._recommend_for(alone, snap, model)
+            if fresh.rewrite:
+                held = len(inputs.candidate_files) - len(alone.candidate_files)
+                bundled = rec.reason.removeprefix("no rewrite: ")
+                fresh.reason += (
+                    f"; only the {len(alone.candidate_files)} never-clustered file(s): with the "
+                    f"{held} file(s) of earlier rewrites that did not deliver it would not pay "
+                    f"({bundled})"
+                )
+                rec = fresh
+        rec.inputs[CORRECTION_KEY] = 1.0 if correction is None else correction.factor
+        rec.inputs[PERSISTENCE_KEY] = (
+            1.0 if inputs.persistence is None else inputs.persistence.factor
+        )
+        return rec
+
+    def _recommend_for(self, inputs: Inputs, snap: Snapshot, model: CostModel) -> Recommendation:
+        """:func:`recommend` on ``inputs``, sampling their candidate files when it asks."""
+        files = inputs.candidate_files
         rec = recommend(
             inputs,
             model=model,
@@ -283,10 +322,6 @@ class Advisor:
                 files, snap, sample_columns(inputs.predicates, inputs.indexes, snap.schema)
             ),
             bounds=self.bounds,
-        )
-        rec.inputs[CORRECTION_KEY] = 1.0 if correction is None else correction.factor
-        rec.inputs[PERSISTENCE_KEY] = (
-            1.0 if inputs.persistence is None else inputs.persistence.factor
         )
         rec.candidate_paths = [str(p) for p in files.paths]
         return rec
@@ -303,7 +338,7 @@ class Advisor:
         snap = self.table.snapshot() if snap is None else snap
         window = self._window(snap.schema)
         predicates, stamps = window.predicates, window.stamps
-        files, again, earlier = self._candidates(
+        files, again, earlier, fresh = self._candidates(
             snap, predicates, stamps, rows, measure=self.recluster or self.learn_persistence
         )
         shares = self._column_shares(snap, files)
@@ -326,6 +361,7 @@ class Advisor:
             unparsed=window.unparsed,
             shuffled=shuffled,
             again=again,
+            fresh=fresh if again else None,
             persistence=self.persistence(earlier),
             runs=window.observations(shares),
             read_shares=query_shares(window.columns, shares),
@@ -418,7 +454,9 @@ class Advisor:
         benefit decide whether rewriting them pays. Files of a rewrite that
         delivered stay as they are (the thesis's rule for clustered data).
         """
-        files, again, _ = self._candidates(snap, predicates, stamps, rows, measure=self.recluster)
+        files, again, _, _ = self._candidates(
+            snap, predicates, stamps, rows, measure=self.recluster
+        )
         return files, again
 
     def _candidates(
@@ -429,15 +467,18 @@ class Advisor:
         rows: list[dict[str, Any]] | None,
         *,
         measure: bool,
-    ) -> tuple[FileStats, list[dict[str, Any]], list[EarlierRewrite]]:
-        """:meth:`candidate_files`, and the earlier rewrites measured (:meth:`_earlier_rewrites`)
-        when ``measure`` (empty otherwise): the live files' provenance is read once."""
+    ) -> tuple[FileStats, list[dict[str, Any]], list[EarlierRewrite], np.ndarray]:
+        """:meth:`candidate_files`, the earlier rewrites measured (:meth:`_earlier_rewrites`)
+        when ``measure`` (empty otherwise), and per candidate file whether it was never
+        clustered (not one of an earlier rewrite's): the live files' provenance is read
+        once."""
         if not len(snap.files):
-            return snap.files, [], []
+            return snap.files, [], [], np.ones(0, dtype=bool)
         prov = _provenance(self.table.uri, snap.files)
-        chosen = _unclustered_mask(self.table.uri, snap.files, prov)
+        unclustered = _unclustered_mask(self.table.uri, snap.files, prov)
+        chosen = unclustered.copy()
         if not measure or not predicates:
-            return snap.files.take(chosen), [], []
+            return snap.files.take(chosen), [], [], unclustered[chosen]
         rows = self.decisions() if rows is None else rows
         earlier = self._earlier_rewrites(snap, predicates, stamps, rows, prov)
         again = []
@@ -456,7 +497,32 @@ class Advisor:
                     "priced_persistence": e.priced_persistence,
                 }
             )
-        return snap.files.take(chosen), again, earlier
+        return snap.files.take(chosen), again, earlier, unclustered[chosen]
+
+    def _fresh_only(self, inputs: Inputs, snap: Snapshot) -> Inputs | None:
+        """``inputs`` with the never-clustered files alone as candidates, when the candidates
+        also hold files of earlier rewrites that did not deliver (None otherwise)."""
+        from lakelayout.cluster import config as cluster_config
+
+        fresh = inputs.fresh
+        if fresh is None or not fresh.any() or fresh.all():
+            return None
+        alone = inputs.candidate_files.take(fresh)
+        shuffled = cluster_config.rewrite_shuffles(
+            int(alone.total_bytes),
+            cluster_config.small_rewrite_size(snap.configuration),
+            partitioned=snap.table_format.partitioned,
+        )
+        return dataclasses.replace(
+            inputs,
+            candidate_files=alone,
+            other_bytes=int(snap.files.total_bytes) - int(alone.total_bytes),
+            shuffled=shuffled,
+            again=[],
+            fresh=None,
+            sample=None,
+            sample_files=None,
+        )
 
     def record_query(self, where: str | None, *, source: str = "plan") -> bool:
         """Log a query that did not go through ``Table.scan`` (planned elsewhere, or
@@ -794,9 +860,10 @@ class Advisor:
         files, whose sizes are rows × the average row size) or the declared
         indexes (what collecting them costs per row, :func:`sample_columns`): a
         column neither reads changes no number. Files sampled before at a higher
-        fraction and with these columns are subsampled from the cache (see
-        :func:`_sample_key`); the others are read again, with the columns the
-        cache held too, so a cached sample never loses a column.
+        fraction are subsampled from the cache (see :func:`_sample_key`); a cached
+        sample that lacks some of ``columns`` gains them (:meth:`_extend_samples`:
+        only those columns are read, for the same rows); the others are read again,
+        with the columns the cache held too, so a cached sample never loses a column.
         """
         schema = snap.schema
         wanted = list(schema.names) if columns is None else list(columns)
@@ -805,20 +872,37 @@ class Advisor:
         paths = [str(p) for p in files.paths]
         keys = {p: _sample_key(self.table.uri, p, snap) for p in paths}
         want = set(wanted)
-        todo, held = [], set(wanted)
+        got: dict[str, _Sampled] = {}
+        todo, held, extend = [], set(wanted), {}
         for p in paths:
             cached = _SAMPLES.get(keys[p])
             if cached is None:
                 todo.append(p)
-            elif cached[0] < fraction * 0.999 or not want.issubset(cached[1].column_names):
+            elif cached.fraction < fraction * 0.999 or (
+                not cached.on_driver and not want.issubset(cached.rows.column_names)
+            ):
                 todo.append(p)
-                held.update(cached[1].column_names)
+                held.update(cached.rows.column_names)
+            elif not want.issubset(cached.rows.column_names):
+                extend[p] = cached
+            else:
+                got[p] = cached
+        if extend and not self._small(snap, list(extend)):  # one Spark job reads them all
+            todo.extend(extend)
+            held.update(*(c.rows.column_names for c in extend.values()))
+            extend = {}
         if todo:
             read = [n for n in schema.names if n in held]
-            self._sample_files(todo, snap, fraction, keys, read)
+            got.update(self._sample_files(todo, snap, fraction, read))
+        if extend:
+            got.update(self._extend_samples(extend, snap, wanted))
+        if len(_SAMPLES) + len(todo) > _MAX_CACHED_FILES:
+            _SAMPLES.clear()
+        for p in [*todo, *extend]:
+            _SAMPLES[keys[p]] = got[p]
         parts, ids = [], []
         for position, p in enumerate(paths):
-            have, data = _SAMPLES[keys[p]]
+            have, data = got[p].fraction, got[p].rows
             keep = data.num_rows if have <= fraction else round(data.num_rows * fraction / have)
             parts.append(data.slice(0, keep).select(wanted))  # a cache may hold more columns
             ids.append(np.full(keep, position, dtype=np.int64))
@@ -832,10 +916,9 @@ class Advisor:
         paths: Sequence[str],
         snap: Snapshot,
         fraction: float,
-        keys: dict[str, tuple[str, str, str, pa.Schema]],
         columns: Sequence[str],
-    ) -> None:
-        """Sample ``columns`` of ``paths`` at ``fraction`` into the cache, each file's rows
+    ) -> dict[str, _Sampled]:
+        """Sample ``columns`` of ``paths`` at ``fraction``, each file's rows
         in a random order (so a prefix is a smaller random sample of the file); which
         rows are drawn does not depend on the columns.
 
@@ -846,20 +929,51 @@ class Advisor:
         reader does (partition values, deletion vectors, column mapping) and keep
         each row with probability ``fraction``.
         """
-        from lakelayout.cluster.config import small_rewrite_size
-
-        files = snap.data_files_for(paths)
-        if sum(f.size for f in files) <= small_rewrite_size(snap.configuration):
+        on_driver = self._small(snap, paths)
+        if on_driver:
             sampled = {
                 p: _driver_sample(self.table.uri, snap, f, fraction, columns)
-                for p, f in zip(paths, files, strict=True)
+                for p, f in zip(paths, snap.data_files_for(paths), strict=True)
             }
         else:
             sampled = self._spark_sample(paths, snap, fraction, columns)
-        if len(_SAMPLES) > _MAX_CACHED_FILES:
-            _SAMPLES.clear()
-        for p in paths:
-            _SAMPLES[keys[p]] = (fraction, sampled[p])
+        return {p: _Sampled(fraction, sampled[p], on_driver) for p in paths}
+
+    @staticmethod
+    def _small(snap: Snapshot, paths: Sequence[str]) -> bool:
+        """Whether ``paths`` are read on the driver: at most ``lakelayout.smallRewriteSize``
+        bytes of files in all (the rewriter's rule for a shuffle-free rewrite)."""
+        from lakelayout.cluster.config import small_rewrite_size
+
+        size = sum(f.size for f in snap.data_files_for(paths))
+        return size <= small_rewrite_size(snap.configuration)
+
+    def _extend_samples(
+        self, cached: Mapping[str, _Sampled], snap: Snapshot, columns: Sequence[str]
+    ) -> dict[str, _Sampled]:
+        """The ``cached`` samples (all drawn on the driver) with the ``columns`` they lack:
+        only those are read, at each file's cached fraction, so the draws and their
+        order are those of the cached rows (:func:`_driver_sample`).
+
+        A window that filters on a new column (a workload that drifts) used to
+        read every file again with every column; decoding the new columns alone
+        costs a fraction of that.
+        """
+        paths = list(cached)
+        out = {}
+        for p, f in zip(paths, snap.data_files_for(paths), strict=True):
+            before = cached[p]
+            rows, have = before.rows, set(before.rows.column_names)
+            missing = [c for c in columns if c not in have]
+            more = _driver_sample(self.table.uri, snap, f, before.fraction, missing)
+            if more.num_rows != rows.num_rows:  # not expected: read the file anew
+                read = [n for n in snap.schema.names if n in have or n in missing]
+                rows = _driver_sample(self.table.uri, snap, f, before.fraction, read)
+            else:
+                for name in missing:
+                    rows = rows.append_column(more.schema.field(name), more.column(name))
+            out[p] = _Sampled(before.fraction, rows, on_driver=True)
+        return out
 
     def _spark_sample(
         self, paths: Sequence[str], snap: Snapshot, fraction: float, columns: Sequence[str]

@@ -72,6 +72,9 @@ class Inputs:
     shuffled: bool = False
     #: earlier automatic rewrites whose files are candidates again (they did not deliver)
     again: list[dict[str, Any]] = field(default_factory=list)
+    #: with ``again``: per candidate file, whether it was never clustered (the files a
+    #: rewrite of new data alone would replace; see ``Advisor.recommend``)
+    fresh: np.ndarray | None = None
     #: what share of their estimated saving the table's last automatic rewrites kept on
     #: the queries after them (:func:`.decisions.persistence`): scales the expected
     #: saving, in the bounds too; None: the window is assumed to repeat
