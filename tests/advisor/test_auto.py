@@ -203,15 +203,20 @@ def test_features_recommend_auto_and_measurement(spark: Any, tmp_path: Path) -> 
     assert unscaled.startswith(t.advisor.cost_model().source) and "rewrites x" not in unscaled
 
 
-def test_files_of_a_rewrite_the_workload_left_behind_are_candidates_again(
-    spark: Any, tmp_path: Path
-) -> None:
+def _clustered_for_ts_ranges(spark: Any, tmp_path: Path) -> Table:
+    """8,000 rows in 8 files, 12 narrow ts ranges scanned, then an automatic rewrite."""
     t = _tuned(
         Table.create(str(tmp_path / "t"), _batch(spark, 0, 8000, 8), target_file_size=20_000)
     )
     _filtered_scans(t, 12)  # ranges of ts
-    first = t.optimize.auto()
-    assert first.applied
+    assert t.optimize.auto().applied
+    return t
+
+
+def test_files_of_a_rewrite_the_workload_left_behind_are_candidates_again(
+    spark: Any, tmp_path: Path
+) -> None:
+    t = _clustered_for_ts_ranges(spark, tmp_path)
     # the ts ranges go on: the rewrite delivered, its files stay as they are
     _filtered_scans(t, 12, seed=4)
     kept = t.optimize.auto()
@@ -271,11 +276,7 @@ def test_files_of_a_rewrite_the_workload_left_behind_are_candidates_again(
 def test_new_data_is_clustered_alone_when_the_files_left_behind_make_a_rewrite_too_dear(
     spark: Any, tmp_path: Path
 ) -> None:
-    t = _tuned(
-        Table.create(str(tmp_path / "t"), _batch(spark, 0, 8000, 8), target_file_size=20_000)
-    )
-    _filtered_scans(t, 12)  # narrow ts ranges
-    assert t.optimize.auto().applied
+    t = _clustered_for_ts_ranges(spark, tmp_path)
     clustered = {str(p) for p in t.snapshot().files.paths}
     # the ranges widen: the ts layout saves less than its decision expected (it is left
     # behind), and a finer one would gain little on its files, much on unclustered ones

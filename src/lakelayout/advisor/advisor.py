@@ -294,6 +294,7 @@ class Advisor:
             # the files of earlier rewrites made the rewrite too dear: the never-clustered
             # files alone may still pay (the thesis's rule: only new data is clustered)
             fresh = self._recommend_for(alone, snap, model)
+            spent = rec.seconds + fresh.seconds  # the decision took both
             if fresh.rewrite:
                 held = len(inputs.candidate_files) - len(alone.candidate_files)
                 bundled = rec.reason.removeprefix("no rewrite: ")
@@ -303,6 +304,7 @@ class Advisor:
                     f"({bundled})"
                 )
                 rec = fresh
+            rec.seconds = spent
         rec.inputs[CORRECTION_KEY] = 1.0 if correction is None else correction.factor
         rec.inputs[PERSISTENCE_KEY] = (
             1.0 if inputs.persistence is None else inputs.persistence.factor
