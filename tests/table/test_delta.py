@@ -436,3 +436,27 @@ def test_deletes_racing_a_rewrite_loop_in_another_process_lose_and_duplicate_no_
     assert not all(r["committed"] for r in runs)  # the race was run: some commits lost it
     assert _ids(root) == list(range(1000, 2000))
     assert len(_live(root)) >= 1
+
+
+def test_read_rows_returns_the_live_rows_of_every_version(tmp_path: Path) -> None:
+    """``read_rows`` (what the query and decision logs are read with) against deltalake's
+    reader: partition values from the log, files a later version removed left out, and
+    time travel to an earlier version."""
+    from deltalake import write_deltalake
+
+    path = str(tmp_path / "t")
+    first = pa.table({"id": [1, 2, 3, 4], "part": ["a", "b", "a", "b"], "v": [0.5, None, 2.5, 3.5]})
+    write_deltalake(path, first, partition_by=["part"])
+    write_deltalake(path, pa.table({"id": [5], "part": ["c"], "v": [5.5]}), mode="append")
+    DeltaTable(path).delete("id = 2")  # rewrites the files of part b
+
+    def rows(data: pa.Table) -> list[tuple[object, ...]]:
+        return sorted(zip(*(data.column(n).to_pylist() for n in ("id", "part", "v")), strict=True))
+
+    for version in (None, 1):
+        got = delta.read_rows(path, version)
+        assert got.schema == delta.snapshot(path, version).schema
+        expected = DeltaTable(path, version=version).to_pyarrow_table()
+        assert rows(got) == rows(expected)
+    assert [r[0] for r in rows(delta.read_rows(path))] == [1, 3, 4, 5]
+    assert [r[0] for r in rows(delta.read_rows(path, 1))] == [1, 2, 3, 4, 5]

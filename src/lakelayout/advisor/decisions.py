@@ -119,9 +119,9 @@ class DecisionLog:
         """Every row, oldest first (empty when nothing was decided yet)."""
         if not os.path.isdir(os.path.join(self.path, "_delta_log")):
             return SCHEMA.empty_table()
-        from deltalake import DeltaTable
+        from lakelayout.table.delta import read_rows
 
-        data = DeltaTable(self.path).to_pyarrow_table().select(SCHEMA.names).cast(SCHEMA)
+        data = read_rows(self.path).select(SCHEMA.names).cast(SCHEMA)
         return data.sort_by([("ts", "ascending")])
 
     def rows(self) -> list[dict[str, Any]]:

@@ -419,11 +419,13 @@ class QueryLog:
         they are read from memory instead (no write). An absent log reads as an
         empty table of :data:`SCHEMA`.
         """
+        from lakelayout.table import delta
+
         if flush:
             self.flush()
         parts = []
         if self.exists():
-            parts.append(_with_schema(DeltaTable(self.path).to_pyarrow_table()))
+            parts.append(_with_schema(delta.read_rows(self.path)))
         if not flush:
             queued = _WRITER.queued(self.table_uri)
             if queued:
@@ -516,7 +518,7 @@ def maintain(
         return MaintenanceResult(0, 0, 0)
     snap = delta.snapshot(path)
     files = [str(p) for p in snap.files.paths]
-    data = DeltaTable(path, version=snap.version).to_pyarrow_table()
+    data = delta.read_rows(path, snap.version)
     cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(days=retention_days)
     ts = data.column("ts")
     if len(ts) > max_records:
