@@ -345,11 +345,6 @@ class Advisor:
         )
         shares = self._column_shares(snap, files)
         indexes, _ = self.table.indexes.usable(snap.schema)
-        shuffled = cluster_config.rewrite_shuffles(
-            int(files.total_bytes),
-            cluster_config.small_rewrite_size(snap.configuration),
-            partitioned=snap.table_format.partitioned,
-        )
         return Inputs(
             predicates=predicates,
             timestamps=stamps,
@@ -361,7 +356,7 @@ class Advisor:
             udfs=self.table.indexes.udfs,
             timezone=self._timezone(),
             unparsed=window.unparsed,
-            shuffled=shuffled,
+            shuffled=_shuffled(snap, files),
             again=again,
             fresh=fresh if again else None,
             persistence=self.persistence(earlier),
@@ -504,22 +499,15 @@ class Advisor:
     def _fresh_only(self, inputs: Inputs, snap: Snapshot) -> Inputs | None:
         """``inputs`` with the never-clustered files alone as candidates, when the candidates
         also hold files of earlier rewrites that did not deliver (None otherwise)."""
-        from lakelayout.cluster import config as cluster_config
-
         fresh = inputs.fresh
         if fresh is None or not fresh.any() or fresh.all():
             return None
         alone = inputs.candidate_files.take(fresh)
-        shuffled = cluster_config.rewrite_shuffles(
-            int(alone.total_bytes),
-            cluster_config.small_rewrite_size(snap.configuration),
-            partitioned=snap.table_format.partitioned,
-        )
         return dataclasses.replace(
             inputs,
             candidate_files=alone,
             other_bytes=int(snap.files.total_bytes) - int(alone.total_bytes),
-            shuffled=shuffled,
+            shuffled=_shuffled(snap, alone),
             again=[],
             fresh=None,
             sample=None,
@@ -1211,6 +1199,18 @@ def _provenance(table_uri: str, files: FileStats) -> dict[str, FileProvenance]:
     from lakelayout.cluster.provenance import ProvenanceStore
 
     return ProvenanceStore(table_uri).read([str(p) for p in files.paths])
+
+
+def _shuffled(snap: Snapshot, files: FileStats) -> bool:
+    """Whether a rewrite of ``files`` goes through a shuffle (the rewriter's rule:
+    :func:`~lakelayout.cluster.config.rewrite_shuffles`)."""
+    from lakelayout.cluster import config as cluster_config
+
+    return cluster_config.rewrite_shuffles(
+        int(files.total_bytes),
+        cluster_config.small_rewrite_size(snap.configuration),
+        partitioned=snap.table_format.partitioned,
+    )
 
 
 def _unclustered_mask(
