@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
 from lakelayout.errors import InvalidOption
@@ -267,3 +269,41 @@ def test_the_recent_predictor_averages_over_its_own_window_when_given() -> None:
     assert decider._recent_weights() == {"a": 0.5, "b": 1.0}  # type: ignore[union-attr]
     with pytest.raises(InvalidOption, match=r"predictor_window must be >= 0 queries \(0: the"):
         OnlineSettings(predictor_window=-1)
+
+
+@pytest.mark.spark
+def test_a_replay_switch_writes_its_files_as_a_live_switch_does(spark: Any, tmp_path: Path) -> None:
+    """A block up to twice the table's target file size is one file; a leaf no query cuts
+    is cut into several, as ``Table.online`` and the advisor write it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lakelayout.api import Table
+    from lakelayout.cluster.config import TARGET_FILE_SIZE
+    from lakelayout.evaluation.policies import apply_blocks
+    from lakelayout.layouts.qdtree import QdTreeLayout
+    from lakelayout.table import delta
+
+    n = 8_000
+    rows = pa.table({"id": pa.array(range(n), pa.int64()), "x": pa.array(range(n), pa.int64())})
+    t = Table.create(str(tmp_path / "t"), spark.createDataFrame(rows.to_pandas()).repartition(8))
+    average = int(t.snapshot().files.total_bytes) // len(t.snapshot().files)
+    delta.set_properties(t.uri, {TARGET_FILE_SIZE: str(average)})
+    # two cuts near the low end (leaves of at least n / 16 rows): the third leaf holds
+    # seven eighths of the rows
+    layout = QdTreeLayout.fit(rows, ["x < 500", "x < 1000"], target_blocks=8)
+    counts = np.bincount(layout.assign(rows), minlength=layout.n_blocks)
+    assert layout.n_blocks == 3 and counts.max() == 7_000
+    ctx = SimpleNamespace(table=t)
+    m = apply_blocks(ctx, layout, [str(p) for p in t.snapshot().files.paths])  # type: ignore[arg-type]
+    files = t.snapshot().files
+    # the two small leaves one file each, the big one several of at most about twice the target
+    assert m.files_added == len(files) >= layout.n_blocks + 2
+    assert max(int(s) for s in files.sizes) < 3 * average
+    got = t.to_df().toArrow()
+    assert sorted(got.column("id").to_pylist()) == list(range(n))
+    # each file in one block, and the small leaves' rows alone in theirs
+    for path in files.paths:
+        local = os.path.join(t.uri.removeprefix("file://"), str(path))
+        assert len(set(layout.assign(pq.read_table(local)).tolist())) == 1
+    assert t.scan("x < 500", columns=["id"]).report.files_kept == 1

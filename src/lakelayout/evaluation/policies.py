@@ -21,6 +21,13 @@ policy ends the stream with about as many live files as were inserted (the
 * fitted layouts (``sorted``, ``qdtree``, ``pando``, ``sop-z``, ``hilbert``)
   are fitted with as close to ``blocks_per_batch`` blocks as a few fits reach
   (:func:`fit_with_blocks`) and applied with one file per block;
+* the online policies' and their oracles' candidates (``oreo``, ``greedy``,
+  ``regret``, ``static``, ``offline-optimal``) are fitted once each, for
+  about the table's file count, and written as a live table's switch writes
+  them (:func:`apply_blocks`): one file per block up to twice the target
+  file size, a larger block (a leaf no query of the window cuts) cut into
+  several (a candidate fitted on a window often has fewer, larger blocks
+  than the target: leaves no cut of the window's queries reaches);
 * ``zorder-halfway`` and ``liquid`` set the table's target file size to
   ``ceil(live bytes / files inserted)`` (:func:`target_size_for`) and write
   one file per curve block;
@@ -48,7 +55,7 @@ import os
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
@@ -710,6 +717,20 @@ def latest_snapshot(ctx: Context) -> Snapshot:
     return cached() if callable(cached) else ctx.table.snapshot()
 
 
+def apply_blocks(
+    ctx: Context, layout: Layout, files: Sequence[str], keep: Mapping[str, int] | None = None
+) -> OptimizeMetrics:
+    """``optimize.apply(layout, files)`` writing files as a live table's switch and the
+    advisor's rewrite write them: a block up to twice the table's target file size is one
+    file, a larger one (a leaf no query of the fit cuts) is cut into several of consecutive
+    key ranges. The online policies' candidates and their oracles' are fitted for about
+    one block per inserted file, so only such leaves gain files."""
+    from lakelayout.cluster.config import block_roll_size
+
+    roll = block_roll_size(latest_snapshot(ctx).configuration)
+    return ctx.table.optimize.apply(layout, list(files), target_file_size=roll, keep=keep)
+
+
 def _rewrite_to(ctx: Context, layout: Layout, label: str, *, keep_files: bool = True) -> None:
     """Rewrite the files not already laid out by ``layout`` (one file per block; see
     :func:`~lakelayout.online_table.plan_switch`: a file whose statistics put it in one
@@ -724,10 +745,7 @@ def _rewrite_to(ctx: Context, layout: Layout, label: str, *, keep_files: bool = 
     else:
         rewrite, keep = ~laid_out_by(ctx.table.uri, snap.files, layout), {}
     files = [str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if r]
-    ctx.rewrite(
-        f"switch to {label}",
-        lambda: ctx.table.optimize.apply(layout, files, one_file_per_block=True, keep=keep),
-    )
+    ctx.rewrite(f"switch to {label}", lambda: apply_blocks(ctx, layout, files, keep))
 
 
 _ONLINE_DESCRIPTIONS = {
@@ -897,10 +915,7 @@ class OraclePolicy(Policy):
         self.applied = self.schedule[at]
         cand = self.candidates[self.applied]
         files = list(new_files)
-        ctx.rewrite(
-            f"apply {cand.label}",
-            lambda: ctx.table.optimize.apply(cand.layout, files, one_file_per_block=True),
-        )
+        ctx.rewrite(f"apply {cand.label}", lambda: apply_blocks(ctx, cand.layout, files))
 
     def _plan(self, ctx: Context) -> None:
         from lakelayout.online.baselines import offline_optimum, static_best
