@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,40 @@ def test_an_append_samples_the_new_files_and_reuses_the_old_ones(
     for key, cached in advisor_module._SAMPLES.items():  # the old files were not read again
         if key[1] in old:
             assert cached.rows is old[key[1]]
+
+
+def test_files_sampled_by_several_threads_give_the_sample_of_one(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    t = Table.create(str(tmp_path / "t"), _batch(spark, 0, 40_000, 8), target_file_size=20_000)
+    t.advisor.sample_rows = 5_000  # a fraction of each file: the draws matter
+    snap = t.snapshot()
+    files = _unclustered(t.uri, snap.files)
+    threads = []
+    real = advisor_module._driver_sample
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.get_ident())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(advisor_module, "_driver_sample", spy)
+    samples = {}
+    for n in (1, 4):
+        monkeypatch.setattr(advisor_module, "_SAMPLE_THREADS", n)
+        monkeypatch.setattr(advisor_module.os, "cpu_count", lambda: 4)
+        _cold()
+        threads.clear()
+        ts_only, _ = t.advisor._sample(files, snap, ["ts"])
+        both, ids = t.advisor._sample(files, snap, ["ts", "tag"])  # extends the cached ones
+        samples[n] = (ts_only, both, ids)
+        # every file read twice (all columns, then the missing one), by the pool's threads
+        assert len(threads) == 2 * len(files)
+        on_main = {i == threading.main_thread().ident for i in threads}
+        assert on_main == {n == 1}
+    (ts1, both1, ids1), (ts4, both4, ids4) = samples[1], samples[4]
+    assert 3_000 < ts1.num_rows < 7_000
+    assert ts4.equals(ts1) and both4.equals(both1) and (ids4 == ids1).all()
+    assert both1.column("ts").equals(ts1.column("ts"))
 
 
 def test_a_files_draws_come_from_what_it_holds_not_its_random_name() -> None:

@@ -22,10 +22,11 @@ import dataclasses
 import datetime as dt
 import hashlib
 import logging
+import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -104,6 +105,11 @@ class _Sampled:
 #: :func:`_sample_key` -> the file's sample
 _SAMPLES: dict[tuple[str, str, str, pa.Schema], _Sampled] = {}
 _MAX_CACHED_FILES = 20_000
+#: threads that read files' samples on the driver (:func:`_per_file`)
+_SAMPLE_THREADS = 8
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -921,10 +927,11 @@ class Advisor:
         """
         on_driver = self._small(snap, paths)
         if on_driver:
-            sampled = {
-                p: _driver_sample(self.table.uri, snap, f, fraction, columns)
-                for p, f in zip(paths, snap.data_files_for(paths), strict=True)
-            }
+            drawn = _per_file(
+                lambda f: _driver_sample(self.table.uri, snap, f, fraction, columns),
+                snap.data_files_for(paths),
+            )
+            sampled = dict(zip(paths, drawn, strict=True))
         else:
             sampled = self._spark_sample(paths, snap, fraction, columns)
         return {p: _Sampled(fraction, sampled[p], on_driver) for p in paths}
@@ -950,8 +957,8 @@ class Advisor:
         costs a fraction of that.
         """
         paths = list(cached)
-        out = {}
-        for p, f in zip(paths, snap.data_files_for(paths), strict=True):
+
+        def extend(p: str, f: DataFile) -> _Sampled:
             before = cached[p]
             rows, have = before.rows, set(before.rows.column_names)
             missing = [c for c in columns if c not in have]
@@ -962,8 +969,10 @@ class Advisor:
             else:
                 for name in missing:
                     rows = rows.append_column(more.schema.field(name), more.column(name))
-            out[p] = _Sampled(before.fraction, rows, on_driver=True)
-        return out
+            return _Sampled(before.fraction, rows, on_driver=True)
+
+        pairs = list(zip(paths, snap.data_files_for(paths), strict=True))
+        return dict(zip(paths, _per_file(lambda pf: extend(*pf), pairs), strict=True))
 
     def _spark_sample(
         self, paths: Sequence[str], snap: Snapshot, fraction: float, columns: Sequence[str]
@@ -984,6 +993,21 @@ class Advisor:
         data = data.take(pa.array(shuffle))
         files_arr = np.asarray(files, dtype=object)[shuffle]
         return {p: data.take(pa.array(np.flatnonzero(files_arr == p), pa.int64())) for p in paths}
+
+
+def _per_file(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """``fn`` of every item, in order, by up to one thread per core (at most
+    :data:`_SAMPLE_THREADS`): decoding Parquet and drawing rows (pyarrow, numpy)
+    release the GIL, and the driver's cores are idle while the advisor decides. A
+    file's draws depend only on the file (:func:`_sample_seed`), so the threads do
+    not change a sample."""
+    threads = min(len(items), os.cpu_count() or 1, _SAMPLE_THREADS)
+    if threads <= 1:
+        return [fn(item) for item in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(fn, items))
 
 
 def _driver_sample(
