@@ -25,9 +25,10 @@ policy ends the stream with about as many live files as were inserted (the
   ``regret``, ``static``, ``offline-optimal``) are fitted once each, for
   about the table's file count, and written as a live table's switch writes
   them (:func:`apply_blocks`): one file per block up to twice the target
-  file size, a larger block (a leaf no query of the window cuts) cut into
-  several (a candidate fitted on a window often has fewer, larger blocks
-  than the target: leaves no cut of the window's queries reaches);
+  file size, a larger block cut into several (a candidate fitted on a
+  window often has fewer, larger blocks than asked: leaves no cut of the
+  window's queries reaches), so their file count is what the product's
+  would be, and the replay reports it;
 * ``zorder-halfway`` and ``liquid`` set the table's target file size to
   ``ceil(live bytes / files inserted)`` (:func:`target_size_for`) and write
   one file per curve block;
@@ -732,7 +733,7 @@ def apply_blocks(
 
 
 def _rewrite_to(ctx: Context, layout: Layout, label: str, *, keep_files: bool = True) -> None:
-    """Rewrite the files not already laid out by ``layout`` (one file per block; see
+    """Rewrite the files not already laid out by ``layout`` (:func:`apply_blocks`; see
     :func:`~lakelayout.online_table.plan_switch`: a file whose statistics put it in one
     block is kept, and recorded as that block). ``keep_files=False``: every file
     ``layout`` did not write is rewritten (what switches did before they kept files;
