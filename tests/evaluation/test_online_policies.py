@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from types import SimpleNamespace
@@ -274,36 +275,58 @@ def test_the_recent_predictor_averages_over_its_own_window_when_given() -> None:
 @pytest.mark.spark
 def test_a_replay_switch_writes_its_files_as_a_live_switch_does(spark: Any, tmp_path: Path) -> None:
     """A block up to twice the table's target file size is one file; a leaf no query cuts
-    is cut into several, as ``Table.online`` and the advisor write it."""
+    is cut into several, as ``Table.online`` and the advisor write it
+    (``split_blocks=False``, the ``oreo-recent-per-block`` comparison: one file per block)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from lakelayout.api import Table
     from lakelayout.cluster.config import TARGET_FILE_SIZE
-    from lakelayout.evaluation.policies import apply_blocks
+    from lakelayout.evaluation.policies import _rewrite_to
     from lakelayout.layouts.qdtree import QdTreeLayout
     from lakelayout.table import delta
 
     n = 8_000
     rows = pa.table({"id": pa.array(range(n), pa.int64()), "x": pa.array(range(n), pa.int64())})
-    t = Table.create(str(tmp_path / "t"), spark.createDataFrame(rows.to_pandas()).repartition(8))
-    average = int(t.snapshot().files.total_bytes) // len(t.snapshot().files)
-    delta.set_properties(t.uri, {TARGET_FILE_SIZE: str(average)})
     # two cuts near the low end (leaves of at least n / 16 rows): the third leaf holds
     # seven eighths of the rows
     layout = QdTreeLayout.fit(rows, ["x < 500", "x < 1000"], target_blocks=8)
     counts = np.bincount(layout.assign(rows), minlength=layout.n_blocks)
     assert layout.n_blocks == 3 and counts.max() == 7_000
-    ctx = SimpleNamespace(table=t)
-    m = apply_blocks(ctx, layout, [str(p) for p in t.snapshot().files.paths])  # type: ignore[arg-type]
+
+    def switched(name: str, split_blocks: bool) -> tuple[Table, int]:
+        df = spark.createDataFrame(rows.to_pandas()).repartition(8)
+        t = Table.create(str(tmp_path / name), df)
+        average = int(t.snapshot().files.total_bytes) // len(t.snapshot().files)
+        delta.set_properties(t.uri, {TARGET_FILE_SIZE: str(average)})
+        ctx = SimpleNamespace(table=t, rewrite=lambda kind, action: action())
+        _rewrite_to(ctx, layout, "qdtree", split_blocks=split_blocks)  # type: ignore[arg-type]
+        assert sorted(t.to_df().toArrow().column("id").to_pylist()) == list(range(n))
+        for path in t.snapshot().files.paths:  # each file in one block
+            local = os.path.join(t.uri.removeprefix("file://"), str(path))
+            assert len(set(layout.assign(pq.read_table(local)).tolist())) == 1
+        return t, average
+
+    t, average = switched("split", True)
     files = t.snapshot().files
     # the two small leaves one file each, the big one several of at most about twice the target
-    assert m.files_added == len(files) >= layout.n_blocks + 2
+    assert len(files) >= layout.n_blocks + 2
     assert max(int(s) for s in files.sizes) < 3 * average
-    got = t.to_df().toArrow()
-    assert sorted(got.column("id").to_pylist()) == list(range(n))
-    # each file in one block, and the small leaves' rows alone in theirs
-    for path in files.paths:
-        local = os.path.join(t.uri.removeprefix("file://"), str(path))
-        assert len(set(layout.assign(pq.read_table(local)).tolist())) == 1
     assert t.scan("x < 500", columns=["id"]).report.files_kept == 1
+    per_block, average = switched("per-block", False)
+    assert len(per_block.snapshot().files) == layout.n_blocks
+    assert max(int(s) for s in per_block.snapshot().files.sizes) > 4 * average
+
+
+def test_oreo_recent_per_block_differs_from_oreo_recent_only_in_how_a_switch_writes() -> None:
+    recent, per_block = make_policies(
+        ["oreo-recent", "oreo-recent-per-block"], OnlineSettings(alpha=5.0, gamma=2.0)
+    )
+    assert (per_block.name, per_block.kind, per_block.knows) == (
+        "oreo-recent-per-block",
+        "oreo",
+        "online",
+    )
+    settings = per_block.settings  # type: ignore[attr-defined]
+    assert recent.settings.split_blocks and not settings.split_blocks  # type: ignore[attr-defined]
+    assert dataclasses.replace(settings, split_blocks=True) == recent.settings  # type: ignore[attr-defined]

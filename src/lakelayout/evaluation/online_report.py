@@ -23,6 +23,7 @@ KNOWS = {
     "oreo-uniform": "online",
     "oreo-recent": "online",
     "oreo-recent-all-files": "online",
+    "oreo-recent-per-block": "online",
     "greedy": "online",
     "regret": "online",
     "static": "oracle",

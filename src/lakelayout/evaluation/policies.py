@@ -611,6 +611,10 @@ class OnlineSettings:
     #: a switch keeps the files already in one block of its target (False: rewrites every
     #: file the target did not write, as before; for comparisons)
     keep_files: bool = True
+    #: a switch cuts a block over twice the target file size into several files, as a live
+    #: switch does (:func:`apply_blocks`; False: one file per block, as switches before
+    #: aa587cf; for comparisons)
+    split_blocks: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.alpha, str) and self.alpha != "measured":
@@ -732,7 +736,9 @@ def apply_blocks(
     return ctx.table.optimize.apply(layout, list(files), target_file_size=roll, keep=keep)
 
 
-def _rewrite_to(ctx: Context, layout: Layout, label: str, *, keep_files: bool = True) -> None:
+def _rewrite_to(
+    ctx: Context, layout: Layout, label: str, *, keep_files: bool = True, split_blocks: bool = True
+) -> None:
     """Rewrite the files not already laid out by ``layout`` (:func:`apply_blocks`; see
     :func:`~lakelayout.online_table.plan_switch`: a file whose statistics put it in one
     block is kept, and recorded as that block). ``keep_files=False``: every file
@@ -746,7 +752,13 @@ def _rewrite_to(ctx: Context, layout: Layout, label: str, *, keep_files: bool = 
     else:
         rewrite, keep = ~laid_out_by(ctx.table.uri, snap.files, layout), {}
     files = [str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if r]
-    ctx.rewrite(f"switch to {label}", lambda: apply_blocks(ctx, layout, files, keep))
+    if split_blocks:
+        ctx.rewrite(f"switch to {label}", lambda: apply_blocks(ctx, layout, files, keep))
+    else:
+        ctx.rewrite(
+            f"switch to {label}",
+            lambda: ctx.table.optimize.apply(layout, files, one_file_per_block=True, keep=keep),
+        )
 
 
 _ONLINE_DESCRIPTIONS = {
@@ -809,7 +821,13 @@ class OnlinePolicy(Policy):
         record = engine.begin()
         layout = engine.layout_of(record.target)
         assert layout is not None
-        _rewrite_to(ctx, layout, record.target_label, keep_files=self.settings.keep_files)
+        _rewrite_to(
+            ctx,
+            layout,
+            record.target_label,
+            keep_files=self.settings.keep_files,
+            split_blocks=self.settings.split_blocks,
+        )
         engine.committed(record)
         self._describe()
 
@@ -978,6 +996,13 @@ ONLINE_POLICIES: dict[str, Callable[[OnlineSettings], Policy]] = {
         "oreo",
         dataclasses.replace(s, predictor="recent", keep_files=False),
         name="oreo-recent-all-files",
+    ),
+    # oreo-recent whose switches write one file per block however large (switches before
+    # they cut a block over twice the target file size): beside oreo-recent, what cutting does
+    "oreo-recent-per-block": lambda s: OnlinePolicy(
+        "oreo",
+        dataclasses.replace(s, predictor="recent", split_blocks=False),
+        name="oreo-recent-per-block",
     ),
     "greedy": lambda s: OnlinePolicy("greedy", s),
     "regret": lambda s: OnlinePolicy("regret", s),
