@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from .processes import INTERPRETED
+
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
@@ -36,6 +38,7 @@ def spark() -> Iterator[Any]:
     Spark-heavy files, -n 2, interleaved: 307 / 326 s with ``local[2]``, 280 / 299 s
     with ``local[1]``. Tasks running side by side are still exercised by the
     child processes of the deployment tests (a 2-core worker, ``local[2]`` Connect).
+    Queries run interpreted (:data:`tests.processes.INTERPRETED`).
     """
     from lakelayout.table.session import LOCAL_JAVA_OPTIONS, spark_session
 
@@ -43,6 +46,7 @@ def spark() -> Iterator[Any]:
         "local[1]",
         **{
             "spark.ui.enabled": "false",
+            **INTERPRETED,
             "spark.driver.extraJavaOptions": f"{LOCAL_JAVA_OPTIONS} {LATE_C2}",
         },
     )

@@ -20,6 +20,22 @@ from pathlib import Path
 
 #: JVM option for short-lived child JVMs: tiered compilation stops at C1
 C1_ONLY = "-XX:TieredStopAtLevel=1"
+#: Spark SQL settings of the suite's shared session (tests/conftest.py): plans and
+#: expressions are interpreted instead of compiled to Java bytecode by Janino. Its tables
+#: hold tens to thousands of rows, and compiling each new query's code costs more than it
+#: saves. The whole suite, -n 2, one run each on a quiet machine (2026-11-29): 780 s
+#: compiled, 687 s interpreted (the Delta-heavy files 17-36 s less each). Not for the
+#: children: their drivers, C1 only, loop over more rows (the 5 files that start them, two
+#: runs each, interleaved: 174 / 191 s compiled, 214 / 220 s interpreted). A test setting:
+#: a user's session compiles as Spark does by default, and
+#: tests/expr/test_spark_differential.py compares the evaluator with compiled expressions.
+INTERPRETED = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+#: Spark's defaults for the same settings (``conf.unset`` is not enough: the session keeps
+#: the value its SparkContext started with)
+COMPILED = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
 #: the readiness waits of a loaded 2-core machine (not a timing assertion)
 STARTUP_SECONDS = 300.0
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from lakelayout.errors import PredicateError
 from lakelayout.expr import evaluate, parse_predicate
 from lakelayout.expr.nodes import Opaque
 
+from ..processes import COMPILED, INTERPRETED
 from .predicates import (
     edge_table,
     extreme_predicates,
@@ -80,6 +82,20 @@ CORNERS = [
     "x / 2 > 0.5",
     "i IN (0, '5')",  # opaque to us (a mixed IN list): nothing to compare, never an error
 ]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled(spark: Any) -> Iterator[None]:
+    """Spark's expressions compiled, as a user's session runs them: the suite's session
+    interprets them (tests/processes.py, INTERPRETED), and this module compares the
+    evaluator with what users get."""
+    for key, value in COMPILED.items():
+        spark.conf.set(key, value)
+    plan = spark.range(3).where("id > 1")._jdf.queryExecution().executedPlan().toString()
+    assert plan.startswith("*(1) "), plan  # a whole-stage compiled plan
+    yield
+    for key, value in INTERPRETED.items():
+        spark.conf.set(key, value)
 
 
 @pytest.fixture(scope="module")
