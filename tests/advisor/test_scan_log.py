@@ -184,3 +184,28 @@ def test_with_logging_off_a_scan_still_counts(spark: Any, tmp_path: Path) -> Non
     finally:
         ql.set_enabled(True)
     assert ql.QueryLog(t.uri).read().num_rows == 0
+
+
+def test_a_query_planned_elsewhere_is_recorded_in_the_session_zone(
+    spark: Any, tmp_path: Path
+) -> None:
+    t = _make(spark, tmp_path / "t")
+    where = "ts >= '2025-03-01 00:00:00'"
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    try:
+        # 05:00 UTC on March 1st: the file holding the March rows (ts = midnight UTC) no
+        # longer matches, those of April do
+        spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+        assert t.advisor.record_query(where, source="replay")
+        assert t.advisor.record_query(None, source="replay")
+        shifted = t.plan(where, timezone="America/New_York")
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    in_utc = t.plan(where, timezone="UTC")
+    assert shifted.files_kept < in_utc.files_kept  # the zone decides which files a query keeps
+    first, second = ql.QueryLog(t.uri).read().to_pylist()
+    assert first["source"] == second["source"] == "replay"
+    assert first["files_kept"] == shifted.files_kept and first["files_total"] == 4
+    assert first["bytes_kept"] == shifted.bytes_kept
+    assert first["features"] == ["ts"] and first["table_version"] == t.version
+    assert second["predicate"] == "TRUE" and second["files_kept"] == 4

@@ -529,15 +529,15 @@ class Advisor:
 
         started = time.perf_counter()
         snap = self.table.snapshot()
+        zone = self._timezone()  # one call into the JVM per query
         if where is None:
             pred: Predicate = BoolConst(True)
         else:
             functions = self.table.indexes.functions()
             from lakelayout.expr.parse import parse_predicate
 
-            pred = parse_predicate(where, snap.schema, functions=functions,
-                                   timezone=self._timezone())  # fmt: skip
-        planned = self.table.plan(pred, snapshot=snap, timezone=self._timezone())
+            pred = parse_predicate(where, snap.schema, functions=functions, timezone=zone)
+        planned = self.table.plan(pred, snapshot=snap, timezone=zone)
         report = ScanReport(
             predicate=where or "",
             version=snap.version,
