@@ -23,8 +23,8 @@ C1_ONLY = "-XX:TieredStopAtLevel=1"
 #: Spark SQL settings of the suite's shared session (tests/conftest.py): plans and
 #: expressions are interpreted instead of compiled to Java bytecode by Janino. Its tables
 #: hold tens to thousands of rows, and compiling each new query's code costs more than it
-#: saves. The whole suite, -n 2, one run each on a quiet machine (2026-11-29): 780 s
-#: compiled, 687 s interpreted (the Delta-heavy files 17-36 s less each). Not for the
+#: saves. The whole suite, -n 2, quiet machine, two runs each (2026-11-29): 780 / 761 s
+#: compiled, 687 / 735 s interpreted (the Delta-heavy files 17-36 s less each). Not for the
 #: children's drivers (C1 only), where it measured slower: the 5 files that start them,
 #: two runs each, interleaved, 174 / 191 s compiled, 214 / 220 s interpreted. A test setting:
 #: a user's session compiles as Spark does by default, and
