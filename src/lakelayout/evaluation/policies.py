@@ -743,7 +743,8 @@ def _rewrite_to(
     :func:`~lakelayout.online_table.plan_switch`: a file whose statistics put it in one
     block is kept, and recorded as that block). ``keep_files=False``: every file
     ``layout`` did not write is rewritten (what switches did before they kept files;
-    for comparisons)."""
+    for comparisons); ``split_blocks=False``: one file per block however large (what
+    switches wrote before they cut large blocks; for comparisons)."""
     from lakelayout.online_table import laid_out_by, plan_switch
 
     snap = latest_snapshot(ctx)
@@ -752,13 +753,13 @@ def _rewrite_to(
     else:
         rewrite, keep = ~laid_out_by(ctx.table.uri, snap.files, layout), {}
     files = [str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if r]
-    if split_blocks:
-        ctx.rewrite(f"switch to {label}", lambda: apply_blocks(ctx, layout, files, keep))
-    else:
-        ctx.rewrite(
-            f"switch to {label}",
-            lambda: ctx.table.optimize.apply(layout, files, one_file_per_block=True, keep=keep),
-        )
+
+    def write() -> OptimizeMetrics:
+        if split_blocks:
+            return apply_blocks(ctx, layout, files, keep)
+        return ctx.table.optimize.apply(layout, files, one_file_per_block=True, keep=keep)
+
+    ctx.rewrite(f"switch to {label}", write)
 
 
 _ONLINE_DESCRIPTIONS = {
