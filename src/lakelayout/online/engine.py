@@ -11,7 +11,8 @@ replay's online policies (``oreo``, ``greedy``, ``regret``) share. Per query:
    the next one;
 3. the layout manager adds the query to its window and, every ``interval``
    queries, proposes candidates; admitted and pruned states are passed on to
-   the decider as Algorithm 4's state updates.
+   the decider as Algorithm 4's state updates. Its distances compare every
+   layout on virtual files, the table's state too (:meth:`OnlineEngine._price_item`).
 
 When the decider's state differs from ``applied`` the caller rewrites the
 table (:meth:`begin`) and reports :meth:`committed` or :meth:`failed`. A
@@ -327,10 +328,19 @@ class OnlineEngine:
     def _price_item(
         self, item: ManagedState | Candidate, predicates: Sequence[Predicate], real: RealCosts
     ) -> np.ndarray:
-        if isinstance(item, ManagedState):
-            if item.id == self.applied:
-                return np.asarray(real(predicates), dtype=np.float64)
-            return self.book.costs(self._layouts([item.id])[0], predicates)
+        """A state's or candidate's cost vector for the layout manager's distances.
+
+        Every layout is priced on its virtual files here, the table's state too: the
+        distance test asks whether two *layouts* cost alike, and a candidate's virtual
+        files against the table's real ones measure the two estimators' gap instead. A
+        switch cuts a block larger than twice the target file size into several files,
+        whose real costs can be a third below the same layout's virtual ones; a refit of
+        the table's layout then looked far from it, was admitted as a new state, and
+        OReO switched to it (docs/online.md). Only the table as it is (no layout) is
+        priced on the real files. The decider's counters keep the real costs
+        (:meth:`prices`)."""
+        if item.layout is None:  # the table as it is
+            return np.asarray(real(predicates), dtype=np.float64)
         return self.book.costs(item.layout, predicates)
 
     # ------------------------------------------------------------------ the loop
