@@ -242,6 +242,55 @@ def test_a_near_duplicate_candidate_is_rejected_by_epsilon(sample: pa.Table) -> 
     assert len(fourth.added) == 1 and fourth.vectors[fourth.added[0]].shape == (40,)
 
 
+def test_a_refit_of_the_table_s_layout_is_rejected_when_its_real_files_are_finer(
+    sample: pa.Table,
+) -> None:
+    """The table's layout is compared with a candidate on virtual files, as every other
+    state: a switch cuts large blocks into several files (here each block into 8 by x),
+    whose real costs are far below the layout's virtual ones, and a refit of that same
+    layout must still be seen as a near-duplicate (it was admitted, and drawn, before)."""
+    rng = np.random.default_rng(4)
+    window = [on_x(rng) for _ in range(40)]
+    fixed = QdTreeLayout.fit(
+        sample, [parse_predicate(q, sample.schema) for q in window], target_blocks=BLOCKS
+    )
+    arrival = Arrival(sample)
+    blocks = np.asarray(fixed.assign(sample), dtype=np.int64)
+    # the real files of a switch to `fixed`: every block cut into 8 files of consecutive x
+    order = np.lexsort((sample.column("x").to_numpy(), blocks))
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    start = np.searchsorted(blocks[order], blocks)  # each row's block's first rank
+    count = np.bincount(blocks)[blocks]
+    pieces = blocks * 8 + (rank - start) * 8 // count
+    cut = block_stats(sample, pieces)
+
+    def real(predicates: Sequence[Predicate]) -> np.ndarray:
+        if engine.applied == AS_IS:
+            return arrival(predicates)
+        return np.array([fraction_read(p, cut, schema=sample.schema) for p in predicates])
+
+    config = OnlineConfig(alpha=2.0, window=40, interval=40, epsilon=0.02, max_states=8, seed=0)
+    refits: list[Layout] = []
+
+    def fit(predicates: Sequence[Predicate]) -> list[Candidate]:
+        refits.append(QdTreeLayout.from_dict(fixed.to_dict()))  # the same tree, a new object
+        return [Candidate("qdtree", refits[-1])]
+
+    engine = OnlineEngine(config, sample, fit)
+    for sql in window + window:
+        engine.observe(sql, parse_predicate(sql, sample.schema), real)
+        if engine.wants_switch():
+            engine.committed(engine.begin())
+    assert len(refits) == 2  # the first round admitted the tree, the second offered it again
+    assert engine.applied != AS_IS and engine.layout_of(engine.applied) is refits[0]
+    probe = [parse_predicate(q, sample.schema) for q in window]
+    # the cut files really price apart from the same layout's virtual files
+    assert distance(real(probe), engine.virtual(engine.applied).costs(probe)) > 0.02
+    assert set(engine.manager.states) == {engine.applied}
+    assert engine.status()["switches"] == 1
+
+
 def test_the_most_alike_unprotected_state_is_pruned_beyond_max_states() -> None:
     manager = LayoutManager(window=4, interval=4, epsilon=0.01, max_states=3)
     vectors = {
