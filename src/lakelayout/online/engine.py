@@ -334,11 +334,11 @@ class OnlineEngine:
         distance test asks whether two *layouts* cost alike, and a candidate's virtual
         files against the table's real ones measure the two estimators' gap instead. A
         switch cuts a block larger than twice the target file size into several files,
-        whose real costs can be a third below the same layout's virtual ones; a refit of
-        the table's layout then looked far from it, was admitted as a new state, and
-        OReO switched to it (docs/online.md). Only the table as it is (no layout) is
-        priced on the real files. The decider's counters keep the real costs
-        (:meth:`prices`)."""
+        whose real costs were up to half below the same layout's virtual ones; a refit of
+        the table's layout then looked far from it and could be admitted as a new state
+        and drawn (docs/online.md). Only the table as it is (no layout; in the state space
+        only while the table is in it) is priced on the real files. The decider's counters
+        keep the real costs (:meth:`prices`)."""
         if item.layout is None:  # the table as it is
             return np.asarray(real(predicates), dtype=np.float64)
         return self.book.costs(item.layout, predicates)
