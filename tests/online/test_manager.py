@@ -248,7 +248,7 @@ def test_a_refit_of_the_table_s_layout_is_rejected_when_its_real_files_are_finer
     """The table's layout is compared with a candidate on virtual files, as every other
     state: a switch cuts large blocks into several files (here each block into 8 by x),
     whose real costs are far below the layout's virtual ones, and a refit of that same
-    layout must still be seen as a near-duplicate (it was admitted, and drawn, before)."""
+    layout must still be seen as a near-duplicate (before, it was admitted)."""
     rng = np.random.default_rng(4)
     window = [on_x(rng) for _ in range(40)]
     fixed = QdTreeLayout.fit(
