@@ -13,6 +13,10 @@ rewrite costs ``α``. No data is read:
   (:class:`VirtualState`; ``stats.blocks.block_stats``). Virtual sizes are rows
   times the sample's mean row size, so their fraction is a row fraction.
 
+The layout manager's distances are the exception: they compare every layout on
+its virtual files, the table's state too
+(:meth:`lakelayout.online.engine.OnlineEngine._price_item`).
+
 Which files a query keeps is decided by ONE function, :func:`files_kept`,
 which calls the shared scan planner (:func:`lakelayout.skipping.planner.plan`)
 with the rules of a real scan: min/max statistics (no declared skipping

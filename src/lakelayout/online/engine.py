@@ -330,15 +330,12 @@ class OnlineEngine:
     ) -> np.ndarray:
         """A state's or candidate's cost vector for the layout manager's distances.
 
-        Every layout is priced on its virtual files here, the table's state too: the
-        distance test asks whether two *layouts* cost alike, and a candidate's virtual
-        files against the table's real ones measure the two estimators' gap instead. A
-        switch cuts a block larger than twice the target file size into several files,
-        whose real costs were up to half below the same layout's virtual ones; a refit of
-        the table's layout then looked far from it and could be admitted as a new state
-        and drawn (docs/online.md). Only the table as it is (no layout; in the state space
-        only while the table is in it) is priced on the real files. The decider's counters
-        keep the real costs (:meth:`prices`)."""
+        Every layout is priced on its virtual files, the table's too: the distance asks
+        whether two *layouts* cost alike, and the table's real files (a switch cuts large
+        blocks into several) would measure the gap between the two estimators instead
+        (docs/online.md, "Limits"). Only the table as it is, which has no layout, is
+        priced on its real files. The decider's counters keep the real costs
+        (:meth:`prices`)."""
         if item.layout is None:  # the table as it is
             return np.asarray(real(predicates), dtype=np.float64)
         return self.book.costs(item.layout, predicates)
