@@ -320,6 +320,7 @@ def test_status_and_history_survive_a_restart(spark: Any, tmp_path: Path) -> Non
         admission_sample=15,
         half_life=30,
         predictor="recent",
+        predictor_weight="inverse",
         mid_phase_join=True,
         fit_before_draw=True,
     )
@@ -328,6 +329,7 @@ def test_status_and_history_survive_a_restart(spark: Any, tmp_path: Path) -> Non
     status, history = t.online.status(), t.online.history()
     assert (status["admission_sample"], status["half_life"]) == (15, 30)
     assert (status["predictor"], status["mid_phase_join"]) == ("recent", True)
+    assert status["predictor_weight"] == "inverse"
     # the table as it is reads every file: its counter fills before the first round is due
     assert status["fit_before_draw"] and status["draw_fits"] >= 1
     # a new process: the CLI reads the stored state (no JVM needed)
@@ -338,7 +340,10 @@ def test_status_and_history_survive_a_restart(spark: Any, tmp_path: Path) -> Non
     assert "qdtree" in shown.stdout and "switches 1" in shown.stdout
     assert "layouts compared on a time-biased sample of 15 queries (half-life 30)" in shown.stdout
     words = " ".join(shown.stdout.split())  # the console wraps long lines
-    assert "predictor recent over 20 queries mid-phase join fit before a draw" in words
+    assert (
+        "predictor recent over 20 queries, inverse weights mid-phase join fit before a draw"
+        in words
+    )
     listed = subprocess.run([*cli, "history", t.uri], capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0 and "done" in listed.stdout and "as-is" in listed.stdout
     # a fresh controller (as in a new process) continues where the last one stopped
@@ -346,6 +351,7 @@ def test_status_and_history_survive_a_restart(spark: Any, tmp_path: Path) -> Non
     again = Table(t.uri, spark=spark)
     assert again.online.status()["queries"] == status["queries"]
     assert again.online.status()["draw_fits"] == status["draw_fits"]
+    assert again.online.status()["predictor_weight"] == "inverse"
     assert again.online.history() == history
     # the time-biased sample is stored with the state: up to 15 scanned queries, in order
     state = json.loads((Path(t.uri) / online_table.DIRECTORY / "state.json").read_text())
@@ -377,6 +383,8 @@ def test_scans_feed_nothing_until_enabled_and_bad_options_write_nothing(
         t.online.enable(alpha=2.0, max_states=1)
     with pytest.raises(InvalidOption, match="unknown predictor 'last'"):
         t.online.enable(alpha=2.0, predictor="last")
+    with pytest.raises(InvalidOption, match="unknown predictor weight 'skip'"):
+        t.online.enable(alpha=2.0, predictor_weight="skip")
     assert not state.exists() and not t.online.enabled
     t.online.enable(**SETTINGS)
     with pytest.raises(InvalidOption, match="already enabled"):

@@ -576,6 +576,13 @@ _Predictor = Annotated[
     str,
     typer.Option(help="oreo: predictor weights from the last phase or the last queries (recent)"),
 ]
+_PredictorWeight = Annotated[
+    str,
+    typer.Option(
+        help="oreo: a state's draw weight, 1 - its mean cost (skipped) or "
+        "1 / (mean cost + 0.01) (inverse: by the ratio of costs)"
+    ),
+]
 _History = Annotated[
     int,
     typer.Option(
@@ -598,7 +605,7 @@ _HalfLife = Annotated[
 #: the bench commands' options that become :class:`OnlineSettings` (named as there)
 _ONLINE_OPTIONS = frozenset(
     ("alpha", "window", "interval", "epsilon", "max_states", "gamma", "predictor",
-     "predictor_window", "mid_phase_join", "fit_before_draw", "history", "admission_sample",
+     "predictor_window", "predictor_weight", "mid_phase_join", "fit_before_draw", "history", "admission_sample",
      "half_life")
 )  # fmt: skip
 
@@ -613,6 +620,7 @@ def _online_settings(
     gamma: float,
     predictor: str,
     predictor_window: int,
+    predictor_weight: str,
     mid_phase_join: bool,
     fit_before_draw: bool,
     history: int,
@@ -639,6 +647,7 @@ def _online_settings(
         gamma=gamma,
         predictor=predictor,
         predictor_window=predictor_window,
+        predictor_weight=predictor_weight,
         mid_phase_join=mid_phase_join,
         fit_before_draw=fit_before_draw,
         seed=seed,
@@ -649,10 +658,13 @@ def _online_settings(
 
 
 def _predictor_window(status: dict[str, Any]) -> str:
-    """`` over N queries`` for the recent predictor, for ``online status``."""
+    """`` over N queries`` for the recent predictor and the weight if not the paper's,
+    for ``online status``."""
+    weight = status.get("predictor_weight", "skipped")
+    tail = "" if weight == "skipped" else f", {weight} weights"
     if status.get("predictor") != "recent" or not status.get("predictor_window"):
-        return ""
-    return f" over {status['predictor_window']} queries"
+        return tail
+    return f" over {status['predictor_window']} queries{tail}"
 
 
 def _admission(status: dict[str, Any]) -> str:
@@ -753,6 +765,7 @@ def bench_tpch(
     gamma: _Gamma = 0.0,
     predictor: _Predictor = "phase",
     predictor_window: _PredictorWindow = 0,
+    predictor_weight: _PredictorWeight = "skipped",
     mid_phase_join: _MidPhaseJoin = False,
     fit_before_draw: _FitBeforeDraw = False,
     history: _History = 0,
@@ -804,6 +817,7 @@ def bench_logs(
     gamma: _Gamma = 0.0,
     predictor: _Predictor = "phase",
     predictor_window: _PredictorWindow = 0,
+    predictor_weight: _PredictorWeight = "skipped",
     mid_phase_join: _MidPhaseJoin = False,
     fit_before_draw: _FitBeforeDraw = False,
     history: _History = 0,
@@ -851,6 +865,7 @@ def bench_taxi(
     gamma: _Gamma = 0.0,
     predictor: _Predictor = "phase",
     predictor_window: _PredictorWindow = 0,
+    predictor_weight: _PredictorWeight = "skipped",
     mid_phase_join: _MidPhaseJoin = False,
     fit_before_draw: _FitBeforeDraw = False,
     history: _History = 0,

@@ -661,6 +661,7 @@ class Online:
         gamma: float = 0.0,
         predictor: str = "phase",
         predictor_window: int = 0,
+        predictor_weight: str = "skipped",
         mid_phase_join: bool = False,
         fit_before_draw: bool = False,
         seed: int = 0,
@@ -681,7 +682,9 @@ class Online:
         ``gamma``: predictor exponent (0: uniform draws, the analysed
         algorithm); ``predictor``: the predictor's weights from the last
         phase (``"phase"``) or the last ``predictor_window`` queries
-        (``"recent"``; 0: ``window``);
+        (``"recent"``; 0: ``window``); ``predictor_weight``: a state's weight is
+        ``1 -`` its mean cost (``"skipped"``) or ``1 / (mean cost + 0.01)``
+        (``"inverse"``: states weighed by the ratio of their costs);
         ``mid_phase_join``: a state admitted during a phase joins it at once
         (counter from its window costs) instead of at the next phase;
         ``fit_before_draw`` (with ``mid_phase_join``): when a scan fills the
@@ -713,6 +716,7 @@ class Online:
             gamma=gamma,
             predictor=predictor,
             predictor_window=predictor_window,
+            predictor_weight=predictor_weight,
             mid_phase_join=mid_phase_join,
             fit_before_draw=fit_before_draw,
             seed=seed,

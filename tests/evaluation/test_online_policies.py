@@ -272,6 +272,18 @@ def test_the_recent_predictor_averages_over_its_own_window_when_given() -> None:
         OnlineSettings(predictor_window=-1)
 
 
+def test_the_predictor_weight_reaches_the_decider_and_the_description() -> None:
+    (plain,) = make_policies(["oreo-recent"], OnlineSettings(alpha=5.0, gamma=2.0))
+    (inverse,) = make_policies(
+        ["oreo-recent"], OnlineSettings(alpha=5.0, gamma=2.0, predictor_weight="inverse")
+    )
+    for policy, weight in ((plain, "skipped"), (inverse, "inverse")):
+        config = policy.settings.config("oreo", 5.0)  # type: ignore[attr-defined]
+        assert make_decider(config, ["a", "b"], "a").weight == weight  # type: ignore[union-attr]
+    with pytest.raises(InvalidOption, match="unknown predictor weight 'ratio'"):
+        OnlineSettings(predictor_weight="ratio")
+
+
 @pytest.mark.spark
 def test_a_replay_switch_writes_its_files_as_a_live_switch_does(spark: Any, tmp_path: Path) -> None:
     """A block up to twice the table's target file size is one file; a leaf no query cuts

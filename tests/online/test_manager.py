@@ -359,6 +359,10 @@ def test_bad_manager_settings_are_refused() -> None:
         OnlineConfig(alpha=0.0)
     with pytest.raises(InvalidOption, match=r"unknown predictor 'recnt' Did you mean 'recent'\?"):
         OnlineConfig(alpha=2.0, predictor="recnt")
+    with pytest.raises(
+        InvalidOption, match=r"unknown predictor weight 'inverted' Did you mean 'inverse'\?"
+    ):
+        OnlineConfig(alpha=2.0, predictor_weight="inverted")
 
 
 def test_the_window_s_fits_sharing_one_workspace_are_the_fits_made_alone(sample: pa.Table) -> None:

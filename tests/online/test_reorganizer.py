@@ -17,6 +17,7 @@ from lakelayout.online.reorganizer import (
     PHASE_RESET,
     PREDICTORS,
     STATE_REMOVED,
+    WEIGHTS,
     Reorganizer,
     harmonic,
     phase_cost_bound,
@@ -41,6 +42,7 @@ def run(
     gamma: float = 0.0,
     initial: int = 0,
     predictor: str = "phase",
+    weight: str = "skipped",
 ) -> Reorganizer:
     """The reorganizer over a fixed state space, fed the whole cost stream."""
     names = ids(costs.shape[1])
@@ -53,6 +55,7 @@ def run(
         gamma=gamma,
         predictor=predictor,
         recent=20,
+        weight=weight,
     )
     for row in costs:
         r.observe(dict(zip(names, row.tolist(), strict=True)))
@@ -218,14 +221,25 @@ def test_the_deterministic_worst_case_breaks_a_deterministic_policy_not_oreo(n: 
         )
 
 
+@pytest.mark.parametrize("weight", WEIGHTS)
 @pytest.mark.parametrize("predictor", PREDICTORS)
-def test_every_state_is_visited_at_most_once_per_phase_whatever_gamma(predictor: str) -> None:
+def test_every_state_is_visited_at_most_once_per_phase_whatever_gamma(
+    predictor: str, weight: str
+) -> None:
     rng = np.random.default_rng(5)
     costs = rng.random((300, 5))
     alpha = 3.0
     for gamma in (0.0, 1.0, 4.0):
         for seed in range(20):
-            r = run(costs, alpha=alpha, seed=seed, stay=True, gamma=gamma, predictor=predictor)
+            r = run(
+                costs,
+                alpha=alpha,
+                seed=seed,
+                stay=True,
+                gamma=gamma,
+                predictor=predictor,
+                weight=weight,
+            )
             assert r.switches <= r.phase * (5 - 1)
             assert r.service_cost <= r.phase * 5 * (alpha + 1.0)
 
@@ -437,6 +451,10 @@ def test_bad_input_is_refused_with_the_name_of_the_problem() -> None:
         Reorganizer(["a"], initial="a", alpha=1.0, gamma=-1.0)
     with pytest.raises(InvalidOption, match="unknown predictor 'window'; known: phase, recent"):
         Reorganizer(["a"], initial="a", alpha=1.0, predictor="window")
+    with pytest.raises(
+        InvalidOption, match=r"unknown predictor weight 'inverted'.*; known: skipped, inverse"
+    ):
+        Reorganizer(["a"], initial="a", alpha=1.0, weight="inverted")
     with pytest.raises(InvalidOption, match="recent must be an integer >= 1 query, got 0"):
         Reorganizer(["a"], initial="a", alpha=1.0, predictor="recent", recent=0)
     with pytest.raises(InvalidOption, match="initial state 'x'"):
@@ -453,14 +471,23 @@ def test_bad_input_is_refused_with_the_name_of_the_problem() -> None:
 # --------------------------------------------------------------------------- seeds, state
 
 
-@pytest.mark.parametrize("predictor", PREDICTORS)
+@pytest.mark.parametrize(
+    ("predictor", "weight"), [(p, "skipped") for p in PREDICTORS] + [("recent", "inverse")]
+)
 def test_same_seed_same_decisions_and_a_restored_copy_continues_identically(
-    predictor: str,
+    predictor: str, weight: str
 ) -> None:
     rng = np.random.default_rng(11)
     costs = rng.random((400, 5))
     names = ids(5)
-    kw = {"alpha": 2.5, "seed": 7, "gamma": 1.0, "predictor": predictor, "recent": 30}
+    kw = {
+        "alpha": 2.5,
+        "seed": 7,
+        "gamma": 1.0,
+        "predictor": predictor,
+        "recent": 30,
+        "weight": weight,
+    }
     a = Reorganizer(names, initial="s0", **kw)
     b = Reorganizer(names, initial="s0", **kw)
     for row in costs[:200]:
@@ -473,6 +500,7 @@ def test_same_seed_same_decisions_and_a_restored_copy_continues_identically(
         assert a.observe(c) == restored.observe(c)
     assert a.to_dict() == restored.to_dict()
     assert a.switches > 10  # the stream really exercised the draws
+    assert restored.weight == weight
     other = run(costs, alpha=2.5, seed=8, stay=True, gamma=1.0, predictor=predictor)
     assert other.to_dict()["rng"] != a.to_dict()["rng"]
 
@@ -534,6 +562,62 @@ def test_the_recent_predictor_favours_the_state_cheap_on_the_last_queries() -> N
     assert chose_b("recent") >= 140
     # last phase's weights b 0.1 (mean 0.9), c 0.9 (mean 0.1): p(b) = 0.1**8 / (0.1**8 + 0.9**8)
     assert chose_b("phase") <= 2
+
+
+def test_the_inverse_weight_tells_cheap_states_apart_by_the_ratio_of_their_costs() -> None:
+    """Two states that both skip most of the table: b reads 2 % of it a query, c 18 %.
+    The skipped fraction weighs them 0.98 and 0.82; the inverse 1/0.03 and 1/0.19."""
+
+    def chose_b(weight: str) -> int:
+        count = 0
+        for seed in range(400):
+            r = Reorganizer(
+                ["x", "b", "c"],
+                initial="x",
+                alpha=1.0,
+                seed=seed,
+                gamma=2.0,
+                predictor="recent",
+                recent=4,
+                weight=weight,
+            )
+            for _ in range(4):  # no counter fills
+                assert r.observe({"x": 0.2, "b": 0.02, "c": 0.18}).target == "x"
+            # x fills (1.8); b (0.1) and c (0.9) are active, their means 0.02 and 0.18
+            count += r.observe({"x": 1.0, "b": 0.02, "c": 0.18}).target == "b"
+        return count
+
+    # skipped: 0.98**2 / (0.98**2 + 0.82**2) = 0.59 of 400 = 235
+    assert 200 <= chose_b("skipped") <= 270
+    # inverse: (1/0.03)**2 / ((1/0.03)**2 + (1/0.19)**2) = 0.976 of 400 = 390
+    assert chose_b("inverse") >= 375
+
+
+def test_the_inverse_weight_leaves_a_state_that_reads_the_whole_table_drawable() -> None:
+    """A state that read the whole table on every recent query weighs 0 as a skipped
+    fraction and is never drawn; its inverse weight is 1 / 1.01, not 0."""
+
+    def chose_c(weight: str) -> int:
+        count = 0
+        for seed in range(600):
+            r = Reorganizer(
+                ["x", "b", "c"],
+                initial="x",
+                alpha=3.0,
+                seed=seed,
+                gamma=1.0,
+                predictor="recent",
+                recent=2,
+                weight=weight,
+            )
+            assert r.observe({"x": 1.5, "b": 0.5, "c": 1.0}).target == "x"
+            # x fills (3.0); b (1.0) and c (2.0) are active, their means 0.5 and 1.0
+            count += r.observe({"x": 1.5, "b": 0.5, "c": 1.0}).target == "c"
+        return count
+
+    assert chose_c("skipped") == 0
+    # inverse: (1/1.01) / (1/1.01 + 1/0.51) = 0.336 of 600 = 202
+    assert 160 <= chose_c("inverse") <= 245
 
 
 def test_a_revert_puts_the_reorganizer_back_and_the_next_query_draws_again() -> None:

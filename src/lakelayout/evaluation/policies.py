@@ -601,6 +601,7 @@ class OnlineSettings:
     gamma: float = 0.0
     predictor: str = "phase"
     predictor_window: int = 0
+    predictor_weight: str = "skipped"
     mid_phase_join: bool = False
     fit_before_draw: bool = False
     seed: int = 0
@@ -633,6 +634,7 @@ class OnlineSettings:
             gamma=self.gamma,
             predictor=self.predictor,
             predictor_window=self.predictor_window,
+            predictor_weight=self.predictor_weight,
             mid_phase_join=self.mid_phase_join,
             # the early candidate round serves OReO's draw; greedy and regret do not draw
             fit_before_draw=self.fit_before_draw if policy == "oreo" else False,
@@ -842,6 +844,8 @@ class OnlinePolicy(Policy):
             extra = f", seed {c.seed}, γ={c.gamma:g}"
             if c.predictor == "recent":
                 extra += f", predictor: last {c.predictor_window or c.window} queries"
+            if c.predictor_weight != "skipped":
+                extra += f", {c.predictor_weight} weights"
             if c.mid_phase_join:
                 extra += ", mid-phase join"
             if c.fit_before_draw:

@@ -47,7 +47,7 @@ from lakelayout.layouts.base import Layout
 from lakelayout.online.baselines import Greedy, Regret
 from lakelayout.online.costs import CostBook, VirtualState
 from lakelayout.online.manager import AS_IS, Admission, Candidate, LayoutManager, ManagedState
-from lakelayout.online.reorganizer import Reorganizer, Step, check_predictor
+from lakelayout.online.reorganizer import Reorganizer, Step, check_predictor, check_weight
 
 POLICIES = ("oreo", "greedy", "regret")
 
@@ -64,7 +64,9 @@ class OnlineConfig:
     ``gamma``: predictor exponent (0 = uniform draws, the analysed algorithm);
     ``predictor``: what the predictor's weights are over, ``"phase"`` (the last
     phase, the paper's example) or ``"recent"`` (the last ``predictor_window``
-    queries, 0: ``window``);
+    queries, 0: ``window``); ``predictor_weight``: ``"skipped"`` (``1 -`` the mean
+    cost, the paper's example) or ``"inverse"`` (``1 / (mean cost + 0.01)``: states
+    weighed by the ratio of their costs, :mod:`~.reorganizer`);
     ``mid_phase_join``: a state admitted during a phase joins it at once with the
     counter its window costs give (:class:`~.reorganizer.Reorganizer`), not at the
     next phase;
@@ -89,6 +91,7 @@ class OnlineConfig:
     gamma: float = 0.0
     predictor: str = "phase"
     predictor_window: int = 0
+    predictor_weight: str = "skipped"
     mid_phase_join: bool = False
     fit_before_draw: bool = False
     seed: int = 0
@@ -120,6 +123,7 @@ class OnlineConfig:
                 f"(policy {self.policy!r}, mid_phase_join {self.mid_phase_join})"
             )
         check_predictor(self.predictor)
+        check_weight(self.predictor_weight)
         _number(self.epsilon, "epsilon", low=0.0, high=1.0)
         for name in (
             "window",
@@ -233,6 +237,7 @@ def make_decider(config: OnlineConfig, states: Sequence[str], initial: str) -> D
             predictor=config.predictor,
             recent=config.predictor_window or config.window,
             mid_phase_join=config.mid_phase_join,
+            weight=config.predictor_weight,
         )
     if config.policy == "greedy":
         return Greedy(states, initial=initial, alpha=config.alpha, window=config.window)
@@ -502,6 +507,7 @@ class OnlineEngine:
             "gamma": self.config.gamma,
             "predictor": self.config.predictor,
             "predictor_window": self.config.predictor_window or self.config.window,
+            "predictor_weight": self.config.predictor_weight,
             "mid_phase_join": self.config.mid_phase_join,
             "fit_before_draw": self.config.fit_before_draw,
             "draw_fits": self.draw_fits,

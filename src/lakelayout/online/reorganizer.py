@@ -21,17 +21,29 @@ reorganizer answers with the state to be in for the next query.
   becomes empty a new phase starts; if the current state is removed the
   reorganizer switches to a drawn active state.
 
-Predictor (§IV-C, ``gamma``): the weight of a state is ``1 -`` its mean cost
-per query (the fraction of data it would have skipped, when costs are
-fractions of the table); a state is drawn with probability
-``w**gamma / sum(w**gamma)``. ``gamma = 0`` is the uniform draw. The mean is
-over the last finished phase (``predictor="phase"``, the paper's example) or
-over the last ``recent`` queries (``predictor="recent"``: a phase spans
-several template changes when ``α`` is large, so the last phase says little
-about the template that just arrived; the last queries say what it is).
-States without a weight yet get the median weight of the others. Any
-predictor leaves every active state a positive probability only if its
-weight is positive; the analysed bound is the uniform draw's.
+Predictor (§IV-C, ``gamma``): a state is drawn with probability
+``w**gamma / sum(w**gamma)``, its weight ``w`` computed from its mean cost per
+query. ``gamma = 0`` is the uniform draw. The mean is over the last finished
+phase (``predictor="phase"``, the paper's example) or over the last ``recent``
+queries (``predictor="recent"``: a phase spans several template changes when
+``α`` is large, so the last phase says little about the template that just
+arrived; the last queries say what it is). States without a weight yet get the
+median weight of the others. The weight is
+
+* ``weight="skipped"`` (the paper's example): ``1 -`` the mean cost, the
+  fraction of data the state would have skipped when costs are fractions of
+  the table. It tells states apart by what they read in absolute terms: of
+  two states reading 2 % and 20 % of the table (0.98 and 0.80), the dearer
+  keeps two fifths of the draws at ``gamma = 2``. A state that reads the whole
+  table weighs 0 and is never drawn.
+* ``weight="inverse"``: ``1 / (mean cost + 0.01)``, which weighs states by
+  the ratio of their costs: the same two weigh 1/0.03 and 1/0.21, the dearer 2 %
+  of the draws at ``gamma = 2``. The floor of 1 % of the table keeps a state
+  that reads nothing from taking every draw against one that reads little,
+  and every state keeps a positive probability.
+
+The analysed bound (Theorem IV.1) is the uniform draw's; §IV-C's bound for a
+predictor holds for one whose draws land in the better fraction of states.
 
 Mid-phase join (``mid_phase_join=True``; off by default, as Algorithm 4 has
 it): a state added during a phase, with its costs on the queries of the phase
@@ -74,6 +86,10 @@ INITIAL_DRAW = "initial draw"
 
 #: what the predictor's weights are computed over (module docstring)
 PREDICTORS = ("phase", "recent")
+#: how a state's mean cost becomes its predictor weight (module docstring)
+WEIGHTS = ("skipped", "inverse")
+#: the inverse weight's floor, in full-scan units: ``1 / (mean cost + INVERSE_FLOOR)``
+INVERSE_FLOOR = 0.01
 
 
 @dataclass(frozen=True)
@@ -207,6 +223,16 @@ def check_predictor(predictor: str) -> str:
     return predictor
 
 
+def check_weight(weight: str) -> str:
+    """``weight`` if it is one of :data:`WEIGHTS`, else InvalidOption naming it."""
+    if weight not in WEIGHTS:
+        raise InvalidOption(
+            f"unknown predictor weight {weight!r}{closest(weight, WEIGHTS)}; "
+            f"known: {', '.join(WEIGHTS)}"
+        )
+    return weight
+
+
 def _check_recent(recent: int) -> int:
     if isinstance(recent, bool) or not isinstance(recent, int) or recent < 1:
         raise InvalidOption(f"recent must be an integer >= 1 query, got {recent!r}")
@@ -264,6 +290,7 @@ class Reorganizer:
         predictor: str = "phase",
         recent: int = 200,
         mid_phase_join: bool = False,
+        weight: str = "skipped",
     ) -> None:
         ids = list(states)
         if not ids:
@@ -275,6 +302,7 @@ class Reorganizer:
         self.alpha = _check_alpha(alpha)
         self.gamma = _check_gamma(gamma)
         self.predictor = check_predictor(predictor)
+        self.weight = check_weight(weight)
         self.recent = _check_recent(recent)
         self.seed = int(seed)
         self.stay_on_reset = bool(stay_on_reset)
@@ -502,12 +530,18 @@ class Reorganizer:
         self._current = target
 
     def _draw(self, candidates: Sequence[str]) -> str:
-        """One state of ``candidates``: uniform, or weighted by ``w ** gamma``."""
+        """One state of ``candidates``: uniform, or weighted by ``w ** gamma``.
+
+        The stored weights are skipped fractions, ``1 -`` the mean cost clipped to
+        ``[0, 1]``; the inverse weight is computed from them (a mean above one full
+        scan counts as one)."""
         if len(candidates) == 1:
             return candidates[0]
         weights = self._weights if self.predictor == "phase" else self._recent_weights()
         if self.gamma == 0.0 or not weights:
             return candidates[int(self._rng.integers(len(candidates)))]
+        if self.weight == "inverse":
+            weights = {s: 1.0 / (1.0 - w + INVERSE_FLOOR) for s, w in weights.items()}
         known = [weights[s] for s in candidates if s in weights]
         fallback = float(np.median(known)) if known else 1.0
         w = np.array([weights.get(s, fallback) for s in candidates], dtype=np.float64)
@@ -531,6 +565,7 @@ class Reorganizer:
             "stay_on_reset": self.stay_on_reset,
             "mid_phase_join": self.mid_phase_join,
             "predictor": self.predictor,
+            "weight": self.weight,
             "recent": self.recent,
             "recent_costs": {s: list(costs) for s, costs in self._recent.items()},
             "states": list(self._states),
@@ -563,6 +598,7 @@ class Reorganizer:
                 predictor=data.get("predictor", "phase"),
                 recent=data.get("recent", 200),
                 mid_phase_join=data.get("mid_phase_join", False),
+                weight=data.get("weight", "skipped"),
             )
             out.stay_on_reset = bool(data["stay_on_reset"])
             out._active = list(data["active"])
