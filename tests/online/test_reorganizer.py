@@ -564,60 +564,59 @@ def test_the_recent_predictor_favours_the_state_cheap_on_the_last_queries() -> N
     assert chose_b("phase") <= 2
 
 
+def drawn(
+    target: str,
+    costs: list[dict[str, float]],
+    *,
+    weight: str,
+    alpha: float,
+    gamma: float,
+    recent: int,
+    seeds: int,
+) -> int:
+    """How many of ``seeds`` reorganizers, started in ``x`` with the recent predictor and
+    fed ``costs`` (only the last filling x's counter), draw ``target``."""
+    count = 0
+    for seed in range(seeds):
+        r = Reorganizer(
+            ["x", "b", "c"],
+            initial="x",
+            alpha=alpha,
+            seed=seed,
+            gamma=gamma,
+            predictor="recent",
+            recent=recent,
+            weight=weight,
+        )
+        for c in costs[:-1]:
+            assert r.observe(c).target == "x"
+        step = r.observe(costs[-1])
+        assert step.reason == COUNTER_FULL
+        count += step.target == target
+    return count
+
+
 def test_the_inverse_weight_tells_cheap_states_apart_by_the_ratio_of_their_costs() -> None:
     """Two states that both skip most of the table: b reads 2 % of it a query, c 18 %.
     The skipped fraction weighs them 0.98 and 0.82; the inverse 1/0.03 and 1/0.19."""
-
-    def chose_b(weight: str) -> int:
-        count = 0
-        for seed in range(400):
-            r = Reorganizer(
-                ["x", "b", "c"],
-                initial="x",
-                alpha=1.0,
-                seed=seed,
-                gamma=2.0,
-                predictor="recent",
-                recent=4,
-                weight=weight,
-            )
-            for _ in range(4):  # no counter fills
-                assert r.observe({"x": 0.2, "b": 0.02, "c": 0.18}).target == "x"
-            # x fills (1.8); b (0.1) and c (0.9) are active, their means 0.02 and 0.18
-            count += r.observe({"x": 1.0, "b": 0.02, "c": 0.18}).target == "b"
-        return count
-
+    # x fills at the fifth query (1.8); b (0.1) and c (0.9) are active, means 0.02 and 0.18
+    costs = [{"x": 0.2, "b": 0.02, "c": 0.18}] * 4 + [{"x": 1.0, "b": 0.02, "c": 0.18}]
+    kw = {"alpha": 1.0, "gamma": 2.0, "recent": 4, "seeds": 400}
     # skipped: 0.98**2 / (0.98**2 + 0.82**2) = 0.59 of 400 = 235
-    assert 200 <= chose_b("skipped") <= 270
+    assert 200 <= drawn("b", costs, weight="skipped", **kw) <= 270
     # inverse: (1/0.03)**2 / ((1/0.03)**2 + (1/0.19)**2) = 0.976 of 400 = 390
-    assert chose_b("inverse") >= 375
+    assert drawn("b", costs, weight="inverse", **kw) >= 375
 
 
 def test_the_inverse_weight_leaves_a_state_that_reads_the_whole_table_drawable() -> None:
     """A state that read the whole table on every recent query weighs 0 as a skipped
     fraction and is never drawn; its inverse weight is 1 / 1.01, not 0."""
-
-    def chose_c(weight: str) -> int:
-        count = 0
-        for seed in range(600):
-            r = Reorganizer(
-                ["x", "b", "c"],
-                initial="x",
-                alpha=3.0,
-                seed=seed,
-                gamma=1.0,
-                predictor="recent",
-                recent=2,
-                weight=weight,
-            )
-            assert r.observe({"x": 1.5, "b": 0.5, "c": 1.0}).target == "x"
-            # x fills (3.0); b (1.0) and c (2.0) are active, their means 0.5 and 1.0
-            count += r.observe({"x": 1.5, "b": 0.5, "c": 1.0}).target == "c"
-        return count
-
-    assert chose_c("skipped") == 0
+    # x fills at the second query (3.0); b (1.0) and c (2.0) are active, means 0.5 and 1.0
+    costs = [{"x": 1.5, "b": 0.5, "c": 1.0}] * 2
+    kw = {"alpha": 3.0, "gamma": 1.0, "recent": 2, "seeds": 600}
+    assert drawn("c", costs, weight="skipped", **kw) == 0
     # inverse: (1/1.01) / (1/1.01 + 1/0.51) = 0.336 of 600 = 202
-    assert 160 <= chose_c("inverse") <= 245
+    assert 160 <= drawn("c", costs, weight="inverse", **kw) <= 245
 
 
 def test_a_revert_puts_the_reorganizer_back_and_the_next_query_draws_again() -> None:

@@ -213,24 +213,23 @@ def _skipped(mean_cost: float) -> float:
     return min(1.0, max(0.0, 1.0 - mean_cost))
 
 
+def _one_of(value: str, known: Sequence[str], what: str) -> str:
+    """``value`` if it is one of ``known``, else InvalidOption naming it and the closest."""
+    if value not in known:
+        raise InvalidOption(
+            f"unknown {what} {value!r}{closest(value, known)}; known: {', '.join(known)}"
+        )
+    return value
+
+
 def check_predictor(predictor: str) -> str:
     """``predictor`` if it is one of :data:`PREDICTORS`, else InvalidOption naming it."""
-    if predictor not in PREDICTORS:
-        raise InvalidOption(
-            f"unknown predictor {predictor!r}{closest(predictor, PREDICTORS)}; "
-            f"known: {', '.join(PREDICTORS)}"
-        )
-    return predictor
+    return _one_of(predictor, PREDICTORS, "predictor")
 
 
 def check_weight(weight: str) -> str:
     """``weight`` if it is one of :data:`WEIGHTS`, else InvalidOption naming it."""
-    if weight not in WEIGHTS:
-        raise InvalidOption(
-            f"unknown predictor weight {weight!r}{closest(weight, WEIGHTS)}; "
-            f"known: {', '.join(WEIGHTS)}"
-        )
-    return weight
+    return _one_of(weight, WEIGHTS, "predictor weight")
 
 
 def _check_recent(recent: int) -> int:
