@@ -455,6 +455,8 @@ def test_bad_input_is_refused_with_the_name_of_the_problem() -> None:
         InvalidOption, match=r"unknown predictor weight 'inverted'.*; known: skipped, inverse"
     ):
         Reorganizer(["a"], initial="a", alpha=1.0, weight="inverted")
+    with pytest.raises(InvalidOption, match="predictor weight must be one of skipped, inverse"):
+        Reorganizer(["a"], initial="a", alpha=1.0, weight=None)  # type: ignore[arg-type]
     with pytest.raises(InvalidOption, match="recent must be an integer >= 1 query, got 0"):
         Reorganizer(["a"], initial="a", alpha=1.0, predictor="recent", recent=0)
     with pytest.raises(InvalidOption, match="initial state 'x'"):

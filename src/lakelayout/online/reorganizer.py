@@ -215,6 +215,8 @@ def _skipped(mean_cost: float) -> float:
 
 def _one_of(value: str, known: Sequence[str], what: str) -> str:
     """``value`` if it is one of ``known``, else InvalidOption naming it and the closest."""
+    if not isinstance(value, str):
+        raise InvalidOption(f"{what} must be one of {', '.join(known)}, got {value!r}")
     if value not in known:
         raise InvalidOption(
             f"unknown {what} {value!r}{closest(value, known)}; known: {', '.join(known)}"
