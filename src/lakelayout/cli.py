@@ -197,7 +197,7 @@ def online_status(path: Annotated[str, typer.Argument(help="table location")]) -
         f"switches {s['switches']}  failed rewrites {s['failed_rewrites']}  "
         f"window {s['window']}  interval {s['interval']}  ε {s['epsilon']:g}  "
         f"γ {s['gamma']:g}  predictor {s.get('predictor', 'phase')}"
-        f"{_predictor_window(s)}"
+        f"{_predictor_detail(s)}"
         f"{'  mid-phase join' if s.get('mid_phase_join') else ''}"
         f"{'  fit before a draw' if s.get('fit_before_draw') else ''}  "
         f"max states {s['max_states']}  history {s['history']}",
@@ -657,7 +657,7 @@ def _online_settings(
     )
 
 
-def _predictor_window(status: dict[str, Any]) -> str:
+def _predictor_detail(status: dict[str, Any]) -> str:
     """`` over N queries`` for the recent predictor and the weight if not the paper's,
     for ``online status``."""
     weight = status.get("predictor_weight", "skipped")

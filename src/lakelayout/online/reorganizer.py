@@ -208,9 +208,11 @@ def _check_gamma(gamma: float) -> float:
     return float(gamma)
 
 
-def _skipped(mean_cost: float) -> float:
-    """A predictor weight: ``1 -`` a mean cost, clipped to ``[0, 1]``."""
-    return min(1.0, max(0.0, 1.0 - mean_cost))
+def predictor_weight(mean_cost: float, weight: str) -> float:
+    """A state's predictor weight from its mean cost, the cost clipped to ``[0, 1]``:
+    ``1 -`` it (``"skipped"``) or ``1 / (it + INVERSE_FLOOR)`` (``"inverse"``)."""
+    cost = min(1.0, max(0.0, mean_cost))
+    return 1.0 - cost if weight == "skipped" else 1.0 / (cost + INVERSE_FLOOR)
 
 
 def _one_of(value: str, known: Sequence[str], what: str) -> str:
@@ -513,17 +515,19 @@ class Reorganizer:
         self.phase += 1
 
     def _phase_weights(self) -> dict[str, float]:
-        """``1 -`` mean cost per query of each state in the phase that ends (clipped to [0, 1])."""
+        """Each state's weight from its mean cost per query in the phase that ends."""
         out = {}
         for s in self._states:
             n = self._phase_queries.get(s, 0)
             if n:
-                out[s] = _skipped(self._phase_cost[s] / n)
+                out[s] = predictor_weight(self._phase_cost[s] / n, self.weight)
         return out
 
     def _recent_weights(self) -> dict[str, float]:
-        """``1 -`` mean cost per query of each state over its last ``recent`` queries."""
-        return {s: _skipped(sum(w) / len(w)) for s, w in self._recent.items() if w}
+        """Each state's weight from its mean cost per query over its last ``recent`` queries."""
+        return {
+            s: predictor_weight(sum(w) / len(w), self.weight) for s, w in self._recent.items() if w
+        }
 
     def _move(self, target: str) -> None:
         if target != self._current:
@@ -531,18 +535,12 @@ class Reorganizer:
         self._current = target
 
     def _draw(self, candidates: Sequence[str]) -> str:
-        """One state of ``candidates``: uniform, or weighted by ``w ** gamma``.
-
-        The stored weights are skipped fractions, ``1 -`` the mean cost clipped to
-        ``[0, 1]``; the inverse weight is computed from them (a mean above one full
-        scan counts as one)."""
+        """One state of ``candidates``: uniform, or weighted by ``w ** gamma``."""
         if len(candidates) == 1:
             return candidates[0]
         weights = self._weights if self.predictor == "phase" else self._recent_weights()
         if self.gamma == 0.0 or not weights:
             return candidates[int(self._rng.integers(len(candidates)))]
-        if self.weight == "inverse":
-            weights = {s: 1.0 / (1.0 - w + INVERSE_FLOOR) for s, w in weights.items()}
         known = [weights[s] for s in candidates if s in weights]
         fallback = float(np.median(known)) if known else 1.0
         w = np.array([weights.get(s, fallback) for s in candidates], dtype=np.float64)
