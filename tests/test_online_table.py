@@ -18,9 +18,10 @@ from lakelayout import online_table
 from lakelayout.api import Table
 from lakelayout.cluster import OptimizeHooks
 from lakelayout.cluster.config import TARGET_FILE_SIZE
-from lakelayout.errors import InvalidOption
+from lakelayout.errors import InvalidOption, StateLocked
 from lakelayout.table import delta
 
+from . import processes
 from .cluster.helpers import gen, live_paths, same_rows
 from .processes import C1_ONLY
 
@@ -364,6 +365,106 @@ def test_status_and_history_survive_a_restart(spark: Any, tmp_path: Path) -> Non
     assert again.online.status()["queries"] == status["queries"] + 1
     stored = json.loads((Path(t.uri) / online_table.DIRECTORY / "state.json").read_text())
     assert stored["engine"]["decider"]["rng"]["bit_generator"] == "PCG64"
+
+
+#: a process scanning a table through ``Table.scan``'s hook (no JVM: with the state enabled,
+#: a step only reads the Delta log and the stored sample); it starts when ``go`` appears
+SCANNER = """
+import sys, time
+from pathlib import Path
+from lakelayout import online_table
+from lakelayout.api import Table
+from lakelayout.expr.parse import parse_predicate
+
+uri, go, ready = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+sqls = sys.argv[4:]
+t = Table(uri)
+snap = t.snapshot()
+bound = [(sql, parse_predicate(sql, snap.schema)) for sql in sqls]
+ready.touch()
+while not go.exists():
+    time.sleep(0.01)
+for sql, predicate in bound:
+    online_table.after_scan(t, sql, predicate, snap)
+print("scanned", len(bound))
+"""
+
+
+def run_scanners(tmp_path: Path, uri: str, streams: list[list[str]]) -> None:
+    """Start one scanning process per stream, release them together, wait for all."""
+    script = tmp_path / "scanner.py"
+    script.write_text(SCANNER)
+    go = tmp_path / "go"
+    children = []
+    try:
+        for k, sqls in enumerate(streams):
+            ready = tmp_path / f"ready-{k}"
+            log = tmp_path / f"scanner-{k}.log"
+            proc = processes.python(script, uri, str(go), str(ready), *sqls, log=log)
+            children.append((proc, log, ready))
+        for proc, log, ready in children:
+            processes.wait_for(ready.exists, what="a scanner", proc=proc, log=log)
+        go.touch()
+        for proc, log, _ in children:
+            assert proc.wait(timeout=300) == 0, processes.tail(log)
+    finally:
+        for proc, _, _ in children:
+            processes.stop(proc, grace=1.0)
+
+
+def test_two_processes_scanning_one_table_lose_no_step(spark: Any, tmp_path: Path) -> None:
+    t = make_table(spark, tmp_path / "t")
+    # no counter fills (no switch: the children have no JVM); a candidate round every 10 scans
+    t.online.enable(**{**SETTINGS, "alpha": 1e9})
+    streams = [queries(120, seed=1), queries(120, seed=2)]
+    run_scanners(tmp_path, t.uri, streams)
+    # every scan of both is a step, whether its process held the lock or queued it
+    status = t.online.status()
+    assert status["queries"] == 240
+    assert status["rewrite_pending"] is False and status["switches"] == 0
+    assert online_table.OnlineStore(t.uri).queued_count() == 0
+    state = json.loads((Path(t.uri) / online_table.DIRECTORY / "state.json").read_text())
+    window = state["engine"]["manager"]["recent"]
+    assert len(window) == SETTINGS["window"] and set(window) <= set(streams[0] + streams[1])
+
+
+def test_a_scan_while_another_process_steps_is_queued_not_waited_for(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    t = make_table(spark, tmp_path / "t")
+    t.online.enable(**{**SETTINGS, "alpha": 1e9})
+    t.scan("a < 10")
+    store = online_table.OnlineStore(t.uri)
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:  # another holder: filelock's lock is per thread
+        with store.locked(wait=True):
+            held.set()
+            release.wait(300)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(60)
+        streams = [queries(30, seed=4)]
+        run_scanners(tmp_path, t.uri, streams)  # finishes while the lock is held
+        assert store.queued_count() == 30
+        # what must be recorded waits for the lock, then gives up by name
+        monkeypatch.setattr(online_table, "LOCK_WAIT", 0.5)
+        with pytest.raises(StateLocked, match=r"state\.lock"):
+            t.online.status()
+        monkeypatch.undo()
+    finally:
+        release.set()
+        holder.join(60)
+    # the next step applies the queued scans first, in their order, then its own
+    t.scan("a < 20")
+    state = json.loads((Path(t.uri) / online_table.DIRECTORY / "state.json").read_text())
+    assert (
+        state["engine"]["manager"]["recent"][-SETTINGS["window"] :]
+        == (["a < 10", *streams[0], "a < 20"][-SETTINGS["window"] :])
+    )
+    assert t.online.status()["queries"] == 32 and store.queued_count() == 0
 
 
 def test_scans_feed_nothing_until_enabled_and_bad_options_write_nothing(

@@ -65,6 +65,11 @@ class EnvironmentProblem(LakelayoutError):
     """The machine lacks something lakelayout needs (Java, a package)."""
 
 
+class StateLocked(LakelayoutError):
+    """Another process has held the lock on a table's lakelayout state (e.g. the online
+    reorganizer's) for longer than lakelayout waits; nothing was changed."""
+
+
 class UnsupportedTable(LakelayoutError):
     """A Delta table uses a feature lakelayout cannot honour (e.g. deletion vectors)."""
 

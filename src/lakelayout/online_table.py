@@ -23,12 +23,20 @@ Safety:
   marked ``pending`` (its process id, ``read_version`` and input files)
   before it starts. A process that died mid-rewrite is detected by the next
   process that loads the state: the Delta log tells whether the commit
-  happened, and the record becomes ``done`` or ``failed`` accordingly.
+  happened, and the record becomes ``done`` or ``failed`` accordingly;
+* several processes may scan the table: a step (load, price, save) holds
+  the state's lock (``state.lock``, released by the operating system if its
+  process dies). A scan that finds it held does not wait: it leaves its
+  predicate in ``queue/`` and the next step, in whichever process, applies
+  the queued scans first, in the order they were queued. So no scan is
+  lost, two processes never start two switches, and a scan's time is never
+  spent waiting on another process.
 
 Files under ``<table>/_lakelayout/online/``: ``state.json`` (configuration,
 α and how it was measured, reorganizer with its random generator position,
 layout manager with the window's SQL and every state's layout, history, the
-last status) and ``sample.parquet`` (the rows virtual files are built on).
+last status), ``sample.parquet`` (the rows virtual files are built on),
+``state.lock`` and ``queue/`` (scans not yet applied, a file each).
 
 α (the cost of a rewrite in full scans, §III-A, §VI-D1) is given or
 *measured* (:func:`measure_alpha`): a copy of (part of) the table is made in
@@ -40,7 +48,9 @@ one rewrite by a Hilbert layout with one file per block
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import itertools
 import json
 import logging
 import os
@@ -48,7 +58,7 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,9 +66,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from filelock import FileLock, Timeout
 
 from lakelayout.cluster.config import block_roll_size
-from lakelayout.errors import InvalidOption, LakelayoutError
+from lakelayout.errors import InvalidOption, LakelayoutError, StateLocked
 from lakelayout.expr.nodes import Predicate
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.layouts.base import Layout, placed_blocks
@@ -70,7 +81,8 @@ from lakelayout.stats.model import FileStats
 
 if TYPE_CHECKING:
     from lakelayout.api import Table
-    from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
+    from lakelayout.cluster.optimize import OptimizeHooks
+    from lakelayout.cluster.optimize_metrics import OptimizeMetrics
     from lakelayout.table.delta import Snapshot
 
 logger = logging.getLogger(__name__)
@@ -78,6 +90,14 @@ logger = logging.getLogger(__name__)
 DIRECTORY = os.path.join("_lakelayout", "online")
 STATE_FILE = "state.json"
 SAMPLE_FILE = "sample.parquet"
+LOCK_FILE = "state.lock"
+#: scans another process left for the lock holder to apply, a file each
+QUEUE_DIRECTORY = "queue"
+#: seconds a step that must be recorded (a rewrite's outcome, enable, status) waits for
+#: another process to finish its step; a scan never waits (its query is queued instead)
+LOCK_WAIT = 120.0
+#: queued scans one step applies at most (the rest wait for the next)
+QUEUE_DRAIN = 1000
 #: table property: "true" while online reorganization is enabled ("" = off)
 ENABLED_PROPERTY = "lakelayout.online"
 #: optional table property: α to use when the property alone enables it
@@ -270,6 +290,66 @@ class OnlineStore:
         self.directory = Path(root) / DIRECTORY
         self.state = self.directory / STATE_FILE
         self.sample = self.directory / SAMPLE_FILE
+        self.queue = self.directory / QUEUE_DIRECTORY
+        self._lock = FileLock(self.directory / LOCK_FILE)
+        self._names = itertools.count()
+
+    @contextlib.contextmanager
+    def locked(self, *, wait: bool) -> Iterator[bool]:
+        """Hold the state's lock across processes for one load → step → save.
+
+        Yields True while held. With ``wait`` false it yields False at once when
+        another process holds it; with ``wait`` true it waits up to
+        :data:`LOCK_WAIT` seconds, then raises :class:`StateLocked`. Re-entrant
+        within a thread; the operating system releases it when its process dies.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self._lock.acquire(timeout=LOCK_WAIT if wait else 0)
+        except Timeout:
+            if wait:
+                raise StateLocked(
+                    f"another process has held {self._lock.lock_file} for more than "
+                    f"{LOCK_WAIT:g} s; the online state was not changed"
+                ) from None
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            self._lock.release()
+
+    def enqueue(self, where: str) -> None:
+        """Leave a scan's predicate for the process stepping the reorganizer: one file
+        per scan, written whole and renamed into place (never read half-written)."""
+        self.queue.mkdir(parents=True, exist_ok=True)
+        name = f"{time.time_ns():020d}-{os.getpid()}-{threading.get_ident()}-{next(self._names)}"
+        atomic_write_text(self.queue / f"{name}.json", json.dumps({"where": where}))
+
+    def queued(self, limit: int = QUEUE_DRAIN) -> list[tuple[Path, str]]:
+        """The oldest ``limit`` queued scans, in the order they were queued: (file, SQL)."""
+        out: list[tuple[Path, str]] = []
+        for path in sorted(self.queue.glob("*.json"))[:limit]:
+            try:
+                where = json.loads(path.read_text(encoding="utf-8"))["where"]
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError, KeyError, TypeError):
+                logger.warning("online state: unreadable queued scan %s dropped", path)
+                path.unlink(missing_ok=True)
+                continue
+            out.append((path, str(where)))
+        return out
+
+    def queued_count(self) -> int:
+        return sum(1 for _ in self.queue.glob("*.json"))
+
+    def dequeue(self, paths: Sequence[Path]) -> None:
+        for path in paths:
+            path.unlink(missing_ok=True)
+
+    def clear_queue(self) -> None:
+        self.dequeue(list(self.queue.glob("*.json")))
 
     def read(self) -> dict[str, Any] | None:
         try:
@@ -384,15 +464,7 @@ class _Controller:
             self.engine = None
             return None
         sample = self.store.read_sample()
-        functions = table.indexes.functions()
-        timezone = str(data.get("timezone") or "UTC")
-
-        def bind(sql: str) -> Predicate | None:
-            try:
-                return parse_predicate(sql, snap.schema, functions=functions, timezone=timezone)
-            except LakelayoutError:
-                return None
-
+        bind = _binder(table, snap, str(data.get("timezone") or "UTC"))
         families = list(data.get("families") or FAMILIES)
         engine = OnlineEngine.from_dict(data["engine"], sample, self._fitter(families), bind)
         self.engine, self.document, self._token = engine, data, token
@@ -433,25 +505,62 @@ class _Controller:
     # ------------------------------------------------------------ queries
 
     def observe(self, table: Table, where: str, predicate: Predicate, snap: Snapshot) -> None:
-        with self.lock:
-            try:
-                engine = self.load(table, snap)
-            except LakelayoutError:
-                return  # an unreadable state: status() reports it; the scan goes on
-            if engine is None:
-                return
-            try:
-                self._blocks = max(1, len(snap.files))
-                self._maybe_resample(table, snap, engine)
-                real = functools.partial(
-                    _real_costs, files=snap.files, root=self.uri, schema=snap.schema
-                )
-                engine.observe(where, predicate, real)
-                engine.last_error = ""
+        """One scan's step under the state's lock. When another process holds the lock
+        the scan is queued for the next step (the holder's or this process's), never
+        waited for on the query's path."""
+        with self.lock, self.store.locked(wait=False) as held:
+            if held:
+                self._step(table, snap, (where, predicate), rewrite=True)
+            else:
+                self.store.enqueue(where)
+
+    def drain(self, table: Table, snap: Snapshot) -> None:
+        """Apply the scans queued by other processes (for ``status()``; a switch they call
+        for starts at the next scan)."""
+        with self.store.locked(wait=True), self.lock:
+            if self.store.queued_count():
+                self._step(table, snap, None, rewrite=False)
+
+    def _step(
+        self,
+        table: Table,
+        snap: Snapshot,
+        scan: tuple[str, Predicate] | None,
+        *,
+        rewrite: bool,
+    ) -> None:
+        """Load, price the queued scans then ``scan`` on every state, move the counters,
+        maybe start a switch, save."""
+        try:
+            engine = self.load(table, snap)
+        except LakelayoutError:
+            return  # an unreadable state: status() reports it; the scan goes on
+        if engine is None:
+            return
+        applied: list[Path] = []
+        try:
+            self._blocks = max(1, len(snap.files))
+            self._maybe_resample(table, snap, engine)
+            real = functools.partial(
+                _real_costs, files=snap.files, root=self.uri, schema=snap.schema
+            )
+            queued = self.store.queued()
+            if queued:  # scans queued by other processes ran before this one
+                bind = _binder(table, snap, str(self.document.get("timezone") or "UTC"))
+                for path, sql in queued:
+                    applied.append(path)
+                    earlier = bind(sql)
+                    if earlier is not None:  # None: the schema changed since
+                        engine.observe(sql, earlier, real)
+            if scan is not None:
+                engine.observe(scan[0], scan[1], real)
+            engine.last_error = ""
+            if rewrite:
                 self._maybe_rewrite(table, snap)
-            except Exception as exc:  # the reorganizer must never fail the user's scan
-                engine.last_error = f"{type(exc).__name__}: {exc}"
-            self.save()
+        except Exception as exc:  # the reorganizer must never fail the user's scan
+            engine.last_error = f"{type(exc).__name__}: {exc}"
+        self.save()
+        self.store.dequeue(applied)
 
     def _maybe_resample(self, table: Table, snap: Snapshot, engine: OnlineEngine) -> None:
         """Take a new sample when the table grew or shrank by half since the last one
@@ -491,7 +600,7 @@ class _Controller:
                 layout,
                 list(record.inputs),
                 keep,
-                table.optimize,
+                table,
                 block_roll_size(snap.configuration),
             ),
             name=f"lakelayout-online-{record.id[:8]}",
@@ -505,26 +614,43 @@ class _Controller:
         layout: Layout,
         paths: list[str],
         keep: dict[str, int],
-        optimizer: Optimizer,
+        table: Table,
         roll: int,
     ) -> None:
         started = time.perf_counter()
         error = ""
-        metrics = None
+        metrics: OptimizeMetrics | None = None
         try:
             if paths or keep:
                 # candidates have about as many blocks as the table has files: a block up to
                 # twice the target file size stays one file, a larger one is cut into several
                 # (consecutive key ranges), not written as one file a single task would read;
                 # the kept files are recorded as the blocks they are in
-                metrics = optimizer.apply(
+                metrics = table.optimize.apply(
                     layout, paths, hooks=self.hooks, target_file_size=roll, keep=keep
                 )
         except Exception as exc:  # the table is unchanged: the commit did not happen
             error = f"{type(exc).__name__}: {exc}"
         seconds = time.perf_counter() - started
-        with self.lock:
-            engine = self.engine
+        try:
+            self._settle(table, record_id, error, metrics, seconds)
+        except Exception as exc:  # e.g. StateLocked: the next load settles it from the log
+            logger.warning(
+                "online state of %s: rewrite %s not recorded: %s", self.uri, record_id, exc
+            )
+
+    def _settle(
+        self,
+        table: Table,
+        record_id: str,
+        error: str,
+        metrics: OptimizeMetrics | None,
+        seconds: float,
+    ) -> None:
+        """Record a rewrite's outcome in the state as it is now on disk (other processes
+        may have stepped the reorganizer meanwhile)."""
+        with self.store.locked(wait=True), self.lock:
+            engine = self.load(table, table.snapshot())
             record = engine.find(record_id) if engine is not None else None
             if engine is None or record is None or record.status != "pending":
                 return
@@ -547,6 +673,19 @@ class _Controller:
             worker.join(timeout)
             return not worker.is_alive()
         return True
+
+
+def _binder(table: Table, snap: Snapshot, timezone: str) -> Callable[[str], Predicate | None]:
+    """A window's or queue's SQL bound to the snapshot's schema; None when it no longer binds."""
+    functions = table.indexes.functions()
+
+    def bind(sql: str) -> Predicate | None:
+        try:
+            return parse_predicate(sql, snap.schema, functions=functions, timezone=timezone)
+        except LakelayoutError:
+            return None
+
+    return bind
 
 
 def _real_costs(
@@ -727,25 +866,20 @@ class Online:
         chosen = check_families(list(families))
         if isinstance(sample_rows, bool) or not isinstance(sample_rows, int) or sample_rows < 100:
             raise InvalidOption(f"sample_rows must be an integer >= 100, got {sample_rows!r}")
-        with self._ctl.lock:
-            if self._ctl._running_here():
-                raise InvalidOption(
-                    f"a rewrite of '{self._table.uri}' is still running; wait() before enable()"
-                )
-            if self.enabled:
-                raise InvalidOption(
-                    f"online reorganization is already enabled on '{self._table.uri}'; "
-                    "disable() it first to start over"
-                )
-            table = self._table
-            snap = table.snapshot()
-            if isinstance(alpha, str):
-                measured = measure_alpha(table)
-            else:
-                measured = AlphaMeasurement(alpha=float(alpha), method="given")
-            config = OnlineConfig(**{**config.to_dict(), "alpha": measured.alpha})
-            sample = _take_sample(table, snap, sample_rows)
+        self._check_can_enable()
+        table = self._table
+        snap = table.snapshot()
+        # the jobs run before the lock is taken: other processes' scans and status() go on
+        if isinstance(alpha, str):
+            measured = measure_alpha(table)
+        else:
+            measured = AlphaMeasurement(alpha=float(alpha), method="given")
+        config = OnlineConfig(**{**config.to_dict(), "alpha": measured.alpha})
+        sample = _take_sample(table, snap, sample_rows)
+        with self._ctl.store.locked(wait=True), self._ctl.lock:
+            self._check_can_enable()  # again: another process may have enabled it meanwhile
             self._ctl.store.write_sample(sample)
+            self._ctl.store.clear_queue()  # scans queued for an earlier state
             engine = OnlineEngine(config, sample, self._ctl._fitter(chosen))
             self._ctl.engine = engine
             self._ctl.document = {
@@ -765,6 +899,18 @@ class Online:
 
                 delta.set_properties(table.uri, {ENABLED_PROPERTY: "true"})
             return self.status()
+
+    def _check_can_enable(self) -> None:
+        with self._ctl.lock:
+            if self._ctl._running_here():
+                raise InvalidOption(
+                    f"a rewrite of '{self._table.uri}' is still running; wait() before enable()"
+                )
+            if self.enabled:
+                raise InvalidOption(
+                    f"online reorganization is already enabled on '{self._table.uri}'; "
+                    "disable() it first to start over"
+                )
 
     def disable(self) -> None:
         """Stop feeding scans to the reorganizer (a running rewrite finishes; the state
@@ -798,11 +944,15 @@ class Online:
         self._ctl.hooks = hooks
 
     def _document(self) -> dict[str, Any]:
-        """The state as stored, after settling a rewrite interrupted in another process."""
-        with self._ctl.lock:
-            if self._ctl.store.state.exists():
-                self._ctl.load(self._table, self._table.snapshot())
-            data = self._ctl.store.read()
+        """The state as stored, after settling a rewrite interrupted in another process and
+        applying the scans other processes queued."""
+        store = self._ctl.store
+        if store.state.exists():  # (never enabled: nothing to lock, nothing written)
+            with store.locked(wait=True), self._ctl.lock:
+                snap = self._table.snapshot()
+                self._ctl.load(self._table, snap)
+                self._ctl.drain(self._table, snap)
+        data = store.read()
         if data is None:
             raise InvalidOption(
                 f"online reorganization was never enabled on '{self._table.uri}'; "
