@@ -428,6 +428,32 @@ def test_two_processes_scanning_one_table_lose_no_step(spark: Any, tmp_path: Pat
     assert len(window) == SETTINGS["window"] and set(window) <= set(streams[0] + streams[1])
 
 
+def test_a_rewrite_ending_keeps_the_steps_another_process_took_meanwhile(
+    spark: Any, tmp_path: Path
+) -> None:
+    t = make_table(spark, tmp_path / "t")
+    t.online.enable(**SETTINGS)
+    paused, resume = threading.Event(), threading.Event()
+
+    def pause(_: int) -> None:
+        paused.set()
+        resume.wait(300)
+
+    t.online.set_hooks(OptimizeHooks(before_commit=pause))
+    assert scan_until_switch(t, queries(60)) < 60, "no switch was decided"
+    assert paused.wait(300), "the rewrite never reached its commit"
+    before = t.online.status()["queries"]
+    # another process scans while the rewrite runs: its steps go to the state on disk
+    run_scanners(tmp_path, t.uri, [queries(20, seed=5)])
+    resume.set()
+    assert t.online.wait(300)
+    # the rewrite's outcome was recorded on that state, not on this process's older copy
+    status, history = t.online.status(), t.online.history()
+    assert status["queries"] == before + 20
+    assert history[0]["status"] == "done" and status["switches"] == 1
+    assert status["applied"] == history[0]["target"] and not status["rewrite_pending"]
+
+
 def test_a_scan_while_another_process_steps_is_queued_not_waited_for(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
