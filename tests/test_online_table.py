@@ -370,7 +370,7 @@ def test_status_and_history_survive_a_restart(spark: Any, tmp_path: Path) -> Non
 #: a process scanning a table through ``Table.scan``'s hook (no JVM: with the state enabled,
 #: a step only reads the Delta log and the stored sample); it starts when ``go`` appears
 SCANNER = """
-import sys, time
+import os, sys, time
 from pathlib import Path
 from lakelayout import online_table
 from lakelayout.api import Table
@@ -384,13 +384,22 @@ bound = [(sql, parse_predicate(sql, snap.schema)) for sql in sqls]
 ready.touch()
 while not go.exists():
     time.sleep(0.01)
+if os.environ.get("DIE_AFTER_SAVE"):  # the process dies between a step's save and its dequeue
+    online_table.OnlineStore.dequeue = lambda self, paths: os._exit(7)
 for sql, predicate in bound:
     online_table.after_scan(t, sql, predicate, snap)
 print("scanned", len(bound))
 """
 
 
-def run_scanners(tmp_path: Path, uri: str, streams: list[list[str]]) -> None:
+def run_scanners(
+    tmp_path: Path,
+    uri: str,
+    streams: list[list[str]],
+    *,
+    env: dict[str, str] | None = None,
+    exit_code: int = 0,
+) -> None:
     """Start one scanning process per stream, release them together, wait for all."""
     script = tmp_path / "scanner.py"
     script.write_text(SCANNER)
@@ -400,13 +409,13 @@ def run_scanners(tmp_path: Path, uri: str, streams: list[list[str]]) -> None:
         for k, sqls in enumerate(streams):
             ready = tmp_path / f"ready-{k}"
             log = tmp_path / f"scanner-{k}.log"
-            proc = processes.python(script, uri, str(go), str(ready), *sqls, log=log)
+            proc = processes.python(script, uri, str(go), str(ready), *sqls, log=log, env=env)
             children.append((proc, log, ready))
         for proc, log, ready in children:
             processes.wait_for(ready.exists, what="a scanner", proc=proc, log=log)
         go.touch()
         for proc, log, _ in children:
-            assert proc.wait(timeout=300) == 0, processes.tail(log)
+            assert proc.wait(timeout=300) == exit_code, processes.tail(log)
     finally:
         for proc, _, _ in children:
             processes.stop(proc, grace=1.0)
@@ -491,6 +500,32 @@ def test_a_scan_while_another_process_steps_is_queued_not_waited_for(
         == (["a < 10", *streams[0], "a < 20"][-SETTINGS["window"] :])
     )
     assert t.online.status()["queries"] == 32 and store.queued_count() == 0
+
+
+def test_a_step_that_dies_before_removing_its_queue_files_counts_them_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    t = make_table(spark, tmp_path / "t")
+    t.online.enable(**{**SETTINGS, "alpha": 1e9})
+    t.scan("a < 10")
+    store = online_table.OnlineStore(t.uri)
+    with store.locked(wait=True):  # another holder: the child's 12 scans are queued
+        run_scanners(tmp_path, t.uri, [queries(12, seed=6)])
+    assert store.queued_count() == 12
+    # a process applies them with its own scan, saves the state, and dies before it
+    # removes the queue files
+    run_scanners(tmp_path, t.uri, [["a < 20"]], env={"DIE_AFTER_SAVE": "1"}, exit_code=7)
+    assert store.queued_count() == 12
+    assert json.loads(store.state.read_text())["engine"]["manager"]["queries"] == 14
+    # the next step removes them without applying them again
+    t.scan("a < 30")
+    assert t.online.status()["queries"] == 15 and store.queued_count() == 0
+    state = json.loads(store.state.read_text())
+    assert state["engine"]["manager"]["recent"][-3:] == [
+        *queries(12, seed=6)[-1:],
+        "a < 20",
+        "a < 30",
+    ]
 
 
 def test_scans_feed_nothing_until_enabled_and_bad_options_write_nothing(

@@ -29,8 +29,9 @@ Safety:
   process dies). A scan that finds it held does not wait: it leaves its
   predicate in ``queue/`` and the next step, in whichever process, applies
   the queued scans first, in the order they were queued. So no scan is
-  lost, two processes never start two switches, and a scan's time is never
-  spent waiting on another process.
+  lost or counted twice (the state names the queue files its step applied),
+  two processes never start two switches, and a scan's time is never spent
+  waiting on another process.
 
 Files under ``<table>/_lakelayout/online/``: ``state.json`` (configuration,
 α and how it was measured, reorganizer with its random generator position,
@@ -98,6 +99,8 @@ QUEUE_DIRECTORY = "queue"
 LOCK_WAIT = 120.0
 #: queued scans one step applies at most (the rest wait for the next)
 QUEUE_DRAIN = 1000
+#: the state's list of the queue files its last step applied (removed after the save)
+APPLIED_KEY = "queue_applied"
 #: table property: "true" while online reorganization is enabled ("" = off)
 ENABLED_PROPERTY = "lakelayout.online"
 #: optional table property: α to use when the property alone enables it
@@ -547,8 +550,12 @@ class _Controller:
             queued = self.store.queued()
             if queued:  # scans queued by other processes ran before this one
                 bind = _binder(table, snap, str(self.document.get("timezone") or "UTC"))
+                # a step that saved and stopped before removing its queue files
+                done = set(self.document.get(APPLIED_KEY) or ())
                 for path, sql in queued:
                     applied.append(path)
+                    if path.name in done:
+                        continue
                     earlier = bind(sql)
                     if earlier is not None:  # None: the schema changed since
                         engine.observe(sql, earlier, real)
@@ -559,6 +566,9 @@ class _Controller:
                 self._maybe_rewrite(table, snap)
         except Exception as exc:  # the reorganizer must never fail the user's scan
             engine.last_error = f"{type(exc).__name__}: {exc}"
+        # saved with the state: the queue files this step took, so that a step stopped
+        # between the save and their removal does not count them twice
+        self.document[APPLIED_KEY] = [path.name for path in applied]
         self.save()
         self.store.dequeue(applied)
 
