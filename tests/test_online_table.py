@@ -528,6 +528,50 @@ def test_a_step_that_dies_before_removing_its_queue_files_counts_them_once(
     ]
 
 
+def state_refs(t: Table) -> set[str]:
+    state = json.loads((Path(t.uri) / online_table.DIRECTORY / "state.json").read_text())
+    items = state["engine"]["manager"]["states"]
+    assert all("layout" not in item for item in items if item["id"] != "as-is")
+    return {item["layout_ref"] for item in items if "layout_ref" in item}
+
+
+def test_the_state_names_its_layouts_and_keeps_only_those_named(spark: Any, tmp_path: Path) -> None:
+    t = make_table(spark, tmp_path / "t")
+    t.online.enable(
+        **{**SETTINGS, "alpha": 1e9, "max_states": 2, "families": ["hilbert", "qdtree"]}
+    )
+    layouts = Path(t.uri) / online_table.DIRECTORY / online_table.LAYOUT_DIRECTORY
+    seen: set[str] = set()
+    sqls = queries(30, seed=1) + [f"b >= {k} AND b < {k + 40}" for k in range(0, 900, 30)]
+    for sql in sqls:
+        t.scan(sql)
+        named = state_refs(t)
+        seen |= named
+        # every layout the state names is on disk, and nothing else is
+        assert {p.stem for p in layouts.glob("*.json")} == named
+    assert len(seen) > len(named) >= 1, "no state was replaced: nothing to remove"
+    state_bytes = (Path(t.uri) / online_table.DIRECTORY / "state.json").stat().st_size
+    assert state_bytes < sum(p.stat().st_size for p in layouts.glob("*.json"))
+    # a state saved before layouts were named (version 1: written out) still loads
+    before = t.online.status()
+    state_path = Path(t.uri) / online_table.DIRECTORY / "state.json"
+    old = json.loads(state_path.read_text())
+    for item in old["engine"]["manager"]["states"]:
+        if "layout_ref" in item:
+            item["layout"] = json.loads((layouts / f"{item.pop('layout_ref')}.json").read_text())
+    old["version"] = 1
+    state_path.write_text(json.dumps(old))
+    for path in layouts.glob("*.json"):
+        path.unlink()
+    online_table._CONTROLLERS.clear()
+    again = Table(t.uri, spark=spark)
+    assert again.online.status()["states"] == before["states"]
+    again.scan("a < 10")
+    assert again.online.status()["queries"] == before["queries"] + 1
+    assert json.loads(state_path.read_text())["version"] == online_table.STATE_VERSION
+    assert {p.stem for p in layouts.glob("*.json")} == state_refs(again) == named
+
+
 def test_scans_feed_nothing_until_enabled_and_bad_options_write_nothing(
     spark: Any, tmp_path: Path
 ) -> None:

@@ -35,8 +35,9 @@ Safety:
 
 Files under ``<table>/_lakelayout/online/``: ``state.json`` (configuration,
 α and how it was measured, reorganizer with its random generator position,
-layout manager with the window's SQL and every state's layout, history, the
-last status), ``sample.parquet`` (the rows virtual files are built on),
+layout manager with the window's SQL and each state's layout by name, history,
+the last status), ``layouts/`` (the states' layouts, a document each, named by
+its digest), ``sample.parquet`` (the rows virtual files are built on),
 ``state.lock`` and ``queue/`` (scans not yet applied, a file each).
 
 α (the cost of a rewrite in full scans, §III-A, §VI-D1) is given or
@@ -59,7 +60,7 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,6 +75,7 @@ from lakelayout.errors import InvalidOption, LakelayoutError, StateLocked
 from lakelayout.expr.nodes import Predicate
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.layouts.base import Layout, placed_blocks
+from lakelayout.layouts.base import from_json as layout_from_json
 from lakelayout.online.candidates import FAMILIES, check_families, fit_candidates
 from lakelayout.online.costs import table_costs
 from lakelayout.online.engine import OnlineConfig, OnlineEngine, Switch
@@ -92,6 +94,8 @@ DIRECTORY = os.path.join("_lakelayout", "online")
 STATE_FILE = "state.json"
 SAMPLE_FILE = "sample.parquet"
 LOCK_FILE = "state.lock"
+#: the states' layouts, a JSON document each, named by their digest
+LAYOUT_DIRECTORY = "layouts"
 #: scans another process left for the lock holder to apply, a file each
 QUEUE_DIRECTORY = "queue"
 #: seconds a step that must be recorded (a rewrite's outcome, enable, status) waits for
@@ -105,7 +109,9 @@ APPLIED_KEY = "queue_applied"
 ENABLED_PROPERTY = "lakelayout.online"
 #: optional table property: α to use when the property alone enables it
 ALPHA_PROPERTY = "lakelayout.online.alpha"
-STATE_VERSION = 1
+#: 2: states name their layouts, kept in ``layouts/`` (1: written out in the state)
+STATE_VERSION = 2
+STATE_VERSIONS = (1, 2)
 #: bytes of the table copied to measure α (the whole table when smaller)
 ALPHA_BYTES = 256 * 1024 * 1024
 #: rows of the stored sample
@@ -294,6 +300,7 @@ class OnlineStore:
         self.state = self.directory / STATE_FILE
         self.sample = self.directory / SAMPLE_FILE
         self.queue = self.directory / QUEUE_DIRECTORY
+        self.layouts = self.directory / LAYOUT_DIRECTORY
         self._lock = FileLock(self.directory / LOCK_FILE)
         self._names = itertools.count()
 
@@ -363,7 +370,7 @@ class OnlineStore:
             data = json.loads(text)
         except ValueError as exc:
             raise InvalidOption(f"the online state {self.state} is not valid JSON: {exc}") from exc
-        if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+        if not isinstance(data, dict) or data.get("version") not in STATE_VERSIONS:
             raise InvalidOption(f"the online state {self.state} has an unknown format")
         return data
 
@@ -379,6 +386,29 @@ class OnlineStore:
         except FileNotFoundError:
             return (0, 0)
         return (st.st_mtime_ns, st.st_size)
+
+    def has_layout(self, digest: str) -> bool:
+        return (self.layouts / f"{digest}.json").exists()
+
+    def write_layout(self, digest: str, text: str) -> None:
+        self.layouts.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.layouts / f"{digest}.json", text)
+
+    def read_layout(self, digest: str) -> Layout:
+        path = self.layouts / f"{digest}.json"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise InvalidOption(
+                f"the online state names a layout that is missing: {path}"
+            ) from None
+        return layout_from_json(text)
+
+    def prune_layouts(self, keep: Collection[str]) -> None:
+        """Remove the layouts no state names any more (under the state's lock)."""
+        for path in self.layouts.glob("*.json"):
+            if path.stem not in keep:
+                path.unlink(missing_ok=True)
 
     def write_sample(self, sample: pa.Table) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -454,6 +484,9 @@ class _Controller:
         self.hooks: OptimizeHooks | None = None
         self._token: tuple[int, int] = (0, 0)
         self._blocks = 1
+        #: layouts read from ``layouts/`` by digest (a state's layout never changes)
+        self._layouts: dict[str, Layout] = {}
+        self._named: frozenset[str] | None = None  # what the last save named (None: unknown)
 
     # ------------------------------------------------------------ state
 
@@ -469,7 +502,9 @@ class _Controller:
         sample = self.store.read_sample()
         bind = _binder(table, snap, str(data.get("timezone") or "UTC"))
         families = list(data.get("families") or FAMILIES)
-        engine = OnlineEngine.from_dict(data["engine"], sample, self._fitter(families), bind)
+        engine = OnlineEngine.from_dict(
+            data["engine"], sample, self._fitter(families), bind, self._layout
+        )
         self.engine, self.document, self._token = engine, data, token
         self._recover(snap)
         return engine
@@ -483,12 +518,35 @@ class _Controller:
 
         return fit
 
+    def _layout(self, digest: str) -> Layout:
+        found = self._layouts.get(digest)
+        if found is None:
+            found = self._layouts[digest] = self.store.read_layout(digest)
+        return found
+
     def save(self) -> None:
+        """Write the state (under the state's lock). Layouts go to ``layouts/`` once each,
+        the state names them: it is saved after every scan, and written out, a curve
+        layout's rank tables made it megabytes (a 15 ms step, a third of a scan's own time)."""
         assert self.engine is not None
-        self.document["engine"] = self.engine.to_dict()
+        named = []
+        for state in self.engine.manager.states.values():
+            if state.layout is None:
+                continue
+            digest = state.layout_digest
+            if not self.store.has_layout(digest):
+                self.store.write_layout(digest, state.layout_json)
+            self._layouts[digest] = state.layout
+            named.append(digest)
+        self.document["version"] = STATE_VERSION
+        self.document["engine"] = self.engine.to_dict(refs=True)
         self.document["status"] = self.engine.status()
         self.document["updated"] = time.time()
         self._token = self.store.write(self.document)
+        if frozenset(named) != self._named:  # a state came or went: drop what none names
+            self._named = frozenset(named)
+            self.store.prune_layouts(self._named)
+            self._layouts = {d: self._layouts[d] for d in self._named}
 
     def _recover(self, snap: Snapshot) -> None:
         """A pending rewrite whose process is gone: did its commit happen?"""

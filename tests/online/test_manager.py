@@ -16,7 +16,7 @@ from lakelayout.errors import InvalidOption
 from lakelayout.expr.nodes import Predicate
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.layouts import QdTreeLayout, ZOrderLayout
-from lakelayout.layouts.base import Layout
+from lakelayout.layouts.base import Layout, from_json
 from lakelayout.online.candidates import fit_candidates, most_queried
 from lakelayout.online.costs import fraction_read
 from lakelayout.online.engine import OnlineConfig, OnlineEngine
@@ -335,6 +335,46 @@ def test_the_manager_state_round_trips_through_json(sample: pa.Table) -> None:
     restored = back.states["s1"].layout
     assert restored is not None
     assert np.array_equal(restored.assign(sample), layout.assign(sample))
+
+
+def test_saved_with_refs_a_state_names_its_layout_and_comes_back_from_the_name(
+    sample: pa.Table,
+) -> None:
+    manager = LayoutManager(window=3, interval=2, epsilon=0.1, max_states=4)
+    manager.observe("x > 10", parse_predicate("x > 10", sample.schema))
+    layout: Layout = ZOrderLayout.fit(sample, columns=["x", "y"], target_blocks=4)
+    same = ZOrderLayout.from_dict(layout.to_dict())  # another object, the same document
+    manager.states["s1"] = ManagedState("s1", "zorder(x, y)", layout, 1)
+    manager.states["s2"] = ManagedState("s2", "zorder(x, y) again", same, 1)
+    other = QdTreeLayout.fit(sample, ["x < 500", "y >= 300"], target_blocks=4)
+    manager.states["s3"] = ManagedState("s3", "qdtree", other, 1)
+    saved = json.loads(json.dumps(manager.to_dict(refs=True)))
+    states = {item["id"]: item for item in saved["states"]}
+    assert "layout" not in states["s1"] and states[AS_IS]["layout"] is None
+    # equal documents, equal names; different layouts, different names
+    assert states["s1"]["layout_ref"] == states["s2"]["layout_ref"] != states["s3"]["layout_ref"]
+    documents = {
+        s.layout_digest: s.layout_json for s in manager.states.values() if s.layout is not None
+    }
+    asked: list[str] = []
+
+    def resolve(digest: str) -> Layout:
+        asked.append(digest)
+        return from_json(documents[digest])
+
+    bind = lambda sql: parse_predicate(sql, sample.schema)  # noqa: E731
+    back = LayoutManager.from_dict(saved, bind, resolve)
+    assert sorted(asked) == sorted(states[s]["layout_ref"] for s in ("s1", "s2", "s3"))
+    for sid, original in (("s1", layout), ("s3", other)):
+        restored = back.states[sid].layout
+        assert restored is not None
+        assert np.array_equal(restored.assign(sample), original.assign(sample))
+    # without a store the names cannot be followed: a clear error, not a state without layouts
+    with pytest.raises(InvalidOption, match="names layout"):
+        LayoutManager.from_dict(saved, bind)
+    # written out (the default), the same state needs no store
+    inline = LayoutManager.from_dict(json.loads(json.dumps(manager.to_dict())), bind)
+    assert inline.states["s2"].layout_json == same.to_json()
 
 
 def test_candidates_use_the_most_queried_columns(sample: pa.Table) -> None:

@@ -46,7 +46,14 @@ from lakelayout.expr.nodes import Predicate
 from lakelayout.layouts.base import Layout
 from lakelayout.online.baselines import Greedy, Regret
 from lakelayout.online.costs import CostBook, VirtualState
-from lakelayout.online.manager import AS_IS, Admission, Candidate, LayoutManager, ManagedState
+from lakelayout.online.manager import (
+    AS_IS,
+    Admission,
+    Candidate,
+    LayoutManager,
+    LayoutResolver,
+    ManagedState,
+)
 from lakelayout.online.reorganizer import Reorganizer, Step, check_predictor, check_weight
 
 POLICIES = ("oreo", "greedy", "regret")
@@ -535,10 +542,11 @@ class OnlineEngine:
 
     # ------------------------------------------------------------------ persistence
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, refs: bool = False) -> dict[str, Any]:
+        """``refs``: states name their layouts (:meth:`ManagedState.to_dict`)."""
         return {
             "config": self.config.to_dict(),
-            "manager": self.manager.to_dict(),
+            "manager": self.manager.to_dict(refs=refs),
             "decider": self.decider.to_dict(),
             "applied": self.applied,
             "history": [s.to_dict() for s in self.history],
@@ -556,11 +564,13 @@ class OnlineEngine:
         sample: pa.Table,
         fit: Fitter,
         bind: Callable[[str], Predicate | None],
+        layouts: LayoutResolver | None = None,
     ) -> OnlineEngine:
-        """Inverse of :meth:`to_dict`; ``bind`` parses the window's SQL again."""
+        """Inverse of :meth:`to_dict`; ``bind`` parses the window's SQL again, ``layouts``
+        finds the layouts states name."""
         try:
             out = cls(OnlineConfig.from_dict(data["config"]), sample, fit)
-            out.manager = LayoutManager.from_dict(data["manager"], bind)
+            out.manager = LayoutManager.from_dict(data["manager"], bind, layouts)
             out.decider = decider_from_dict(data["decider"])
             out.applied = str(data["applied"])
             out.history = [Switch.from_dict(s) for s in data["history"]]

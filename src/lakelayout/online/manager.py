@@ -48,6 +48,7 @@ The manager is pure: fitting and pricing are callbacks, states are ids.
 from __future__ import annotations
 
 import abc
+import functools
 import hashlib
 import heapq
 import json
@@ -74,6 +75,10 @@ class Candidate:
     layout: Layout
 
 
+#: a saved state's layout by reference: its :attr:`ManagedState.layout_digest` → the layout
+LayoutResolver = Callable[[str], Layout]
+
+
 @dataclass
 class ManagedState:
     """A state of the space: its id, label, layout (None for :data:`AS_IS`), admission time."""
@@ -83,23 +88,43 @@ class ManagedState:
     layout: Layout | None
     added_at: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "label": self.label,
-            "layout": self.layout.to_dict() if self.layout is not None else None,
-            "added_at": self.added_at,
-        }
+    @functools.cached_property
+    def layout_json(self) -> str:
+        """The layout's JSON document, made once (a state's layout never changes; a curve
+        layout's rank tables make it a few hundred kilobytes)."""
+        return self.layout.to_json() if self.layout is not None else "null"
+
+    @functools.cached_property
+    def layout_digest(self) -> str:
+        """A name for the layout's document: equal documents, equal names."""
+        return hashlib.sha256(self.layout_json.encode("utf-8")).hexdigest()[:32]
+
+    def to_dict(self, *, refs: bool = False) -> dict[str, Any]:
+        """With ``refs`` the layout is named by :attr:`layout_digest`, not written out: the
+        caller keeps the documents (the live table's state is saved after every scan)."""
+        out: dict[str, Any] = {"id": self.id, "label": self.label, "added_at": self.added_at}
+        if refs and self.layout is not None:
+            out["layout_ref"] = self.layout_digest
+        else:
+            out["layout"] = json.loads(self.layout_json)
+        return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ManagedState:
-        layout = data.get("layout")
+    def from_dict(
+        cls, data: Mapping[str, Any], layouts: LayoutResolver | None = None
+    ) -> ManagedState:
+        ref = data.get("layout_ref")
+        if ref is not None:
+            if layouts is None:
+                raise InvalidOption(f"state {data.get('id')!r} names layout {ref}: no store given")
+            layout: Layout | None = layouts(str(ref))
+        else:
+            document = data.get("layout")
+            layout = from_json(json.dumps(document)) if document is not None else None
         return cls(
-            id=str(data["id"]),
-            label=str(data["label"]),
-            layout=from_json(json.dumps(layout)) if layout is not None else None,
+            id=str(data["id"]), label=str(data["label"]), layout=layout,
             added_at=int(data["added_at"]),
-        )
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -386,7 +411,8 @@ class LayoutManager:
 
     # ------------------------------------------------------------------ persistence
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, refs: bool = False) -> dict[str, Any]:
+        """``refs``: states name their layouts (:meth:`ManagedState.to_dict`)."""
         return {
             "window": self.window,
             "interval": self.interval,
@@ -401,15 +427,19 @@ class LayoutManager:
             "admission_sample": self.sampled.size,
             "half_life": self.sampled.half_life,
             "admission_sampled": [[pos, sql] for pos, sql, _ in self.sampled.items()],
-            "states": [s.to_dict() for s in self.states.values()],
+            "states": [s.to_dict(refs=refs) for s in self.states.values()],
         }
 
     @classmethod
     def from_dict(
-        cls, data: Mapping[str, Any], bind: Callable[[str], Predicate | None]
+        cls,
+        data: Mapping[str, Any],
+        bind: Callable[[str], Predicate | None],
+        layouts: LayoutResolver | None = None,
     ) -> LayoutManager:
         """Inverse of :meth:`to_dict`; ``bind`` parses the window's SQL again (None drops a
-        query that no longer binds, e.g. after a schema change)."""
+        query that no longer binds, e.g. after a schema change); ``layouts`` finds the
+        layouts states name."""
         out = cls(
             window=int(data["window"]),
             interval=int(data["interval"]),
@@ -436,6 +466,6 @@ class LayoutManager:
                 out.sampled.add(int(pos), sql, predicate)
         out.states = {}
         for item in data["states"]:
-            state = ManagedState.from_dict(item)
+            state = ManagedState.from_dict(item, layouts)
             out.states[state.id] = state
         return out
