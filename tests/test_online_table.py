@@ -492,8 +492,10 @@ def test_a_scan_while_another_process_steps_is_queued_not_waited_for(
     finally:
         release.set()
         holder.join(60)
-    # the next step applies the queued scans first, in their order, then its own
+    # the next step applies the queued scans first, in their order, then its own (a
+    # candidate round among them: the scan leaves the step to its process's stepper)
     t.scan("a < 20")
+    assert t.online.wait(300)
     state = json.loads((Path(t.uri) / online_table.DIRECTORY / "state.json").read_text())
     assert (
         state["engine"]["manager"]["recent"][-SETTINGS["window"] :]
@@ -506,7 +508,7 @@ def test_a_step_that_dies_before_removing_its_queue_files_counts_them_once(
     spark: Any, tmp_path: Path
 ) -> None:
     t = make_table(spark, tmp_path / "t")
-    t.online.enable(**{**SETTINGS, "alpha": 1e9})
+    t.online.enable(**{**SETTINGS, "alpha": 1e9, "interval": 100})  # no candidate round
     t.scan("a < 10")
     store = online_table.OnlineStore(t.uri)
     with store.locked(wait=True):  # another holder: the child's 12 scans are queued
@@ -528,6 +530,47 @@ def test_a_step_that_dies_before_removing_its_queue_files_counts_them_once(
     ]
 
 
+def test_a_scan_does_not_wait_for_the_candidate_round_its_step_brings(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    t = make_table(spark, tmp_path / "t")
+    t.online.enable(**{**SETTINGS, "alpha": 1e9})  # a round every 10 scans
+    fitting, gate = threading.Event(), threading.Event()
+    fit = online_table.fit_candidates
+
+    def held_fit(*args: Any, **kwargs: Any) -> Any:  # the round waits until released
+        fitting.set()
+        assert gate.wait(300)
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(online_table, "fit_candidates", held_fit)
+    sqls = queries(15, seed=7)
+    scanned = threading.Event()
+
+    def scan_all() -> None:
+        for sql in sqls:
+            t.scan(sql)
+        scanned.set()
+
+    scanner = threading.Thread(target=scan_all)
+    scanner.start()
+    try:
+        assert fitting.wait(120), "no candidate round started"
+        # the round holds the state's lock in the process's stepper; the 15 scans returned
+        assert scanned.wait(120), "a scan waited for the candidate round"
+        # the 10th (its step fits) and the five after it are queued, none lost
+        assert online_table.OnlineStore(t.uri).queued_count() == 6
+    finally:
+        gate.set()
+        scanner.join(120)
+    assert t.online.wait(300)
+    status = t.online.status()
+    assert status["queries"] == 15 and len(status["states"]) > 1
+    state = json.loads((Path(t.uri) / online_table.DIRECTORY / "state.json").read_text())
+    assert state["engine"]["manager"]["recent"] == sqls  # in the order scanned
+    assert online_table.OnlineStore(t.uri).queued_count() == 0
+
+
 def state_refs(t: Table) -> set[str]:
     state = json.loads((Path(t.uri) / online_table.DIRECTORY / "state.json").read_text())
     items = state["engine"]["manager"]["states"]
@@ -545,6 +588,7 @@ def test_the_state_names_its_layouts_and_keeps_only_those_named(spark: Any, tmp_
     sqls = queries(30, seed=1) + [f"b >= {k} AND b < {k + 40}" for k in range(0, 900, 30)]
     for sql in sqls:
         t.scan(sql)
+        assert t.online.wait(300)  # a step with a candidate round is taken in the background
         named = state_refs(t)
         seen |= named
         # every layout the state names is on disk, and nothing else is

@@ -31,7 +31,12 @@ Safety:
   the queued scans first, in the order they were queued. So no scan is
   lost or counted twice (the state names the queue files its step applied),
   two processes never start two switches, and a scan's time is never spent
-  waiting on another process.
+  waiting on another process;
+* nor on a candidate round: a scan whose step would fit candidates
+  (:meth:`OnlineEngine.fits_next`) queues itself and a background thread of
+  its process (the *stepper*) takes the step under the lock; the scans queued
+  meanwhile follow in their order, so the decisions are those of stepping
+  every scan in turn.
 
 Files under ``<table>/_lakelayout/online/``: ``state.json`` (configuration,
 α and how it was measured, reorganizer with its random generator position,
@@ -103,6 +108,10 @@ QUEUE_DIRECTORY = "queue"
 LOCK_WAIT = 120.0
 #: queued scans one step applies at most (the rest wait for the next)
 QUEUE_DRAIN = 1000
+#: a scan whose step would fit candidates (seconds) leaves it to a background thread of its
+#: process, which holds the state's lock meanwhile (scans are queued); False: the scan's
+#: own thread fits, as before (bench/bench_online_step.py times both)
+ROUNDS_IN_BACKGROUND = True
 #: the state's list of the queue files its last step applied (removed after the save)
 APPLIED_KEY = "queue_applied"
 #: table property: "true" while online reorganization is enabled ("" = off)
@@ -481,6 +490,8 @@ class _Controller:
         self.engine: OnlineEngine | None = None
         self.document: dict[str, Any] = {}
         self.worker: threading.Thread | None = None
+        #: the thread taking a step with a candidate round off a scan's path, if any
+        self.stepper: threading.Thread | None = None
         self.hooks: OptimizeHooks | None = None
         self._token: tuple[int, int] = (0, 0)
         self._blocks = 1
@@ -566,14 +577,43 @@ class _Controller:
     # ------------------------------------------------------------ queries
 
     def observe(self, table: Table, where: str, predicate: Predicate, snap: Snapshot) -> None:
-        """One scan's step under the state's lock. When another process holds the lock
-        the scan is queued for the next step (the holder's or this process's), never
-        waited for on the query's path."""
-        with self.lock, self.store.locked(wait=False) as held:
-            if held:
-                self._step(table, snap, (where, predicate), rewrite=True)
-            else:
+        """One scan's step under the state's lock. When another process (or this
+        process's stepper) holds the lock the scan is queued for the next step, never
+        waited for on the query's path; so is a scan whose step would fit candidates
+        (:data:`ROUNDS_IN_BACKGROUND`), which the stepper thread then takes."""
+        with self.store.locked(wait=False) as held:
+            if not held:
                 self.store.enqueue(where)
+                return
+            with self.lock:
+                done = self._step(
+                    table, snap, (where, predicate), rewrite=True, fits=not ROUNDS_IN_BACKGROUND
+                )
+                if not done:
+                    self._start_stepper(table)
+
+    def _start_stepper(self, table: Table) -> None:
+        """A thread that takes the next step, candidate round included, off the scan's
+        path (one at a time: a stepper not yet past its step will apply what is queued)."""
+        if self.stepper is not None and self.stepper.is_alive():
+            return
+        self.stepper = threading.Thread(
+            target=self._background_step, args=(table,), name="lakelayout-online-step",
+            daemon=True,
+        )  # fmt: skip
+        self.stepper.start()
+
+    def _background_step(self, table: Table) -> None:
+        try:
+            with self.store.locked(wait=True), self.lock:
+                try:
+                    self._step(table, table.snapshot(), None, rewrite=True)
+                finally:
+                    self.stepper = None  # under the locks: a later scan starts a new one
+        except Exception as exc:  # e.g. StateLocked: the scans stay queued for the next step
+            if self.stepper is threading.current_thread():
+                self.stepper = None
+            logger.warning("online state of %s: background step not taken: %s", self.uri, exc)
 
     def drain(self, table: Table, snap: Snapshot) -> None:
         """Apply the scans queued by other processes (for ``status()``; a switch they call
@@ -589,38 +629,58 @@ class _Controller:
         scan: tuple[str, Predicate] | None,
         *,
         rewrite: bool,
-    ) -> None:
+        fits: bool = True,
+    ) -> bool:
         """Load, price the queued scans then ``scan`` on every state, move the counters,
-        maybe start a switch, save."""
+        maybe start a switch, save.
+
+        With ``fits`` false the step stops before a scan whose step would fit candidates
+        (:meth:`OnlineEngine.fits_next`): that scan and the ones after it stay queued
+        (``scan`` is queued), and the step returns False for a stepper to go on from
+        there. True otherwise.
+        """
         try:
             engine = self.load(table, snap)
         except LakelayoutError:
-            return  # an unreadable state: status() reports it; the scan goes on
+            return True  # an unreadable state: status() reports it; the scan goes on
         if engine is None:
-            return
+            return True
         applied: list[Path] = []
+        stopped = False
         try:
             self._blocks = max(1, len(snap.files))
-            self._maybe_resample(table, snap, engine)
+            if fits:
+                self._maybe_resample(table, snap, engine)
             real = functools.partial(
                 _real_costs, files=snap.files, root=self.uri, schema=snap.schema
             )
             queued = self.store.queued()
-            if queued:  # scans queued by other processes ran before this one
-                bind = _binder(table, snap, str(self.document.get("timezone") or "UTC"))
-                # a step that saved and stopped before removing its queue files
-                done = set(self.document.get(APPLIED_KEY) or ())
-                for path, sql in queued:
-                    applied.append(path)
-                    if path.name in done:
-                        continue
-                    earlier = bind(sql)
-                    if earlier is not None:  # None: the schema changed since
-                        engine.observe(sql, earlier, real)
+            bind = _binder(table, snap, str(self.document.get("timezone") or "UTC"))
+            # a step that saved and stopped before removing its queue files took these
+            done = set(self.document.get(APPLIED_KEY) or ())
+            # scans queued by other processes (or while a stepper held the lock) ran first
+            items: list[tuple[Path | None, str, Predicate | None]] = [
+                (path, sql, None) for path, sql in queued
+            ]
             if scan is not None:
-                engine.observe(scan[0], scan[1], real)
+                items.append((None, scan[0], scan[1]))
+            for path, sql, predicate in items:
+                if path is not None and path.name in done:
+                    applied.append(path)
+                    continue
+                if predicate is None:
+                    predicate = bind(sql)
+                if predicate is not None:  # None: the schema changed since it was queued
+                    if not fits and engine.fits_next(predicate, real):
+                        stopped = True
+                        break
+                    engine.observe(sql, predicate, real)
+                if path is not None:
+                    applied.append(path)
+            if stopped and scan is not None:
+                self.store.enqueue(scan[0])  # after everything queued before it
             engine.last_error = ""
-            if rewrite:
+            if rewrite and not stopped:
                 self._maybe_rewrite(table, snap)
         except Exception as exc:  # the reorganizer must never fail the user's scan
             engine.last_error = f"{type(exc).__name__}: {exc}"
@@ -629,6 +689,7 @@ class _Controller:
         self.document[APPLIED_KEY] = [path.name for path in applied]
         self.save()
         self.store.dequeue(applied)
+        return not stopped
 
     def _maybe_resample(self, table: Table, snap: Snapshot, engine: OnlineEngine) -> None:
         """Take a new sample when the table grew or shrank by half since the last one
@@ -736,10 +797,15 @@ class _Controller:
             self.save()
 
     def wait(self, timeout: float | None = None) -> bool:
-        worker = self.worker
-        if worker is not None:
-            worker.join(timeout)
-            return not worker.is_alive()
+        """Wait for this process's background step, then for the rewrite it may start."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for attr in ("stepper", "worker"):
+            thread = getattr(self, attr)
+            if thread is None:
+                continue
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                return False
         return True
 
 
@@ -1015,6 +1081,9 @@ class Online:
         """The state as stored, after settling a rewrite interrupted in another process and
         applying the scans other processes queued."""
         store = self._ctl.store
+        stepper = self._ctl.stepper
+        if stepper is not None:  # this process's step off a scan's path comes first
+            stepper.join(LOCK_WAIT)
         if store.state.exists():  # (never enabled: nothing to lock, nothing written)
             with store.locked(wait=True), self._ctl.lock:
                 snap = self._table.snapshot()

@@ -200,6 +200,49 @@ def test_fit_before_draw_fits_on_the_query_that_fills_the_counter(
         assert decider.counters[sid] == pytest.approx(want)
 
 
+@pytest.mark.parametrize("early", [False, True])
+def test_fits_next_says_which_step_will_fit_candidates(sample: pa.Table, early: bool) -> None:
+    """The live table leaves a step that fits candidates to a background thread: it asks
+    ``fits_next`` before each query, which must name exactly the steps whose ``observe``
+    then calls the fit callback (the periodic round; with ``fit_before_draw``, the query
+    that makes the reorganizer draw) and change nothing itself."""
+    rng = np.random.default_rng(11)
+    config = OnlineConfig(
+        alpha=4.0, window=30, interval=7, max_states=5, seed=1,
+        mid_phase_join=early, fit_before_draw=early,
+    )  # fmt: skip
+    fitted: list[int] = []
+    fit = fitter(sample, ["qdtree", "hilbert"])
+
+    def counting(predicates: Sequence[Predicate]) -> list[Candidate]:
+        fitted.append(engine.manager.queries)
+        return list(fit(predicates))
+
+    engine = OnlineEngine(config, sample, counting)
+    arrival = Arrival(sample)
+
+    def real(predicates: Sequence[Predicate]) -> np.ndarray:
+        if engine.applied == AS_IS:
+            return arrival(predicates)
+        return engine.virtual(engine.applied).costs(predicates)
+
+    predicted, happened = [], []
+    sqls = [on_x(rng) if (k // 20) % 2 == 0 else on_y(rng) for k in range(80)]
+    for sql in sqls:
+        predicate = parse_predicate(sql, sample.schema)
+        before = (json.dumps(engine.to_dict(), sort_keys=True), len(fitted))
+        predicted.append(engine.fits_next(predicate, real))
+        assert (json.dumps(engine.to_dict(), sort_keys=True), len(fitted)) == before
+        engine.observe(sql, predicate, real)
+        happened.append(len(fitted) > before[1])
+        if engine.wants_switch():
+            engine.committed(engine.begin())
+    assert predicted == happened
+    assert sum(happened) >= 80 // 7
+    if early:
+        assert engine.draw_fits >= 1  # a draw's fit was among them, off the periodic rounds
+
+
 def test_a_near_duplicate_candidate_is_rejected_by_epsilon(sample: pa.Table) -> None:
     rng = np.random.default_rng(2)
     window = [parse_predicate(on_x(rng), sample.schema) for _ in range(40)]

@@ -378,6 +378,19 @@ class OnlineEngine:
             self.refresh(real)
         return step
 
+    def fits_next(self, predicate: Predicate, real: RealCosts) -> bool:
+        """Whether serving ``predicate`` next fits candidates: a round is due at it, or
+        (``fit_before_draw``) it makes the reorganizer draw. That step takes seconds where
+        the others take milliseconds. Nothing changes."""
+        if (self.manager.queries + 1) % self.manager.interval == 0:
+            return True
+        return bool(
+            self.config.fit_before_draw
+            and isinstance(self.decider, Reorganizer)
+            and self._fitted_at < self.manager.queries
+            and self.decider.draws_after(self._costs(predicate, real))
+        )
+
     def _costs(self, predicate: Predicate, real: RealCosts) -> dict[str, float]:
         return {sid: float(v[0]) for sid, v in self.prices([predicate], real).items()}
 
