@@ -112,6 +112,9 @@ QUEUE_DRAIN = 1000
 #: process, which holds the state's lock meanwhile (scans are queued); False: the scan's
 #: own thread fits, as before (bench/bench_online_step.py times both)
 ROUNDS_IN_BACKGROUND = True
+#: steps the stepper takes after its own to apply the scans queued while it held the lock
+#: (bounded: scans arriving faster than it applies them wait for the next scan's step)
+STEPPER_PASSES = 3
 #: the state's list of the queue files its last step applied (removed after the save)
 APPLIED_KEY = "queue_applied"
 #: table property: "true" while online reorganization is enabled ("" = off)
@@ -608,6 +611,11 @@ class _Controller:
             with self.store.locked(wait=True), self.lock:
                 try:
                     self._step(table, table.snapshot(), None, rewrite=True)
+                    # the scans queued while it held the lock, before letting go of it
+                    for _ in range(STEPPER_PASSES):
+                        if not self.store.queued_count():
+                            break
+                        self._step(table, table.snapshot(), None, rewrite=True)
                 finally:
                     self.stepper = None  # under the locks: a later scan starts a new one
         except Exception as exc:  # e.g. StateLocked: the scans stay queued for the next step
