@@ -174,6 +174,27 @@ def test_a_layout_rebuilt_from_its_json_shares_the_costs() -> None:
     assert book.priced == len(p)
 
 
+def test_retain_forgets_other_layouts_and_old_costs_and_prices_the_same() -> None:
+    predicates = _parsed(FIT_ON + ["ti NOT IN (1, 3, 10)"])
+    expected = _reference(LAYOUTS, predicates)
+    book = CostBook(SAMPLE)
+    assert np.array_equal(book.matrix(LAYOUTS, predicates), expected)
+    kept = [LAYOUTS[0], LAYOUTS[4]]
+    book.retain(kept, predicates=len(predicates))  # no more predicates than the limit
+    assert set(book._states) == {book.key(layout) for layout in kept}
+    assert all(len(book._costs[key]) == len(predicates) for key in book._states)
+    priced = book.priced
+    assert np.array_equal(book.matrix(kept, predicates), expected[:, [0, 4]])
+    assert book.priced == priced  # the kept layouts' costs were kept
+    # beyond the limit every memoized cost goes; the layouts' virtual files stay
+    book.retain(kept, predicates=len(predicates) - 1)
+    assert set(book._states) == {book.key(layout) for layout in kept}
+    assert not book._pids and all(not memo for memo in book._costs.values())
+    # what was forgotten is rebuilt on demand, the same floats
+    assert np.array_equal(book.matrix(LAYOUTS, predicates), expected)
+    assert book.priced == priced + len(LAYOUTS) * len(predicates)
+
+
 def test_a_function_of_a_column_is_priced_one_layout_at_a_time() -> None:
     """``i + 1`` overflows on a single-valued block holding INT_MAX: the rule gives up for
     every file it was asked about at once, so stacked files would lose the skipping other

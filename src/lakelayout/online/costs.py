@@ -170,6 +170,8 @@ class VirtualState:
 
 #: stacks of virtual files a :class:`CostBook` keeps (one per recent set of layouts priced)
 STACKS = 4
+#: distinct predicates whose costs :meth:`CostBook.retain` keeps memoized
+PREDICATES_KEPT = 20_000
 
 
 def predicate_key(predicate: Predicate) -> tuple[str, Predicate]:
@@ -243,6 +245,27 @@ class CostBook:
             self._states[key] = state
             self._costs[key] = {}
         return state
+
+    def retain(self, layouts: Sequence[Layout], *, predicates: int = PREDICATES_KEPT) -> None:
+        """Forget the virtual files and costs of every layout but ``layouts``, and every
+        memoized cost once more than ``predicates`` distinct predicates were priced.
+
+        A live table's engine prices each round's candidates once and then only its
+        states, for as long as its process runs: without this the book would keep every
+        candidate ever fitted. What is forgotten is rebuilt on demand, the same.
+        """
+        keep = {self.key(layout) for layout in layouts}
+        if any(k not in keep for k in self._states):
+            self._states = {k: v for k, v in self._states.items() if k in keep}
+            self._costs = {k: v for k, v in self._costs.items() if k in keep}
+            self._keys = {i: lk for i, lk in self._keys.items() if lk[1] in keep}
+            self._stacks = OrderedDict(
+                (keys, stack) for keys, stack in self._stacks.items() if keep.issuperset(keys)
+            )
+        if len(self._pids) > predicates:
+            self._pids.clear()
+            for memo in self._costs.values():
+                memo.clear()
 
     def costs(self, layout: Layout, predicates: Sequence[Predicate]) -> np.ndarray:
         """``c(layout, q)`` for each predicate."""

@@ -578,11 +578,13 @@ class OnlineEngine:
         fit: Fitter,
         bind: Callable[[str], Predicate | None],
         layouts: LayoutResolver | None = None,
+        book: CostBook | None = None,
     ) -> OnlineEngine:
         """Inverse of :meth:`to_dict`; ``bind`` parses the window's SQL again, ``layouts``
-        finds the layouts states name."""
+        finds the layouts states name; ``book``: a cost book of ``sample`` to go on with
+        (a reload keeps the virtual files and costs already made)."""
         try:
-            out = cls(OnlineConfig.from_dict(data["config"]), sample, fit)
+            out = cls(OnlineConfig.from_dict(data["config"]), sample, fit, book=book)
             out.manager = LayoutManager.from_dict(data["manager"], bind, layouts)
             out.decider = decider_from_dict(data["decider"])
             out.applied = str(data["applied"])

@@ -87,6 +87,8 @@ class ManagedState:
     label: str
     layout: Layout | None
     added_at: int
+    #: :attr:`layout_digest` when known already (the state was read from a reference)
+    digest: str | None = field(default=None, repr=False, compare=False)
 
     @functools.cached_property
     def layout_json(self) -> str:
@@ -94,10 +96,12 @@ class ManagedState:
         layout's rank tables make it a few hundred kilobytes)."""
         return self.layout.to_json() if self.layout is not None else "null"
 
-    @functools.cached_property
+    @property
     def layout_digest(self) -> str:
         """A name for the layout's document: equal documents, equal names."""
-        return hashlib.sha256(self.layout_json.encode("utf-8")).hexdigest()[:32]
+        if self.digest is None:
+            self.digest = hashlib.sha256(self.layout_json.encode("utf-8")).hexdigest()[:32]
+        return self.digest
 
     def to_dict(self, *, refs: bool = False) -> dict[str, Any]:
         """With ``refs`` the layout is named by :attr:`layout_digest`, not written out: the
@@ -123,7 +127,7 @@ class ManagedState:
             layout = from_json(json.dumps(document)) if document is not None else None
         return cls(
             id=str(data["id"]), label=str(data["label"]), layout=layout,
-            added_at=int(data["added_at"]),
+            added_at=int(data["added_at"]), digest=str(ref) if ref is not None else None,
         )  # fmt: skip
 
 
