@@ -572,6 +572,56 @@ def test_a_scan_does_not_wait_for_the_candidate_round_its_step_brings(
     assert status["queries"] == 15 and len(status["states"]) > 1
 
 
+def test_appended_files_are_laid_out_by_a_catch_up_once_they_cost_what_it_does(
+    spark: Any, tmp_path: Path
+) -> None:
+    t = make_table(spark, tmp_path / "t")
+    # one candidate in the first round (query 20); after the switch to it the table's
+    # state is the only one (the table as it was leaves) until the next round (query 40)
+    t.online.enable(**{**SETTINGS, "interval": 20, "max_states": 2})
+    k = scan_until_switch(t, queries(40))
+    assert k < 30, "no switch was decided"
+    assert t.online.wait(300)
+    [switch] = t.online.history()
+    assert switch["status"] == "done" and switch["kind"] == "switch"
+    ctl = online_table.controller(t.uri)
+    layout = ctl.engine.layout_of(switch["target"])
+    before = t.to_df().collect()
+    t.append(gen(spark, 4_000, seed=9, parts=4, start=ROWS))
+    files = delta.snapshot(t.uri).files
+    appended = online_table.plan_switch(t.uri, files, layout)[0]
+    assert appended.sum() == 4  # the appends, not laid out by the table's layout
+    scans = 0
+    for sql in queries(38 - k, seed=8):  # before the next round
+        t.scan(sql)
+        scans += 1
+        if t.online.status()["rewrite_pending"] or t.online.status()["catch_ups"]:
+            break
+    assert t.online.wait(300)
+    status, history = t.online.status(), t.online.history()
+    assert [h["kind"] for h in history] == ["switch", "catch-up"], [
+        (h["source_label"], h["target_label"], h["reason"], h["query"]) for h in history
+    ] + [status["states"]]
+    catch_up = history[1]
+    assert catch_up["status"] == "done", catch_up["error"]
+    assert catch_up["source"] == catch_up["target"] == switch["target"] == status["applied"]
+    assert catch_up["files_removed"] == 4 and 0 < catch_up["share"] < 0.5
+    # it came when the queries' extra reading reached the rewrite's cost, not at once
+    assert scans > 1 and catch_up["reason"].startswith("catch-up")
+    assert status["switches"] == 1 and status["catch_ups"] == 1
+    alpha = SETTINGS["alpha"]
+    assert status["reorganization_cost"] == pytest.approx(
+        alpha + alpha * max(catch_up["share"], 0.05)
+    )
+    # every live file is laid out by the table's layout now, and no row was lost or doubled
+    after = delta.snapshot(t.uri).files
+    assert not online_table.plan_switch(t.uri, after, layout)[0].any()
+    assert same_rows(
+        t.to_df(),
+        spark.createDataFrame(before).unionByName(gen(spark, 4_000, seed=9, parts=4, start=ROWS)),
+    )
+
+
 def state_refs(t: Table) -> set[str]:
     state = json.loads((Path(t.uri) / online_table.DIRECTORY / "state.json").read_text())
     items = state["engine"]["manager"]["states"]

@@ -194,7 +194,8 @@ def online_status(path: Annotated[str, typer.Argument(help="table location")]) -
     console.print(f"α = {_fmt_num(s['alpha'])} ({how})", highlight=False)
     console.print(
         f"queries {s['queries']}  phase {s['phase'] if s['phase'] is not None else '-'}  "
-        f"switches {s['switches']}  failed rewrites {s['failed_rewrites']}  "
+        f"switches {s['switches']}  catch-ups {s.get('catch_ups', 0)}  "
+        f"failed rewrites {s['failed_rewrites']}  "
         f"window {s['window']}  interval {s['interval']}  ε {s['epsilon']:g}  "
         f"γ {s['gamma']:g}  predictor {s.get('predictor', 'phase')}"
         f"{_predictor_detail(s)}"
@@ -239,8 +240,9 @@ def online_status(path: Annotated[str, typer.Argument(help="table location")]) -
 
 @online_app.command("history")
 def online_history(path: Annotated[str, typer.Argument(help="table location")]) -> None:
-    """Every switch: at which query, from, to, why, how it ended, time and files
-    (removed, added, and kept as they were: already laid out by the target)."""
+    """Every switch (and catch-up: the table's layout applied to the files it did not
+    write): at which query, from, to, why, how it ended, time and files (removed, added,
+    and kept as they were: already laid out by the target)."""
     from lakelayout.api import Table
 
     try:

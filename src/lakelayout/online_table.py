@@ -32,7 +32,11 @@ Safety:
   lost or counted twice (the state names the queue files its step applied),
   two processes never start two switches, and a scan's time is never spent
   waiting on another process;
-* nor on a candidate round: a scan whose step would fit candidates
+* files appended after a switch are laid out by a *catch-up* (the table's
+  layout applied to them in the background, like a switch) once what the
+  queries read beyond that layout in them reaches α × their share of the
+  table (rent or buy; :meth:`OnlineEngine.wants_catch_up`);
+* no scan waits on a candidate round: a scan whose step would fit candidates
   (:meth:`OnlineEngine.fits_next`) queues itself and a background thread of
   its process (the *stepper*) takes the step under the lock; the scans queued
   meanwhile follow in their order, so the decisions are those of stepping
@@ -502,6 +506,7 @@ class _Controller:
         self._layouts: dict[str, Layout] = {}
         self._named: frozenset[str] | None = None  # what the last save named (None: unknown)
         self._sample_cache: tuple[tuple[int, int], pa.Table] | None = None
+        self._unlaid_cache: tuple[tuple[int, str], tuple[np.ndarray, dict[str, int]]] | None = None
 
     # ------------------------------------------------------------ state
 
@@ -669,6 +674,7 @@ class _Controller:
         if engine is None:
             return True
         applied: list[Path] = []
+        seen: list[Predicate] = []  # the scans this step applied
         stopped = False
         try:
             self._blocks = max(1, len(snap.files))
@@ -698,13 +704,15 @@ class _Controller:
                         stopped = True
                         break
                     engine.observe(sql, predicate, real)
+                    seen.append(predicate)
                 if path is not None:
                     applied.append(path)
             if stopped and scan is not None:
                 self.store.enqueue(scan[0])  # after everything queued before it
+            share = self._charge_unlaid(snap, engine, seen)
             engine.last_error = ""
             if rewrite and not stopped:
-                self._maybe_rewrite(table, snap)
+                self._maybe_rewrite(table, snap, share)
         except Exception as exc:  # the reorganizer must never fail the user's scan
             engine.last_error = f"{type(exc).__name__}: {exc}"
         # saved with the state: the queue files this step took, so that a step stopped
@@ -727,18 +735,77 @@ class _Controller:
         engine.replace_sample(sample)
         self.document["sample_base_rows"] = rows
 
-    def _maybe_rewrite(self, table: Table, snap: Snapshot) -> None:
-        """Start the rewrite to the reorganizer's state if it differs from the table's."""
+    def _unlaid(self, snap: Snapshot, engine: OnlineEngine) -> tuple[np.ndarray, dict[str, int]]:
+        """Per live file, whether the table's layout did not write it and does not place it
+        (:func:`plan_switch` to the state the table is in; all False for the table as it
+        was), and the files it places; once per table version and state."""
+        layout = engine.layout_of(engine.applied)
+        key = (snap.version, engine.applied)
+        if self._unlaid_cache is None or self._unlaid_cache[0] != key:
+            if layout is None or len(snap.files) == 0:
+                found: tuple[np.ndarray, dict[str, int]] = (np.zeros(len(snap.files), bool), {})
+            else:
+                found = plan_switch(self.uri, snap.files, layout)
+            self._unlaid_cache = (key, found)
+        return self._unlaid_cache[1]
+
+    def _charge_unlaid(
+        self, snap: Snapshot, engine: OnlineEngine, predicates: Sequence[Predicate]
+    ) -> float:
+        """What ``predicates`` read beyond the table's layout in the files it did not
+        write (charged to the engine's catch-up account); the share of the table's bytes
+        in those files."""
+        mask, _ = self._unlaid(snap, engine)
+        sizes = np.asarray(snap.files.sizes, dtype=np.float64)
+        total = float(sizes.sum())
+        if not mask.any() or total <= 0:
+            return 0.0
+        share = float(sizes[mask].sum()) / total
+        if predicates:
+            layout = engine.layout_of(engine.applied)
+            assert layout is not None
+            read = table_costs(predicates, snap.files.take(mask), root=self.uri, schema=snap.schema)
+            laid = engine.book.costs(layout, predicates)
+            engine.charge_unlaid(share * float(np.maximum(read - laid, 0.0).sum()))
+        return share
+
+    def _maybe_rewrite(self, table: Table, snap: Snapshot, share: float = 0.0) -> None:
+        """Start the rewrite to the reorganizer's state if it differs from the table's; or
+        else a catch-up when the files the table's layout did not write (``share`` of the
+        table) cost the queries what rewriting them would (:meth:`OnlineEngine.wants_catch_up`)."""
         engine = self.engine
         assert engine is not None
-        if self._running_here() or engine.pending is not None or not engine.wants_switch():
+        if self._running_here() or engine.pending is not None:
+            return
+        if not engine.wants_switch():
+            if engine.wants_catch_up(share):
+                self._catch_up(table, snap, share)
             return
         layout = engine.layout_of(engine.target)
         if layout is None:  # cannot happen: only the initial state has no layout
             engine.failed(engine.begin(), "the target state has no layout")
             return
         rewrite, keep = plan_switch(self.uri, snap.files, layout)
-        record = engine.begin()
+        self._start_rewrite(table, snap, engine.begin(), layout, rewrite, keep)
+
+    def _catch_up(self, table: Table, snap: Snapshot, share: float) -> None:
+        engine = self.engine
+        assert engine is not None
+        layout = engine.layout_of(engine.applied)
+        assert layout is not None
+        rewrite, keep = self._unlaid(snap, engine)
+        self._start_rewrite(table, snap, engine.begin_catch_up(share), layout, rewrite, keep)
+
+    def _start_rewrite(
+        self,
+        table: Table,
+        snap: Snapshot,
+        record: Switch,
+        layout: Layout,
+        rewrite: np.ndarray,
+        keep: dict[str, int],
+    ) -> None:
+        """Mark ``record`` pending with what it rewrites, save, rewrite in a thread."""
         record.owner = os.getpid()
         record.read_version = snap.version
         record.inputs = [str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if r]

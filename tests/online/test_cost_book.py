@@ -175,7 +175,7 @@ def test_a_layout_rebuilt_from_its_json_shares_the_costs() -> None:
 
 
 def test_retain_forgets_other_layouts_and_old_costs_and_prices_the_same() -> None:
-    predicates = _parsed(FIT_ON + ["ti NOT IN (1, 3, 10)"])
+    predicates = _parsed([*FIT_ON, "ti NOT IN (1, 3, 10)"])
     expected = _reference(LAYOUTS, predicates)
     book = CostBook(SAMPLE)
     assert np.array_equal(book.matrix(LAYOUTS, predicates), expected)

@@ -243,6 +243,48 @@ def test_fits_next_says_which_step_will_fit_candidates(sample: pa.Table, early: 
         assert engine.draw_fits >= 1  # a draw's fit was among them, off the periodic rounds
 
 
+def test_a_catch_up_is_rent_or_buy_and_leaves_the_decider_alone(sample: pa.Table) -> None:
+    """The table's layout is applied to the files it did not write once the queries' extra
+    reading of them reached α × their share (at least α × CATCH_UP_MIN_SHARE); it moves
+    no state, a failed one reverts nothing, and status charges it α × share."""
+    rng = np.random.default_rng(3)
+    config = OnlineConfig(alpha=4.0, window=30, interval=10, max_states=2, seed=0)
+    engine = OnlineEngine(config, sample, fitter(sample, ["qdtree"]))
+    assert not engine.wants_catch_up(0.5)  # the table as it was: no layout to apply
+    drive(engine, sample, [on_x(rng) for _ in range(40)])
+    [switch] = [h for h in engine.history if h.status == "done"]
+    assert engine.applied == switch.target and engine.layout_of(engine.applied) is not None
+    share = 0.2
+    engine.charge_unlaid(4.0 * share - 0.01)
+    assert not engine.wants_catch_up(share)
+    engine.charge_unlaid(-5.0)  # never negative: a query reading less credits nothing
+    engine.charge_unlaid(0.01)
+    assert engine.wants_catch_up(share)
+    assert not engine.wants_catch_up(0.0)  # nothing to lay out
+    # a small share is charged as CATCH_UP_MIN_SHARE: α × 0.05 = 0.2 > 0.04 × 4
+    small = OnlineEngine.from_dict(
+        engine.to_dict(), sample, fitter(sample, ["qdtree"]),
+        lambda sql: parse_predicate(sql, sample.schema),
+    )  # fmt: skip
+    small.unlaid_extra = 0.19
+    assert not small.wants_catch_up(0.04) and small.catch_up_cost(0.04) == pytest.approx(0.2)
+    current, applied = engine.decider.current, engine.applied
+    record = engine.begin_catch_up(share)
+    assert (record.kind, record.source, record.target) == ("catch-up", applied, applied)
+    assert engine.unlaid_extra == 0.0 and engine.pending is record
+    assert not engine.wants_catch_up(share)  # one rewrite at a time
+    engine.failed(record, "boom")
+    assert (engine.decider.current, engine.applied) == (current, applied)
+    again = engine.begin_catch_up(share)
+    engine.committed(again)
+    assert (engine.decider.current, engine.applied) == (current, applied)
+    status = engine.status()
+    assert (status["switches"], status["catch_ups"], status["failed_rewrites"]) == (1, 1, 1)
+    assert status["reorganization_cost"] == pytest.approx(4.0 + 4.0 * share)
+    saved = json.loads(json.dumps(engine.to_dict()))
+    assert [h["kind"] for h in saved["history"]] == ["switch", "catch-up", "catch-up"]
+
+
 def test_a_near_duplicate_candidate_is_rejected_by_epsilon(sample: pa.Table) -> None:
     rng = np.random.default_rng(2)
     window = [parse_predicate(on_x(rng), sample.schema) for _ in range(40)]

@@ -195,6 +195,10 @@ class RealCosts(Protocol):
 Fitter = Callable[[Sequence[Predicate]], Sequence[Candidate]]
 
 
+#: the least share of the table a catch-up is charged for (:meth:`OnlineEngine.catch_up_cost`)
+CATCH_UP_MIN_SHARE = 0.05
+
+
 @dataclass
 class Switch:
     """One switch of the table's layout, as history reports it."""
@@ -222,6 +226,12 @@ class Switch:
     inputs: list[str] = field(default_factory=list)
     owner: int = 0
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    #: ``"switch"`` (to another state) or ``"catch-up"`` (the table's own layout applied
+    #: to the files it did not write: appends since the switch)
+    kind: str = "switch"
+    #: the share of the table's bytes the rewrite was planned on (a switch: the whole
+    #: table, α full scans; a catch-up: its files, α × share)
+    share: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -303,6 +313,9 @@ class OnlineEngine:
         self._fitted_at = 0
         #: candidate rounds run because a draw was due (``fit_before_draw``)
         self.draw_fits = 0
+        #: full scans queries spent since the last rewrite reading files the table's
+        #: layout did not write beyond what that layout would have kept of them
+        self.unlaid_extra = 0.0
 
     # ------------------------------------------------------------------ pricing
 
@@ -462,6 +475,52 @@ class OnlineEngine:
         self.history.append(record)
         return record
 
+    # ------------------------------------------------------------------ catch-ups
+
+    def charge_unlaid(self, extra: float) -> None:
+        """Queries read ``extra`` full scans more than they would have if the files the
+        table's layout did not write (appends since the switch) were laid out by it."""
+        self.unlaid_extra += max(0.0, float(extra))
+
+    def catch_up_cost(self, share: float) -> float:
+        """What rewriting ``share`` of the table's bytes costs, in full scans: α × share,
+        at least α × :data:`CATCH_UP_MIN_SHARE` (a rewrite's fixed costs do not shrink
+        with its files)."""
+        return self.config.alpha * max(float(share), CATCH_UP_MIN_SHARE)
+
+    def wants_catch_up(self, share: float) -> bool:
+        """Rent or buy: lay the files the table's layout did not write (``share`` of the
+        table's bytes) out with it once the queries' extra cost reading them reached what
+        rewriting them costs (:meth:`catch_up_cost`). Never while a rewrite is pending or
+        the decider wants another state, nor for the table as it was (no layout)."""
+        return (
+            share > 0.0
+            and self.pending is None
+            and not self.wants_switch()
+            and self.layout_of(self.applied) is not None
+            and self.unlaid_extra >= self.catch_up_cost(share)
+        )
+
+    def begin_catch_up(self, share: float) -> Switch:
+        """Record the start of a catch-up: the table's layout applied to its other files."""
+        record = Switch(
+            query=self.manager.queries,
+            source=self.applied,
+            target=self.applied,
+            reason=(
+                f"catch-up: {self.unlaid_extra:.2f} full scans read beyond the layout in "
+                f"{share:.1%} of the table not laid out by it"
+            ),
+            source_label=self.label_of(self.applied),
+            target_label=self.label_of(self.applied),
+            phase=int(getattr(self.decider, "phase", 0)),
+            kind="catch-up",
+            share=float(share),
+        )
+        self.history.append(record)
+        self.unlaid_extra = 0.0
+        return record
+
     def find(self, record_id: str) -> Switch | None:
         """The history record with ``record_id`` (None if unknown)."""
         return next((s for s in self.history if s.id == record_id), None)
@@ -474,6 +533,9 @@ class OnlineEngine:
     def committed(self, record: Switch, **metrics: Any) -> None:
         """The rewrite of ``record`` committed: the table is in its target now."""
         self._finish(record, "done", **metrics)
+        if record.kind == "catch-up":
+            return
+        self.unlaid_extra = 0.0  # a new layout: what its files cost starts over
         previous, self.applied = self.applied, record.target
         state = self.manager.states.get(previous)
         if previous != record.target and state is not None and state.layout is None:
@@ -485,9 +547,11 @@ class OnlineEngine:
             self.manager.remove(previous)
 
     def failed(self, record: Switch, error: str, **metrics: Any) -> None:
-        """The rewrite failed: the table is still in ``applied``; so is the decider now."""
+        """The rewrite failed: the table is still in ``applied``; so is the decider now
+        (a failed catch-up changes no state: its files wait for the next rewrite)."""
         self._finish(record, "failed", error=error, **metrics)
-        self.decider.revert(self.applied)
+        if record.kind != "catch-up":
+            self.decider.revert(self.applied)
 
     def _finish(self, record: Switch, status: str, **metrics: Any) -> None:
         record.status = status
@@ -520,7 +584,8 @@ class OnlineEngine:
                     "applied": sid == self.applied,
                 }
             )
-        done = [s for s in self.history if s.status == "done"]
+        done = [s for s in self.history if s.status == "done" and s.kind == "switch"]
+        caught = [s for s in self.history if s.status == "done" and s.kind == "catch-up"]
         return {
             "policy": self.config.policy,
             "alpha": self.config.alpha,
@@ -547,7 +612,10 @@ class OnlineEngine:
             "states": states,
             "query_cost": self.query_cost,
             "switches": len(done),
-            "reorganization_cost": self.config.alpha * len(done),
+            "catch_ups": len(caught),
+            "unlaid_extra": self.unlaid_extra,
+            "reorganization_cost": self.config.alpha * len(done)
+            + sum(self.catch_up_cost(s.share) for s in caught),
             "failed_rewrites": sum(s.status == "failed" for s in self.history),
             "rewrite_seconds": sum(s.seconds or 0.0 for s in self.history),
             "last_error": self.last_error,
@@ -568,6 +636,7 @@ class OnlineEngine:
             "pending_reason": self._pending_reason,
             "fitted_at": self._fitted_at,
             "draw_fits": self.draw_fits,
+            "unlaid_extra": self.unlaid_extra,
         }
 
     @classmethod
@@ -594,6 +663,7 @@ class OnlineEngine:
             out._pending_reason = str(data.get("pending_reason", ""))
             out._fitted_at = int(data.get("fitted_at", 0))
             out.draw_fits = int(data.get("draw_fits", 0))
+            out.unlaid_extra = float(data.get("unlaid_extra", 0.0))
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidOption(f"not a saved online state: {exc!r}") from exc
         return out
