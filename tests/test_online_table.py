@@ -572,6 +572,12 @@ def test_a_scan_does_not_wait_for_the_candidate_round_its_step_brings(
     assert status["queries"] == 15 and len(status["states"]) > 1
 
 
+def small_files(t: Table, layout: Any) -> int:
+    """Live files below the size a switch keeps (half an average block of the layout)."""
+    sizes = np.asarray(delta.snapshot(t.uri).files.sizes, dtype=np.float64)
+    return int((sizes < 0.5 * sizes.sum() / layout.n_blocks).sum())
+
+
 def test_appended_files_are_laid_out_by_a_catch_up_once_they_cost_what_it_does(
     spark: Any, tmp_path: Path
 ) -> None:
@@ -584,42 +590,45 @@ def test_appended_files_are_laid_out_by_a_catch_up_once_they_cost_what_it_does(
     assert t.online.wait(300)
     [switch] = t.online.history()
     assert switch["status"] == "done" and switch["kind"] == "switch"
-    ctl = online_table.controller(t.uri)
-    layout = ctl.engine.layout_of(switch["target"])
+    layout = online_table.controller(t.uri).engine.layout_of(switch["target"])
     before = t.to_df().collect()
-    t.append(gen(spark, 4_000, seed=9, parts=4, start=ROWS))
-    files = delta.snapshot(t.uri).files
-    appended = online_table.plan_switch(t.uri, files, layout)[0]
-    assert appended.sum() == 4  # the appends, not laid out by the table's layout
-    scans = 0
-    for sql in queries(38 - k, seed=8):  # before the next round
-        t.scan(sql)
-        scans += 1
-        if t.online.status()["rewrite_pending"] or t.online.status()["catch_ups"]:
-            break
-    assert t.online.wait(300)
-    status, history = t.online.status(), t.online.history()
-    assert [h["kind"] for h in history] == ["switch", "catch-up"], [
-        (h["source_label"], h["target_label"], h["reason"], h["query"]) for h in history
-    ] + [status["states"]]
-    catch_up = history[1]
-    assert catch_up["status"] == "done", catch_up["error"]
-    assert catch_up["source"] == catch_up["target"] == switch["target"] == status["applied"]
-    assert catch_up["files_removed"] == 4 and 0 < catch_up["share"] < 0.5
-    # it came when the queries' extra reading reached the rewrite's cost, not at once
-    assert scans > 1 and catch_up["reason"].startswith("catch-up")
-    assert status["switches"] == 1 and status["catch_ups"] == 1
+    appends = [gen(spark, 3_000, seed=9 + r, parts=4, start=ROWS + 3_000 * r) for r in (0, 1)]
+    sqls = iter(queries(60, seed=8))
+    small = []
+    for r, rows in enumerate(appends):
+        t.append(rows)
+        files = delta.snapshot(t.uri).files
+        appended = online_table.plan_switch(t.uri, files, layout)[0]
+        assert appended.sum() == 4  # the append's files, not laid out by the table's layout
+        scans = 0
+        while len(t.online.history()) < 2 + r:
+            t.scan(next(sqls))
+            scans += 1
+        assert t.online.wait(300)
+        catch_up = t.online.history()[-1]
+        assert catch_up["kind"] == "catch-up" and catch_up["status"] == "done", catch_up
+        assert catch_up["source"] == catch_up["target"] == switch["target"]
+        # it came when the queries' extra reading reached the rewrite's cost, not at once
+        assert scans > 1 and catch_up["reason"].startswith("catch-up")
+        # it rewrote the appended files (and the small files the layout wrote before)
+        assert {str(p) for p in files.paths[appended]} <= set(catch_up["inputs"])
+        # every live file is laid out by the table's layout now
+        assert not online_table.plan_switch(t.uri, delta.snapshot(t.uri).files, layout)[0].any()
+        small.append(small_files(t, layout))
+    # the second merged the first's pieces: a block gains at most one small file
+    assert small[1] <= layout.n_blocks
+    status = t.online.status()
+    assert status["switches"] == 1 and status["catch_ups"] == 2
+    assert status["applied"] == switch["target"]
+    shares = [h["share"] for h in t.online.history()[1:]]
     alpha = SETTINGS["alpha"]
+    assert all(0 < share < 0.6 for share in shares)
     assert status["reorganization_cost"] == pytest.approx(
-        alpha + alpha * max(catch_up["share"], 0.05)
+        alpha + sum(alpha * max(share, 0.05) for share in shares)
     )
-    # every live file is laid out by the table's layout now, and no row was lost or doubled
-    after = delta.snapshot(t.uri).files
-    assert not online_table.plan_switch(t.uri, after, layout)[0].any()
-    assert same_rows(
-        t.to_df(),
-        spark.createDataFrame(before).unionByName(gen(spark, 4_000, seed=9, parts=4, start=ROWS)),
-    )
+    # no row was lost or doubled
+    expected = spark.createDataFrame(before).unionByName(appends[0]).unionByName(appends[1])
+    assert same_rows(t.to_df(), expected)
 
 
 def state_refs(t: Table) -> set[str]:

@@ -194,7 +194,8 @@ def online_status(path: Annotated[str, typer.Argument(help="table location")]) -
     console.print(f"α = {_fmt_num(s['alpha'])} ({how})", highlight=False)
     console.print(
         f"queries {s['queries']}  phase {s['phase'] if s['phase'] is not None else '-'}  "
-        f"switches {s['switches']}  catch-ups {s.get('catch_ups', 0)}  "
+        f"switches {s['switches']}  catch-ups "
+        f"{s.get('catch_ups', 0) if s.get('catch_up', True) else 'off'}  "
         f"failed rewrites {s['failed_rewrites']}  "
         f"window {s['window']}  interval {s['interval']}  ε {s['epsilon']:g}  "
         f"γ {s['gamma']:g}  predictor {s.get('predictor', 'phase')}"

@@ -83,7 +83,7 @@ from lakelayout.cluster.config import block_roll_size
 from lakelayout.errors import InvalidOption, LakelayoutError, StateLocked
 from lakelayout.expr.nodes import Predicate
 from lakelayout.expr.parse import parse_predicate
-from lakelayout.layouts.base import Layout, placed_blocks
+from lakelayout.layouts.base import KEEP_MIN_BLOCK_SHARE, Layout, placed_blocks
 from lakelayout.layouts.base import from_json as layout_from_json
 from lakelayout.online.candidates import FAMILIES, check_families, fit_candidates
 from lakelayout.online.costs import table_costs
@@ -749,6 +749,25 @@ class _Controller:
             self._unlaid_cache = (key, found)
         return self._unlaid_cache[1]
 
+    def _catch_up_plan(
+        self, snap: Snapshot, engine: OnlineEngine
+    ) -> tuple[np.ndarray, dict[str, int], float]:
+        """What a catch-up rewrites: the files the table's layout did not write or place,
+        and the small files it wrote (below :data:`KEEP_MIN_BLOCK_SHARE` of an average
+        block: earlier catch-ups' pieces, merged so that a block gains at most one small
+        file); the files it places (recorded as their blocks); the share of the table's
+        bytes it rewrites."""
+        unlaid, keep = self._unlaid(snap, engine)
+        layout = engine.layout_of(engine.applied)
+        sizes = np.asarray(snap.files.sizes, dtype=np.float64)
+        total = float(sizes.sum())
+        if layout is None or total <= 0 or not unlaid.any():
+            return unlaid, keep, 0.0
+        floor = KEEP_MIN_BLOCK_SHARE * total / max(1, layout.n_blocks)
+        small = ~unlaid & (sizes < floor) & laid_out_by(self.uri, snap.files, layout)
+        rewrite = unlaid | small
+        return rewrite, keep, float(sizes[rewrite].sum()) / total
+
     def _charge_unlaid(
         self, snap: Snapshot, engine: OnlineEngine, predicates: Sequence[Predicate]
     ) -> float:
@@ -769,17 +788,23 @@ class _Controller:
             engine.charge_unlaid(share * float(np.maximum(read - laid, 0.0).sum()))
         return share
 
-    def _maybe_rewrite(self, table: Table, snap: Snapshot, share: float = 0.0) -> None:
+    def _maybe_rewrite(self, table: Table, snap: Snapshot, unlaid: float = 0.0) -> None:
         """Start the rewrite to the reorganizer's state if it differs from the table's; or
-        else a catch-up when the files the table's layout did not write (``share`` of the
-        table) cost the queries what rewriting them would (:meth:`OnlineEngine.wants_catch_up`)."""
+        else, when files the table's layout did not write make ``unlaid`` of the table, a
+        catch-up once they cost the queries what it does (:meth:`OnlineEngine.wants_catch_up`,
+        :meth:`_catch_up_plan`)."""
         engine = self.engine
         assert engine is not None
         if self._running_here() or engine.pending is not None:
             return
         if not engine.wants_switch():
-            if engine.wants_catch_up(share):
-                self._catch_up(table, snap, share)
+            if unlaid > 0 and engine.wants_catch_up(unlaid):  # (it rewrites at least those)
+                rewrite, keep, share = self._catch_up_plan(snap, engine)
+                if engine.wants_catch_up(share):
+                    layout = engine.layout_of(engine.applied)
+                    assert layout is not None
+                    record = engine.begin_catch_up(share)
+                    self._start_rewrite(table, snap, record, layout, rewrite, keep)
             return
         layout = engine.layout_of(engine.target)
         if layout is None:  # cannot happen: only the initial state has no layout
@@ -787,14 +812,6 @@ class _Controller:
             return
         rewrite, keep = plan_switch(self.uri, snap.files, layout)
         self._start_rewrite(table, snap, engine.begin(), layout, rewrite, keep)
-
-    def _catch_up(self, table: Table, snap: Snapshot, share: float) -> None:
-        engine = self.engine
-        assert engine is not None
-        layout = engine.layout_of(engine.applied)
-        assert layout is not None
-        rewrite, keep = self._unlaid(snap, engine)
-        self._start_rewrite(table, snap, engine.begin_catch_up(share), layout, rewrite, keep)
 
     def _start_rewrite(
         self,
@@ -1034,6 +1051,7 @@ class Online:
         admission_sample: int = 0,
         half_life: int = 2000,
         sample_rows: int = SAMPLE_ROWS,
+        catch_up: bool = True,
         _set_property: bool = True,
     ) -> dict[str, Any]:
         """Start online reorganization; the initial status.
@@ -1060,8 +1078,10 @@ class Online:
         of the time-biased sample of the whole stream that admission and pruning
         compare layouts on, as the paper does (0: the window), a query
         ``half_life`` queries older weighing half; ``sample_rows``: rows of the
-        sample virtual files are built on. Everything is checked before any
-        job runs.
+        sample virtual files are built on; ``catch_up``: lay out the files
+        appended since the last rewrite with the table's layout once reading
+        them costs what rewriting them does (docs/online.md, "Appends:
+        catch-ups"). Everything is checked before any job runs.
         """
         if isinstance(alpha, str):
             if alpha != "measured":
@@ -1086,6 +1106,7 @@ class Online:
             history=history,
             admission_sample=admission_sample,
             half_life=half_life,
+            catch_up=catch_up,
         )
         chosen = check_families(list(families))
         if isinstance(sample_rows, bool) or not isinstance(sample_rows, int) or sample_rows < 100:

@@ -261,6 +261,12 @@ def test_a_catch_up_is_rent_or_buy_and_leaves_the_decider_alone(sample: pa.Table
     engine.charge_unlaid(0.01)
     assert engine.wants_catch_up(share)
     assert not engine.wants_catch_up(0.0)  # nothing to lay out
+    engine.config = OnlineConfig(**{**config.to_dict(), "catch_up": False})
+    assert not engine.wants_catch_up(share)  # turned off
+    assert engine.status()["catch_up"] is False
+    engine.config = config
+    with pytest.raises(InvalidOption, match="catch_up must be true or false"):
+        OnlineConfig(alpha=4.0, catch_up="yes")  # type: ignore[arg-type]
     # a small share is charged as CATCH_UP_MIN_SHARE: α × 0.05 = 0.2 > 0.04 × 4
     small = OnlineEngine.from_dict(
         engine.to_dict(), sample, fitter(sample, ["qdtree"]),

@@ -86,7 +86,9 @@ class OnlineConfig:
     on which a second set of candidates is fitted (0: the window only, as in
     the paper); ``admission_sample``: queries in the time-biased sample of the
     whole stream that admission and pruning compare layouts on (0: the window),
-    a query ``half_life`` queries older weighing half as much.
+    a query ``half_life`` queries older weighing half as much; ``catch_up``: lay
+    out files appended since the last rewrite with the table's layout when they
+    cost what that rewrite does (:meth:`OnlineEngine.wants_catch_up`).
     """
 
     alpha: float
@@ -106,6 +108,7 @@ class OnlineConfig:
     history: int = 0
     admission_sample: int = 0
     half_life: int = 2000
+    catch_up: bool = True
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -119,6 +122,8 @@ class OnlineConfig:
             raise InvalidOption(
                 f"mid_phase_join must be true or false, got {self.mid_phase_join!r}"
             )
+        if not isinstance(self.catch_up, bool):
+            raise InvalidOption(f"catch_up must be true or false, got {self.catch_up!r}")
         if not isinstance(self.fit_before_draw, bool):
             raise InvalidOption(
                 f"fit_before_draw must be true or false, got {self.fit_before_draw!r}"
@@ -494,7 +499,8 @@ class OnlineEngine:
         rewriting them costs (:meth:`catch_up_cost`). Never while a rewrite is pending or
         the decider wants another state, nor for the table as it was (no layout)."""
         return (
-            share > 0.0
+            self.config.catch_up
+            and share > 0.0
             and self.pending is None
             and not self.wants_switch()
             and self.layout_of(self.applied) is not None
@@ -612,6 +618,7 @@ class OnlineEngine:
             "states": states,
             "query_cost": self.query_cost,
             "switches": len(done),
+            "catch_up": self.config.catch_up,
             "catch_ups": len(caught),
             "unlaid_extra": self.unlaid_extra,
             "reorganization_cost": self.config.alpha * len(done)
