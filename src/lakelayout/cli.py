@@ -571,6 +571,13 @@ _FitBeforeDraw = Annotated[
         help="oreo with --mid-phase-join: fit candidates on the window when a draw is due"
     ),
 ]
+_CatchUp = Annotated[
+    bool,
+    typer.Option(
+        help="online policies: lay out what is inserted after a switch with the table's "
+        "layout when reading it costs what that rewrite does (a live table's catch-up)"
+    ),
+]
 _PredictorWindow = Annotated[
     int,
     typer.Option(help="oreo --predictor recent: queries its weights average over (0: --window)"),
@@ -609,7 +616,7 @@ _HalfLife = Annotated[
 _ONLINE_OPTIONS = frozenset(
     ("alpha", "window", "interval", "epsilon", "max_states", "gamma", "predictor",
      "predictor_window", "predictor_weight", "mid_phase_join", "fit_before_draw", "history", "admission_sample",
-     "half_life")
+     "half_life", "catch_up")
 )  # fmt: skip
 
 
@@ -630,6 +637,7 @@ def _online_settings(
     admission_sample: int,
     half_life: int,
     seed: int,
+    catch_up: bool = True,
 ) -> object:
     """The online policies' settings (InvalidOption on a bad value)."""
     from lakelayout.errors import InvalidOption
@@ -657,6 +665,7 @@ def _online_settings(
         history=history,
         admission_sample=admission_sample,
         half_life=half_life,
+        catch_up=catch_up,
     )
 
 
@@ -771,6 +780,7 @@ def bench_tpch(
     predictor_weight: _PredictorWeight = "skipped",
     mid_phase_join: _MidPhaseJoin = False,
     fit_before_draw: _FitBeforeDraw = False,
+    catch_up: _CatchUp = True,
     history: _History = 0,
     admission_sample: _AdmissionSample = 0,
     half_life: _HalfLife = 2000,
@@ -823,6 +833,7 @@ def bench_logs(
     predictor_weight: _PredictorWeight = "skipped",
     mid_phase_join: _MidPhaseJoin = False,
     fit_before_draw: _FitBeforeDraw = False,
+    catch_up: _CatchUp = True,
     history: _History = 0,
     admission_sample: _AdmissionSample = 0,
     half_life: _HalfLife = 2000,
@@ -871,6 +882,7 @@ def bench_taxi(
     predictor_weight: _PredictorWeight = "skipped",
     mid_phase_join: _MidPhaseJoin = False,
     fit_before_draw: _FitBeforeDraw = False,
+    catch_up: _CatchUp = True,
     history: _History = 0,
     admission_sample: _AdmissionSample = 0,
     half_life: _HalfLife = 2000,

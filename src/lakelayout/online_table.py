@@ -752,41 +752,23 @@ class _Controller:
     def _catch_up_plan(
         self, snap: Snapshot, engine: OnlineEngine
     ) -> tuple[np.ndarray, dict[str, int], float]:
-        """What a catch-up rewrites: the files the table's layout did not write or place,
-        and the small files it wrote (below :data:`KEEP_MIN_BLOCK_SHARE` of an average
-        block: earlier catch-ups' pieces, merged so that a block gains at most one small
-        file); the files it places (recorded as their blocks); the share of the table's
-        bytes it rewrites."""
+        """What a catch-up rewrites (:func:`catch_up_files`), the files it places, the share
+        of the table's bytes it rewrites."""
         unlaid, keep = self._unlaid(snap, engine)
         layout = engine.layout_of(engine.applied)
-        sizes = np.asarray(snap.files.sizes, dtype=np.float64)
-        total = float(sizes.sum())
-        if layout is None or total <= 0 or not unlaid.any():
+        if layout is None:
             return unlaid, keep, 0.0
-        floor = KEEP_MIN_BLOCK_SHARE * total / max(1, layout.n_blocks)
-        small = ~unlaid & (sizes < floor) & laid_out_by(self.uri, snap.files, layout)
-        rewrite = unlaid | small
-        return rewrite, keep, float(sizes[rewrite].sum()) / total
+        rewrite, share = catch_up_files(self.uri, snap.files, layout, unlaid)
+        return rewrite, keep, share
 
     def _charge_unlaid(
         self, snap: Snapshot, engine: OnlineEngine, predicates: Sequence[Predicate]
     ) -> float:
-        """What ``predicates`` read beyond the table's layout in the files it did not
-        write (charged to the engine's catch-up account); the share of the table's bytes
-        in those files."""
-        mask, _ = self._unlaid(snap, engine)
-        sizes = np.asarray(snap.files.sizes, dtype=np.float64)
-        total = float(sizes.sum())
-        if not mask.any() or total <= 0:
-            return 0.0
-        share = float(sizes[mask].sum()) / total
-        if predicates:
-            layout = engine.layout_of(engine.applied)
-            assert layout is not None
-            read = table_costs(predicates, snap.files.take(mask), root=self.uri, schema=snap.schema)
-            laid = engine.book.costs(layout, predicates)
-            engine.charge_unlaid(share * float(np.maximum(read - laid, 0.0).sum()))
-        return share
+        """Charge the engine's catch-up account with what ``predicates`` read beyond the
+        table's layout in the files it did not write (:func:`charge_unlaid`); the share of
+        the table's bytes in those files."""
+        unlaid, _ = self._unlaid(snap, engine)
+        return charge_unlaid(engine, predicates, snap, unlaid, self.uri)
 
     def _maybe_rewrite(self, table: Table, snap: Snapshot, unlaid: float = 0.0) -> None:
         """Start the rewrite to the reorganizer's state if it differs from the table's; or
@@ -914,6 +896,48 @@ class _Controller:
             if thread.is_alive():
                 return False
         return True
+
+
+def catch_up_files(
+    root: str, files: FileStats, layout: Layout, unlaid: np.ndarray
+) -> tuple[np.ndarray, float]:
+    """What a catch-up with ``layout`` rewrites: the ``unlaid`` files (not written or placed
+    by it) and the small files it wrote (below :data:`KEEP_MIN_BLOCK_SHARE` of an average
+    block: earlier catch-ups' pieces, merged so that a block carries at most one small
+    file); and the share of the table's bytes that is. Nothing when nothing is unlaid."""
+    sizes = np.asarray(files.sizes, dtype=np.float64)
+    total = float(sizes.sum())
+    if total <= 0 or not unlaid.any():
+        return np.zeros(len(files), dtype=bool), 0.0
+    floor = KEEP_MIN_BLOCK_SHARE * total / max(1, layout.n_blocks)
+    small = ~unlaid & (sizes < floor) & laid_out_by(root, files, layout)
+    rewrite = unlaid | small
+    return rewrite, float(sizes[rewrite].sum()) / total
+
+
+def charge_unlaid(
+    engine: OnlineEngine,
+    predicates: Sequence[Predicate],
+    snap: Snapshot,
+    unlaid: np.ndarray,
+    root: str,
+) -> float:
+    """Charge ``engine``'s catch-up account (:meth:`OnlineEngine.charge_unlaid`) with what
+    ``predicates`` read in the ``unlaid`` files beyond what the table's layout would keep
+    of them: per query ``share × max(0, read − laid)``, ``read`` the fraction of their
+    bytes the query keeps on their real statistics, ``laid`` the fraction it keeps of the
+    layout's virtual files. Returns ``share``, their part of the table's bytes."""
+    sizes = np.asarray(snap.files.sizes, dtype=np.float64)
+    total = float(sizes.sum())
+    layout = engine.layout_of(engine.applied)
+    if layout is None or not unlaid.any() or total <= 0:
+        return 0.0
+    share = float(sizes[unlaid].sum()) / total
+    if predicates:
+        read = table_costs(predicates, snap.files.take(unlaid), root=root, schema=snap.schema)
+        laid = engine.book.costs(layout, predicates)
+        engine.charge_unlaid(share * float(np.maximum(read - laid, 0.0).sum()))
+    return share
 
 
 def _binder(table: Table, snap: Snapshot, timezone: str) -> Callable[[str], Predicate | None]:

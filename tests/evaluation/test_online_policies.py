@@ -245,6 +245,41 @@ def test_reused_snapshots_give_the_results_of_fresh_ones(spark: Any, tmp_path: P
         assert versions == sorted(versions) and len(set(versions)) >= 3, name
 
 
+def test_inserts_after_a_switch_are_laid_out_by_a_catch_up_in_the_replay_too(
+    spark: Any, tmp_path: Path
+) -> None:
+    ds = taxi_dataset(spark, 3_000, tmp_path, batches=3, seed=5)
+    queries = wl.generate(
+        wl.TAXI_TEMPLATES, 60, seed=3, shape="drift", segment_length=60, names=["distance"]
+    )
+    config = ReplayConfig(
+        mode="logical", rows_per_file=500, sample_rows=3_000, full_scans=1, warmup=False,
+        rewrite_alpha=2.0,
+    )  # fmt: skip
+    runs = {}
+    for catch_up in (True, False):
+        settings = OnlineSettings(
+            alpha=2.0, window=20, interval=10, families=("qdtree",), catch_up=catch_up
+        )
+        results = replay(
+            make_policies(["regret"], settings), ds, queries, tmp_path / f"c{catch_up}", config,
+            spark=spark,
+        )  # fmt: skip
+        runs[catch_up] = results["runs"][0]
+    kinds = [r["kind"] for r in runs[True]["rewrites"]]
+    caught = [r for r in runs[True]["rewrites"] if r["kind"].startswith("catch-up in")]
+    assert caught, kinds
+    assert not any(k.startswith("catch-up") for k in (r["kind"] for r in runs[False]["rewrites"]))
+    # each after a switch (the table's layout exists) and charged α × the share it rewrote
+    first_switch = kinds.index(next(k for k in kinds if k.startswith("switch to")))
+    assert kinds.index(caught[0]["kind"]) > first_switch
+    for r in caught:
+        assert r["bytes_removed"] > 0 and r["cost_seconds"] > 0
+    assert "catch-ups" in runs[True]["description"]
+    rows = online_rows({"runs": [runs[True]], "full_scan_seconds": 1.0, "mode": "logical"})
+    assert rows[0]["catch_ups"] == len(caught)
+
+
 def test_fit_before_draw_is_oreo_s_and_needs_the_mid_phase_join() -> None:
     settings = OnlineSettings(alpha=5.0, mid_phase_join=True, fit_before_draw=True)
     assert settings.config("oreo", 5.0).fit_before_draw

@@ -42,11 +42,13 @@ def online_rows(results: Mapping[str, Any]) -> list[dict[str, Any]]:
         query_s = float(totals["query_cost_seconds"])
         rewrite_s = float(totals["rewrite_seconds"])
         switches = sum(str(r["kind"]).startswith("switch to") for r in run["rewrites"])
+        catch_ups = sum(str(r["kind"]).startswith("catch-up") for r in run["rewrites"])
         rows.append(
             {
                 "policy": run["policy"],
                 "knows": KNOWS[run["policy"]],
                 "switches": switches,
+                "catch_ups": catch_ups,
                 "rewrites": len(run["rewrites"]),
                 "query_scans": query_s / full if full else None,
                 "rewrite_scans": rewrite_s / full if full else None,
@@ -99,7 +101,7 @@ def online_table(results: Mapping[str, Any]) -> RichTable | None:
         table.add_row(
             r["policy"],
             r["knows"],
-            str(r["switches"]),
+            str(r["switches"]) + (f" (+{r['catch_ups']} catch-ups)" if r["catch_ups"] else ""),
             _f(r["query_scans"], ".1f"),
             _f(r["rewrite_scans"], ".1f"),
             _f(r["total_scans"], ".1f"),

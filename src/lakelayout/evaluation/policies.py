@@ -616,6 +616,9 @@ class OnlineSettings:
     #: switch does (:func:`apply_blocks`; False: one file per block, as switches before
     #: aa587cf; for comparisons)
     split_blocks: bool = True
+    #: lay out what was inserted after a switch with the table's layout when it pays
+    #: (a live table's catch-up; False: inserts wait for the next switch, as before)
+    catch_up: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.alpha, str) and self.alpha != "measured":
@@ -642,6 +645,7 @@ class OnlineSettings:
             history=self.history,
             admission_sample=self.admission_sample,
             half_life=self.half_life,
+            catch_up=self.catch_up,
         )
 
 
@@ -776,8 +780,10 @@ class OnlinePolicy(Policy):
 
     They share the layout manager (candidates fitted on the sliding window,
     ε-admission) and differ in the decision rule. The table starts as
-    inserted; a switch rewrites every file not laid out by the chosen layout
-    (inserts made meanwhile are laid out by the next switch).
+    inserted; a switch rewrites every file not laid out by the chosen layout.
+    Inserts made after a switch are laid out by a catch-up, as on a live table
+    (:meth:`~lakelayout.online.engine.OnlineEngine.wants_catch_up`; off with
+    ``catch_up=False``), or else by the next switch.
     """
 
     knows = "online"
@@ -789,6 +795,9 @@ class OnlinePolicy(Policy):
         self.engine: OnlineEngine | None = None
         self.alpha_note = ""
         self.description = f"[online] {_ONLINE_DESCRIPTIONS[kind]}"
+        #: (table version, state) -> the files the state's layout did not write or place,
+        #: and those it places
+        self._unlaid: tuple[tuple[int, str], tuple[np.ndarray, dict[str, int]]] | None = None
 
     def on_insert(self, ctx: Context, new_files: Sequence[str]) -> None:
         if self.engine is not None:
@@ -815,11 +824,34 @@ class OnlinePolicy(Policy):
         def real(predicates: Sequence[Predicate]) -> np.ndarray:
             return table_costs(predicates, snap.files, root=uri, schema=snap.schema)
 
-        engine.observe(query.sql, ctx.predicates([query])[0], real)
+        predicate = ctx.predicates([query])[0]
+        engine.observe(query.sql, predicate, real)
+        if engine.config.catch_up:
+            from lakelayout.online_table import charge_unlaid
+
+            charge_unlaid(engine, [predicate], snap, self._unlaid_files(ctx, snap)[0], uri)
+
+    def _unlaid_files(self, ctx: Context, snap: Snapshot) -> tuple[np.ndarray, dict[str, int]]:
+        engine = self.engine
+        assert engine is not None
+        from lakelayout.online_table import plan_switch
+
+        key = (snap.version, engine.applied)
+        if self._unlaid is None or self._unlaid[0] != key:
+            layout = engine.layout_of(engine.applied)
+            if layout is None or not len(snap.files):
+                found: tuple[np.ndarray, dict[str, int]] = (np.zeros(len(snap.files), bool), {})
+            else:
+                found = plan_switch(ctx.table.uri, snap.files, layout)
+            self._unlaid = (key, found)
+        return self._unlaid[1]
 
     def may_reorganize(self, ctx: Context) -> None:
         engine = self.engine
-        if engine is None or not engine.wants_switch():
+        if engine is None:
+            return
+        if not engine.wants_switch():
+            self._may_catch_up(ctx)
             return
         record = engine.begin()
         layout = engine.layout_of(record.target)
@@ -834,11 +866,38 @@ class OnlinePolicy(Policy):
         engine.committed(record)
         self._describe()
 
+    def _may_catch_up(self, ctx: Context) -> None:
+        """A catch-up as a live table's (``online_table``): when the files the table's
+        layout did not write cost the queries what rewriting them would."""
+        from lakelayout.online_table import catch_up_files
+
+        engine = self.engine
+        assert engine is not None
+        layout = engine.layout_of(engine.applied)
+        if layout is None or not engine.config.catch_up:
+            return
+        snap = latest_snapshot(ctx)
+        unlaid, keep = self._unlaid_files(ctx, snap)
+        sizes = np.asarray(snap.files.sizes, dtype=np.float64)
+        if not unlaid.any() or not engine.wants_catch_up(float(sizes[unlaid].sum() / sizes.sum())):
+            return
+        rewrite, share = catch_up_files(ctx.table.uri, snap.files, layout, unlaid)
+        if not engine.wants_catch_up(share):
+            return
+        record = engine.begin_catch_up(share)
+        files = [str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if r]
+        ctx.rewrite(
+            f"catch-up in {record.target_label}", lambda: apply_blocks(ctx, layout, files, keep)
+        )
+        engine.committed(record)
+        self._describe()
+
     def _describe(self) -> None:
         engine = self.engine
         assert engine is not None
         c = engine.config
-        switches = sum(s.status == "done" for s in engine.history)
+        switches = sum(s.status == "done" and s.kind == "switch" for s in engine.history)
+        caught = sum(s.status == "done" and s.kind == "catch-up" for s in engine.history)
         extra = ""
         if c.policy == "oreo":
             extra = f", seed {c.seed}, γ={c.gamma:g}"
@@ -854,6 +913,7 @@ class OnlinePolicy(Policy):
             f"[online] {_ONLINE_DESCRIPTIONS[self.kind]}{extra}; α={c.alpha:.1f} "
             f"({self.alpha_note}); window {c.window}, candidates every {c.interval}, "
             f"ε={c.epsilon:g}, ≤{c.max_states} states; {switches} switches"
+            + (f", {caught} catch-ups" if caught else "")
         )
 
 
