@@ -26,6 +26,7 @@ import time
 import numpy as np
 import pyarrow as pa
 
+from bench_online_step import write_in_files
 from lakelayout.api import Table
 from lakelayout.table.session import spark_session
 
@@ -44,13 +45,7 @@ def batch(rows: int, seed: int, start: int) -> pa.Table:
 
 
 def make_table(path: str, rows: int, files: int) -> Table:
-    data = batch(rows, 0, 0)
-    per = -(-rows // files)
-    Table.create(path, data.slice(0, per))
-    table = Table(path)
-    for f in range(1, files):
-        table.append(data.slice(f * per, per))
-    return table
+    return write_in_files(path, batch(rows, 0, 0), files)
 
 
 def queries(n: int, seed: int) -> list[str]:

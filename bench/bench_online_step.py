@@ -58,7 +58,12 @@ def make_table(path: str, rows: int, files: int) -> Table:
             "s": pa.array([f"v{i % 9973}" for i in range(rows)]),
         }
     )
-    per = -(-rows // files)
+    return write_in_files(path, data, files)
+
+
+def write_in_files(path: str, data: pa.Table, files: int) -> Table:
+    """A new table of ``data`` in ``files`` files, one commit each (as a stream of inserts)."""
+    per = -(-data.num_rows // files)
     Table.create(path, data.slice(0, per))
     table = Table(path)
     for f in range(1, files):
