@@ -18,7 +18,10 @@ scan it follows, in the same run:
 * ``round`` — :func:`after_scan` for a scan that completes an interval;
 * ``lock`` — taking and releasing the state's file lock, uncontended;
 * ``reload`` — a step after another process wrote the state (as when two
-  processes scan the table in turn: each step loads the other's state first).
+  processes scan the table in turn: each step loads the other's state first);
+* ``contended`` — a step while a second, real process feeds the same scans
+  to the same table at full speed (both processes' scans must all be
+  counted).
 
 The rounds run in the scan's thread (``rounds="foreground"``, as before
 this bench) or in a background thread of the process (``rounds="background"``,
@@ -34,6 +37,8 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -83,6 +88,42 @@ def queries(n: int, seed: int) -> list[str]:
         else:
             out.append(f"{column} >= {lo} AND {column} < {lo + 50_000}")
     return out
+
+
+#: the other process of the contended phase: feeds the same scans through the hook
+OTHER = """
+import os, sys, time
+from lakelayout import online_table
+from lakelayout.api import Table
+from lakelayout.expr.parse import parse_predicate
+
+uri, ready, go = sys.argv[1:4]
+t = Table(uri)
+snap = t.snapshot()
+bound = [(sql, parse_predicate(sql, snap.schema)) for sql in sys.argv[4:]]
+open(ready, "w").close()
+while not os.path.exists(go):
+    time.sleep(0.001)
+started = time.perf_counter()
+for sql, predicate in bound:
+    online_table.after_scan(t, sql, predicate, snap)
+print(f"other process: {len(bound)} scans in {time.perf_counter() - started:.2f} s")
+"""
+
+
+def run_other(tmp: str, uri: str, sqls: list[str]) -> subprocess.Popen[bytes]:
+    """Start the other process; return once it is ready and released (both loops then
+    start together)."""
+    script, ready, go = (os.path.join(tmp, n) for n in ("other.py", "ready", "go"))
+    with open(script, "w", encoding="utf-8") as handle:
+        handle.write(OTHER)
+    proc = subprocess.Popen([sys.executable, script, uri, ready, go, *sqls])
+    while not os.path.exists(ready):
+        if proc.poll() is not None:
+            raise RuntimeError("the other scanning process stopped before it was ready")
+        time.sleep(0.01)
+    open(go, "w").close()
+    return proc
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -175,6 +216,27 @@ def main() -> None:
                 )
             )
 
+        # two real processes: another one scans the table (no JVM: a step reads the Delta
+        # log and the stored sample) while this one's steps are timed, both at full speed
+        before = table.online.status()["queries"]
+        other = run_other(tmp, table.uri, sqls)
+        contended = []
+        try:
+            for sql, predicate in bound:
+                contended.append(
+                    timed(
+                        lambda sql=sql, predicate=predicate, snap=snap: online_table.after_scan(
+                            table, sql, predicate, snap
+                        )
+                    )
+                )
+        finally:
+            assert other.wait(timeout=600) == 0, "the other scanning process failed"
+        took = sum(contended)
+        table.online.wait()
+        counted = table.online.status()["queries"] - before
+        assert counted == 2 * len(bound), (counted, 2 * len(bound))
+
     ms = 1000.0
     print(
         f"one run, {args.scans} scans x {args.repeats} fresh states per mode, interval "
@@ -196,6 +258,12 @@ def main() -> None:
         f"  step after another process wrote the state: median "
         f"{statistics.median(reload) * ms:7.1f}  p90 {pct(reload, 90) * ms:7.1f}  max "
         f"{max(reload) * ms:7.1f}"
+    )
+    print(
+        f"  step while another process scans too: median "
+        f"{statistics.median(contended) * ms:7.1f}  p90 {pct(contended, 90) * ms:7.1f}  max "
+        f"{max(contended) * ms:7.1f}  (this process's {len(contended)} scans in {took:.2f} s; "
+        f"both processes' {2 * len(contended)} counted)"
     )
     same = all(finals[("foreground", r)] == finals[("background", r)] for r in range(args.repeats))
     print(f"  the same states, counters and costs at the end in both modes: {same}")
