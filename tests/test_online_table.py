@@ -676,6 +676,32 @@ def test_the_state_names_its_layouts_and_keeps_only_those_named(spark: Any, tmp_
     assert {p.stem for p in layouts.glob("*.json")} == state_refs(again) == named
 
 
+def test_a_scan_queued_while_a_step_runs_is_applied_before_the_lock_is_let_go(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    t = make_table(spark, tmp_path / "t")
+    t.online.enable(**{**SETTINGS, "alpha": 1e9, "interval": 100})
+    t.scan("a < 10")
+    store_type = online_table.OnlineStore
+    queued = store_type.queued
+    arrived: list[str] = []
+
+    def another_scan_arrives(self: Any, limit: int = online_table.QUEUE_DRAIN) -> Any:
+        out = queued(self, limit)
+        if not arrived:  # another process's scan lands just after the step read the queue
+            arrived.append("a < 77")
+            self.enqueue("a < 77")
+        return out
+
+    monkeypatch.setattr(store_type, "queued", another_scan_arrives)
+    t.scan("a < 20")
+    monkeypatch.undo()
+    store = online_table.OnlineStore(t.uri)
+    state = json.loads(store.state.read_text())  # as saved: no status() to drain the queue
+    assert state["engine"]["manager"]["recent"] == ["a < 10", "a < 20", "a < 77"]
+    assert store.queued_count() == 0
+
+
 def test_scans_feed_nothing_until_enabled_and_bad_options_write_nothing(
     spark: Any, tmp_path: Path
 ) -> None:

@@ -609,9 +609,10 @@ class _Controller:
                 self.store.enqueue(where)
                 return
             with self.lock:
-                done = self._step(
-                    table, snap, (where, predicate), rewrite=True, fits=not ROUNDS_IN_BACKGROUND
-                )
+                fits = not ROUNDS_IN_BACKGROUND
+                done = self._step(table, snap, (where, predicate), rewrite=True, fits=fits)
+                if done and self.store.queued_count():  # queued by others during the step
+                    done = self._step(table, snap, None, rewrite=True, fits=fits)
                 if not done:
                     self._start_stepper(table)
 
