@@ -11,8 +11,8 @@ template on each. Every query is ``Table.scan(sql).df.count()``, the two tables
 alternated query by query, the first one swapped every round; a background
 rewrite is waited for before the next query (so its seconds are not in a
 query's). Printed per table, phase 2 only: bytes the queries kept (file
-pruning), query seconds, rewrites and their seconds, and the ratio without /
-with catch-ups.
+pruning), query seconds, rewrites and their seconds, the online step each scan paid
+(the scan's hook, timed), and the ratio without / with catch-ups.
 
     .venv/bin/python bench/bench_online_appends.py --rows 400000 --rounds 8
 """
@@ -20,6 +20,7 @@ with catch-ups.
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 
@@ -27,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from bench_online_step import write_in_files
+from lakelayout import online_table
 from lakelayout.api import Table
 from lakelayout.table.session import spark_session
 
@@ -91,6 +93,18 @@ def main() -> None:
         print(f"phase 1: {k} queries; laid out by {switched}")
         before = {n: len(t.online.history()) for n, t in tables.items()}
 
+        # the online step of each scan (the hook Table.scan calls), timed per table
+        steps: dict[str, list[float]] = {name: [] for name in names}
+        hook = online_table.after_scan
+
+        def timed_hook(table: Table, *args: object) -> None:
+            started = time.perf_counter()
+            hook(table, *args)  # type: ignore[arg-type]
+            for name in names:
+                if tables[name].uri == table.uri:
+                    steps[name].append(time.perf_counter() - started)
+
+        online_table.after_scan = timed_hook  # type: ignore[assignment]
         kept = dict.fromkeys(names, 0)
         seconds = dict.fromkeys(names, 0.0)
         for r in range(args.rounds):
@@ -106,6 +120,7 @@ def main() -> None:
                     seconds[name] += time.perf_counter() - started
                     kept[name] += result.report.bytes_kept
                     tables[name].online.wait()
+        online_table.after_scan = hook  # type: ignore[assignment]
         mib = 1 << 20
         print(
             f"phase 2: {args.rounds} rounds of an append of {args.append_rows:,} rows, then "
@@ -127,6 +142,11 @@ def main() -> None:
                 f"rows {t.snapshot().files.total_rows:,}"
             )
             assert status["queries"] > 0
+            ms = [1000 * x for x in steps[name]]
+            print(
+                f"  {'':9s} online step per scan: median {statistics.median(ms):.1f} ms, "
+                f"p90 {np.percentile(ms, 90):.1f} ms ({len(ms)} scans)"
+            )
         print(
             f"  none / catch-up: MiB kept {kept['none'] / max(kept['catch-up'], 1):.2f}, "
             f"total s {totals['none'] / totals['catch-up']:.2f}"

@@ -86,7 +86,7 @@ from lakelayout.expr.parse import parse_predicate
 from lakelayout.layouts.base import KEEP_MIN_BLOCK_SHARE, Layout, placed_blocks
 from lakelayout.layouts.base import from_json as layout_from_json
 from lakelayout.online.candidates import FAMILIES, check_families, fit_candidates
-from lakelayout.online.costs import table_costs
+from lakelayout.online.costs import fraction_read, table_costs
 from lakelayout.online.engine import OnlineConfig, OnlineEngine, Switch
 from lakelayout.skipping.store import atomic_write_text
 from lakelayout.stats.model import FileStats
@@ -935,7 +935,9 @@ def charge_unlaid(
         return 0.0
     share = float(sizes[unlaid].sum()) / total
     if predicates:
-        read = table_costs(predicates, snap.files.take(unlaid), root=root, schema=snap.schema)
+        # min/max alone: files no layout wrote have no layout index to add
+        files = snap.files.take(unlaid)
+        read = np.array([fraction_read(p, files, schema=snap.schema) for p in predicates])
         laid = engine.book.costs(layout, predicates)
         engine.charge_unlaid(share * float(np.maximum(read - laid, 0.0).sum()))
     return share
