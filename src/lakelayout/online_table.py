@@ -506,7 +506,7 @@ class _Controller:
         self._layouts: dict[str, Layout] = {}
         self._named: frozenset[str] | None = None  # what the last save named (None: unknown)
         self._sample_cache: tuple[tuple[int, int], pa.Table] | None = None
-        self._unlaid_cache: tuple[tuple[int, str], tuple[np.ndarray, dict[str, int]]] | None = None
+        self.unlaid = UnlaidFiles(uri)
 
     # ------------------------------------------------------------ state
 
@@ -611,10 +611,21 @@ class _Controller:
             with self.lock:
                 fits = not ROUNDS_IN_BACKGROUND
                 done = self._step(table, snap, (where, predicate), rewrite=True, fits=fits)
-                if done and self.store.queued_count():  # queued by others during the step
-                    done = self._step(table, snap, None, rewrite=True, fits=fits)
-                if not done:
+                # and what others queued during the step, before the lock is let go
+                if not (done and self._apply_queued(table, snap, 1, rewrite=True, fits=fits)):
                     self._start_stepper(table)
+
+    def _apply_queued(
+        self, table: Table, snap: Snapshot, passes: int, *, rewrite: bool, fits: bool = True
+    ) -> bool:
+        """Up to ``passes`` steps while scans are queued (the lock held); False when one
+        stopped before a candidate round (``fits`` false, :meth:`_step`)."""
+        for _ in range(passes):
+            if not self.store.queued_count():
+                break
+            if not self._step(table, snap, None, rewrite=rewrite, fits=fits):
+                return False
+        return True
 
     def _start_stepper(self, table: Table) -> None:
         """A thread that takes the next step, candidate round included, off the scan's
@@ -631,12 +642,10 @@ class _Controller:
         try:
             with self.store.locked(wait=True), self.lock:
                 try:
-                    self._step(table, table.snapshot(), None, rewrite=True)
+                    snap = table.snapshot()
+                    self._step(table, snap, None, rewrite=True)
                     # the scans queued while it held the lock, before letting go of it
-                    for _ in range(STEPPER_PASSES):
-                        if not self.store.queued_count():
-                            break
-                        self._step(table, table.snapshot(), None, rewrite=True)
+                    self._apply_queued(table, snap, STEPPER_PASSES, rewrite=True)
                 finally:
                     self.stepper = None  # under the locks: a later scan starts a new one
         except Exception as exc:  # e.g. StateLocked: the scans stay queued for the next step
@@ -648,8 +657,7 @@ class _Controller:
         """Apply the scans queued by other processes (for ``status()``; a switch they call
         for starts at the next scan)."""
         with self.store.locked(wait=True), self.lock:
-            if self.store.queued_count():
-                self._step(table, snap, None, rewrite=False)
+            self._apply_queued(table, snap, 1, rewrite=False)
 
     def _step(
         self,
@@ -684,23 +692,22 @@ class _Controller:
             real = functools.partial(
                 _real_costs, files=snap.files, root=self.uri, schema=snap.schema
             )
+            # scans queued by other processes (or while a stepper held the lock) ran first;
+            # bound to the schema now (None: it changed since, the scan is dropped)
+            items: list[tuple[Path | None, str, Predicate | None]] = []
             queued = self.store.queued()
-            bind = _binder(table, snap, str(self.document.get("timezone") or "UTC"))
-            # a step that saved and stopped before removing its queue files took these
-            done = set(self.document.get(APPLIED_KEY) or ())
-            # scans queued by other processes (or while a stepper held the lock) ran first
-            items: list[tuple[Path | None, str, Predicate | None]] = [
-                (path, sql, None) for path, sql in queued
-            ]
+            if queued:  # (binding looks the table's index functions up)
+                bind = _binder(table, snap, str(self.document.get("timezone") or "UTC"))
+                items = [(path, sql, bind(sql)) for path, sql in queued]
             if scan is not None:
                 items.append((None, scan[0], scan[1]))
+            # a step that saved and stopped before removing its queue files took these
+            done = set(self.document.get(APPLIED_KEY) or ())
             for path, sql, predicate in items:
                 if path is not None and path.name in done:
                     applied.append(path)
                     continue
-                if predicate is None:
-                    predicate = bind(sql)
-                if predicate is not None:  # None: the schema changed since it was queued
+                if predicate is not None:
                     if not fits and engine.fits_next(predicate, real):
                         stopped = True
                         break
@@ -710,10 +717,11 @@ class _Controller:
                     applied.append(path)
             if stopped and scan is not None:
                 self.store.enqueue(scan[0])  # after everything queued before it
-            share = self._charge_unlaid(snap, engine, seen)
+            if engine.config.catch_up:
+                charge_unlaid(engine, seen, snap, self.unlaid.of(snap, engine)[0])
             engine.last_error = ""
             if rewrite and not stopped:
-                self._maybe_rewrite(table, snap, share)
+                self._maybe_rewrite(table, snap)
         except Exception as exc:  # the reorganizer must never fail the user's scan
             engine.last_error = f"{type(exc).__name__}: {exc}"
         # saved with the state: the queue files this step took, so that a step stopped
@@ -736,58 +744,22 @@ class _Controller:
         engine.replace_sample(sample)
         self.document["sample_base_rows"] = rows
 
-    def _unlaid(self, snap: Snapshot, engine: OnlineEngine) -> tuple[np.ndarray, dict[str, int]]:
-        """Per live file, whether the table's layout did not write it and does not place it
-        (:func:`plan_switch` to the state the table is in; all False for the table as it
-        was), and the files it places; once per table version and state."""
-        layout = engine.layout_of(engine.applied)
-        key = (snap.version, engine.applied)
-        if self._unlaid_cache is None or self._unlaid_cache[0] != key:
-            if layout is None or len(snap.files) == 0:
-                found: tuple[np.ndarray, dict[str, int]] = (np.zeros(len(snap.files), bool), {})
-            else:
-                found = plan_switch(self.uri, snap.files, layout)
-            self._unlaid_cache = (key, found)
-        return self._unlaid_cache[1]
-
-    def _catch_up_plan(
-        self, snap: Snapshot, engine: OnlineEngine
-    ) -> tuple[np.ndarray, dict[str, int], float]:
-        """What a catch-up rewrites (:func:`catch_up_files`), the files it places, the share
-        of the table's bytes it rewrites."""
-        unlaid, keep = self._unlaid(snap, engine)
-        layout = engine.layout_of(engine.applied)
-        if layout is None:
-            return unlaid, keep, 0.0
-        rewrite, share = catch_up_files(self.uri, snap.files, layout, unlaid)
-        return rewrite, keep, share
-
-    def _charge_unlaid(
-        self, snap: Snapshot, engine: OnlineEngine, predicates: Sequence[Predicate]
-    ) -> float:
-        """Charge the engine's catch-up account with what ``predicates`` read beyond the
-        table's layout in the files it did not write (:func:`charge_unlaid`); the share of
-        the table's bytes in those files."""
-        unlaid, _ = self._unlaid(snap, engine)
-        return charge_unlaid(engine, predicates, snap, unlaid, self.uri)
-
-    def _maybe_rewrite(self, table: Table, snap: Snapshot, unlaid: float = 0.0) -> None:
+    def _maybe_rewrite(self, table: Table, snap: Snapshot) -> None:
         """Start the rewrite to the reorganizer's state if it differs from the table's; or
-        else, when files the table's layout did not write make ``unlaid`` of the table, a
-        catch-up once they cost the queries what it does (:meth:`OnlineEngine.wants_catch_up`,
-        :meth:`_catch_up_plan`)."""
+        else a catch-up once the files the table's layout did not write cost the queries
+        what it does (:func:`plan_catch_up`)."""
         engine = self.engine
         assert engine is not None
         if self._running_here() or engine.pending is not None:
             return
         if not engine.wants_switch():
-            if unlaid > 0 and engine.wants_catch_up(unlaid):  # (it rewrites at least those)
-                rewrite, keep, share = self._catch_up_plan(snap, engine)
-                if engine.wants_catch_up(share):
-                    layout = engine.layout_of(engine.applied)
-                    assert layout is not None
-                    record = engine.begin_catch_up(share)
-                    self._start_rewrite(table, snap, record, layout, rewrite, keep)
+            unlaid, keep = self.unlaid.of(snap, engine)
+            planned = plan_catch_up(engine, self.uri, snap.files, unlaid)
+            layout = engine.layout_of(engine.applied)
+            if planned is not None and layout is not None:
+                rewrite, share = planned
+                record = engine.begin_catch_up(share)
+                self._start_rewrite(table, snap, record, layout, rewrite, keep)
             return
         layout = engine.layout_of(engine.target)
         if layout is None:  # cannot happen: only the initial state has no layout
@@ -899,6 +871,44 @@ class _Controller:
         return True
 
 
+class UnlaidFiles:
+    """Per live file, whether the layout of the state the table is in did not write it and
+    does not place it (:func:`plan_switch` to that state; all False for the table as it
+    was), and the files it places. Worked out once per table version and state."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self._key: tuple[int, str] | None = None
+        self._found: tuple[np.ndarray, dict[str, int]] = (np.zeros(0, bool), {})
+
+    def of(self, snap: Snapshot, engine: OnlineEngine) -> tuple[np.ndarray, dict[str, int]]:
+        key = (snap.version, engine.applied)
+        if key != self._key:
+            layout = engine.layout_of(engine.applied)
+            if layout is None or len(snap.files) == 0:
+                self._found = (np.zeros(len(snap.files), bool), {})
+            else:
+                self._found = plan_switch(self.root, snap.files, layout)
+            self._key = key
+        return self._found
+
+
+def plan_catch_up(
+    engine: OnlineEngine, root: str, files: FileStats, unlaid: np.ndarray
+) -> tuple[np.ndarray, float] | None:
+    """The catch-up ``engine`` wants now, if any: the files to rewrite
+    (:func:`catch_up_files`) and their share of the table's bytes."""
+    layout = engine.layout_of(engine.applied)
+    sizes = np.asarray(files.sizes, dtype=np.float64)
+    if layout is None or not unlaid.any() or sizes.sum() <= 0:
+        return None
+    # it rewrites at least the unlaid files: no need to look further when they do not pay
+    if not engine.wants_catch_up(float(sizes[unlaid].sum() / sizes.sum())):
+        return None
+    rewrite, share = catch_up_files(root, files, layout, unlaid)
+    return (rewrite, share) if engine.wants_catch_up(share) else None
+
+
 def catch_up_files(
     root: str, files: FileStats, layout: Layout, unlaid: np.ndarray
 ) -> tuple[np.ndarray, float]:
@@ -921,26 +931,23 @@ def charge_unlaid(
     predicates: Sequence[Predicate],
     snap: Snapshot,
     unlaid: np.ndarray,
-    root: str,
-) -> float:
+) -> None:
     """Charge ``engine``'s catch-up account (:meth:`OnlineEngine.charge_unlaid`) with what
     ``predicates`` read in the ``unlaid`` files beyond what the table's layout would keep
-    of them: per query ``share × max(0, read − laid)``, ``read`` the fraction of their
-    bytes the query keeps on their real statistics, ``laid`` the fraction it keeps of the
-    layout's virtual files. Returns ``share``, their part of the table's bytes."""
+    of them: per query ``share × max(0, read − laid)``, ``share`` their part of the
+    table's bytes, ``read`` the fraction of their bytes the query keeps on their real
+    statistics, ``laid`` the fraction it keeps of the layout's virtual files."""
     sizes = np.asarray(snap.files.sizes, dtype=np.float64)
     total = float(sizes.sum())
     layout = engine.layout_of(engine.applied)
-    if layout is None or not unlaid.any() or total <= 0:
-        return 0.0
+    if layout is None or not predicates or not unlaid.any() or total <= 0:
+        return
     share = float(sizes[unlaid].sum()) / total
-    if predicates:
-        # min/max alone: files no layout wrote have no layout index to add
-        files = snap.files.take(unlaid)
-        read = np.array([fraction_read(p, files, schema=snap.schema) for p in predicates])
-        laid = engine.book.costs(layout, predicates)
-        engine.charge_unlaid(share * float(np.maximum(read - laid, 0.0).sum()))
-    return share
+    # min/max alone: files no layout wrote have no layout index to add
+    files = snap.files.take(unlaid)
+    read = np.array([fraction_read(p, files, schema=snap.schema) for p in predicates])
+    laid = engine.book.costs(layout, predicates)
+    engine.charge_unlaid(share * float(np.maximum(read - laid, 0.0).sum()))
 
 
 def _binder(table: Table, snap: Snapshot, timezone: str) -> Callable[[str], Predicate | None]:

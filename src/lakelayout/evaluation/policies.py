@@ -80,6 +80,7 @@ if TYPE_CHECKING:
     from lakelayout.advisor.costmodel import CostModel
     from lakelayout.api import Table
     from lakelayout.expr.nodes import Expr, Predicate
+    from lakelayout.online_table import UnlaidFiles
     from lakelayout.table.delta import Snapshot
 
 
@@ -795,9 +796,7 @@ class OnlinePolicy(Policy):
         self.engine: OnlineEngine | None = None
         self.alpha_note = ""
         self.description = f"[online] {_ONLINE_DESCRIPTIONS[kind]}"
-        #: (table version, state) -> the files the state's layout did not write or place,
-        #: and those it places
-        self._unlaid: tuple[tuple[int, str], tuple[np.ndarray, dict[str, int]]] | None = None
+        self._unlaid: UnlaidFiles | None = None  # made with the first catch-up account
 
     def on_insert(self, ctx: Context, new_files: Sequence[str]) -> None:
         if self.engine is not None:
@@ -829,22 +828,15 @@ class OnlinePolicy(Policy):
         if engine.config.catch_up:
             from lakelayout.online_table import charge_unlaid
 
-            charge_unlaid(engine, [predicate], snap, self._unlaid_files(ctx, snap)[0], uri)
+            charge_unlaid(engine, [predicate], snap, self._unlaid_of(ctx, snap)[0])
 
-    def _unlaid_files(self, ctx: Context, snap: Snapshot) -> tuple[np.ndarray, dict[str, int]]:
-        engine = self.engine
-        assert engine is not None
-        from lakelayout.online_table import plan_switch
+    def _unlaid_of(self, ctx: Context, snap: Snapshot) -> tuple[np.ndarray, dict[str, int]]:
+        from lakelayout.online_table import UnlaidFiles
 
-        key = (snap.version, engine.applied)
-        if self._unlaid is None or self._unlaid[0] != key:
-            layout = engine.layout_of(engine.applied)
-            if layout is None or not len(snap.files):
-                found: tuple[np.ndarray, dict[str, int]] = (np.zeros(len(snap.files), bool), {})
-            else:
-                found = plan_switch(ctx.table.uri, snap.files, layout)
-            self._unlaid = (key, found)
-        return self._unlaid[1]
+        assert self.engine is not None
+        if self._unlaid is None:
+            self._unlaid = UnlaidFiles(ctx.table.uri)
+        return self._unlaid.of(snap, self.engine)
 
     def may_reorganize(self, ctx: Context) -> None:
         engine = self.engine
@@ -869,7 +861,7 @@ class OnlinePolicy(Policy):
     def _may_catch_up(self, ctx: Context) -> None:
         """A catch-up as a live table's (``online_table``): when the files the table's
         layout did not write cost the queries what rewriting them would."""
-        from lakelayout.online_table import catch_up_files
+        from lakelayout.online_table import plan_catch_up
 
         engine = self.engine
         assert engine is not None
@@ -877,13 +869,11 @@ class OnlinePolicy(Policy):
         if layout is None or not engine.config.catch_up:
             return
         snap = latest_snapshot(ctx)
-        unlaid, keep = self._unlaid_files(ctx, snap)
-        sizes = np.asarray(snap.files.sizes, dtype=np.float64)
-        if not unlaid.any() or not engine.wants_catch_up(float(sizes[unlaid].sum() / sizes.sum())):
+        unlaid, keep = self._unlaid_of(ctx, snap)
+        planned = plan_catch_up(engine, ctx.table.uri, snap.files, unlaid)
+        if planned is None:
             return
-        rewrite, share = catch_up_files(ctx.table.uri, snap.files, layout, unlaid)
-        if not engine.wants_catch_up(share):
-            return
+        rewrite, share = planned
         record = engine.begin_catch_up(share)
         files = [str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if r]
         ctx.rewrite(
