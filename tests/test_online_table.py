@@ -64,7 +64,8 @@ def test_a_switch_while_appends_run_loses_and_duplicates_no_row(spark: Any, tmp_
     appended: list[Any] = []
 
     def append_before_commit(_: int) -> None:  # commits between the rewrite's read and commit
-        df = gen(spark, 300, seed=11, parts=1, start=100_000)
+        # every rewrite commit (a switch's batches, a later catch-up) runs the hook: new ids each time
+        df = gen(spark, 300, seed=11 + len(appended), parts=1, start=100_000 + 1000 * len(appended))
         Table(t.uri, spark=spark).append(df)
         appended.append(df)
 
