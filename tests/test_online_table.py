@@ -505,6 +505,84 @@ def test_a_scan_while_another_process_steps_is_queued_not_waited_for(
     assert t.online.status()["queries"] == 32 and store.queued_count() == 0
 
 
+def test_a_process_that_exits_after_a_round_was_queued_takes_it_first(
+    spark: Any, tmp_path: Path
+) -> None:
+    t = make_table(spark, tmp_path / "t")
+    t.online.enable(**{**SETTINGS, "alpha": 1e9})  # no switch; a candidate round every 10 scans
+    store = online_table.OnlineStore(t.uri)
+    # the 10th scan leaves its step (and the round) to a background thread, and the
+    # child exits right after it
+    run_scanners(tmp_path, t.uri, [queries(10, seed=8)])
+    state = json.loads(store.state.read_text())  # as the child left it (status() would step)
+    assert store.queued_count() == 0
+    assert state["engine"]["manager"]["queries"] == 10
+    assert state["engine"]["fitted_at"] == 10, "the round did not run"
+
+
+def test_a_scan_queued_as_a_step_lets_go_of_the_lock_is_applied_without_another_scan(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    t = make_table(spark, tmp_path / "t")
+    t.online.enable(**{**SETTINGS, "alpha": 1e9, "interval": 100})  # no round, no switch
+    store = online_table.OnlineStore(t.uri)
+    applied = online_table._Controller._apply_queued
+    late = ["a < 7"]
+
+    def then_a_scan_arrives(self: Any, *args: Any, **kwargs: Any) -> bool:
+        done = applied(self, *args, **kwargs)
+        if late:  # after the step's last look at the queue, before it lets go of the lock
+            store.enqueue(late.pop())
+        return done
+
+    monkeypatch.setattr(online_table._Controller, "_apply_queued", then_a_scan_arrives)
+    t.scan("a < 5")
+    assert t.online.wait(120)
+    state = json.loads(store.state.read_text())
+    assert store.queued_count() == 0
+    assert state["engine"]["manager"]["recent"] == ["a < 5", "a < 7"]
+
+
+EXITER = textwrap.dedent(
+    """
+    import sys, time
+    from lakelayout.api import Table
+    from lakelayout.cluster import OptimizeHooks
+    from lakelayout.table.session import spark_session
+
+    spark = spark_session("local[1]", **{"spark.ui.enabled": "false"})
+    t = Table(sys.argv[1], spark=spark)
+    t.online.set_hooks(OptimizeHooks(before_commit=lambda i: time.sleep(2)))
+    for sql in sys.argv[2:]:
+        t.scan(sql)
+        if t.online.history():  # a switch started: end the script while it rewrites
+            print("pending", t.online.history()[-1]["status"])
+            sys.exit(0)
+    sys.exit(3)
+    """
+)
+
+
+def test_a_process_that_exits_during_a_rewrite_lets_it_commit(spark: Any, tmp_path: Path) -> None:
+    t = make_table(spark, tmp_path / "t")
+    t.online.enable(**SETTINGS)
+    version = t.version
+    done = subprocess.run(
+        [sys.executable, "-c", EXITER, t.uri, *queries(60)],
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_SUBMIT_OPTS": C1_ONLY},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "pending pending" in done.stdout  # it was still rewriting when the script ended
+    stored = json.loads((Path(t.uri) / online_table.DIRECTORY / "state.json").read_text())
+    assert stored["engine"]["history"][-1]["status"] == "done"
+    again = Table(t.uri, spark=spark)
+    assert again.version > version
+    assert again.to_df().select("id").distinct().count() == again.to_df().count() == ROWS
+
+
 def test_a_step_that_dies_before_removing_its_queue_files_counts_them_once(
     spark: Any, tmp_path: Path
 ) -> None:

@@ -59,6 +59,7 @@ one rewrite by a Hilbert layout with one file per block
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import itertools
@@ -370,6 +371,9 @@ class OnlineStore:
     def queued_count(self) -> int:
         return sum(1 for _ in self.queue.glob("*.json"))
 
+    def queued_names(self) -> frozenset[str]:
+        return frozenset(path.name for path in self.queue.glob("*.json"))
+
     def dequeue(self, paths: Sequence[Path]) -> None:
         for path in paths:
             path.unlink(missing_ok=True)
@@ -507,6 +511,8 @@ class _Controller:
         self._named: frozenset[str] | None = None  # what the last save named (None: unknown)
         self._sample_cache: tuple[tuple[int, int], pa.Table] | None = None
         self.unlaid = UnlaidFiles(uri)
+        #: the queue as the last step saw it before letting go of the lock
+        self._looked: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------ state
 
@@ -614,6 +620,9 @@ class _Controller:
                 # and what others queued during the step, before the lock is let go
                 if not (done and self._apply_queued(table, snap, 1, rewrite=True, fits=fits)):
                     self._start_stepper(table)
+                    return
+                left = self._looked
+        self._after_release(table, left)
 
     def _apply_queued(
         self, table: Table, snap: Snapshot, passes: int, *, rewrite: bool, fits: bool = True
@@ -621,17 +630,28 @@ class _Controller:
         """Up to ``passes`` steps while scans are queued (the lock held); False when one
         stopped before a candidate round (``fits`` false, :meth:`_step`)."""
         for _ in range(passes):
-            if not self.store.queued_count():
+            self._looked = self.store.queued_names()
+            if not self._looked:
                 break
             if not self._step(table, snap, None, rewrite=rewrite, fits=fits):
                 return False
         return True
+
+    def _after_release(self, table: Table, left: frozenset[str]) -> None:
+        """A scan queued after a step's last look at the queue (``left``: what it saw),
+        before the step let go of the lock, would wait for the next scan: a stepper
+        takes it now. Only scans queued since that look start one, so scans a step could
+        not apply (e.g. an unreadable state) never keep a thread busy."""
+        if self.store.queued_names() - left:
+            with self.lock:
+                self._start_stepper(table)
 
     def _start_stepper(self, table: Table) -> None:
         """A thread that takes the next step, candidate round included, off the scan's
         path (one at a time: a stepper not yet past its step will apply what is queued)."""
         if self.stepper is not None and self.stepper.is_alive():
             return
+        _finish_at_exit.register()
         self.stepper = threading.Thread(
             target=self._background_step, args=(table,), name="lakelayout-online-step",
             daemon=True,
@@ -646,8 +666,10 @@ class _Controller:
                     self._step(table, snap, None, rewrite=True)
                     # the scans queued while it held the lock, before letting go of it
                     self._apply_queued(table, snap, STEPPER_PASSES, rewrite=True)
+                    left = self._looked
                 finally:
                     self.stepper = None  # under the locks: a later scan starts a new one
+            self._after_release(table, left)
         except Exception as exc:  # e.g. StateLocked: the scans stay queued for the next step
             if self.stepper is threading.current_thread():
                 self.stepper = None
@@ -783,6 +805,7 @@ class _Controller:
         record.inputs = [str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if r]
         record.files_kept = int((~rewrite).sum())
         self.save()
+        _finish_at_exit.register()
         self.worker = threading.Thread(
             target=self._rewrite,
             # the table's optimizer: the files it writes carry the table's index metadata
@@ -857,6 +880,24 @@ class _Controller:
                     version=metrics.versions[-1] if metrics and metrics.versions else None,
                 )
             self.save()
+
+    def finish(self) -> None:
+        """At the process's exit: let this process's background step and rewrite end
+        rather than die with it (a killed rewrite is wasted: the next process finds it
+        interrupted and the reorganizer has to switch again)."""
+        stepper, worker = self.stepper, self.worker
+        if stepper is not None and stepper.is_alive():
+            logger.info("online state of %s: finishing the step before exit", self.uri)
+            stepper.join(LOCK_WAIT)
+        worker = self.worker or worker
+        if worker is not None and worker.is_alive():
+            logger.warning(
+                "online reorganization of %s: waiting for its rewrite to finish before the "
+                "process exits (t.online.wait() before the end avoids the surprise; an "
+                "interrupt abandons it and leaves the table as it was)",
+                self.uri,
+            )
+            worker.join()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for this process's background step, then for the rewrite it may start."""
@@ -1008,6 +1049,35 @@ def _take_sample(table: Table, snap: Snapshot, rows: int) -> pa.Table:
 
 _CONTROLLERS: dict[str, _Controller] = {}
 _REGISTRY = threading.Lock()
+
+
+class _AtExit:
+    """Runs :meth:`_Controller.finish` for every table at the process's exit. Registered
+    when the first background thread starts, after Spark's own exit handlers (the gateway),
+    so it runs before them: the threads still have their session."""
+
+    def __init__(self) -> None:
+        self._registered = False
+        self._lock = threading.Lock()
+
+    def register(self) -> None:
+        with self._lock:
+            if not self._registered:
+                atexit.register(self)
+                self._registered = True
+
+    def __call__(self) -> None:
+        with _REGISTRY:
+            controllers = list(_CONTROLLERS.values())
+        for ctl in controllers:
+            try:
+                ctl.finish()
+            except KeyboardInterrupt:
+                logger.warning("online reorganization of %s: abandoned at exit", ctl.uri)
+                return
+
+
+_finish_at_exit = _AtExit()
 
 
 def controller(uri: str) -> _Controller:
