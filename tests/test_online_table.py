@@ -823,3 +823,39 @@ def test_alpha_is_measured_on_a_scratch_copy(spark: Any, tmp_path: Path) -> None
     assert m.alpha == pytest.approx(want)
     assert m.rows == ROWS and m.files >= 1
     assert live_paths(t) == files  # the table itself is not touched
+
+
+def test_the_cli_enables_and_disables_and_names_a_bad_option(spark: Any, tmp_path: Path) -> None:
+    t = make_table(spark, tmp_path / "t")
+    cli = [sys.executable, "-m", "lakelayout.cli", "online"]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_SUBMIT_OPTS": C1_ONLY}
+    state = Path(t.uri) / online_table.DIRECTORY / "state.json"
+    # bad input: one line naming the option, exit code 2, nothing written
+    for bad, named in ((["--families", "qdtree,nope"], "nope"), (["--alpha", "lots"], "--alpha")):
+        shown = subprocess.run(
+            [*cli, "enable", t.uri, *bad], capture_output=True, text=True, timeout=120, env=env
+        )
+        assert shown.returncode == 2 and named in shown.stdout, shown.stdout + shown.stderr
+        assert "Traceback" not in shown.stderr and not state.exists()
+    args = ["--alpha", "3", "--window", "20", "--interval", "10", "--families", "qdtree"]
+    shown = subprocess.run(
+        [*cli, "enable", t.uri, *args, "--sample-rows", "2000", "--no-catch-up"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "online reorganization enabled" in shown.stdout and "α = 3.00 (given)" in shown.stdout
+    status = Table(t.uri, spark=spark).online.status()
+    assert status["enabled"] and (status["alpha"], status["window"], status["interval"]) == (
+        3.0,
+        20,
+        10,
+    )
+    assert status["families"] == ["qdtree"] and status["catch_up"] is False
+    again = subprocess.run([*cli, "enable", t.uri], capture_output=True, text=True, env=env)
+    assert again.returncode == 2 and "already enabled" in again.stdout
+    off = subprocess.run([*cli, "disable", t.uri], capture_output=True, text=True, timeout=120)
+    assert off.returncode == 0 and "disabled" in off.stdout, off.stderr
+    assert Table(t.uri, spark=spark).online.status()["enabled"] is False

@@ -313,6 +313,80 @@ def vacuum(
         console.print(f"  ... and {metrics.files_deleted - max(show, 0)} more", highlight=False)
 
 
+@online_app.command("enable")
+def online_enable(
+    path: Annotated[str, typer.Argument(help="table location")],
+    alpha: _Alpha = "measured",
+    window: _Window = 200,
+    interval: _Interval = 50,
+    epsilon: _Epsilon = 0.08,
+    max_states: _MaxStates = 8,
+    gamma: _Gamma = 0.0,
+    predictor: _Predictor = "phase",
+    predictor_window: _PredictorWindow = 0,
+    predictor_weight: _PredictorWeight = "skipped",
+    mid_phase_join: _MidPhaseJoin = False,
+    fit_before_draw: _FitBeforeDraw = False,
+    catch_up: _CatchUp = True,
+    history: _History = 0,
+    admission_sample: _AdmissionSample = 0,
+    half_life: _HalfLife = 2000,
+    seed: Annotated[int, typer.Option(help="the reorganizer's random seed")] = 0,
+    policy: Annotated[str, typer.Option(help="oreo, or the baselines greedy or regret")] = "oreo",
+    families: Annotated[
+        str,
+        typer.Option(
+            help="comma-separated candidate families (default: qdtree,pando,hilbert,sop-z)"
+        ),
+    ] = "",
+    sample_rows: Annotated[
+        int, typer.Option(help="rows of the sample candidates are priced on")
+    ] = 20_000,
+) -> None:
+    """Enable online reorganization: measure α (unless given), sample the table, write the
+    initial state. From then on every scan of the table is a query for the reorganizer
+    (docs/online.md)."""
+    from lakelayout.api import Table
+    from lakelayout.online.candidates import FAMILIES
+
+    try:
+        value = _alpha_value(alpha)
+        chosen = [f.strip() for f in families.split(",") if f.strip()]
+        table = Table(path)
+        with console.status("measuring α and sampling the table" if value == "measured"
+                            else "sampling the table"):  # fmt: skip
+            table.online.enable(
+                alpha=value, window=window, interval=interval, epsilon=epsilon,
+                max_states=max_states, gamma=gamma, predictor=predictor,
+                predictor_window=predictor_window, predictor_weight=predictor_weight,
+                mid_phase_join=mid_phase_join, fit_before_draw=fit_before_draw,
+                catch_up=catch_up, history=history, admission_sample=admission_sample,
+                half_life=half_life, seed=seed, policy=policy, sample_rows=sample_rows,
+                families=chosen or FAMILIES,
+            )  # fmt: skip
+    except LakelayoutError as exc:
+        _fail(exc)
+        return
+    online_status(path)
+
+
+@online_app.command("disable")
+def online_disable(path: Annotated[str, typer.Argument(help="table location")]) -> None:
+    """Stop feeding scans to the reorganizer; the state stays for status and history."""
+    from lakelayout.api import Table
+
+    try:
+        table = Table(path)
+        table.online.disable()
+    except LakelayoutError as exc:
+        _fail(exc)
+        return
+    console.print(
+        f"online reorganization of {table.uri} disabled (status and history kept)",
+        highlight=False,
+    )
+
+
 # --------------------------------------------------------------------------- the advisor
 
 
@@ -640,17 +714,10 @@ def _online_settings(
     catch_up: bool = True,
 ) -> object:
     """The online policies' settings (InvalidOption on a bad value)."""
-    from lakelayout.errors import InvalidOption
     from lakelayout.evaluation.policies import OnlineSettings
 
-    value: float | str = alpha
-    if alpha != "measured":
-        try:
-            value = float(alpha)
-        except ValueError:
-            raise InvalidOption(f"--alpha must be a number or 'measured', got {alpha!r}") from None
     return OnlineSettings(
-        alpha=value,
+        alpha=_alpha_value(alpha),
         window=window,
         interval=interval,
         epsilon=epsilon,
@@ -667,6 +734,16 @@ def _online_settings(
         half_life=half_life,
         catch_up=catch_up,
     )
+
+
+def _alpha_value(alpha: str) -> float | str:
+    """``--alpha``: a number, or 'measured' (InvalidOption otherwise)."""
+    if alpha == "measured":
+        return alpha
+    try:
+        return float(alpha)
+    except ValueError:
+        raise InvalidOption(f"--alpha must be a number or 'measured', got {alpha!r}") from None
 
 
 def _predictor_detail(status: dict[str, Any]) -> str:
