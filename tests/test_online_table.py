@@ -453,6 +453,14 @@ def test_a_rewrite_ending_keeps_the_steps_another_process_took_meanwhile(
     assert scan_until_switch(t, queries(60)) < 60, "no switch was decided"
     assert paused.wait(300), "the rewrite never reached its commit"
     before = t.online.status()["queries"]
+    # what another process sees meanwhile: which rewrite runs, for how long, on what
+    cli = [sys.executable, "-m", "lakelayout.cli", "online", "status", t.uri]
+    shown = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    running = t.online.history()[-1]
+    assert running["status"] == "pending"
+    assert f"switch to {running['target_label']} [{running['target']}] running for" in shown.stdout
+    assert f"{len(running['inputs'])} files to rewrite, process {os.getpid()}" in shown.stdout
     # another process scans while the rewrite runs: its steps go to the state on disk
     run_scanners(tmp_path, t.uri, [queries(20, seed=5)])
     resume.set()

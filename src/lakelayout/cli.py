@@ -4,6 +4,7 @@ advise, calibrate, decisions), online reorganization, bench, demo."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -176,7 +177,9 @@ def online_status(path: Annotated[str, typer.Argument(help="table location")]) -
     from lakelayout.api import Table
 
     try:
-        s = Table(path).online.status()
+        online = Table(path).online
+        s = online.status()
+        running = [h for h in online.history() if h["status"] == "pending"]
     except LakelayoutError as exc:
         _fail(exc)
         return
@@ -207,6 +210,13 @@ def online_status(path: Annotated[str, typer.Argument(help="table location")]) -
     )
     console.print(f"layouts compared {_admission(s)}", highlight=False)
     pending = "  (rewrite running)" if s["rewrite_pending"] else ""
+    if running:
+        h = running[-1]
+        pending = (
+            f"  ({h.get('kind', 'switch')} to {h['target_label']} [{h['target']}] running for "
+            f"{max(0.0, time.time() - float(h['started'])):.0f} s: {len(h.get('inputs') or [])}"
+            f" files to rewrite, process {h.get('owner') or '?'})"
+        )
     console.print(
         escape(f"table laid out by: {s['applied_label']} [{s['applied']}]{pending}"),
         highlight=False,
