@@ -867,3 +867,27 @@ def test_the_cli_enables_and_disables_and_names_a_bad_option(spark: Any, tmp_pat
     off = subprocess.run([*cli, "disable", t.uri], capture_output=True, text=True, timeout=120)
     assert off.returncode == 0 and "disabled" in off.stdout, off.stderr
     assert Table(t.uri, spark=spark).online.status()["enabled"] is False
+
+
+def test_enabled_on_an_empty_table_it_starts_fitting_once_rows_arrive(
+    spark: Any, tmp_path: Path
+) -> None:
+    t = Table.create(str(tmp_path / "t"), gen(spark, 0, seed=3, parts=1), spark=spark)
+    with pytest.raises(InvalidOption, match="no files"):  # nothing to time a rewrite on
+        t.online.enable(**{**SETTINGS, "alpha": "measured"})
+    t.online.enable(**{**SETTINGS, "alpha": 5.0})
+    for sql in queries(12, seed=4):  # a round is due at the 10th: nothing to fit on yet
+        assert t.scan(sql).df.count() == 0
+    assert t.online.wait(120)
+    status = t.online.status()
+    assert status["queries"] == 12 and not status["last_error"]
+    assert [s["id"] for s in status["states"]] == ["as-is"]
+    t.append(gen(spark, ROWS, seed=3, parts=8))
+    for sql in queries(20, seed=5):  # the next round samples the rows that arrived
+        t.scan(sql)
+    assert t.online.wait(300)
+    status = t.online.status()
+    assert not status["last_error"], status["last_error"]
+    fitted = [s for s in status["states"] if s["blocks"] is not None]  # (as-is has none)
+    assert fitted, "no candidate was fitted on the rows that arrived"
+    assert t.to_df().select("id").distinct().count() == t.to_df().count() == ROWS

@@ -206,6 +206,7 @@ def test_a_function_of_a_column_is_priced_one_layout_at_a_time() -> None:
     )
 
 
-def test_a_book_refuses_an_empty_sample() -> None:
+def test_a_book_on_an_empty_sample_refuses_to_price_a_layout() -> None:
+    book = CostBook(SAMPLE.slice(0, 0))  # an empty table's: built, prices nothing
     with pytest.raises(LakelayoutError, match="empty sample"):
-        CostBook(SAMPLE.slice(0, 0))
+        book.costs(LAYOUTS[0], _parsed(["i < 3"]))

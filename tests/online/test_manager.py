@@ -17,7 +17,7 @@ from lakelayout.expr.nodes import Predicate
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.layouts import QdTreeLayout, ZOrderLayout
 from lakelayout.layouts.base import Layout, from_json
-from lakelayout.online.candidates import fit_candidates, most_queried
+from lakelayout.online.candidates import check_families, fit_candidates, most_queried
 from lakelayout.online.costs import fraction_read
 from lakelayout.online.engine import OnlineConfig, OnlineEngine
 from lakelayout.online.manager import (
@@ -695,3 +695,13 @@ def test_the_time_biased_sample_survives_a_restart(sample: pa.Table) -> None:
     assert [p.sql() for p in back.admission_predicates] == [
         p.sql() for p in manager.admission_predicates
     ]
+
+
+def test_families_are_checked_by_name_and_a_string_is_a_comma_separated_list() -> None:
+    assert check_families("qdtree") == ["qdtree"]
+    assert check_families(" qdtree, pando ") == ["qdtree", "pando"]
+    assert check_families(["hilbert", "sop-z"]) == ["hilbert", "sop-z"]
+    with pytest.raises(InvalidOption, match=r"'qdtre'.*known: qdtree"):
+        check_families("qdtre")
+    with pytest.raises(InvalidOption, match="at least one"):
+        check_families("")

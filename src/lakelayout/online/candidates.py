@@ -42,8 +42,11 @@ def fit_once(fit: Callable[[int], Layout], wanted: int) -> Layout:
     return fit(wanted)
 
 
-def check_families(families: Sequence[str]) -> list[str]:
-    """``families`` validated against :data:`FAMILIES` (clear error naming the bad one)."""
+def check_families(families: Sequence[str] | str) -> list[str]:
+    """``families`` validated against :data:`FAMILIES` (clear error naming the bad one);
+    a string is a comma-separated list (``"qdtree"``, ``"qdtree,pando"``)."""
+    if isinstance(families, str):
+        families = [name.strip() for name in families.split(",") if name.strip()]
     out = []
     for name in families:
         if name not in FAMILIES:

@@ -424,6 +424,8 @@ class OnlineEngine:
             protected.add(self.pending.target)  # the table may be in it when the rewrite ends
 
         def fit(predicates: Sequence[Predicate]) -> list[Candidate]:
+            if self.sample.num_rows == 0:  # an empty table: nothing to fit on yet
+                return []
             # price every candidate and state with a layout on the window in one go (the
             # book stacks their virtual files); the manager's calls below hit its memo
             found = list(self.fit(predicates))
