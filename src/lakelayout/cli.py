@@ -585,12 +585,14 @@ _POLICY_HELP = (
     "deltars-zorder,delta-zorder,delta-liquid,auto,auto-breakeven (delta-*: Delta Lake's own "
     "connector; auto-breakeven: the advisor with margin 1; qdtree, "
     "pando, sop-z and hilbert are oracles: fitted on the whole workload); online: "
-    "oreo,oreo-uniform,oreo-recent,oreo-recent-all-files,oreo-recent-per-block,greedy,regret "
+    "oreo,oreo-uniform,oreo-recent,oreo-recent-all-files,oreo-recent-per-block,"
+    "oreo-recent-no-catch-up,greedy,regret "
     "(oreo-uniform: OReO with γ=0 whatever --gamma; oreo-recent: OReO with --predictor "
     "recent; oreo-recent-all-files: oreo-recent whose switches rewrite every file they did "
     "not write, not keeping those already in one block of the target; "
     "oreo-recent-per-block: oreo-recent whose switches write one file per block, not cutting "
-    "a block over twice the target file size); "
+    "a block over twice the target file size; oreo-recent-no-catch-up: oreo-recent without "
+    "catch-ups whatever --catch-up); "
     "oracles: static,offline-optimal"
 )
 

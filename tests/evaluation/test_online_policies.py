@@ -71,6 +71,17 @@ def test_oreo_recent_all_files_differs_from_oreo_recent_only_in_what_a_switch_ke
     assert every.settings.config("oreo", 5.0) == recent.settings.config("oreo", 5.0)  # type: ignore[attr-defined]
 
 
+def test_oreo_recent_no_catch_up_differs_from_oreo_recent_only_in_catch_ups() -> None:
+    recent, without = make_policies(
+        ["oreo-recent", "oreo-recent-no-catch-up"], OnlineSettings(alpha=5.0, gamma=2.0)
+    )
+    assert (without.name, without.knows) == ("oreo-recent-no-catch-up", "online")
+    mine = recent.settings.config("oreo", 5.0)  # type: ignore[attr-defined]
+    theirs = without.settings.config("oreo", 5.0)  # type: ignore[attr-defined]
+    assert mine.catch_up and not theirs.catch_up
+    assert dataclasses.replace(theirs, catch_up=True) == mine
+
+
 def test_a_measured_alpha_is_in_units_of_a_full_scan_s_bytes_not_its_fixed_overhead() -> None:
     # the decisions price a query by the bytes it reads; the fixed part of a scan is paid
     # by every layout alike, so α divides the rewrite by the full scan less that part

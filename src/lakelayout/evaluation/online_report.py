@@ -24,6 +24,7 @@ KNOWS = {
     "oreo-recent": "online",
     "oreo-recent-all-files": "online",
     "oreo-recent-per-block": "online",
+    "oreo-recent-no-catch-up": "online",
     "greedy": "online",
     "regret": "online",
     "static": "oracle",

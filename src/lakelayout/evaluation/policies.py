@@ -1059,6 +1059,13 @@ ONLINE_POLICIES: dict[str, Callable[[OnlineSettings], Policy]] = {
         dataclasses.replace(s, predictor="recent", split_blocks=False),
         name="oreo-recent-per-block",
     ),
+    # oreo-recent without catch-ups whatever the run's setting: beside oreo-recent in one
+    # run (the same stream, order rotated), what laying out the inserted files saves
+    "oreo-recent-no-catch-up": lambda s: OnlinePolicy(
+        "oreo",
+        dataclasses.replace(s, predictor="recent", catch_up=False),
+        name="oreo-recent-no-catch-up",
+    ),
     "greedy": lambda s: OnlinePolicy("greedy", s),
     "regret": lambda s: OnlinePolicy("regret", s),
     "static": lambda s: OraclePolicy("static", s),
