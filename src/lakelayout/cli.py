@@ -359,20 +359,15 @@ def online_enable(
     from lakelayout.api import Table
     from lakelayout.online.candidates import FAMILIES
 
+    options = {name: value for name, value in locals().items() if name in _ONLINE_OPTIONS}
     try:
-        value = _alpha_value(alpha)
-        chosen = [f.strip() for f in families.split(",") if f.strip()]
+        options["alpha"] = _alpha_value(alpha)
         table = Table(path)
-        with console.status("measuring α and sampling the table" if value == "measured"
+        with console.status("measuring α and sampling the table" if alpha == "measured"
                             else "sampling the table"):  # fmt: skip
             table.online.enable(
-                alpha=value, window=window, interval=interval, epsilon=epsilon,
-                max_states=max_states, gamma=gamma, predictor=predictor,
-                predictor_window=predictor_window, predictor_weight=predictor_weight,
-                mid_phase_join=mid_phase_join, fit_before_draw=fit_before_draw,
-                catch_up=catch_up, history=history, admission_sample=admission_sample,
-                half_life=half_life, seed=seed, policy=policy, sample_rows=sample_rows,
-                families=chosen or FAMILIES,
+                **options, seed=seed, policy=policy, sample_rows=sample_rows,
+                families=families or FAMILIES,
             )  # fmt: skip
     except LakelayoutError as exc:
         _fail(exc)

@@ -1212,7 +1212,7 @@ class Online:
             half_life=half_life,
             catch_up=catch_up,
         )
-        chosen = check_families(list(families))
+        chosen = check_families(families)
         if isinstance(sample_rows, bool) or not isinstance(sample_rows, int) or sample_rows < 100:
             raise InvalidOption(f"sample_rows must be an integer >= 100, got {sample_rows!r}")
         self._check_can_enable()
