@@ -122,6 +122,10 @@ ROUNDS_IN_BACKGROUND = True
 STEPPER_PASSES = 3
 #: the state's list of the queue files its last step applied (removed after the save)
 APPLIED_KEY = "queue_applied"
+#: environment variable: seconds a process waits at its exit for the online rewrite it
+#: started (unset or "": until it ends; 0: not at all, the rewrite dies with the process
+#: and the next one finds it interrupted, the table as it was)
+EXIT_WAIT_ENV = "LAKELAYOUT_ONLINE_EXIT_WAIT"
 #: table property: "true" while online reorganization is enabled ("" = off)
 ENABLED_PROPERTY = "lakelayout.online"
 #: optional table property: α to use when the property alone enables it
@@ -890,14 +894,27 @@ class _Controller:
             logger.info("online state of %s: finishing the step before exit", self.uri)
             stepper.join(LOCK_WAIT)
         worker = self.worker or worker
-        if worker is not None and worker.is_alive():
+        if worker is None or not worker.is_alive():
+            return
+        limit = exit_wait()
+        if limit == 0:
+            return
+        logger.warning(
+            "online reorganization of %s: waiting %s for its rewrite to finish before the "
+            "process exits (t.online.wait() before the end avoids the surprise; %s bounds "
+            "the wait; an interrupt abandons the rewrite, leaving the table as it was)",
+            self.uri,
+            "until it ends" if limit is None else f"up to {limit:g} s",
+            EXIT_WAIT_ENV,
+        )
+        worker.join(limit)
+        if worker.is_alive():
             logger.warning(
-                "online reorganization of %s: waiting for its rewrite to finish before the "
-                "process exits (t.online.wait() before the end avoids the surprise; an "
-                "interrupt abandons it and leaves the table as it was)",
+                "online reorganization of %s: the rewrite did not finish in %g s; it ends "
+                "with the process (the table stays as it was)",
                 self.uri,
+                limit,
             )
-            worker.join()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for this process's background step, then for the rewrite it may start."""
@@ -1049,6 +1066,27 @@ def _take_sample(table: Table, snap: Snapshot, rows: int) -> pa.Table:
 
 _CONTROLLERS: dict[str, _Controller] = {}
 _REGISTRY = threading.Lock()
+
+
+def exit_wait() -> float | None:
+    """:data:`EXIT_WAIT_ENV` in seconds (None: no limit). A value that is not a number of
+    seconds >= 0 is named in a warning and means no limit (at exit, there is no caller
+    to raise to)."""
+    raw = os.environ.get(EXIT_WAIT_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0:  # (NaN too)
+        logger.warning(
+            "%s=%r is not a number of seconds >= 0: waiting until the rewrite ends",
+            EXIT_WAIT_ENV,
+            raw,
+        )
+        return None
+    return value
 
 
 class _AtExit:
@@ -1308,6 +1346,6 @@ class Online:
         if data is None:
             raise InvalidOption(
                 f"online reorganization was never enabled on '{self._table.uri}'; "
-                "call t.online.enable() first"
+                "call t.online.enable() (or lakelayout online enable PATH) first"
             )
         return data
