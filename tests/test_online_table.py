@@ -682,11 +682,13 @@ def test_appended_files_are_laid_out_by_a_catch_up_once_they_cost_what_it_does(
     appends = [gen(spark, 3_000, seed=9 + r, parts=4, start=ROWS + 3_000 * r) for r in (0, 1)]
     sqls = iter(queries(60, seed=8))
     small = []
+    unlaid = online_table.UnlaidFiles(t.uri)  # one across versions: new files worked out only
     for r, rows in enumerate(appends):
         t.append(rows)
         files = delta.snapshot(t.uri).files
         appended = online_table.plan_switch(t.uri, files, layout)[0]
         assert appended.sum() == 4  # the append's files, not laid out by the table's layout
+        assert np.array_equal(unlaid.plan(files, switch["target"], layout)[0], appended)
         scans = 0
         while len(t.online.history()) < 2 + r:
             t.scan(next(sqls))
@@ -700,7 +702,9 @@ def test_appended_files_are_laid_out_by_a_catch_up_once_they_cost_what_it_does(
         # it rewrote the appended files (and the small files the layout wrote before)
         assert {str(p) for p in files.paths[appended]} <= set(catch_up["inputs"])
         # every live file is laid out by the table's layout now
-        assert not online_table.plan_switch(t.uri, delta.snapshot(t.uri).files, layout)[0].any()
+        live = delta.snapshot(t.uri).files
+        assert not online_table.plan_switch(t.uri, live, layout)[0].any()
+        assert not unlaid.plan(live, switch["target"], layout)[0].any()
         small.append(small_files(t, layout))
     # the second merged the first's pieces: a block gains at most one small file
     assert small[1] <= layout.n_blocks

@@ -84,7 +84,7 @@ from lakelayout.cluster.config import block_roll_size
 from lakelayout.errors import InvalidOption, LakelayoutError, StateLocked
 from lakelayout.expr.nodes import Predicate
 from lakelayout.expr.parse import parse_predicate
-from lakelayout.layouts.base import KEEP_MIN_BLOCK_SHARE, Layout, placed_blocks
+from lakelayout.layouts.base import Layout, file_blocks, keep_floor
 from lakelayout.layouts.base import from_json as layout_from_json
 from lakelayout.online.candidates import FAMILIES, check_families, fit_candidates
 from lakelayout.online.costs import fraction_read, table_costs
@@ -455,7 +455,7 @@ def laid_out_by(root: str, files: FileStats, layout: Layout) -> np.ndarray:
 
     store = ProvenanceStore(root)
     rows = store.read([str(p) for p in files.paths])
-    target = layout.to_json()
+    target: str | None = None  # (serialized only when a file needs it: ~3 ms for a curve)
     same: dict[str, bool] = {}
     out = np.zeros(len(files), dtype=bool)
     for i, (path, size) in enumerate(zip(files.paths, files.sizes, strict=True)):
@@ -463,12 +463,53 @@ def laid_out_by(root: str, files: FileStats, layout: Layout) -> np.ndarray:
         if row is None or not row.layout_id or row.block_id is None or row.size != int(size):
             continue
         if row.layout_id not in same:
-            try:
-                same[row.layout_id] = store.load_layout(row.layout_id).to_json() == target
-            except LakelayoutError:
-                same[row.layout_id] = False
+            if target is None:
+                target = _LAYOUT_JSON.of(layout)
+            same[row.layout_id] = _stored_layout_json(store, row.layout_id) == target
         out[i] = same[row.layout_id]
     return out
+
+
+class _JsonOf:
+    """The JSON document of the last few layout objects asked about (a layout is not
+    changed once fitted; each is held, so its id is not reused while cached)."""
+
+    def __init__(self, size: int = 16) -> None:
+        self._size = size
+        self._cache: dict[int, tuple[Layout, str]] = {}
+        self._lock = threading.Lock()
+
+    def of(self, layout: Layout) -> str:
+        with self._lock:
+            found = self._cache.get(id(layout))
+            if found is not None and found[0] is layout:
+                return found[1]
+        text = layout.to_json()
+        with self._lock:
+            if len(self._cache) >= self._size:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[id(layout)] = (layout, text)
+        return text
+
+
+_LAYOUT_JSON = _JsonOf()
+#: (provenance directory, layout id) -> the stored layout's JSON as rebuilt, or None when it
+#: cannot be read; ids are never reused nor their documents replaced
+_STORED_JSON: dict[tuple[str, str], str | None] = {}
+_STORED_JSON_MAX = 256
+
+
+def _stored_layout_json(store: Any, layout_id: str) -> str | None:
+    key = (str(store.layouts), layout_id)
+    if key not in _STORED_JSON:
+        try:
+            text: str | None = store.load_layout(layout_id).to_json()
+        except LakelayoutError:
+            text = None
+        if len(_STORED_JSON) >= _STORED_JSON_MAX:
+            _STORED_JSON.pop(next(iter(_STORED_JSON)))
+        _STORED_JSON[key] = text
+    return _STORED_JSON[key]
 
 
 def plan_switch(root: str, files: FileStats, layout: Layout) -> tuple[np.ndarray, dict[str, int]]:
@@ -485,9 +526,17 @@ def plan_switch(root: str, files: FileStats, layout: Layout) -> tuple[np.ndarray
     rows whose block changes (OReO §V: a partial reorganization) instead of
     the whole table.
     """
-    written = laid_out_by(root, files, layout)
-    blocks = placed_blocks(layout, files)
-    placed = ~written & (blocks >= 0)
+    return _switch_plan(files, layout, laid_out_by(root, files, layout), file_blocks(layout, files))
+
+
+def _switch_plan(
+    files: FileStats, layout: Layout, written: np.ndarray, blocks: np.ndarray
+) -> tuple[np.ndarray, dict[str, int]]:
+    """:func:`plan_switch` from each file's :func:`laid_out_by` and
+    :func:`~lakelayout.layouts.base.file_blocks` (the size floor applied here, over all
+    of ``files``: it moves with the table)."""
+    sizes = np.asarray(files.sizes, dtype=np.int64)
+    placed = ~written & (blocks >= 0) & (sizes >= keep_floor(layout, sizes))
     keep = {str(files.paths[i]): int(blocks[i]) for i in np.flatnonzero(placed)}
     return ~(written | placed), keep
 
@@ -780,7 +829,8 @@ class _Controller:
             return
         if not engine.wants_switch():
             unlaid, keep = self.unlaid.of(snap, engine)
-            planned = plan_catch_up(engine, self.uri, snap.files, unlaid)
+            written = self.unlaid.written(snap, engine)
+            planned = plan_catch_up(engine, self.uri, snap.files, unlaid, written)
             layout = engine.layout_of(engine.applied)
             if planned is not None and layout is not None:
                 rewrite, share = planned
@@ -932,12 +982,17 @@ class _Controller:
 class UnlaidFiles:
     """Per live file, whether the layout of the state the table is in did not write it and
     does not place it (:func:`plan_switch` to that state; all False for the table as it
-    was), and the files it places. Worked out once per table version and state."""
+    was), and the files it places. Worked out once per table version and state, and
+    then only for the files it has not seen in that state (:meth:`plan`)."""
 
     def __init__(self, root: str) -> None:
         self.root = root
         self._key: tuple[int, str] | None = None
         self._found: tuple[np.ndarray, dict[str, int]] = (np.zeros(0, bool), {})
+        self._state: tuple[str, Layout] | None = None
+        #: per live path: (size, written by the layout, its block or -1 before the floor)
+        self._seen: dict[str, tuple[int, bool, int]] = {}
+        self._written = np.zeros(0, bool)
 
     def of(self, snap: Snapshot, engine: OnlineEngine) -> tuple[np.ndarray, dict[str, int]]:
         key = (snap.version, engine.applied)
@@ -945,17 +1000,67 @@ class UnlaidFiles:
             layout = engine.layout_of(engine.applied)
             if layout is None or len(snap.files) == 0:
                 self._found = (np.zeros(len(snap.files), bool), {})
+                self._written = np.zeros(len(snap.files), bool)
             else:
-                self._found = plan_switch(self.root, snap.files, layout)
+                self._found = self.plan(snap.files, engine.applied, layout)
+                self._written = np.array(
+                    [self._seen[str(p)][1] for p in snap.files.paths], dtype=bool
+                )
             self._key = key
         return self._found
 
+    def written(self, snap: Snapshot, engine: OnlineEngine) -> np.ndarray:
+        """Per live file: written by the layout of the state the table is in
+        (:func:`laid_out_by`), from the same work as :meth:`of`."""
+        self.of(snap, engine)
+        return self._written
+
+    def plan(
+        self, files: FileStats, state: str, layout: Layout
+    ) -> tuple[np.ndarray, dict[str, int]]:
+        """:func:`plan_switch` of ``files`` to ``layout`` (the layout of ``state``), from
+        what was worked out before for the files of the same path and size. A file's
+        provenance and its block depend on that file alone, and a path is written once;
+        the size floor depends on all the files and is applied to them every time. (Where
+        placing gives up for a whole call, e.g. a rule on a function of a column that
+        overflows on one file, the files of that call are not placed: rewritten, never
+        placed wrongly, as with :func:`plan_switch`.)"""
+        if self._state is None or self._state[0] != state or self._state[1] is not layout:
+            self._state, self._seen = (state, layout), {}
+        paths = [str(p) for p in files.paths]
+        sizes = np.asarray(files.sizes, dtype=np.int64)
+        seen = self._seen
+        fresh = np.array(
+            [seen.get(p, (-1,))[0] != s for p, s in zip(paths, sizes.tolist(), strict=True)],
+            dtype=bool,
+        )
+        if fresh.any():
+            part = files.take(fresh)
+            found = zip(
+                (p for p, f in zip(paths, fresh.tolist(), strict=True) if f),
+                sizes[fresh].tolist(),
+                laid_out_by(self.root, part, layout).tolist(),
+                file_blocks(layout, part).tolist(),
+                strict=True,
+            )
+            for path, size, written, block in found:
+                seen[path] = (size, written, block)
+        self._seen = {p: seen[p] for p in paths}  # the files no longer live are dropped
+        written = np.array([self._seen[p][1] for p in paths], dtype=bool)
+        blocks = np.array([self._seen[p][2] for p in paths], dtype=np.int64)
+        return _switch_plan(files, layout, written, blocks)
+
 
 def plan_catch_up(
-    engine: OnlineEngine, root: str, files: FileStats, unlaid: np.ndarray
+    engine: OnlineEngine,
+    root: str,
+    files: FileStats,
+    unlaid: np.ndarray,
+    written: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float] | None:
     """The catch-up ``engine`` wants now, if any: the files to rewrite
-    (:func:`catch_up_files`) and their share of the table's bytes."""
+    (:func:`catch_up_files`; ``written``: :meth:`UnlaidFiles.written`, worked out
+    when None) and their share of the table's bytes."""
     layout = engine.layout_of(engine.applied)
     sizes = np.asarray(files.sizes, dtype=np.float64)
     if layout is None or not unlaid.any() or sizes.sum() <= 0:
@@ -963,23 +1068,28 @@ def plan_catch_up(
     # it rewrites at least the unlaid files: no need to look further when they do not pay
     if not engine.wants_catch_up(float(sizes[unlaid].sum() / sizes.sum())):
         return None
-    rewrite, share = catch_up_files(root, files, layout, unlaid)
+    rewrite, share = catch_up_files(root, files, layout, unlaid, written)
     return (rewrite, share) if engine.wants_catch_up(share) else None
 
 
 def catch_up_files(
-    root: str, files: FileStats, layout: Layout, unlaid: np.ndarray
+    root: str,
+    files: FileStats,
+    layout: Layout,
+    unlaid: np.ndarray,
+    written: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float]:
     """What a catch-up with ``layout`` rewrites: the ``unlaid`` files (not written or placed
-    by it) and the small files it wrote (below :data:`KEEP_MIN_BLOCK_SHARE` of an average
-    block: earlier catch-ups' pieces, merged so that a block carries at most one small
-    file); and the share of the table's bytes that is. Nothing when nothing is unlaid."""
+    by it) and the small files it wrote (below :func:`~lakelayout.layouts.base.keep_floor`:
+    earlier catch-ups' pieces, merged so that a block carries at most one small file);
+    and the share of the table's bytes that is. Nothing when nothing is unlaid."""
     sizes = np.asarray(files.sizes, dtype=np.float64)
     total = float(sizes.sum())
     if total <= 0 or not unlaid.any():
         return np.zeros(len(files), dtype=bool), 0.0
-    floor = KEEP_MIN_BLOCK_SHARE * total / max(1, layout.n_blocks)
-    small = ~unlaid & (sizes < floor) & laid_out_by(root, files, layout)
+    if written is None:
+        written = laid_out_by(root, files, layout)
+    small = ~unlaid & (sizes < keep_floor(layout, sizes)) & written
     rewrite = unlaid | small
     return rewrite, float(sizes[rewrite].sum()) / total
 

@@ -288,3 +288,48 @@ def test_plan_switch_keeps_placed_files_over_the_floor_and_rewrites_all_when_pla
     failing = Failing(layout.tree, layout.schema, layout.sample_rows, layout.inner)
     rewrite, keep = plan_switch(str(tmp_path), files, failing)
     assert rewrite.all() and keep == {}
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=st.lists(st.lists(st.booleans(), min_size=12, max_size=12), min_size=1, max_size=5),
+       grow=st.integers(0, 11))  # fmt: skip
+def test_unlaid_files_worked_out_file_by_file_equal_a_fresh_plan_at_every_version(
+    tmp_path: Path, steps: list[list[bool]], grow: int
+) -> None:
+    """``UnlaidFiles.plan`` reuses each file's answer across table versions (by path and
+    size); the plan must equal :func:`plan_switch` worked out afresh on every version,
+    whose floor moves with the live files, and it asks the layout only about new files."""
+    from lakelayout.online_table import UnlaidFiles, plan_switch
+
+    data = _ranges()
+    layout = QdTreeLayout.fit(data, RANGE_WORKLOAD, rows_per_block=300)
+    asked: list[int] = []
+
+    class Counting(QdTreeLayout):
+        def blocks_of_files(self, files: FileStats) -> np.ndarray:
+            asked.append(len(files))
+            return super().blocks_of_files(files)
+
+    counting = Counting(layout.tree, layout.schema, layout.sample_rows, layout.inner)
+    blocks = layout.assign(data)
+    # one file per block and one mixing every block
+    file_ids = np.where(np.arange(data.num_rows) % 10 == 0, layout.n_blocks, blocks)
+    every = block_stats(data, file_ids)
+    unlaid = UnlaidFiles(str(tmp_path))
+    for live in steps:
+        files = every.take(np.resize(np.array(live, dtype=bool), len(every)))
+        if grow < len(files):  # the same path at another size: worked out again
+            sizes = np.asarray(files.sizes).copy()
+            sizes[grow] += 1
+            files = dataclasses.replace(files, sizes=sizes)
+        before = sum(asked)
+        got = unlaid.plan(files, "s1", counting)
+        want = plan_switch(str(tmp_path), files, layout)
+        assert np.array_equal(got[0], want[0]) and got[1] == want[1]
+        assert sum(asked) - before <= len(files)
+        before = sum(asked)
+        again = unlaid.plan(files, "s1", counting)
+        assert np.array_equal(again[0], want[0]) and again[1] == want[1]
+        assert sum(asked) == before  # nothing new: the layout was not asked again

@@ -870,7 +870,9 @@ class OnlinePolicy(Policy):
             return
         snap = latest_snapshot(ctx)
         unlaid, keep = self._unlaid_of(ctx, snap)
-        planned = plan_catch_up(engine, ctx.table.uri, snap.files, unlaid)
+        assert self._unlaid is not None  # made by _unlaid_of
+        written = self._unlaid.written(snap, engine)
+        planned = plan_catch_up(engine, ctx.table.uri, snap.files, unlaid, written)
         if planned is None:
             return
         rewrite, share = planned

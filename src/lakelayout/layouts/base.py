@@ -138,6 +138,15 @@ def placed_blocks(layout: Layout, files: FileStats) -> np.ndarray:
     whose block it changes. Placing is an optimization: when it fails, every
     file is rewritten.
     """
+    blocks = file_blocks(layout, files)
+    sizes = np.asarray(files.sizes, dtype=np.int64)
+    return np.where((blocks >= 0) & (sizes >= keep_floor(layout, sizes)), blocks, -1)
+
+
+def file_blocks(layout: Layout, files: FileStats) -> np.ndarray:
+    """Per file: the one block of ``layout`` its statistics put every row in, or -1
+    (:meth:`Layout.blocks_of_files`, with no size floor; all -1 when placing fails).
+    A file's answer depends on its own statistics only."""
     out = np.full(len(files), -1, dtype=np.int64)
     if not len(files):
         return out
@@ -149,11 +158,13 @@ def placed_blocks(layout: Layout, files: FileStats) -> np.ndarray:
         return out
     if blocks is None:
         return out
-    sizes = np.asarray(files.sizes, dtype=np.int64)
-    floor = KEEP_MIN_BLOCK_SHARE * float(sizes.sum()) / max(1, layout.n_blocks)
-    placed = (np.asarray(blocks) >= 0) & (sizes >= floor)
-    out[placed] = np.asarray(blocks, dtype=np.int64)[placed]
-    return out
+    return np.asarray(blocks, dtype=np.int64)
+
+
+def keep_floor(layout: Layout, sizes: np.ndarray) -> float:
+    """The smallest file :func:`placed_blocks` keeps: :data:`KEEP_MIN_BLOCK_SHARE` of an
+    average block of the files of ``sizes``."""
+    return KEEP_MIN_BLOCK_SHARE * float(np.sum(sizes)) / max(1, layout.n_blocks)
 
 
 def from_json(text: str) -> Layout:
