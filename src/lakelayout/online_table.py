@@ -497,19 +497,23 @@ _LAYOUT_JSON = _JsonOf()
 #: cannot be read; ids are never reused nor their documents replaced
 _STORED_JSON: dict[tuple[str, str], str | None] = {}
 _STORED_JSON_MAX = 256
+_STORED_JSON_LOCK = threading.Lock()  # (scans, steppers and rewrites ask from several threads)
 
 
 def _stored_layout_json(store: Any, layout_id: str) -> str | None:
     key = (str(store.layouts), layout_id)
-    if key not in _STORED_JSON:
-        try:
-            text: str | None = store.load_layout(layout_id).to_json()
-        except LakelayoutError:
-            text = None
+    with _STORED_JSON_LOCK:
+        if key in _STORED_JSON:
+            return _STORED_JSON[key]
+    try:
+        text: str | None = store.load_layout(layout_id).to_json()
+    except LakelayoutError:
+        text = None
+    with _STORED_JSON_LOCK:
         if len(_STORED_JSON) >= _STORED_JSON_MAX:
             _STORED_JSON.pop(next(iter(_STORED_JSON)))
         _STORED_JSON[key] = text
-    return _STORED_JSON[key]
+    return text
 
 
 def plan_switch(root: str, files: FileStats, layout: Layout) -> tuple[np.ndarray, dict[str, int]]:
