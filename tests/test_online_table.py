@@ -261,15 +261,20 @@ def test_a_failed_rewrite_leaves_table_and_reorganizer_consistent(
     assert t.to_df().select("id").distinct().count() == ROWS
 
 
-KILLER = textwrap.dedent(
+#: a child process with its own JVM on the table argv[1]; the scripts below go on from it
+CHILD = textwrap.dedent(
     """
-    import os, sys
+    import os, sys, time
     from lakelayout.api import Table
     from lakelayout.cluster import OptimizeHooks
     from lakelayout.table.session import spark_session
 
     spark = spark_session("local[1]", **{"spark.ui.enabled": "false"})
     t = Table(sys.argv[1], spark=spark)
+    """
+)
+KILLER = CHILD + textwrap.dedent(
+    """
     t.online.set_hooks(OptimizeHooks(before_commit=lambda i: os._exit(9)))
     for sql in sys.argv[2:]:
         t.scan(sql)
@@ -551,15 +556,8 @@ def test_a_scan_queued_as_a_step_lets_go_of_the_lock_is_applied_without_another_
     assert state["engine"]["manager"]["recent"] == ["a < 5", "a < 7"]
 
 
-EXITER = textwrap.dedent(
+EXITER = CHILD + textwrap.dedent(
     """
-    import sys, time
-    from lakelayout.api import Table
-    from lakelayout.cluster import OptimizeHooks
-    from lakelayout.table.session import spark_session
-
-    spark = spark_session("local[1]", **{"spark.ui.enabled": "false"})
-    t = Table(sys.argv[1], spark=spark)
     t.online.set_hooks(OptimizeHooks(before_commit=lambda i: time.sleep(2)))
     for sql in sys.argv[2:]:
         t.scan(sql)
