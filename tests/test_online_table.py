@@ -675,7 +675,8 @@ def test_appended_files_are_laid_out_by_a_catch_up_once_they_cost_what_it_does(
     assert t.online.wait(300)
     [switch] = t.online.history()
     assert switch["status"] == "done" and switch["kind"] == "switch"
-    layout = online_table.controller(t.uri).engine.layout_of(switch["target"])
+    state = online_table.controller(t.uri).engine.manager.states[switch["target"]]
+    layout = state.layout
     before = t.to_df().collect()
     appends = [gen(spark, 3_000, seed=9 + r, parts=4, start=ROWS + 3_000 * r) for r in (0, 1)]
     sqls = iter(queries(60, seed=8))
@@ -686,7 +687,7 @@ def test_appended_files_are_laid_out_by_a_catch_up_once_they_cost_what_it_does(
         files = delta.snapshot(t.uri).files
         appended = online_table.plan_switch(t.uri, files, layout)[0]
         assert appended.sum() == 4  # the append's files, not laid out by the table's layout
-        assert np.array_equal(unlaid.plan(files, switch["target"], layout)[0], appended)
+        assert np.array_equal(unlaid.plan(files, state)[0], appended)
         scans = 0
         while len(t.online.history()) < 2 + r:
             t.scan(next(sqls))
@@ -702,7 +703,7 @@ def test_appended_files_are_laid_out_by_a_catch_up_once_they_cost_what_it_does(
         # every live file is laid out by the table's layout now
         live = delta.snapshot(t.uri).files
         assert not online_table.plan_switch(t.uri, live, layout)[0].any()
-        assert not unlaid.plan(live, switch["target"], layout)[0].any()
+        assert not unlaid.plan(live, state)[0].any()
         small.append(small_files(t, layout))
     # the second merged the first's pieces: a block gains at most one small file
     assert small[1] <= layout.n_blocks

@@ -96,6 +96,7 @@ if TYPE_CHECKING:
     from lakelayout.api import Table
     from lakelayout.cluster.optimize import OptimizeHooks
     from lakelayout.cluster.optimize_metrics import OptimizeMetrics
+    from lakelayout.online.manager import ManagedState
     from lakelayout.table.delta import Snapshot
 
 logger = logging.getLogger(__name__)
@@ -444,18 +445,21 @@ class OnlineStore:
         return pq.read_table(self.sample)
 
 
-def laid_out_by(root: str, files: FileStats, layout: Layout) -> np.ndarray:
+def laid_out_by(
+    root: str, files: FileStats, layout: Layout, document: str | None = None
+) -> np.ndarray:
     """Per live file: was it written by ``optimize.apply`` with exactly ``layout``?
 
     From the provenance sidecar: a row counts only where it recorded the file's
     current size and its layout document equals ``layout`` (any doubt: False,
-    the file is rewritten).
+    the file is rewritten). ``document``: ``layout``'s JSON when the caller has it
+    (:attr:`~lakelayout.online.manager.ManagedState.layout_json`); else it is made
+    only when a file needs the comparison (~3 ms for a curve layout).
     """
     from lakelayout.cluster.provenance import ProvenanceStore
 
     store = ProvenanceStore(root)
     rows = store.read([str(p) for p in files.paths])
-    target: str | None = None  # (serialized only when a file needs it: ~3 ms for a curve)
     same: dict[str, bool] = {}
     out = np.zeros(len(files), dtype=bool)
     for i, (path, size) in enumerate(zip(files.paths, files.sizes, strict=True)):
@@ -463,36 +467,13 @@ def laid_out_by(root: str, files: FileStats, layout: Layout) -> np.ndarray:
         if row is None or not row.layout_id or row.block_id is None or row.size != int(size):
             continue
         if row.layout_id not in same:
-            if target is None:
-                target = _LAYOUT_JSON.of(layout)
-            same[row.layout_id] = _stored_layout_json(store, row.layout_id) == target
+            if document is None:
+                document = layout.to_json()
+            same[row.layout_id] = _stored_layout_json(store, row.layout_id) == document
         out[i] = same[row.layout_id]
     return out
 
 
-class _JsonOf:
-    """The JSON document of the last few layout objects asked about (a layout is not
-    changed once fitted; each is held, so its id is not reused while cached)."""
-
-    def __init__(self, size: int = 16) -> None:
-        self._size = size
-        self._cache: dict[int, tuple[Layout, str]] = {}
-        self._lock = threading.Lock()
-
-    def of(self, layout: Layout) -> str:
-        with self._lock:
-            found = self._cache.get(id(layout))
-            if found is not None and found[0] is layout:
-                return found[1]
-        text = layout.to_json()
-        with self._lock:
-            if len(self._cache) >= self._size:
-                self._cache.pop(next(iter(self._cache)))
-            self._cache[id(layout)] = (layout, text)
-        return text
-
-
-_LAYOUT_JSON = _JsonOf()
 #: (provenance directory, layout id) -> the stored layout's JSON as rebuilt, or None when it
 #: cannot be read; ids are never reused nor their documents replaced
 _STORED_JSON: dict[tuple[str, str], str | None] = {}
@@ -834,7 +815,7 @@ class _Controller:
         if not engine.wants_switch():
             unlaid, keep = self.unlaid.of(snap, engine)
             written = self.unlaid.written(snap, engine)
-            planned = plan_catch_up(engine, self.uri, snap.files, unlaid, written)
+            planned = plan_catch_up(engine, snap.files, unlaid, written)
             layout = engine.layout_of(engine.applied)
             if planned is not None and layout is not None:
                 rewrite, share = planned
@@ -993,7 +974,7 @@ class UnlaidFiles:
         self.root = root
         self._key: tuple[int, str] | None = None
         self._found: tuple[np.ndarray, dict[str, int]] = (np.zeros(0, bool), {})
-        self._state: tuple[str, Layout] | None = None
+        self._state: tuple[str, str] | None = None  # (state id, layout digest) of _seen
         #: per live path: (size, written by the layout, its block or -1 before the floor)
         self._seen: dict[str, tuple[int, bool, int]] = {}
         self._written = np.zeros(0, bool)
@@ -1001,12 +982,12 @@ class UnlaidFiles:
     def of(self, snap: Snapshot, engine: OnlineEngine) -> tuple[np.ndarray, dict[str, int]]:
         key = (snap.version, engine.applied)
         if key != self._key:
-            layout = engine.layout_of(engine.applied)
-            if layout is None or len(snap.files) == 0:
+            state = engine.manager.states[engine.applied]
+            if state.layout is None or len(snap.files) == 0:
                 self._found = (np.zeros(len(snap.files), bool), {})
                 self._written = np.zeros(len(snap.files), bool)
             else:
-                self._found = self.plan(snap.files, engine.applied, layout)
+                self._found = self.plan(snap.files, state)
                 self._written = np.array(
                     [self._seen[str(p)][1] for p in snap.files.paths], dtype=bool
                 )
@@ -1019,18 +1000,18 @@ class UnlaidFiles:
         self.of(snap, engine)
         return self._written
 
-    def plan(
-        self, files: FileStats, state: str, layout: Layout
-    ) -> tuple[np.ndarray, dict[str, int]]:
-        """:func:`plan_switch` of ``files`` to ``layout`` (the layout of ``state``), from
-        what was worked out before for the files of the same path and size. A file's
-        provenance and its block depend on that file alone, and a path is written once;
-        the size floor depends on all the files and is applied to them every time. (Where
-        placing gives up for a whole call, e.g. a rule on a function of a column that
-        overflows on one file, the files of that call are not placed: rewritten, never
-        placed wrongly, as with :func:`plan_switch`.)"""
-        if self._state is None or self._state[0] != state or self._state[1] is not layout:
-            self._state, self._seen = (state, layout), {}
+    def plan(self, files: FileStats, state: ManagedState) -> tuple[np.ndarray, dict[str, int]]:
+        """:func:`plan_switch` of ``files`` to ``state``'s layout, from what was worked out
+        before for the files of the same path and size. A file's provenance and its block
+        depend on that file alone, and a path is written once; the size floor depends on
+        all the files and is applied to them every time. (Where placing gives up for a
+        whole call, e.g. a rule on a function of a column that overflows on one file, the
+        files of that call are not placed: rewritten, never placed wrongly, as with
+        :func:`plan_switch`.)"""
+        layout = state.layout
+        assert layout is not None, "the table as it was has no layout to plan with"
+        if self._state != (state.id, state.layout_digest):
+            self._state, self._seen = (state.id, state.layout_digest), {}
         paths = [str(p) for p in files.paths]
         sizes = np.asarray(files.sizes, dtype=np.int64)
         seen = self._seen
@@ -1043,7 +1024,7 @@ class UnlaidFiles:
             found = zip(
                 (p for p, f in zip(paths, fresh.tolist(), strict=True) if f),
                 sizes[fresh].tolist(),
-                laid_out_by(self.root, part, layout).tolist(),
+                laid_out_by(self.root, part, layout, state.layout_json).tolist(),
                 file_blocks(layout, part).tolist(),
                 strict=True,
             )
@@ -1056,15 +1037,11 @@ class UnlaidFiles:
 
 
 def plan_catch_up(
-    engine: OnlineEngine,
-    root: str,
-    files: FileStats,
-    unlaid: np.ndarray,
-    written: np.ndarray | None = None,
+    engine: OnlineEngine, files: FileStats, unlaid: np.ndarray, written: np.ndarray
 ) -> tuple[np.ndarray, float] | None:
     """The catch-up ``engine`` wants now, if any: the files to rewrite
-    (:func:`catch_up_files`; ``written``: :meth:`UnlaidFiles.written`, worked out
-    when None) and their share of the table's bytes."""
+    (:func:`catch_up_files`; ``unlaid`` and ``written`` from :class:`UnlaidFiles`) and
+    their share of the table's bytes."""
     layout = engine.layout_of(engine.applied)
     sizes = np.asarray(files.sizes, dtype=np.float64)
     if layout is None or not unlaid.any() or sizes.sum() <= 0:
@@ -1072,27 +1049,22 @@ def plan_catch_up(
     # it rewrites at least the unlaid files: no need to look further when they do not pay
     if not engine.wants_catch_up(float(sizes[unlaid].sum() / sizes.sum())):
         return None
-    rewrite, share = catch_up_files(root, files, layout, unlaid, written)
+    rewrite, share = catch_up_files(files, layout, unlaid, written)
     return (rewrite, share) if engine.wants_catch_up(share) else None
 
 
 def catch_up_files(
-    root: str,
-    files: FileStats,
-    layout: Layout,
-    unlaid: np.ndarray,
-    written: np.ndarray | None = None,
+    files: FileStats, layout: Layout, unlaid: np.ndarray, written: np.ndarray
 ) -> tuple[np.ndarray, float]:
     """What a catch-up with ``layout`` rewrites: the ``unlaid`` files (not written or placed
-    by it) and the small files it wrote (below :func:`~lakelayout.layouts.base.keep_floor`:
-    earlier catch-ups' pieces, merged so that a block carries at most one small file);
-    and the share of the table's bytes that is. Nothing when nothing is unlaid."""
+    by it) and the small files it wrote (``written``, :func:`laid_out_by`; below
+    :func:`~lakelayout.layouts.base.keep_floor`: earlier catch-ups' pieces, merged so that
+    a block carries at most one small file); and the share of the table's bytes that is.
+    Nothing when nothing is unlaid."""
     sizes = np.asarray(files.sizes, dtype=np.float64)
     total = float(sizes.sum())
     if total <= 0 or not unlaid.any():
         return np.zeros(len(files), dtype=bool), 0.0
-    if written is None:
-        written = laid_out_by(root, files, layout)
     small = ~unlaid & (sizes < keep_floor(layout, sizes)) & written
     rewrite = unlaid | small
     return rewrite, float(sizes[rewrite].sum()) / total

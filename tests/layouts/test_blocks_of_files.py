@@ -301,6 +301,7 @@ def test_unlaid_files_worked_out_file_by_file_equal_a_fresh_plan_at_every_versio
     """``UnlaidFiles.plan`` reuses each file's answer across table versions (by path and
     size); the plan must equal :func:`plan_switch` worked out afresh on every version,
     whose floor moves with the live files, and it asks the layout only about new files."""
+    from lakelayout.online.manager import ManagedState
     from lakelayout.online_table import UnlaidFiles, plan_switch
 
     data = _ranges()
@@ -313,6 +314,7 @@ def test_unlaid_files_worked_out_file_by_file_equal_a_fresh_plan_at_every_versio
             return super().blocks_of_files(files)
 
     counting = Counting(layout.tree, layout.schema, layout.sample_rows, layout.inner)
+    state = ManagedState(id="s1", label="qdtree", layout=counting, added_at=0)
     blocks = layout.assign(data)
     # one file per block and one mixing every block
     file_ids = np.where(np.arange(data.num_rows) % 10 == 0, layout.n_blocks, blocks)
@@ -325,11 +327,11 @@ def test_unlaid_files_worked_out_file_by_file_equal_a_fresh_plan_at_every_versio
             sizes[grow] += 1
             files = dataclasses.replace(files, sizes=sizes)
         before = sum(asked)
-        got = unlaid.plan(files, "s1", counting)
+        got = unlaid.plan(files, state)
         want = plan_switch(str(tmp_path), files, layout)
         assert np.array_equal(got[0], want[0]) and got[1] == want[1]
         assert sum(asked) - before <= len(files)
         before = sum(asked)
-        again = unlaid.plan(files, "s1", counting)
+        again = unlaid.plan(files, state)
         assert np.array_equal(again[0], want[0]) and again[1] == want[1]
         assert sum(asked) == before  # nothing new: the layout was not asked again

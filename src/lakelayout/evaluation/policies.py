@@ -828,15 +828,14 @@ class OnlinePolicy(Policy):
         if engine.config.catch_up:
             from lakelayout.online_table import charge_unlaid
 
-            charge_unlaid(engine, [predicate], snap, self._unlaid_of(ctx, snap)[0])
+            charge_unlaid(engine, [predicate], snap, self._unlaid_files(ctx).of(snap, engine)[0])
 
-    def _unlaid_of(self, ctx: Context, snap: Snapshot) -> tuple[np.ndarray, dict[str, int]]:
+    def _unlaid_files(self, ctx: Context) -> UnlaidFiles:
         from lakelayout.online_table import UnlaidFiles
 
-        assert self.engine is not None
         if self._unlaid is None:
             self._unlaid = UnlaidFiles(ctx.table.uri)
-        return self._unlaid.of(snap, self.engine)
+        return self._unlaid
 
     def may_reorganize(self, ctx: Context) -> None:
         engine = self.engine
@@ -869,10 +868,9 @@ class OnlinePolicy(Policy):
         if layout is None or not engine.config.catch_up:
             return
         snap = latest_snapshot(ctx)
-        unlaid, keep = self._unlaid_of(ctx, snap)
-        assert self._unlaid is not None  # made by _unlaid_of
-        written = self._unlaid.written(snap, engine)
-        planned = plan_catch_up(engine, ctx.table.uri, snap.files, unlaid, written)
+        found = self._unlaid_files(ctx)
+        unlaid, keep = found.of(snap, engine)
+        planned = plan_catch_up(engine, snap.files, unlaid, found.written(snap, engine))
         if planned is None:
             return
         rewrite, share = planned
