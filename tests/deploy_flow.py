@@ -3,8 +3,11 @@
 ``python deploy_flow.py MASTER TABLE OUT [DV_TABLE]``, where MASTER is a cluster URL
 (``spark://127.0.0.1:7077``) or a Spark Connect URL (``sc://127.0.0.1:15002``).
 Runs create / append / scan / optimize / delete / index refresh / indexed
-scan and writes what each returned to OUT; the test checks it against values
-it computes itself and against the table read by another Delta reader.
+scan, then the self-organizing verbs on a second table (``TABLE-so``: the
+advisor's ``optimize.auto()`` after logged scans, online reorganization
+switching layouts in the background and catching up an append), and writes
+what each returned to OUT; the test checks it against values it computes
+itself and against the tables read by another Delta reader.
 DV_TABLE, a partitioned table with deletion vectors Delta's connector wrote,
 is scanned (rows read through pyarrow tasks) and deleted from: that commit
 needs Delta's transaction API, so on Spark Connect it must be refused.
@@ -62,9 +65,52 @@ def flow(master: str, path: str, with_vectors: str | None = None) -> dict[str, A
     out["version"] = t.version
     if not remote:  # Delta's own connector, shipped to the executors, reads the table
         out["delta_connector_rows"] = spark.read.format("delta").load(path).count()
+    out["self_organizing"] = _self_organizing(spark, rows, path + "-so")
     if with_vectors is not None:
         out["vectors"] = _with_vectors(Table(with_vectors, spark=spark))
     spark.stop()
+    return out
+
+
+def _self_organizing(spark: Any, rows: Any, path: str) -> dict[str, Any]:
+    """The advisor and online reorganization where the session runs its jobs remotely.
+
+    Range scans on ``a`` (arrival order spreads every value of ``a`` over every file);
+    ``optimize.auto()`` decides from the query log, then ``online`` (α 1, a short window)
+    switches layouts in background threads, and an append is caught up."""
+    from lakelayout.api import Table
+
+    def ranges(t: Any, n: int, step: int) -> None:
+        for i in range(n):
+            low = i * step % 90
+            t.scan(f"a >= {low} AND a < {low + 3}").df.count()
+
+    out: dict[str, Any] = {}
+    t = Table.create(path, rows(0, 20_000), spark=spark, target_file_size=16 * 1024)
+    out["files_before"] = len(t.snapshot().files)
+    out["kept_before"] = t.scan("a >= 10 AND a < 13").report.files_kept
+    ranges(t, 30, 7)
+    auto = t.optimize.auto()
+    out["auto"] = {"applied": auto.applied, "error": auto.error, "reason": auto.reason}
+    out["auto_ids"] = sorted(r["id"] for r in t.to_df().select("id").collect())
+    out["auto_kept"] = t.scan("a >= 10 AND a < 13").report.files_kept
+
+    online = Table.create(
+        path + "-online", rows(0, 20_000), spark=spark, target_file_size=16 * 1024
+    )
+    online.online.enable(alpha=1, window=20, interval=5, seed=0)
+    ranges(online, 40, 11)
+    online.online.wait()
+    online.append(rows(20_000, 2_000))
+    ranges(online, 30, 13)
+    online.online.wait()
+    out["online_history"] = [
+        {k: h.get(k) for k in ("kind", "status", "error", "target_label")}
+        for h in online.online.history()
+    ]
+    out["online_ids"] = sorted(r["id"] for r in online.to_df().select("id").collect())
+    out["online_kept"] = online.scan("a >= 10 AND a < 13").report.files_kept
+    out["online_files"] = len(online.snapshot().files)
     return out
 
 

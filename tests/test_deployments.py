@@ -2,9 +2,11 @@
 
 Each test starts the servers from the pyspark wheel on localhost (free ports,
 their own process group, always stopped in the fixture's teardown), runs
-create / append / scan / optimize / delete / index refresh in a child driver
-(:mod:`tests.deploy_flow`), and checks the results against values computed
-here and against the table as another Delta reader (delta-rs) sees it.
+create / append / scan / optimize / delete / index refresh, then the advisor's
+``optimize.auto()`` and online reorganization (background switches, an append
+between them) in a child driver (:mod:`tests.deploy_flow`), and checks the
+results against values computed here and against the tables as another Delta
+reader (delta-rs) and a new process see them.
 """
 
 from __future__ import annotations
@@ -153,6 +155,34 @@ def _check(result: dict[str, Any], table: str) -> None:
         for i, a, b in zip(*(data.column(c).to_pylist() for c in ("id", "a", "b")), strict=True)
     )
     assert DeltaTable(table).version() == result["version"]
+    _check_self_organizing(result["self_organizing"], table + "-so")
+
+
+def _check_self_organizing(result: dict[str, Any], path: str) -> None:
+    """The advisor rewrote for the logged range scans and online reorganization switched
+    in the background, with every row kept, as this process and delta-rs see the tables."""
+    from lakelayout.api import Table
+
+    # arrival order: every file holds every value of `a`, so a range on it keeps them all
+    assert result["kept_before"] == result["files_before"] > 1
+    assert result["auto"]["applied"] and result["auto"]["error"] is None, result["auto"]
+    assert result["auto_ids"] == list(range(20_000))
+    assert result["auto_kept"] < result["files_before"]
+    ids = DeltaTable(path).to_pyarrow_table(columns=["id"]).column("id").to_pylist()
+    assert sorted(ids) == list(range(20_000))
+
+    history = result["online_history"]
+    assert any(h["kind"] == "switch" and h["status"] == "done" for h in history), history
+    assert all(h["status"] == "done" and not h["error"] for h in history), history
+    assert result["online_ids"] == list(range(22_000))  # the append during it included
+    assert result["online_kept"] < result["online_files"]
+    online_path = path + "-online"
+    ids = DeltaTable(online_path).to_pyarrow_table(columns=["id"]).column("id").to_pylist()
+    assert sorted(ids) == list(range(22_000))
+    # the state the child process left is read back here, with no Spark
+    table = Table(online_path)
+    assert len(table.online.history()) == len(history)
+    assert table.online.status()["applied_label"] == history[-1]["target_label"]
 
 
 def test_standalone_cluster(standalone: tuple[str, Path], tmp_path: Path) -> None:
