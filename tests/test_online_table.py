@@ -261,6 +261,38 @@ def test_a_failed_rewrite_leaves_table_and_reorganizer_consistent(
     assert t.to_df().select("id").distinct().count() == ROWS
 
 
+def test_a_step_on_a_snapshot_older_than_the_last_switch_plans_on_the_table_as_it_is(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A scan that read the table before a switch committed steps the reorganizer after
+    it (the scan's snapshot is older than the layout the state says the table is in):
+    the next rewrite is planned on the table as it is now, never on the files the
+    switch removed (which ``optimize.apply`` refuses: a failed rewrite and a redraw)."""
+    from lakelayout.expr.parse import parse_predicate
+
+    t = make_table(spark, tmp_path / "t")
+    t.online.enable(**SETTINGS)
+    stale = t.snapshot()
+    scan_until_switch(t, queries(80))
+    assert t.online.wait(300)
+    (first,) = t.online.history()
+    assert first["status"] == "done" and first["version"] > stale.version
+    rng = np.random.default_rng(5)
+    for lo in rng.integers(0, 975, 120):  # now on b: the reorganizer wants another layout
+        sql = f"b >= {lo} AND b < {lo + 25}"
+        online_table.after_scan(t, sql, parse_predicate(sql, stale.schema), stale)
+        if len(t.online.history()) > 1:
+            break
+    assert t.online.wait(300)
+    later = t.online.history()[1:]
+    assert later, "no rewrite after the first"
+    assert all(h["status"] == "done" and not h["error"] for h in later), later
+    assert all(h["read_version"] >= first["version"] for h in later)
+    assert t.online.status()["failed_rewrites"] == 0
+    assert t.to_df().count() == ROWS
+    assert t.to_df().select("id").distinct().count() == ROWS
+
+
 #: a child process with its own JVM on the table argv[1]; the scripts below go on from it
 CHILD = textwrap.dedent(
     """

@@ -742,6 +742,12 @@ class _Controller:
             return True  # an unreadable state: status() reports it; the scan goes on
         if engine is None:
             return True
+        newest = engine.last_commit()
+        if newest is not None and snap.version < newest:
+            # the scan read the table before a rewrite committed, and the state describes
+            # the table after it: price the scan on the layout the state is in, and plan
+            # the next rewrite on files that are live (optimize.apply refuses others)
+            snap = table.snapshot()
         applied: list[Path] = []
         seen: list[Predicate] = []  # the scans this step applied
         stopped = False

@@ -529,6 +529,14 @@ class OnlineEngine:
         self.unlaid_extra = 0.0
         return record
 
+    def last_commit(self) -> int | None:
+        """The table version the newest committed rewrite (switch or catch-up) made; None
+        before the first. A snapshot older than it shows files that rewrite removed."""
+        for record in reversed(self.history):
+            if record.status == "done" and record.version is not None:
+                return record.version
+        return None
+
     def find(self, record_id: str) -> Switch | None:
         """The history record with ``record_id`` (None if unknown)."""
         return next((s for s in self.history if s.id == record_id), None)
