@@ -63,6 +63,7 @@ def flow(master: str, path: str, with_vectors: str | None = None) -> dict[str, A
     out["indexed_count"] = indexed.df.count()
     out["indexed_skipped"] = indexed.report.skipped_by.get("valuelist(b)", 0)
     out["version"] = t.version
+    out["rejected"] = _rejected(t)
     if not remote:  # Delta's own connector, shipped to the executors, reads the table
         out["delta_connector_rows"] = spark.read.format("delta").load(path).count()
     out["self_organizing"] = _self_organizing(spark, rows, path + "-so")
@@ -70,6 +71,18 @@ def flow(master: str, path: str, with_vectors: str | None = None) -> dict[str, A
         out["vectors"] = _with_vectors(Table(with_vectors, spark=spark))
     spark.stop()
     return out
+
+
+def _rejected(t: Any) -> str | None:
+    """A predicate only Spark's analyser refuses: raised by scan() itself, also over
+    Spark Connect, where a DataFrame is analysed only at its first action."""
+    from lakelayout.errors import PredicateError
+
+    try:
+        t.scan("nosuchfn(a) < 5")
+    except PredicateError as exc:
+        return str(exc)
+    return None
 
 
 def _self_organizing(spark: Any, rows: Any, path: str) -> dict[str, Any]:

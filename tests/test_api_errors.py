@@ -52,6 +52,36 @@ def test_a_nullable_dataframe_without_nulls_appends(spark: Any, tmp_path: Path) 
     assert _ids(t) == [0, 1, 2, 3, 4]
 
 
+@pytest.mark.parametrize(
+    ("where", "reason"),
+    [
+        ("nosuchfn(id) < 5", "[UNRESOLVED_ROUTINE]"),
+        ("sum(id) > 5", "[INVALID_WHERE_CONDITION]"),
+        (
+            "id > 1 AND row_number() OVER (ORDER BY id) = 1",
+            "[WINDOW_FUNCTION_NOT_ALLOWED_IN_CLAUSE]",
+        ),
+    ],
+    ids=["unknown-function", "aggregate", "window"],
+)
+def test_a_predicate_spark_rejects_fails_the_scan_and_the_delete_before_any_write(
+    table: Table, where: str, reason: str
+) -> None:
+    """Text lakelayout does not model is passed to Spark: what Spark's analyser refuses is
+    a PredicateError with Spark's reason, raised by scan() itself (not by a later action)
+    and by delete() before a job runs or a file is written."""
+    from lakelayout.errors import PredicateError
+
+    before, files = table.version, sorted(os.listdir(table.uri))
+    with pytest.raises(PredicateError, match="Spark rejects the predicate") as err:
+        table.scan(where)
+    assert repr(where) in str(err.value) and reason in str(err.value), str(err.value)
+    with pytest.raises(PredicateError, match="Spark rejects the predicate"):
+        table.delete(where)
+    assert table.version == before and sorted(os.listdir(table.uri)) == files
+    assert _ids(table) == list(range(10))
+
+
 def test_create_in_a_folder_holding_data_is_refused(spark: Any, tmp_path: Path) -> None:
     folder = tmp_path / "old"
     spark.range(5).write.parquet(str(folder))

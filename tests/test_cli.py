@@ -80,6 +80,38 @@ def test_predicate_errors_are_one_line(table_path: str, where: str, message: str
     assert result.output.splitlines() == [message]
 
 
+@pytest.mark.parametrize(
+    ("where", "reason"),
+    [("nosuchfn(id) < 5", "[UNRESOLVED_ROUTINE]"), ("sum(id) > 5", "[INVALID_WHERE_CONDITION]")],
+    ids=["unknown-function", "aggregate"],
+)
+def test_a_predicate_only_spark_rejects_is_one_line(
+    table_path: str, where: str, reason: str
+) -> None:
+    """lakelayout passes what it does not model on to Spark; what Spark's analyser refuses
+    comes back as one line with its reason, exit code 2, as lakelayout's own errors do."""
+    result = runner.invoke(app, ["scan", table_path, "--where", where])
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.splitlines()
+    assert line.startswith(f"error: Spark rejects the predicate {where!r}: {reason}"), line
+
+
+def test_the_console_script_prints_what_spark_rejects_once(table_path: str) -> None:
+    """pyspark logs each analysis error again (JSON with the JVM stack trace, ~10 KB on
+    stderr); the console script says it once, in its one line."""
+    import subprocess
+    import sys
+
+    script = Path(sys.executable).with_name("lakelayout")
+    done = subprocess.run(
+        [str(script), "scan", table_path, "--where", "nosuchfn(id) < 5"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout.splitlines()[0].startswith("error: Spark rejects the predicate")
+    assert "UNRESOLVED_ROUTINE" not in done.stderr and "Traceback" not in done.stderr
+
+
 def test_an_unexpected_error_is_one_line_not_a_traceback(tmp_path: Path) -> None:
     """The console script on a table whose log is corrupt: deltalake's own error, one line."""
     import subprocess

@@ -155,6 +155,7 @@ def _check(result: dict[str, Any], table: str) -> None:
         for i, a, b in zip(*(data.column(c).to_pylist() for c in ("id", "a", "b")), strict=True)
     )
     assert DeltaTable(table).version() == result["version"]
+    assert result["rejected"] is not None and "[UNRESOLVED_ROUTINE]" in result["rejected"]
     _check_self_organizing(result["self_organizing"], table + "-so")
 
 

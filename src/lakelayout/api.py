@@ -41,7 +41,7 @@ from lakelayout.table import delta
 from lakelayout.table.datafile import raw_path
 from lakelayout.table.features import Kind
 from lakelayout.table.location import normalize_uri
-from lakelayout.table.reader import FILE_COLUMN
+from lakelayout.table.reader import FILE_COLUMN, spark_where
 from lakelayout.table.schema import check_append_schema, stats_columns_property
 
 if TYPE_CHECKING:
@@ -456,10 +456,8 @@ class Table:
 
         df = self._read(snap, kept, with_file=measure)
         if where is not None:
-            from pyspark.sql import functions as F
-
             self.indexes.register_in_spark(self.spark)
-            df = df.where(F.expr(where))
+            df = spark_where(df, where, analysed=predicate.has_opaque())
         measured = None
         if measure:
             measured = self._measure(df, snap, kept)

@@ -3,6 +3,7 @@ advise, calibrate, decisions), online reorganization, bench, demo."""
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -161,6 +162,18 @@ def optimize(
     for name, value in metrics.as_rows():
         grid.add_row(name, value)
     console.print(grid)
+
+
+#: pyspark's loggers that print every analysis error again, stack trace and all, as JSON
+#: on stderr: the error reaches the user once, as the command's one line
+_SPARK_ERROR_ECHOES = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+@app.callback()
+def _before_every_command() -> None:
+    if not os.environ.get("LAKELAYOUT_DEBUG"):
+        for name in _SPARK_ERROR_ECHOES:
+            logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 online_app = typer.Typer(no_args_is_help=True, help="Online reorganization (OReO) of a table.")

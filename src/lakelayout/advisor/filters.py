@@ -33,7 +33,6 @@ from lakelayout.expr.nodes import (
     Expr,
     In,
     Not,
-    Opaque,
     Or,
     Predicate,
     StartsWith,
@@ -99,7 +98,7 @@ def _is_leaf(node: Expr) -> bool:
 def classify(leaf: Predicate) -> Filter:
     """The :class:`Filter` of one leaf predicate (see the module docstring)."""
     key = leaf.sql()
-    if any(isinstance(n, Opaque) for n in leaf.walk()):
+    if leaf.has_opaque():
         return Filter(OPAQUE, key, leaf, "not understood by lakelayout")
     if isinstance(leaf, Not):
         return Filter(PREDICATE, key, leaf, "NOT over an expression")

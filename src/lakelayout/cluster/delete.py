@@ -54,6 +54,7 @@ from lakelayout.skipping.stats_rules import all_rows_match, might_match
 from lakelayout.table import delta
 from lakelayout.table.conflicts import DEFAULT_RETRY, RetryPolicy, run_with_retries
 from lakelayout.table.features import Kind
+from lakelayout.table.reader import read_table_files, spark_where
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -78,7 +79,10 @@ def delete(
     """
     started = time.perf_counter()
     timezone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
-    parse_predicate(where, delta.snapshot(uri).schema, timezone=timezone)  # errors before any job
+    snap = delta.snapshot(uri)
+    predicate = parse_predicate(where, snap.schema, timezone=timezone)  # errors before any job
+    if predicate.has_opaque():  # what lakelayout does not model, Spark's analyser checks
+        spark_where(read_table_files(spark, uri, snap.table_format, []), where, analysed=True)
     metrics, retries = run_with_retries(
         uri,
         "DELETE",
@@ -109,7 +113,7 @@ def _delete_once(
     touched: list[str] = []
     if partial:
         df = read_files(spark, ctx.snap, partial, with_file=True)
-        counts = df.where(F.expr(where)).groupBy(FILE_COLUMN).count().collect()
+        counts = spark_where(df, where).groupBy(FILE_COLUMN).count().collect()
         touched = sorted({str(r[FILE_COLUMN]) for r in counts if r["count"] > 0})
     base = OptimizeMetrics("delete", files_considered=len(files))
     if not dropped and not touched:

@@ -114,6 +114,10 @@ class Expr(abc.ABC):
                 out |= node.reads
         return frozenset(out)
 
+    def has_opaque(self) -> bool:
+        """Whether some part of this node is :class:`Opaque` (not modelled by lakelayout)."""
+        return any(isinstance(node, Opaque) for node in self.walk())
+
     def __str__(self) -> str:
         return self.sql()
 

@@ -18,7 +18,10 @@ Three steps, as in pyiceberg's ``bind``:
 Anything Spark accepts but lakelayout does not model (subqueries, CASE, window
 functions, rand(), unknown functions, RLIKE, ...) becomes :class:`Opaque`: it
 never lets a file be skipped. Text Spark itself would reject (unknown column,
-malformed SQL, comparing a DATE with ``'abc'``) raises :class:`PredicateError`.
+malformed SQL, comparing a DATE with ``'abc'``) raises :class:`PredicateError`;
+what only Spark's analyser knows to reject (a function that does not exist, an
+aggregate in a row filter) passes here as Opaque and is refused by Spark where
+a scan or DELETE builds its DataFrame (:func:`lakelayout.table.reader.spark_where`).
 
 The normalized tree has WHERE semantics: it selects exactly the rows Spark
 keeps, but NULL and FALSE are no longer told apart, so negate the SQL text and

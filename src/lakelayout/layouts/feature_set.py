@@ -34,7 +34,7 @@ import pyarrow as pa
 from lakelayout.errors import LayoutError
 from lakelayout.expr.codec import schema_from_json, schema_to_json
 from lakelayout.expr.evaluate import Evaluator
-from lakelayout.expr.nodes import And, BoolConst, Expr, Opaque, Or, Predicate
+from lakelayout.expr.nodes import And, BoolConst, Or, Predicate
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.expr.visitor import PredicateVisitor
 
@@ -87,13 +87,9 @@ def conjuncts_of(pred: Predicate) -> tuple[Predicate, ...]:
     return tuple(found[k] for k in sorted(found))
 
 
-def _contains_opaque(node: Expr) -> bool:
-    return any(isinstance(part, Opaque) for part in node.walk())
-
-
 def is_usable(pred: Predicate) -> bool:
     """Whether ``pred`` can be a feature: evaluable here and not a constant."""
-    return not isinstance(pred, BoolConst) and not _contains_opaque(pred)
+    return not isinstance(pred, BoolConst) and not pred.has_opaque()
 
 
 def _parse(

@@ -82,6 +82,35 @@ def read_table_files(
     return tasks.mapInArrow(reader, from_arrow_schema(schema))
 
 
+def spark_where(df: DataFrame, where: str, *, analysed: bool = False) -> DataFrame:
+    """``df.where(F.expr(where))``, with what Spark rejects in ``where`` raised here.
+
+    lakelayout binds what it models and passes the rest through (an unknown
+    function is an opaque filter that keeps every file), so text only Spark's
+    analyser refuses — a function that does not exist, an aggregate or a window
+    function in a row filter — reaches Spark. A classic session analyses a
+    DataFrame as it is built; a Spark Connect one only at the first action, so
+    there ``analysed=True`` asks for the schema now (one round trip: callers pass
+    it when the bound predicate holds something lakelayout did not model). Either
+    way the error is a :class:`~lakelayout.errors.PredicateError` naming the text
+    and Spark's reason, before any job runs or anything is written.
+    """
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    from lakelayout.errors import PredicateError
+    from lakelayout.table.session import is_connect
+
+    try:
+        filtered = df.where(F.expr(where))
+        if analysed and is_connect(df.sparkSession):
+            filtered.schema  # noqa: B018 (the analysis is the point)
+    except AnalysisException as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise PredicateError(f"Spark rejects the predicate {where!r}: {reason}") from None
+    return filtered
+
+
 def spread(files: Sequence[DataFile], tasks: int) -> list[list[DataFile]]:
     """``files`` cut into at most ``tasks`` groups of about equal bytes."""
     n = max(1, min(tasks, len(files)))
