@@ -843,15 +843,53 @@ def test_scans_feed_nothing_until_enabled_and_bad_options_write_nothing(
         t.online.enable(alpha=2.0, predictor="last")
     with pytest.raises(InvalidOption, match="unknown predictor weight 'skip'"):
         t.online.enable(alpha=2.0, predictor_weight="skip")
-    assert not state.exists() and not t.online.enabled
+    with pytest.raises(InvalidOption, match="seed must be >= 0"):
+        t.online.enable(alpha=2.0, seed=-1)
+    version = t.version
+    with pytest.raises(InvalidOption, match="never enabled"):
+        t.online.disable()
+    assert not state.exists() and not t.online.enabled and t.version == version
     t.online.enable(**SETTINGS)
     with pytest.raises(InvalidOption, match="already enabled"):
         t.online.enable(**SETTINGS)
     t.scan("a < 10")
     assert t.online.status()["queries"] == 1
     t.online.disable()
+    version = t.version
+    t.online.disable()  # off already: nothing committed
+    assert t.version == version
     t.scan("a < 20")
     assert t.online.status()["queries"] == 1 and not t.online.status()["enabled"]
+
+
+def test_the_table_property_alone_enables_it_and_a_bad_one_is_refused_or_reported(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``lakelayout.online=true`` at create: the first scan starts online reorganization
+    with α from ``lakelayout.online.alpha``. A bad value of either is refused by create
+    before anything is written; one another tool wrote is reported once, not used."""
+    data = gen(spark, 2_000, seed=3, parts=2)
+    on = {online_table.ENABLED_PROPERTY: "true", online_table.ALPHA_PROPERTY: "7"}
+    t = Table.create(str(tmp_path / "t"), data, properties=on)
+    t.scan("a < 10")
+    status = t.online.status()
+    assert status["enabled"] and status["alpha"] == 7.0 and status["queries"] == 1
+    for bad, named in [
+        ({**on, online_table.ALPHA_PROPERTY: "-3"}, "must be a number > 0"),
+        ({**on, online_table.ALPHA_PROPERTY: "abc"}, "must be a number > 0"),
+        ({online_table.ENABLED_PROPERTY: "yes"}, "must be 'true' or 'false'"),
+    ]:
+        with pytest.raises(InvalidOption, match=named):
+            Table.create(str(tmp_path / "bad"), data, properties=bad)
+        assert not (tmp_path / "bad").exists()
+    other = Table.create(str(tmp_path / "other"), data)
+    delta.set_properties(other.uri, {**on, online_table.ALPHA_PROPERTY: "abc"})
+    with caplog.at_level("WARNING", logger="lakelayout.online_table"):
+        other.scan("a < 10")
+        other.scan("a < 20")
+    reported = [r for r in caplog.records if online_table.ALPHA_PROPERTY in r.getMessage()]
+    assert len(reported) == 1 and "'abc'" in reported[0].getMessage()
+    assert not (Path(other.uri) / online_table.DIRECTORY).exists()
 
 
 def test_alpha_is_measured_on_a_scratch_copy(spark: Any, tmp_path: Path) -> None:

@@ -242,6 +242,10 @@ class Table:
         if auto_optimize:
             config["lakelayout.autoOptimize"] = "true"
         check_file_properties(config)  # an empty table too: its appends would fail
+        if any(key.startswith("lakelayout.online") for key in config):
+            from lakelayout.online_table import check_properties
+
+            check_properties(config)
         fmt = TableFormat.plain(table_schema, partitions)
         files = []
         if df is not None:

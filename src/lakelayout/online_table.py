@@ -65,6 +65,7 @@ import functools
 import itertools
 import json
 import logging
+import math
 import os
 import statistics
 import tempfile
@@ -1232,15 +1233,50 @@ def after_scan(table: Table, where: str, predicate: Predicate, snap: Snapshot) -
     ctl.observe(table, where, predicate, snap)
 
 
+def check_properties(config: Mapping[str, str]) -> None:
+    """Refuse a bad :data:`ENABLED_PROPERTY` or :data:`ALPHA_PROPERTY` (InvalidOption):
+    ``Table.create`` checks them before anything is written."""
+    enabled = config.get(ENABLED_PROPERTY, "").strip().lower()
+    if enabled not in ("", "true", "false"):
+        raise InvalidOption(
+            f"table property {ENABLED_PROPERTY} must be 'true' or 'false', got "
+            f"{config[ENABLED_PROPERTY]!r}"
+        )
+    property_alpha(config)
+
+
+def property_alpha(config: Mapping[str, str]) -> float | str:
+    """α from :data:`ALPHA_PROPERTY`: a number > 0, or ``"measured"`` when it is not set."""
+    raw = config.get(ALPHA_PROPERTY, "").strip()
+    if not raw:
+        return "measured"
+    try:
+        alpha = float(raw)
+    except ValueError:
+        alpha = float("nan")
+    if not math.isfinite(alpha) or alpha <= 0:
+        raise InvalidOption(
+            f"table property {ALPHA_PROPERTY} must be a number > 0 (a rewrite's cost in full "
+            f"scans), got {raw!r}; leave it unset to have α measured"
+        )
+    return alpha
+
+
+#: tables whose bad online properties were reported in this process (once each)
+_REPORTED: set[str] = set()
+
+
 def _enable_from_property(table: Table, snap: Snapshot) -> None:
-    """The property alone turned it on: start with the defaults (α from the property or measured)."""
-    raw = snap.configuration.get(ALPHA_PROPERTY, "").strip()
-    alpha: float | str = "measured"
-    if raw:
-        try:
-            alpha = float(raw)
-        except ValueError:
-            alpha = "measured"
+    """The property alone turned it on: start with the defaults (α from the property or
+    measured). A bad α in the property (written by another tool) is reported once per
+    process and the table is left alone."""
+    try:
+        alpha = property_alpha(snap.configuration)
+    except InvalidOption as exc:
+        if table.uri not in _REPORTED:
+            _REPORTED.add(table.uri)
+            logger.warning("online reorganization of %s not started: %s", table.uri, exc)
+        raise
     Online(table).enable(alpha=alpha, _set_property=False)
 
 
@@ -1388,15 +1424,22 @@ class Online:
             if self.enabled:
                 raise InvalidOption(
                     f"online reorganization is already enabled on '{self._table.uri}'; "
-                    "disable() it first to start over"
+                    "disable it first to start over (t.online.disable() or lakelayout "
+                    "online disable PATH)"
                 )
 
     def disable(self) -> None:
         """Stop feeding scans to the reorganizer (a running rewrite finishes; the state
-        stays on disk for ``status()``/``history()`` until the next ``enable()``)."""
+        stays on disk for ``status()``/``history()`` until the next ``enable()``). Nothing is
+        committed when it is off already; a table it was never enabled on is an error."""
         from lakelayout.table import delta
 
-        delta.set_properties(self._table.uri, {ENABLED_PROPERTY: ""})
+        config = self._table.snapshot().configuration
+        on = config.get(ENABLED_PROPERTY, "").lower() == "true"
+        if not on and not self._ctl.store.state.exists():
+            raise self._never_enabled()
+        if on:
+            delta.set_properties(self._table.uri, {ENABLED_PROPERTY: ""})
 
     def status(self) -> dict[str, Any]:
         """Layout the table is in, candidate states with counters and what each would have
@@ -1436,8 +1479,11 @@ class Online:
                 self._ctl.drain(self._table, snap)
         data = store.read()
         if data is None:
-            raise InvalidOption(
-                f"online reorganization was never enabled on '{self._table.uri}'; "
-                "call t.online.enable() (or lakelayout online enable PATH) first"
-            )
+            raise self._never_enabled()
         return data
+
+    def _never_enabled(self) -> InvalidOption:
+        return InvalidOption(
+            f"online reorganization was never enabled on '{self._table.uri}'; "
+            "call t.online.enable() (or lakelayout online enable PATH) first"
+        )

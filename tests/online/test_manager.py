@@ -488,6 +488,11 @@ def test_bad_manager_settings_are_refused() -> None:
         OnlineConfig(alpha=2.0, policy="oreoo")
     with pytest.raises(InvalidOption, match="alpha must be > 0"):
         OnlineConfig(alpha=0.0)
+    with pytest.raises(InvalidOption, match=r"policy must be one of oreo, .* got None"):
+        OnlineConfig(alpha=2.0, policy=None)  # type: ignore[arg-type]
+    # numpy's generator refuses a negative seed: refused here, before enable() runs a job
+    with pytest.raises(InvalidOption, match="seed must be >= 0, got -1"):
+        OnlineConfig(alpha=2.0, seed=-1)
     with pytest.raises(InvalidOption, match=r"unknown predictor 'recnt' Did you mean 'recent'\?"):
         OnlineConfig(alpha=2.0, predictor="recnt")
     with pytest.raises(
@@ -705,3 +710,11 @@ def test_families_are_checked_by_name_and_a_string_is_a_comma_separated_list() -
         check_families("qdtre")
     with pytest.raises(InvalidOption, match="at least one"):
         check_families("")
+    # a family named twice is fitted once; wrong types are named, not a Python error
+    assert check_families("qdtree,pando,qdtree") == ["qdtree", "pando"]
+    with pytest.raises(InvalidOption, match=r"families must be a list .* got None"):
+        check_families(None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidOption, match=r"families must be a list .* got 123"):
+        check_families(123)  # type: ignore[arg-type]
+    with pytest.raises(InvalidOption, match=r"a layout family is a name, got 1"):
+        check_families([1])  # type: ignore[list-item]

@@ -47,8 +47,19 @@ def check_families(families: Sequence[str] | str) -> list[str]:
     a string is a comma-separated list (``"qdtree"``, ``"qdtree,pando"``)."""
     if isinstance(families, str):
         families = [name.strip() for name in families.split(",") if name.strip()]
-    out = []
+    if not isinstance(families, Sequence):
+        raise InvalidOption(
+            "families must be a list of layout families or a comma-separated string, "
+            f"got {families!r}; known: {', '.join(FAMILIES)}"
+        )
+    out: list[str] = []
     for name in families:
+        if not isinstance(name, str):
+            raise InvalidOption(
+                f"a layout family is a name, got {name!r}; known: {', '.join(FAMILIES)}"
+            )
+        if name in out:  # "qdtree,qdtree": one family, fitted once
+            continue
         if name not in FAMILIES:
             raise InvalidOption(
                 f"unknown layout family {name!r}{closest(name, FAMILIES)}; "

@@ -111,6 +111,8 @@ class OnlineConfig:
     catch_up: bool = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.policy, str):
+            raise InvalidOption(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
         if self.policy not in POLICIES:
             raise InvalidOption(
                 f"unknown online policy {self.policy!r}{closest(self.policy, POLICIES)}; "
@@ -154,6 +156,8 @@ class OnlineConfig:
             raise InvalidOption(
                 f"window and interval must be >= 1 query, got {self.window}, {self.interval}"
             )
+        if self.seed < 0:
+            raise InvalidOption(f"seed must be >= 0, got {self.seed}")
         if self.max_states < 2:
             raise InvalidOption(f"max_states must be >= 2, got {self.max_states}")
         if self.predictor_window < 0:
