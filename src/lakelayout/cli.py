@@ -498,9 +498,11 @@ def calibrate(
     """Measure this cluster's rewrite and query costs; save the cost model (reused later)."""
     from lakelayout.advisor.calibrate import DEFAULT_SIZES, QUICK_SIZES
     from lakelayout.advisor.calibrate import calibrate as run
+    from lakelayout.advisor.costmodel import check_save_path
     from lakelayout.table.session import spark_session
 
     try:
+        check_save_path(out)  # before minutes of measuring
         model = run(
             spark_session(),
             sizes=QUICK_SIZES if quick else DEFAULT_SIZES,

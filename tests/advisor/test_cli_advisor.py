@@ -104,3 +104,18 @@ def test_calibrate_measures_saves_and_is_reused(spark: Any, tmp_path: Path) -> N
     path = model.save(tmp_path / "cfg" / "costmodel.json")
     assert CostModel.load(path) == model
     assert list(tmp_path.iterdir()) == [tmp_path / "cfg"]  # the generated tables are gone
+
+
+def test_calibrate_refuses_where_it_cannot_save_before_measuring(tmp_path: Path) -> None:
+    """A calibration takes minutes: a path it cannot save to is refused first, with one
+    line and exit code 2 (a calibration that ran would have printed its progress)."""
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "a-folder").mkdir()
+    for out, reason in [
+        (tmp_path / "a-file" / "sub" / "model.json", "is a file, not a folder"),
+        (tmp_path / "a-folder", "it is a folder"),
+    ]:
+        result = runner.invoke(app, ["calibrate", "--quick", "--out", str(out)])
+        assert result.exit_code == 2, result.output
+        (line,) = result.output.splitlines()
+        assert line.startswith(f"error: cannot save the cost model to {out}") and reason in line

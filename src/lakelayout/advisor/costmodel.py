@@ -233,7 +233,7 @@ class CostModel:
 
     def save(self, path: str | os.PathLike[str] | None = None) -> Path:
         """Write the model as JSON (atomically); the path written."""
-        target = Path(path) if path is not None else default_path()
+        target = check_save_path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         temp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True), encoding="utf-8")
@@ -278,6 +278,25 @@ DEFAULTS = CostModel(
     shuffle_seconds_per_value=5e-8,
     source="defaults",
 )
+
+
+def check_save_path(path: str | os.PathLike[str] | None) -> Path:
+    """Where :meth:`CostModel.save` writes (``path`` or :func:`default_path`), checked
+    first: InvalidOption when it is a folder, or when its nearest existing parent is not
+    a writable folder (a calibration takes minutes: it is checked before, not after)."""
+    target = Path(path) if path is not None else default_path()
+    if target.is_dir():
+        raise InvalidOption(f"cannot save the cost model to {target}: it is a folder")
+    parent = target.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InvalidOption(
+            f"cannot save the cost model to {target}: {parent} is a file, not a folder"
+        )
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InvalidOption(f"cannot save the cost model to {target}: {parent} is not writable")
+    return target
 
 
 def default_path() -> Path:
