@@ -96,6 +96,22 @@ def test_a_predicate_only_spark_rejects_is_one_line(
     assert line.startswith(f"error: Spark rejects the predicate {where!r}: {reason}"), line
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["scan", "--show", "-1"], "error: --show must be >= 0, got -1"),
+        (["vacuum", "--dry-run", "--show", "-1"], "error: --show must be >= 0, got -1"),
+        (["describe", "--history", "-1"], "error: Table.describe: history must be >= 0, got -1"),
+        (["log", "--last", "0"], "error: --last must be >= 1, got 0"),
+    ],
+    ids=["scan-show", "vacuum-show", "describe-history", "log-last"],
+)
+def test_a_negative_count_is_refused(table_path: str, argv: list[str], message: str) -> None:
+    result = runner.invoke(app, [argv[0], table_path, *argv[1:]])
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines() == [message]
+
+
 def test_the_console_script_prints_what_spark_rejects_once(table_path: str) -> None:
     """pyspark logs each analysis error again (JSON with the JVM stack trace, ~10 KB on
     stderr); the console script says it once, in its one line."""

@@ -302,7 +302,7 @@ class Table:
 
     def describe(self, *, history: int = 10) -> TableDescription:
         """Files, sizes, rows, per-column statistics coverage and recent history."""
-        args.require_int(history, "history", "Table.describe")
+        args.require_int(history, "history", "Table.describe", low=0)
         snap = self.snapshot()
         files = snap.files
         sizes = files.sizes

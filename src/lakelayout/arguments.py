@@ -54,12 +54,16 @@ def require_path(value: object, name: str, where: str) -> None:
         raise _fail(where, name, "a path or URI string", value, False)
 
 
-def require_int(value: object, name: str, where: str, *, optional: bool = False) -> None:
-    """An int, not a bool (or None when ``optional``)."""
+def require_int(
+    value: object, name: str, where: str, *, optional: bool = False, low: int | None = None
+) -> None:
+    """An int, not a bool (or None when ``optional``), at least ``low`` when given."""
     if value is None and optional:
         return
     if isinstance(value, bool) or not isinstance(value, int):
         raise _fail(where, name, "an int", value, optional)
+    if low is not None and value < low:
+        raise InvalidOption(f"{where}: {name} must be >= {low}, got {value}")
 
 
 def require_bool(value: object, name: str, where: str) -> None:

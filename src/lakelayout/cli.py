@@ -45,6 +45,11 @@ def _fail(exc: LakelayoutError) -> None:
     raise typer.Exit(code=2)
 
 
+def _at_least(value: int, low: int, option: str) -> None:
+    if value < low:
+        raise InvalidOption(f"{option} must be >= {low}, got {value}")
+
+
 @app.command()
 def scan(
     path: Annotated[str, typer.Argument(help="table location")],
@@ -57,6 +62,7 @@ def scan(
     from lakelayout.api import Table
 
     try:
+        _at_least(show, 0, "--show")
         table = Table(path)
         cols = [c.strip() for c in columns.split(",") if c.strip()] or None
         result = table.scan(where if where else None, cols, measure=measure)
@@ -316,6 +322,7 @@ def vacuum(
     from lakelayout.api import Table
 
     try:
+        _at_least(show, 0, "--show")  # before anything is deleted
         metrics = Table(path).vacuum(retain_hours=retain_hours, dry_run=dry_run, force=force)
     except LakelayoutError as exc:
         _fail(exc)
@@ -431,8 +438,7 @@ def log_(
 
     try:
         table = Table(path)
-        if last < 1:
-            raise InvalidOption(f"--last must be >= 1, got {last}")
+        _at_least(last, 1, "--last")
         data = QueryLog(table.uri).read(last=last)
     except LakelayoutError as exc:
         _fail(exc)
