@@ -540,7 +540,7 @@ class Table:
         )
 
         args.require_names(columns, "columns", "Table.cluster_by", optional=True)
-        args.require_int(max_columns, "max_columns", "Table.cluster_by")
+        args.require_int(max_columns, "max_columns", "Table.cluster_by", low=1)
         snap = self.snapshot()
         if delta_liquid.is_delta_clustered(snap):
             raise UnsupportedTable(

@@ -111,6 +111,16 @@ def test_optimize_auto_says_why_not_when_nothing_filters(spark: Any, tmp_path: P
     assert row["detail"]["inputs"]["queries"] == 8
 
 
+def test_optimize_auto_on_an_empty_table_says_it_is_empty(spark: Any, tmp_path: Path) -> None:
+    """Not "every live file is already clustered": there is no file at all."""
+    schema = pa.schema([("id", pa.int64()), ("tag", pa.string())])
+    t = _tuned(Table.create(str(tmp_path / "t"), schema=schema))
+    for k in range(8):
+        t.scan(f"id < {k * 100}")
+    result = t.optimize.auto()
+    assert not result.applied and result.reason == "no rewrite: the table has no files"
+
+
 def test_features_recommend_auto_and_measurement(spark: Any, tmp_path: Path) -> None:
     t = _tuned(
         Table.create(str(tmp_path / "t"), _batch(spark, 0, 8000, 8), target_file_size=20_000)

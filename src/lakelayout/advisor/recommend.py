@@ -281,7 +281,11 @@ def _recommend(
     values = files.total_rows * len(inputs.schema)
     blocks = max(1, round(nbytes / max(1, inputs.target_file_size)))
     if len(files) == 0:
-        rec.reason = "no rewrite: every live file is already clustered"
+        rec.reason = (
+            "no rewrite: the table has no files"
+            if inputs.other_bytes == 0
+            else "no rewrite: every live file is already clustered"
+        )
         return without_sample()
     if blocks < 2:
         rec.reason = (

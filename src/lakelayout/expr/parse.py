@@ -368,7 +368,7 @@ def _parse(sql: str, what: str) -> tuple[exp.Expression, int]:
     except ParseError as err:
         detail = err.errors[0] if err.errors else {}
         where = f" at line {detail.get('line', '?')}, col {detail.get('col', '?')}"
-        desc = detail.get("description") or str(err).splitlines()[0]
+        desc = _plain_parse_error(detail.get("description") or str(err).splitlines()[0])
         raise PredicateError(f"malformed {what} {_short(sql)!r}: {desc}{where}") from None
     except TokenError as err:
         raise PredicateError(f"malformed {what} {_short(sql)!r}: {err}") from None
@@ -378,6 +378,42 @@ def _parse(sql: str, what: str) -> tuple[exp.Expression, int]:
         kind = node.key.upper()
         raise PredicateError(f"malformed {what} {_short(sql)!r}: got a {kind} statement")
     return node, depth
+
+
+#: sqlglot's node names of the operators a parse error most often names, as SQL
+_OPERATOR_SQL = {
+    "EQ": "=", "NEQ": "<>", "LT": "<", "LTE": "<=", "GT": ">", "GTE": ">=",
+    "NullSafeEQ": "<=>", "And": "AND", "Or": "OR", "Not": "NOT", "Between": "BETWEEN",
+    "In": "IN", "Like": "LIKE", "ILike": "ILIKE", "Is": "IS", "Add": "+", "Sub": "-",
+    "Mul": "*", "Div": "/", "Mod": "%", "BitwiseLeftShift": "<<",
+    "BitwiseRightShift": ">>", "BitwiseAnd": "&", "BitwiseOr": "|", "BitwiseXor": "^",
+}  # fmt: skip
+#: the parts of a node a parse error says are missing, in words
+_PART_WORDS = {
+    "expression": "its right-hand side",
+    "this": "its operand",
+    "low": "its lower bound",
+    "high": "its upper bound",
+}
+_MISSING_RE = re.compile(r"Required keyword: '(\w+)' missing for <class '[\w.]*?(\w+)'>")
+
+
+def _plain_parse_error(desc: str) -> str:
+    """sqlglot's description of a parse error without its Python class names:
+    ``Required keyword: 'expression' missing for <class '...LT'>`` becomes
+    ``'<' is missing its right-hand side``.
+
+    >>> _plain_parse_error("Required keyword: 'high' missing for <class 'x.core.Between'>")
+    "'BETWEEN' is missing its upper bound"
+    >>> _plain_parse_error("Expecting )")
+    'Expecting )'
+    """
+    match = _MISSING_RE.search(desc)
+    if match is None:
+        return desc
+    part, node = match.groups()
+    operator = _OPERATOR_SQL.get(node) or re.sub(r"(?<!^)(?=[A-Z])", " ", node).lower()
+    return f"'{operator}' is missing {_PART_WORDS.get(part, repr(part))}"
 
 
 def _check_one_statement(tokens: list[Any], sql: str, what: str) -> None:
