@@ -229,3 +229,13 @@ def test_counts_below_their_floor_are_refused_by_name(table: Table) -> None:
     with pytest.raises(InvalidOption, match=r"Table\.describe: history must be >= 0, got -1"):
         table.describe(history=-1)
     assert table.version == before
+
+
+def test_scan_columns_must_name_each_column_once(table: Table) -> None:
+    """An empty list read as "no column" and a repeated name gave a DataFrame with no
+    columns or two of the same name; both are refused by name."""
+    with pytest.raises(InvalidOption, match="columns= is empty"):
+        table.scan("id < 3", columns=[])
+    with pytest.raises(InvalidOption, match="column 'id' is named twice in columns="):
+        table.scan("id < 3", columns=["id", "s", "ID"])
+    assert table.scan("id < 3", columns=["S", "id"]).df.columns == ["s", "id"]

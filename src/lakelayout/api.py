@@ -799,14 +799,20 @@ def _resolve_columns(columns: Sequence[str] | None, schema: pa.Schema) -> list[s
         return None
     if isinstance(columns, str):
         raise InvalidOption("columns= takes a list of column names, not a single string")
+    if not columns:
+        raise InvalidOption(
+            "columns= is empty: name at least one column, or leave it out to read them all"
+        )
     by_lower = {name.lower(): name for name in schema.names}
-    out = []
+    out: list[str] = []
     for name in columns:
         resolved = by_lower.get(str(name).lower())
         if resolved is None:
             raise PredicateError(
                 f"unknown column '{name}' in columns;{closest(str(name), schema.names)}".rstrip(";")
             )
+        if resolved in out:
+            raise InvalidOption(f"column '{resolved}' is named twice in columns=")
         out.append(resolved)
     return out
 
