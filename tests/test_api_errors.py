@@ -239,3 +239,21 @@ def test_scan_columns_must_name_each_column_once(table: Table) -> None:
     with pytest.raises(InvalidOption, match="column 'id' is named twice in columns="):
         table.scan("id < 3", columns=["id", "s", "ID"])
     assert table.scan("id < 3", columns=["S", "id"]).df.columns == ["s", "id"]
+
+
+def test_optimize_full_needs_a_clustered_table(table: Table) -> None:
+    """Delta refuses OPTIMIZE FULL on a table without clustering columns; it was a plain
+    compaction here, silently."""
+    from typer.testing import CliRunner
+
+    from lakelayout.cli import app
+
+    before = table.version
+    with pytest.raises(InvalidOption, match="has no clustering columns"):
+        table.optimize.run(full=True)
+    result = CliRunner().invoke(app, ["optimize", table.uri, "--full", "--zorder", "id"])
+    assert result.exit_code == 2
+    assert result.output.splitlines() == [
+        "error: --full re-clusters a clustered table; it does not go with --zorder"
+    ]
+    assert table.version == before

@@ -928,6 +928,7 @@ def test_the_cli_enables_and_disables_and_names_a_bad_option(spark: Any, tmp_pat
     )
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert "online reorganization enabled" in shown.stdout and "α = 3.00 (given)" in shown.stdout
+    assert "families qdtree" in shown.stdout.splitlines()
     status = Table(t.uri, spark=spark).online.status()
     assert status["enabled"] and (status["alpha"], status["window"], status["interval"]) == (
         3.0,

@@ -146,6 +146,11 @@ def optimize(
     from lakelayout.cluster import OptimizeHooks
 
     try:
+        columns = [c.strip() for c in zorder.split(",") if c.strip()]
+        if columns and full:
+            raise InvalidOption(
+                "--full re-clusters a clustered table; it does not go with --zorder"
+            )
         table = Table(path)
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task("optimizing", total=None)
@@ -154,7 +159,6 @@ def optimize(
                 progress.update(task, completed=done, total=total or None)
 
             hooks = OptimizeHooks(progress=advance)
-            columns = [c.strip() for c in zorder.split(",") if c.strip()]
             if columns:
                 metrics = table.optimize.zorder(columns, hooks=hooks)
             else:
@@ -228,6 +232,8 @@ def online_status(path: Annotated[str, typer.Argument(help="table location")]) -
         highlight=False,
     )
     console.print(f"layouts compared {_admission(s)}", highlight=False)
+    if s.get("families"):
+        console.print(f"families {', '.join(s['families'])}", highlight=False)
     pending = "  (rewrite running)" if s["rewrite_pending"] else ""
     if running:
         h = running[-1]

@@ -249,6 +249,12 @@ class Optimizer:
         args.require_bool(one_file_per_block, "one_file_per_block", "optimize.run")
         ctx = self._ctx()
         columns = ctx.clustering()
+        if columns is None and full:
+            raise InvalidOption(
+                f"full=True re-clusters a clustered table, and '{ctx.uri}' has no clustering "
+                "columns (as Delta's OPTIMIZE FULL): cluster_by() first, or run() without "
+                "full to compact its small files"
+            )
         if columns is None:
             return _compact(ctx, hooks or NO_HOOKS)
         roll = _roll_size(ctx, one_file_per_block)
