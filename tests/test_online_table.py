@@ -871,7 +871,9 @@ def test_the_table_property_alone_enables_it_and_a_bad_one_is_refused_or_reporte
     data = gen(spark, 2_000, seed=3, parts=2)
     on = {online_table.ENABLED_PROPERTY: "true", online_table.ALPHA_PROPERTY: "7"}
     t = Table.create(str(tmp_path / "t"), data, properties=on)
-    t.scan("a < 10")
+    t.scan("a < 10")  # enables it in a thread: this scan is not fed to it
+    assert t.online.wait(300)
+    t.scan("a < 20")
     status = t.online.status()
     assert status["enabled"] and status["alpha"] == 7.0 and status["queries"] == 1
     for bad, named in [
@@ -885,8 +887,9 @@ def test_the_table_property_alone_enables_it_and_a_bad_one_is_refused_or_reporte
     other = Table.create(str(tmp_path / "other"), data)
     delta.set_properties(other.uri, {**on, online_table.ALPHA_PROPERTY: "abc"})
     with caplog.at_level("WARNING", logger="lakelayout.online_table"):
-        other.scan("a < 10")
-        other.scan("a < 20")
+        for where in ("a < 10", "a < 20"):
+            other.scan(where)
+            assert other.online.wait(300)
     reported = [r for r in caplog.records if online_table.ALPHA_PROPERTY in r.getMessage()]
     assert len(reported) == 1 and "'abc'" in reported[0].getMessage()
     assert not (Path(other.uri) / online_table.DIRECTORY).exists()

@@ -542,6 +542,8 @@ class _Controller:
         self.worker: threading.Thread | None = None
         #: the thread taking a step with a candidate round off a scan's path, if any
         self.stepper: threading.Thread | None = None
+        #: the thread enabling it because the table property says so (α measured, sample)
+        self.starter: threading.Thread | None = None
         self.hooks: OptimizeHooks | None = None
         self._token: tuple[int, int] = (0, 0)
         self._blocks = 1
@@ -958,10 +960,33 @@ class _Controller:
                 limit,
             )
 
+    def start_from_property(self, table: Table, snap: Snapshot) -> None:
+        """Enable it in a thread, with α from the table property or measured: a scan never
+        waits for that (measuring α rewrites a copy of the table: seconds to minutes). One
+        thread at a time; the scans until it is enabled are not fed to it."""
+        with self.lock:
+            if self.starter is not None and self.starter.is_alive():
+                return
+            self.starter = threading.Thread(
+                target=self._start_from_property, args=(table, snap),
+                name="lakelayout-online-enable", daemon=True,
+            )  # fmt: skip
+            self.starter.start()
+
+    def _start_from_property(self, table: Table, snap: Snapshot) -> None:
+        try:
+            if not self.store.state.exists():
+                _enable_from_property(table, snap)
+        except LakelayoutError:
+            pass  # reported (a bad α) or tried again at the next scan (e.g. nothing to measure)
+        except Exception as exc:  # the reorganizer must never fail the user's work
+            logger.warning("online reorganization of %s not started: %s", self.uri, exc)
+
     def wait(self, timeout: float | None = None) -> bool:
-        """Wait for this process's background step, then for the rewrite it may start."""
+        """Wait for this process's enabling from the table property, its background step,
+        then for the rewrite it may start."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        for attr in ("stepper", "worker"):
+        for attr in ("starter", "stepper", "worker"):
             thread = getattr(self, attr)
             if thread is None:
                 continue
@@ -1226,10 +1251,8 @@ def after_scan(table: Table, where: str, predicate: Predicate, snap: Snapshot) -
         return
     ctl = controller(table.uri)
     if not ctl.store.state.exists():
-        try:
-            _enable_from_property(table, snap)
-        except LakelayoutError:
-            return  # e.g. nothing to measure α on yet: try again at the next scan
+        ctl.start_from_property(table, snap)
+        return
     ctl.observe(table, where, predicate, snap)
 
 
