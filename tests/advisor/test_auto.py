@@ -95,6 +95,35 @@ def test_auto_optimize_on_append_never_loses_rows_and_a_failed_rewrite_changes_n
     assert not set(files_after_append) & set(map(str, t.snapshot().files.paths))
 
 
+def test_the_advisor_leaves_a_table_under_online_reorganization_alone(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Two reorganizers would rewrite each other's files (the advisor's layout is not the
+    online state's, whose catch-ups lay it out again): while online reorganization is on,
+    the append trigger asks nothing and optimize.auto() says why; once it is off, the
+    append trigger decides again."""
+    t = _tuned(
+        Table.create(
+            str(tmp_path / "t"), _batch(spark, 0, 6000, 6), auto_optimize=True,
+            target_file_size=20_000,
+        )
+    )  # fmt: skip
+    delta.set_properties(t.uri, {AUTO_MIN_BYTES: "1"})
+    t.online.enable(alpha=1e9, window=20, interval=10, sample_rows=1000)  # never switches
+    _filtered_scans(t, 12)
+    m = t.append(_batch(spark, 6000, 3000, 3))
+    assert t.advisor.decisions() == [] and t.version == m.version
+    result = t.optimize.auto()
+    assert not result.applied and result.reason.startswith(
+        "no rewrite: online reorganization manages the layout of"
+    )
+    assert t.version == m.version
+    t.online.disable()
+    t.append(_batch(spark, 9000, 3000, 3))
+    assert [d["trigger"] for d in t.advisor.decisions()] == ["manual", "append"]
+    assert _ids(t) == list(range(12000))
+
+
 def test_optimize_auto_says_why_not_when_nothing_filters(spark: Any, tmp_path: Path) -> None:
     t = _tuned(
         Table.create(str(tmp_path / "t"), _batch(spark, 0, 4000, 4), target_file_size=20_000)

@@ -566,8 +566,9 @@ class Advisor:
         the decision log, not raised).
         """
         started = time.perf_counter()
-        version = self.table.version
-        rec = self.recommend()
+        snap = self.table.snapshot()
+        version = snap.version
+        rec = _online_owns(self.table.uri, snap.configuration) or self.recommend()
         result = AutoResult(rec, applied=False)
         if rec.rewrite and apply:
             self.try_apply(result)
@@ -1267,6 +1268,22 @@ class AutoOptimizer(Optimizer):
         return self._table.advisor.auto(trigger="manual", apply=apply)
 
 
+def _online_owns(uri: str, config: Mapping[str, str]) -> Recommendation | None:
+    """The answer while online reorganization is enabled on the table: it decides the
+    layout (switches, and catch-ups for appended files), and a rewrite by the advisor
+    would be undone by its next catch-up — two reorganizers rewriting each other's files."""
+    from lakelayout.online_table import ENABLED_PROPERTY
+    from lakelayout.table.features import is_true
+
+    if not is_true(config.get(ENABLED_PROPERTY)):
+        return None
+    return Recommendation(
+        f"no rewrite: online reorganization manages the layout of '{uri}' "
+        f"({ENABLED_PROPERTY}=true; its catch-ups lay appended files out); "
+        "t.online.disable() to let the advisor decide"
+    )
+
+
 def after_append(
     table: Table, files_added: int, configuration: Mapping[str, str] | None = None
 ) -> AutoResult | None:
@@ -1285,8 +1302,8 @@ def after_append(
             return None
         snap = table.snapshot()
         config = snap.configuration
-        if not is_true(config.get(AUTO_OPTIMIZE)):
-            return None
+        if not is_true(config.get(AUTO_OPTIMIZE)) or _online_owns(table.uri, config):
+            return None  # (online reorganization lays appended files out: its catch-ups)
         target = cluster_config.target_file_size(config)
         minimum = int(config.get(AUTO_MIN_BYTES) or 2 * target)
         fresh = _unclustered(table.uri, snap.files)
