@@ -471,11 +471,24 @@ def _string_arg(term: Func, v: _Values) -> pa.Array:
 
 
 def _lower(term: Func, v: _Values) -> Value:
-    return pc.utf8_lower(_string_arg(term, v))
+    return _case_mapped(_string_arg(term, v), pc.ascii_lower, str.lower)
 
 
 def _upper(term: Func, v: _Values) -> Value:
-    return pc.utf8_upper(_string_arg(term, v))
+    return _case_mapped(_string_arg(term, v), pc.ascii_upper, str.upper)
+
+
+def _case_mapped(
+    values: pa.Array, ascii_fn: Callable[[pa.Array], pa.Array], full: Callable[[str], str]
+) -> pa.Array:
+    """Spark's upper()/lower(): Unicode's full case mapping ('ß' -> 'SS', 'İ' -> 'i̇', a
+    final 'Σ' -> 'ς'), as Java's and Python's string methods do. Arrow's utf8_upper and
+    utf8_lower map one character to one ('ß' stays 'ß'), so a file or index value
+    holding such a character was judged not to match, and skipped. ASCII text (the
+    common case) takes Arrow's kernel; the rest goes through Python's methods."""
+    if pc.all(pc.string_is_ascii(values)).as_py() is not False:
+        return ascii_fn(values)
+    return pa.array([None if x is None else full(x) for x in values.to_pylist()], pa.string())
 
 
 def _length(term: Func, v: _Values) -> Value:
@@ -585,6 +598,10 @@ def _date_format(term: Func, v: _Values) -> Value:
     years = pc.year(local)
     if pc.any(pc.or_(pc.less(years, 0), pc.greater(years, 9999))).as_py():
         raise PredicateError(f"cannot evaluate {term.sql()!r}: a year outside 0..9999")
+    # whole seconds: Arrow's %S prints a finer unit's fraction ('00.000000'), Spark's ss not
+    unit = local.type.unit if pa.types.is_timestamp(local.type) else "s"
+    if unit != "s":
+        local = pc.floor_temporal(local, unit="second").cast(pa.timestamp("s", tz=local.type.tz))
     return pc.strftime(local, format=_strftime(pattern.value))
 
 

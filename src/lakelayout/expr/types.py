@@ -241,10 +241,14 @@ def _common_pair(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     if fa == fb == "string":
         return pa.string()
     if {fa, fb} == {"date", "timestamp"} or fa == fb == "timestamp":
-        ts = a if fa == "timestamp" else b
-        other = b if ts is a else a
-        tz = ts.tz if family(other) == "date" else (ts.tz or other.tz)
-        return pa.timestamp("us", tz=tz)
+        zones = [t.tz for t in (a, b) if family(t) == "timestamp"]
+        instant = any(z is not None for z in zones)  # a TIMESTAMP (with local time zone)
+        wall = any(family(t) == "date" or t.tz is None for t in (a, b))
+        if instant and wall:
+            # Spark reads the DATE / TIMESTAMP_NTZ side as wall time in the session zone,
+            # which a type cannot carry (Arrow's cast would read it in UTC): not modelled
+            return None
+        return pa.timestamp("us", tz=next((z for z in zones if z is not None), None))
     return None
 
 

@@ -319,10 +319,15 @@ class TermBounds(TermVisitor["Bounds | None"]):
         highs = self._apply(node, i, arg.high)
         if lows is None or highs is None:
             return None
-        return (lows, highs) if direction > 0 else (highs, lows)
+        if direction > 0:
+            return lows, highs
+        # decreasing: f(min) bounds the values above, but not f(NaN) = NaN, which Spark
+        # orders above every number: unknown where the argument may hold NaN
+        return highs, _unknown_where(lows, _may_hold_nan(arg))
 
     def _sum(self, node: Func, args: Sequence[Bounds | None]) -> tuple[pa.Array, pa.Array] | None:
-        """``a + b`` within ``[min a + min b, max a + max b]``; ``a - b`` alike."""
+        """``a + b`` within ``[min a + min b, max a + max b]``; ``a - b`` alike. A NaN in
+        either gives NaN, above every bound: the max is unknown where one may hold NaN."""
         a, b = args
         if a is None or b is None:
             return None
@@ -331,7 +336,7 @@ class TermBounds(TermVisitor["Bounds | None"]):
         highs = self._apply_two(node, a.high, second)
         if lows is None or highs is None:
             return None
-        return lows, highs
+        return lows, _unknown_where(highs, _may_hold_nan(a) | _may_hold_nan(b))
 
     def _apply(self, node: Func, i: int, values: pa.Array) -> pa.Array | None:
         args = list(node.args)
@@ -350,6 +355,22 @@ class TermBounds(TermVisitor["Bounds | None"]):
         except (PredicateError, pa.ArrowException, TypeError, ValueError, OverflowError):
             _give_up()
             return None
+
+
+def _may_hold_nan(bounds: Bounds) -> np.ndarray:
+    """Per file, whether a floating-point term may be NaN there: its max is unknown (the
+    statistics leave it out when a file holds NaN) or NaN itself."""
+    high = bounds.high
+    if not pa.types.is_floating(high.type):
+        return np.zeros(len(high), dtype=bool)
+    return _vector(pc.is_nan(high), True)
+
+
+def _unknown_where(values: pa.Array, mask: np.ndarray) -> pa.Array:
+    """``values`` with the bounds of the files in ``mask`` made unknown (null)."""
+    if not mask.any():
+        return values
+    return pc.if_else(pa.array(mask), pa.scalar(None, values.type), values)
 
 
 def _bounds_type(dtype: pa.DataType) -> pa.DataType:
