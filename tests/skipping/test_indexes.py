@@ -487,3 +487,33 @@ def test_unsupported_predicates_are_not_labelled() -> None:
     assert np.all(
         index.label(parse_predicate("s = 'a'", SCHEMA)).evaluate(pa.nulls(3, index.arrow_type))
     )
+
+
+def test_an_index_of_a_zoned_function_is_not_used_in_another_zone() -> None:
+    """Index values of hour()/year() of a TIMESTAMP are collected in UTC; a query in a
+    session zone elsewhere reads other values (hour(ts) = 22 in New York is 2 in UTC), so
+    the index is left out, and said why. Min/max, evaluated in the session zone, prunes
+    alone; in UTC the index is used."""
+    from lakelayout.skipping.indexes import MinMax, ValueList
+    from lakelayout.skipping.planner import plan
+
+    from .index_helpers import file_stats, metadata
+
+    schema = pa.schema([("ts", pa.timestamp("us", tz="UTC"))])
+    utc = dt.timezone.utc
+    files = [
+        pa.table({"ts": pa.array([dt.datetime(2024, 6, 1, 2, tzinfo=utc)] * 3, schema[0].type)}),
+        pa.table({"ts": pa.array([dt.datetime(2025, 1, 1, 3, tzinfo=utc)] * 3, schema[0].type)}),
+    ]
+    bound = [i.bind(schema) for i in (ValueList("hour(ts)"), MinMax("year(ts)"))]
+    stats, meta = file_stats(files, schema), metadata(bound, files)
+    zone = "America/New_York"
+    for sql, holds in [("hour(ts) = 22", [True, True]), ("year(ts) = 2024", [True, True])]:
+        pred = parse_predicate(sql, schema, timezone=zone)
+        result = plan(pred, stats, metadata=meta, indexes=bound, timezone=zone)
+        assert result.keep.tolist() == holds, (sql, result.keep)
+        assert not result.indexes_used
+        assert any("built in UTC" in why for why in result.unused.values()), result.unused
+    pred = parse_predicate("hour(ts) = 3", schema, timezone="UTC")
+    result = plan(pred, stats, metadata=meta, indexes=bound, timezone="UTC")
+    assert result.keep.tolist() == [False, True] and result.indexes_used

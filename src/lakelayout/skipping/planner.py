@@ -31,6 +31,7 @@ beyond what a ``metadata`` source does when asked for its columns.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,8 +40,9 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import pyarrow as pa
 
-from lakelayout.errors import InvalidOption
-from lakelayout.expr.nodes import And, BoolConst, Not, Or, Predicate
+from lakelayout.errors import InvalidOption, LakelayoutError
+from lakelayout.expr.nodes import And, BoolConst, Expr, Func, Not, Or, Predicate
+from lakelayout.expr.temporal import zone
 from lakelayout.expr.visitor import PredicateVisitor
 from lakelayout.skipping.clauses import Labeller, Merged, evaluate, generate
 from lakelayout.skipping.indexes.base import Clause, Index
@@ -188,6 +190,19 @@ def plan(
     """
     started = time.perf_counter()
     expanded = expand_within_box(predicate)
+    if reads_session_zone(expanded) and not is_utc(timezone):
+        # indexes are collected, and layouts route rows, with functions of timestamps in
+        # UTC; a query reading them in another zone means other values: min/max and
+        # partitions (evaluated in the session's zone) prune alone
+        unused = {
+            **(unused or {}),
+            **{
+                i.name: f"built in UTC; this session's time zone is {timezone}"
+                for i in indexes
+                if labels_some_node(i, expanded)
+            },
+        }
+        indexes, layouts = (), ()
     n = len(files)
     sizes = np.asarray(files.sizes, dtype=np.int64)
     ruled_out: dict[str, np.ndarray] = {}
@@ -320,6 +335,38 @@ def _index_metadata(
             )
         columns[name] = column
     return [i for i in relevant if i.name in columns], columns
+
+
+#: functions whose value of a TIMESTAMP (with local time zone) depends on the session zone
+ZONED_FUNCTIONS = frozenset(
+    {
+        "year", "quarter", "month", "dayofmonth", "dayofweek", "dayofyear",
+        "hour", "minute", "second", "date_trunc", "date_format",
+    }
+)  # fmt: skip
+
+
+def reads_session_zone(node: Expr) -> bool:
+    """Whether ``node`` applies a function of :data:`ZONED_FUNCTIONS` to a TIMESTAMP."""
+    return any(
+        isinstance(part, Func)
+        and part.name in ZONED_FUNCTIONS
+        and any(_zoned_timestamp(getattr(arg, "dtype", None)) for arg in part.args)
+        for part in node.walk()
+    )
+
+
+def _zoned_timestamp(dtype: pa.DataType | None) -> bool:
+    return dtype is not None and pa.types.is_timestamp(dtype) and dtype.tz is not None
+
+
+def is_utc(timezone: str) -> bool:
+    """Whether the Spark zone name ``timezone`` is UTC (``UTC``, ``Z``, ``+00:00``, ...)."""
+    try:
+        tz = zone(timezone)
+    except LakelayoutError:
+        return False
+    return isinstance(tz, dt.timezone) and tz.utcoffset(None) == dt.timedelta(0)
 
 
 def labels_some_node(index: Index, predicate: Predicate) -> bool:
