@@ -517,3 +517,32 @@ def test_an_index_of_a_zoned_function_is_not_used_in_another_zone() -> None:
     pred = parse_predicate("hour(ts) = 3", schema, timezone="UTC")
     result = plan(pred, stats, metadata=meta, indexes=bound, timezone="UTC")
     assert result.keep.tolist() == [False, True] and result.indexes_used
+
+
+@pytest.mark.parametrize("kind", ["gaplist", "hybrid"])
+def test_a_literal_beyond_pythons_years_is_no_error_for_an_index(kind: str) -> None:
+    """TIMESTAMP '0001-01-01 00:00:00' in a session zone east of UTC is an instant of
+    year 0, and '9999-12-31 23:00:00' in New York one of year 10000: Python's datetime has
+    neither. An index asked about them gave a raw OverflowError; it gives no answer now
+    (its files are kept), and the plan is right."""
+    from lakelayout.expr.evaluate import evaluate
+    from lakelayout.skipping.planner import plan
+
+    from .index_helpers import file_stats, metadata
+
+    schema = pa.schema([("ts", pa.timestamp("us", tz="UTC"))])
+    utc = dt.timezone.utc
+    stamps = [dt.datetime(1, 1, 1, tzinfo=utc), dt.datetime(2024, 1, 1, tzinfo=utc)]
+    files = [pa.table({"ts": pa.array([s], schema[0].type)}) for s in stamps]
+    index = (GapList("ts", gaps=4) if kind == "gaplist" else Hybrid("ts")).bind(schema)
+    stats, meta = file_stats(files, schema), metadata([index], files)
+    for zone, sql in [
+        ("+05:30", "ts = TIMESTAMP'0001-01-01 00:00:00'"),
+        ("+05:30", "ts IN (TIMESTAMP'0001-01-01 00:00:00', TIMESTAMP'2024-01-01 05:30:00')"),
+        ("America/New_York", "ts > TIMESTAMP'9999-12-31 23:59:59'"),
+        ("America/New_York", "ts >= TIMESTAMP'2023-12-31 19:00:00' AND ts < '9999-12-31 23:00:00'"),
+    ]:
+        pred = parse_predicate(sql, schema, timezone=zone)
+        kept = plan(pred, stats, metadata=meta, indexes=[index], timezone=zone).keep.tolist()
+        truth = [bool(evaluate(pred, f, timezone=zone).any()) for f in files]
+        assert all(k or not t for k, t in zip(kept, truth, strict=True)), (sql, kept, truth)

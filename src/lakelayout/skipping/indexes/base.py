@@ -432,8 +432,11 @@ def literal_values(values: Sequence[Literal], dtype: pa.DataType) -> pa.Array | 
         scalar = literal_scalar(lit.value, dtype)
         if scalar is None:
             return None
-        out.append(scalar.as_py())
-    return pa.array(out, type=dtype)
+        out.append(scalar)
+    try:
+        return pa.array(out, type=dtype)
+    except (pa.ArrowException, OverflowError, ValueError):  # e.g. beyond Python's years
+        return None
 
 
 def any_per_file(lists: pa.Array, hit: np.ndarray) -> np.ndarray:

@@ -128,7 +128,10 @@ class GapList(TermIndex):
             return None
         if isinstance(node, In) and not node.negated:
             scalars = [literal_scalar(v.value, self.dtype) for v in node.values]
-            points = [s.as_py() for s in scalars if s is not None]
+            try:
+                points = [s.as_py() for s in scalars if s is not None]
+            except (OverflowError, ValueError):  # beyond Python's years: no answer
+                return None
             if len(points) != len(scalars) or any(_is_nan(p) for p in points):
                 return None
             return GapClause([(Bound(p, True), Bound(p, True)) for p in points])
@@ -149,9 +152,14 @@ class GapList(TermIndex):
         low, high = Bound(None, False), Bound(None, False)
         for c in comparisons:
             scalar = literal_scalar(c.value.value, self.dtype)
-            if c.op == "!=" or scalar is None or _is_nan(scalar.as_py()):
+            if c.op == "!=" or scalar is None:
                 continue
-            value = scalar.as_py()
+            try:
+                value = scalar.as_py()
+            except (OverflowError, ValueError):  # beyond Python's years: no constraint, wider
+                continue
+            if _is_nan(value):
+                continue
             if c.op in ("=", ">", ">="):
                 low = _tighter_low(low, Bound(value, c.op != ">"))
             if c.op in ("=", "<", "<="):
