@@ -127,6 +127,24 @@ def test_the_running_session_is_returned_without_checking_java_again(
     assert session.spark_session("local[2]") is spark
 
 
+@pytest.mark.spark
+def test_the_running_session_keeps_the_user_s_settings(spark: object) -> None:
+    """A Table opened without spark= asks spark_session() for the running session; it used
+    to apply lakelayout's defaults to it, setting the user's session time zone back to
+    UTC under their own queries (hour(ts) changed). Only settings given here apply."""
+    from lakelayout.table import session
+
+    conf = spark.conf  # type: ignore[attr-defined]
+    conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        assert session.spark_session() is spark
+        assert conf.get("spark.sql.session.timeZone") == "America/New_York"
+        session.spark_session(**{"spark.sql.session.timeZone": "+05:30"})
+        assert conf.get("spark.sql.session.timeZone") == "+05:30"
+    finally:
+        conf.set("spark.sql.session.timeZone", "UTC")
+
+
 def test_daemon_preloads_every_task_module_and_skips_what_fails() -> None:
     from lakelayout.table.daemon import PRELOADED, preload
 

@@ -355,8 +355,9 @@ def spark_session(
     not depend on it.
 
     Settings given here win over lakelayout's defaults. When a session is already
-    running, ``getOrCreate`` returns it and static settings (master, UI, jars) keep
-    the values it was started with.
+    running, ``getOrCreate`` returns it: lakelayout's defaults (the UTC session time
+    zone among them) are not applied to it, only the settings given here, and static
+    settings (master, UI, jars) keep the values it was started with.
     """
     remote = os.environ.get("SPARK_REMOTE") if master is None else None
     chosen = master or os.environ.get(MASTER_ENV) or remote or DEFAULT_MASTER
@@ -364,7 +365,8 @@ def spark_session(
         return _connect_session(chosen, app_name, conf)
     from pyspark import SparkContext
 
-    if SparkContext._active_spark_context is None:
+    running = SparkContext._active_spark_context is not None
+    if not running:
         # a running JVM needs no check; `java -version` costs ~50 ms, and every Table
         # made without a session asks this function for the running one
         check_java()
@@ -376,15 +378,18 @@ def spark_session(
 
     from pyspark.sql import SparkSession
 
-    settings = default_conf(chosen)
-    if delta is not False:
+    # a running session is the user's (or an earlier call's): its settings stand, the
+    # session time zone above all (getOrCreate applies a builder's SQL settings to it,
+    # so lakelayout's UTC default moved a user's zone under their own queries)
+    settings = {} if running else default_conf(chosen)
+    if delta is not False and not running:
         settings.update(delta_conf(required=delta is True))
     settings.update({key: _conf_value(value) for key, value in conf.items()})
     builder = SparkSession.builder.master(chosen).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    if not is_connect(session):  # getOrCreate may hand back an active Connect session
+    if not running and not is_connect(session):  # (getOrCreate may give a Connect session)
         session.sparkContext.setLogLevel("ERROR")
     return session
 
