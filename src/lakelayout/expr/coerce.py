@@ -319,11 +319,22 @@ def _as_string(lit: Literal, dtype: pa.DataType) -> str:
     raise _mismatch(lit, dtype, hint="cast explicitly, e.g. CAST(col AS ...) or a quoted literal")
 
 
+#: the strings Spark casts to a BOOLEAN (trimmed, any case); any other fails the cast
+_TRUE_STRINGS = frozenset({"t", "true", "y", "yes", "1"})
+_FALSE_STRINGS = frozenset({"f", "false", "n", "no", "0"})
+
+
 def _compare_bool(op: str, term: Expr, lit: Literal) -> Predicate:
-    """Boolean term: ``b = true`` is the predicate ``b``; FALSE < TRUE orders the rest."""
-    if not isinstance(lit.value, bool):
+    """Boolean term: ``b = true`` is the predicate ``b``; FALSE < TRUE orders the rest.
+    A quoted literal is cast as Spark casts it (``b = 'true'``, ``'yes'``, ``'0'``)."""
+    value = lit.value
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in _TRUE_STRINGS | _FALSE_STRINGS:
+            value = text in _TRUE_STRINGS
+    if not isinstance(value, bool):
         raise _mismatch(lit, pa.bool_())
-    v = int(lit.value)
+    v = int(value)
     keep = {
         "=": {v},
         "!=": {1 - v},
