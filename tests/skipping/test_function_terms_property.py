@@ -15,21 +15,20 @@ tests/expr/test_spark_differential.py compares the two on this alphabet).
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 import os
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakelayout.expr import parse_predicate
 from lakelayout.skipping.stats_rules import all_rows_match, might_match
-from lakelayout.stats.delta_stats import from_delta_stats
-from lakelayout.table.collect import StatsCollector
+
+from .index_helpers import file_stats
+from .test_minmax_property import split
 
 EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "100"))
 UTC = dt.timezone.utc
@@ -154,18 +153,6 @@ def leaves(draw: st.DrawFn, rows: list[dict[str, Any]]) -> tuple[str, Callable[.
     return f"date_format(ts, 'HH:mm:ss') {dop} '{stamp}'", format_truth
 
 
-def _files(table: pa.Table, ids: list[int]) -> tuple[list[pa.Table], Any]:
-    groups = np.asarray(ids, dtype=np.int64)
-    parts = [table.filter(pa.array(groups == k)) for k in range(max(ids, default=-1) + 1)]
-    stats = []
-    for part in parts:
-        collector = StatsCollector(SCHEMA)
-        for batch in part.to_batches(max_chunksize=5):
-            collector.add(batch)
-        stats.append(json.dumps(collector.result()))
-    return parts, from_delta_stats(stats, SCHEMA)
-
-
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -177,7 +164,8 @@ def test_functions_of_columns_never_drop_a_matching_file(
 ) -> None:
     n = table.num_rows
     ids = data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
-    parts, files = _files(table, ids)
+    parts = split(table, ids)
+    files = file_stats(parts, SCHEMA)
     rows = table.to_pylist()
     for sql, truth in data.draw(st.lists(leaves(rows), min_size=1, max_size=4)):
         pred = parse_predicate(sql, SCHEMA)
