@@ -33,7 +33,7 @@ from lakelayout.errors import (
 )
 from lakelayout.expr.nodes import BoolConst, Predicate
 from lakelayout.expr.parse import parse_predicate
-from lakelayout.skipping.planner import ScanPlan, plan
+from lakelayout.skipping.planner import MetadataSource, ScanPlan, on_current_columns, plan
 from lakelayout.skipping.scan_report import Measured, ScanReport
 from lakelayout.stats.bounds import stats_key
 from lakelayout.stats.model import FileStats
@@ -702,12 +702,16 @@ class Table:
 
         started = time.perf_counter()
         indexes, unusable = self.indexes.usable(snap.schema)
+        metadata: MetadataSource = self.indexes.store
+        layouts = layout_blocks(self.uri, snap.files, snap.schema)
+        if snap.table_format.column_mapping:  # a name may now be another column's
+            metadata, layouts = on_current_columns(snap.files, indexes, metadata, layouts)
         planned = plan(
             predicate,
             snap.files,
             indexes=indexes,
-            metadata=self.indexes.store,
-            layouts=layout_blocks(self.uri, snap.files, snap.schema),
+            metadata=metadata,
+            layouts=layouts,
             unused=unusable,
             timezone=timezone,
             partition_columns=snap.table_format.partition_columns,

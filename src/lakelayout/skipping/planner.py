@@ -33,12 +33,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakelayout.errors import InvalidOption, LakelayoutError
 from lakelayout.expr.nodes import And, BoolConst, Expr, Func, Not, Or, Predicate
@@ -470,3 +471,77 @@ __all__ = [
     "relax",
     "ruled_out_by_layout",
 ]
+
+
+# ---------------------------------------------------------------- column mapping
+
+
+def on_current_columns(
+    files: FileStats,
+    indexes: Sequence[Index],
+    metadata: MetadataSource,
+    layouts: Sequence[LayoutBlocks],
+) -> tuple[MetadataSource, list[LayoutBlocks]]:
+    """Index metadata and layout blocks kept only for the files that hold the columns they
+    read as the table names them now (a column-mapping table).
+
+    With column mapping a name can move to another column: ``RENAME COLUMN a TO b`` then
+    ``ADD COLUMNS (a INT)``. Index metadata and layouts say what they say of the column
+    named ``a`` when they were built, which in the files written before is the old one,
+    now ``b``. A file holds a column as the table names it now when its statistics (kept
+    under the physical name) know that column; where a file does not, the index's entry
+    is left out and the file is not in the layout's blocks (kept, never skipped).
+    """
+    present = _present_columns(files)
+
+    def holds(columns: frozenset[str] | None, names: Sequence[str]) -> np.ndarray:
+        mask = np.ones(len(files), dtype=bool)
+        for column in columns if columns is not None else names:
+            mask &= present(column)
+        return mask
+
+    masks = {i.name: holds(i.columns(), files.schema.names) for i in indexes}
+    kept = [
+        dataclasses.replace(
+            entry,
+            blocks=np.where(
+                holds(entry.columns, [f.name for f in getattr(entry.layout, "schema", [])]),
+                np.asarray(entry.blocks, dtype=np.int64),
+                -1,
+            ),
+        )
+        for entry in layouts
+    ]
+    return _Masked(metadata, masks), kept
+
+
+def _present_columns(files: FileStats) -> Callable[[str], np.ndarray]:
+    """Per top-level column, per file: whether the file's statistics know it (any leaf)."""
+
+    def present(column: str) -> np.ndarray:
+        mask = np.zeros(len(files), dtype=bool)
+        for key, stats in files.columns.items():
+            if key == column or key.startswith(f"{column}."):
+                mask |= np.asarray(stats.null_count) >= 0
+        return mask
+
+    return present
+
+
+@dataclass(frozen=True)
+class _Masked:
+    """A metadata source whose entries are null (unknown) where ``masks`` say False."""
+
+    source: MetadataSource
+    masks: Mapping[str, np.ndarray]
+
+    def read(self, files: FileStats, names: Sequence[str]) -> Mapping[str, pa.Array]:
+        found = self.source.read(files, names)
+        out: dict[str, pa.Array] = {}
+        for name, column in found.items():
+            array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+            mask = self.masks.get(name)
+            if mask is not None and not mask.all():
+                array = pc.if_else(pa.array(mask), array, pa.nulls(len(array), array.type))
+            out[name] = array
+        return out
