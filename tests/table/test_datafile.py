@@ -207,6 +207,53 @@ def test_commits_lakelayout_cannot_make_are_refused_by_name(
             plan()
 
 
+def test_append_features_refuse_only_where_a_column_uses_them() -> None:
+    """Delta writes a version 7 protocol listing generatedColumns, checkConstraints and
+    others on tables that use none of them; an append was refused there ("it uses
+    generated columns") though Delta's own INSERT works (found by an audit)."""
+    from lakelayout.table.features import features_in_use
+
+    listed = ["generatedColumns", "checkConstraints", "identityColumns", "changeDataFeed"]
+    plain = json.dumps(
+        {"type": "struct", "fields": [{"name": "id", "type": "long", "metadata": {}}]}
+    )
+    generated = json.dumps(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": "id", "type": "long", "metadata": {}},
+                {
+                    "name": "s",
+                    "type": {
+                        "type": "struct",
+                        "fields": [
+                            {
+                                "name": "d",
+                                "type": "date",
+                                "metadata": {"delta.generationExpression": "CAST(ts AS DATE)"},
+                            }
+                        ],
+                    },
+                    "metadata": {},
+                },
+            ],
+        }
+    )
+    assert features_in_use(plain) == frozenset()
+    assert features_in_use(generated) == {"generatedColumns"}
+
+    def append(in_use: frozenset[str] | None, config: dict[str, str]) -> Committer:
+        return plan_commit("/t", listed, config, Kind.APPEND, connector=True, in_use=in_use)
+
+    assert append(features_in_use(plain), {}) is Committer.CONNECTOR  # changeDataFeed
+    with pytest.raises(UnsupportedTable, match="generated columns"):
+        append(features_in_use(generated), {})
+    with pytest.raises(UnsupportedTable, match="CHECK constraints"):
+        append(features_in_use(plain), {"delta.constraints.pos": "id > 0"})
+    with pytest.raises(UnsupportedTable, match="generated columns"):
+        append(None, {})  # not known: every listed feature refuses
+
+
 def test_paths_delta_rs_would_encode_differently_need_the_connector() -> None:
     from lakelayout.table.delta import delta_rs_can_remove
 

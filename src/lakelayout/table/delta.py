@@ -77,7 +77,13 @@ from lakelayout.table.datafile import (
     serialize_partition_value,
     table_format,
 )
-from lakelayout.table.features import Committer, Kind, check_readable, plan_commit
+from lakelayout.table.features import (
+    Committer,
+    Kind,
+    check_readable,
+    features_in_use,
+    plan_commit,
+)
 from lakelayout.table.files import WrittenFile
 from lakelayout.table.location import (
     existing_entries,
@@ -125,6 +131,8 @@ class Snapshot:
     data_files: Mapping[str, DataFile] = field(default_factory=dict)
     #: writer features of the table's protocol (empty for legacy protocols)
     writer_features: tuple[str, ...] = ()
+    #: which appends' features its columns use (features.features_in_use); None: unknown
+    features_in_use: frozenset[str] | None = None
 
     @property
     def table_format(self) -> TableFormat:
@@ -463,6 +471,7 @@ def commit(
         removes_foreign_paths=any(not delta_rs_can_remove(p) for p in removes),
         connector=missing is None,
         connector_missing=missing or "",
+        in_use=features_in_use(table.schema().to_json()),
     )
     if committer is Committer.CONNECTOR:
         base = table.version() if read_version is None else read_version
@@ -631,6 +640,7 @@ def check_commit(
         removes_foreign_paths=any(not delta_rs_can_remove(p) for p in removes),
         connector=missing is None,
         connector_missing=missing or "",
+        in_use=snap.features_in_use,
     )
 
 
@@ -873,6 +883,7 @@ def read_snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Sn
         format=fmt,
         data_files=_data_files(table, actions, fmt, location),
         writer_features=tuple(table.protocol().writer_features or ()),
+        features_in_use=features_in_use(delta_schema.to_json()),
     )
 
 

@@ -98,6 +98,7 @@ def plan_commit(
     removes_foreign_paths: bool = False,
     connector: bool = False,
     connector_missing: str = _CONNECTOR_HINT,
+    in_use: Collection[str] | None = None,
 ) -> Committer:
     """The committer for this commit, or UnsupportedTable naming what stops it.
 
@@ -107,12 +108,20 @@ def plan_commit(
     exact string, so its remove would not match (checked) and the rewritten
     rows would be duplicated. ``connector_missing`` says why Delta's connector
     cannot be used when ``connector`` is False (named in the refusal).
+    ``in_use``: the features of :data:`APPEND_REFUSED` the table's columns use
+    (:func:`features_in_use`; CHECK constraints are read from the configuration);
+    None when not known, and then every one listed in the protocol refuses an append.
     """
     features = set(writer_features)
     if kind is Kind.APPEND:
         for feature, why in APPEND_REFUSED.items():
-            if feature in features:
-                raise UnsupportedTable(f"cannot append to '{location}': it uses {why}")
+            if feature not in features:
+                continue
+            if in_use is not None and feature not in in_use:
+                # Delta lists these in the protocol of tables that use none of them (a
+                # version 7 protocol); constraints are read from the configuration below
+                continue
+            raise UnsupportedTable(f"cannot append to '{location}': it uses {why}")
         constraints = sorted(k for k in configuration if k.startswith("delta.constraints."))
         if constraints:
             raise UnsupportedTable(
@@ -176,6 +185,31 @@ def check_readable(
             f"'{location}' needs reader features {unknown}, which lakelayout does not "
             f"support (it reads {sorted(READS)})"
         )
+
+
+#: column metadata keys that show a column uses a feature of :data:`APPEND_REFUSED`
+_COLUMN_FEATURE_KEYS = {
+    "delta.generationExpression": "generatedColumns",
+    "delta.identity.start": "identityColumns",
+    "delta.identity.step": "identityColumns",
+    "CURRENT_DEFAULT": "allowColumnDefaults",
+}
+
+
+def features_in_use(schema_json: str) -> frozenset[str]:
+    """The features of :data:`APPEND_REFUSED` a Delta schema's columns use (nested
+    fields too): generation expressions, identity columns, column defaults."""
+    used: set[str] = set()
+    stack: list[Any] = [json.loads(schema_json)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            metadata = node.get("metadata")
+            if isinstance(metadata, dict):
+                used.update(f for key, f in _COLUMN_FEATURE_KEYS.items() if key in metadata)
+            stack.extend(node.get(k) for k in ("type", "elementType", "keyType", "valueType"))
+            stack.extend(node.get("fields") or [])
+    return frozenset(used)
 
 
 def _types_in(schema_json: str) -> set[str]:
