@@ -53,3 +53,34 @@ def test_sql_surface(spark: Any, tmp_path: Path) -> None:
     assert m.operation == "zorder" and m.rows_added == 2000
     m = lakelayout.sql(spark, "OPTIMIZE events", warehouse=wh)
     assert m.operation == "compaction" and m.commits == 0
+
+
+def test_create_never_moves_a_name_the_catalog_holds(spark: Any, tmp_path: Path) -> None:
+    """CREATE TABLE IF NOT EXISTS of a name the catalog holds (at a LOCATION other than the
+    default) made a new empty table and pointed the name at it; CREATE without IF NOT
+    EXISTS moved the name too (found by an audit). Now: nothing, and TableExists."""
+    import pyarrow as pa
+
+    from lakelayout.errors import TableExists
+
+    wh = str(tmp_path / "wh")
+    custom = str(tmp_path / "custom")
+    t = lakelayout.sql(
+        spark, f"CREATE TABLE events (a INT, b STRING) USING delta LOCATION '{custom}'",
+        warehouse=wh,
+    )  # fmt: skip
+    t.append(pa.table({"a": pa.array([1, 2], pa.int32()), "b": ["x", "y"]}))
+    again = lakelayout.sql(
+        spark, "CREATE TABLE IF NOT EXISTS events (a INT, b STRING) USING delta", warehouse=wh
+    )
+    assert again.uri == t.uri and again.snapshot().files.total_rows == 2
+    with pytest.raises(TableExists, match="'events' already exists"):
+        lakelayout.sql(
+            spark, f"CREATE TABLE events (z DOUBLE) USING delta LOCATION '{tmp_path / 'o'}'",
+            warehouse=wh,
+        )  # fmt: skip
+    with pytest.raises(TableExists, match="'events' already exists"):
+        lakelayout.sql(spark, "CREATE TABLE events LIKE events", warehouse=wh)
+    assert not (tmp_path / "o").exists() and not (tmp_path / "wh" / "events").exists()
+    rows = lakelayout.sql(spark, "SELECT * FROM events", warehouse=wh)
+    assert sorted(r["a"] for r in rows.collect()) == [1, 2]

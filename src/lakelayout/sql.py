@@ -21,7 +21,9 @@ pruned with every index and the query is recorded in the table's query log.
 A table is named by an identifier registered in the catalog, or by path as
 ``delta.`/path```. The catalog is one JSON file, ``<warehouse>/_lakelayout_catalog.json``
 (name -> location), replaced atomically; a table created without LOCATION
-lives in ``<warehouse>/<name>``. Column types are parsed by Spark itself
+lives in ``<warehouse>/<name>``. A CREATE of a name the catalog already holds
+raises :class:`~lakelayout.errors.TableExists` (with ``IF NOT EXISTS``: the
+table it names, untouched). Column types are parsed by Spark itself
 (``StructType.fromDDL``), clustering expressions by sqlglot (Spark dialect),
 so ``CLUSTER BY (month(ts), region)`` keeps each expression whole. Anything
 else raises :class:`~lakelayout.errors.InvalidOption` naming the statement.
@@ -99,6 +101,12 @@ class Catalog:
             )
         return entries[key]
 
+    def registered(self, name: str) -> str | None:
+        """Where the catalog says table ``name`` lives; None when it names none."""
+        if name.lower().startswith("delta.`"):
+            return None
+        return self.entries().get(_unquote(name).lower())
+
     def register(self, name: str, location: str) -> None:
         if name.lower().startswith("delta.`"):
             return
@@ -163,6 +171,9 @@ def _create(spark: SparkSession, catalog: Catalog, m: re.Match[str]) -> Table:
     except Exception as exc:  # Spark's ParseException family
         raise InvalidOption(f"cannot parse the columns of CREATE TABLE {name}: {exc}") from exc
     schema = spark_to_arrow_schema(struct)
+    known = _known(catalog, name, bool(m.group("ine")))
+    if known is not None:
+        return Table(known, spark=spark)
     where = location or catalog.default_location(name)
     if m.group("ine") and _exists(where):
         return Table(where, spark=spark)
@@ -186,6 +197,18 @@ def _create_options(rest: str) -> tuple[list[str] | None, str | None]:
     return cluster, match.group("location")
 
 
+def _known(catalog: Catalog, name: str, if_not_exists: bool) -> str | None:
+    """The location of a table the catalog already names ``name`` (IF NOT EXISTS: nothing
+    to do), or TableExists; None when the name is free. A CREATE used to point the name at
+    a new table, losing the old one from the catalog."""
+    where = catalog.registered(name)
+    if where is None or not _exists(where):
+        return None
+    if if_not_exists:
+        return where
+    raise TableExists(f"table {name!r} already exists at '{where}'")
+
+
 def _exists(location: str) -> bool:
     from lakelayout.table.delta import table_exists
 
@@ -197,6 +220,9 @@ def _create_like(spark: SparkSession, catalog: Catalog, m: re.Match[str]) -> Tab
 
     source = Table(catalog.location(m.group("source")), spark=spark)
     name = m.group("name")
+    known = _known(catalog, name, bool(m.group("ine")))
+    if known is not None:
+        return Table(known, spark=spark)
     where = m.group("location") or catalog.default_location(name)
     if _exists(where):
         if m.group("ine"):
