@@ -139,6 +139,11 @@ def test_the_numpy_fit_finds_scipys_minimum(
         return float((2 * (np.sqrt(1 + z) - 1)).sum())
 
     assert loss(mine) <= loss(theirs) * (1 + 1e-6) + 1e-9
+    if n < 20 or noise >= 0.1:
+        # a handful of runs, or noise as large as what a file costs to read: the soft-L1
+        # loss is flat around its minimum, and equally good fits price a read differently
+        # (n=5, noise 0.1: 0.0010 s against 7e-11 s, at no larger a loss)
+        return
     price = np.array([1.0, FILE_BYTES, 1.0])
     assert mine @ price == pytest.approx(theirs @ price, rel=0.02, abs=1e-4)
 
