@@ -16,21 +16,19 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import os
 from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from lakelayout.expr import parse_predicate
 from lakelayout.skipping.stats_rules import all_rows_match, might_match
 
 from .index_helpers import file_stats
-from .test_minmax_property import split
+from .test_minmax_property import FUZZ, split
 
-EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "100"))
 UTC = dt.timezone.utc
 SCHEMA = pa.schema(
     [
@@ -153,11 +151,7 @@ def leaves(draw: st.DrawFn, rows: list[dict[str, Any]]) -> tuple[str, Callable[.
     return f"date_format(ts, 'HH:mm:ss') {dop} '{stamp}'", format_truth
 
 
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@FUZZ
 @given(table=tables(), data=st.data())
 def test_functions_of_columns_never_drop_a_matching_file(
     table: pa.Table, data: st.DataObject

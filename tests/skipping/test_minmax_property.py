@@ -48,6 +48,12 @@ from lakelayout.stats.model import FileStats
 from lakelayout.table.collect import StatsCollector
 
 EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "100"))
+#: the pruning properties' hypothesis settings (``make fuzz`` raises the examples)
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 PREFIX = 3
 UTC = dt.timezone.utc
 
@@ -265,11 +271,7 @@ def check(pred: Predicate, files: FileStats, parts: list[pa.Table]) -> None:
             assert all(t is True for t in truth), (pred.sql(), k, part.to_pylist())
 
 
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@FUZZ
 @given(table=tables(), data=st.data())
 def test_pruning_never_drops_a_matching_file(table: pa.Table, data: st.DataObject) -> None:
     n = table.num_rows
@@ -431,11 +433,7 @@ def extreme_trees(draw: st.DrawFn, pool: dict[str, list[Any]], depth: int = 2) -
     return And(kids) if shape == "and" else Or(kids)
 
 
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@FUZZ
 @given(table=extreme_tables(), data=st.data())
 def test_extreme_values_never_drop_a_matching_file(table: pa.Table, data: st.DataObject) -> None:
     n = table.num_rows
@@ -509,11 +507,7 @@ def sql_trees(draw: st.DrawFn, pool: dict[str, list[Any]], depth: int = 2) -> tu
     return f"({lt} OR {rt})", either
 
 
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@FUZZ
 @given(table=extreme_tables(), data=st.data())
 def test_decimal_sql_literals_never_drop_a_matching_file(
     table: pa.Table, data: st.DataObject

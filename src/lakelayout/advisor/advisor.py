@@ -1273,15 +1273,21 @@ def _online_owns(uri: str, config: Mapping[str, str]) -> Recommendation | None:
     layout (switches, and catch-ups for appended files), and a rewrite by the advisor
     would be undone by its next catch-up — two reorganizers rewriting each other's files."""
     from lakelayout.online_table import ENABLED_PROPERTY
-    from lakelayout.table.features import is_true
 
-    if not is_true(config.get(ENABLED_PROPERTY)):
+    if not _online_enabled(config):
         return None
     return Recommendation(
         f"no rewrite: online reorganization manages the layout of '{uri}' "
         f"({ENABLED_PROPERTY}=true; its catch-ups lay appended files out); "
         "t.online.disable() to let the advisor decide"
     )
+
+
+def _online_enabled(config: Mapping[str, str]) -> bool:
+    from lakelayout.online_table import ENABLED_PROPERTY
+    from lakelayout.table.features import is_true
+
+    return is_true(config.get(ENABLED_PROPERTY))
 
 
 def after_append(
@@ -1302,7 +1308,7 @@ def after_append(
             return None
         snap = table.snapshot()
         config = snap.configuration
-        if not is_true(config.get(AUTO_OPTIMIZE)) or _online_owns(table.uri, config):
+        if not is_true(config.get(AUTO_OPTIMIZE)) or _online_enabled(config):
             return None  # (online reorganization lays appended files out: its catch-ups)
         target = cluster_config.target_file_size(config)
         minimum = int(config.get(AUTO_MIN_BYTES) or 2 * target)

@@ -516,14 +516,19 @@ def on_current_columns(
 
 
 def _present_columns(files: FileStats) -> Callable[[str], np.ndarray]:
-    """Per top-level column, per file: whether the file's statistics know it (any leaf)."""
+    """Per top-level column, per file: whether the file's statistics know it (any leaf).
+    Worked out once per column, whatever the number of indexes and layouts reading it."""
+    masks: dict[str, np.ndarray] = {}
 
     def present(column: str) -> np.ndarray:
-        mask = np.zeros(len(files), dtype=bool)
-        for key, stats in files.columns.items():
-            if key == column or key.startswith(f"{column}."):
-                mask |= np.asarray(stats.null_count) >= 0
-        return mask
+        if column not in masks:
+            key = stats_key([column])  # quoted as the leaves are ('`b.c`' is not b's c)
+            mask = np.zeros(len(files), dtype=bool)
+            for leaf, stats in files.columns.items():
+                if leaf == key or leaf.startswith(f"{key}."):
+                    mask |= np.asarray(stats.null_count) >= 0
+            masks[column] = mask
+        return masks[column]
 
     return present
 
