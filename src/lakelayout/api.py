@@ -557,7 +557,20 @@ class Table:
         value = clustering_property(checked)
         if snap.configuration.get(CLUSTERING_COLUMNS, "") == value:
             return snap.version
-        return delta.set_properties(self.uri, {CLUSTERING_COLUMNS: value})
+        return self._set_properties({CLUSTERING_COLUMNS: value})
+
+    def _set_properties(self, props: dict[str, str]) -> int:
+        """Set table properties (:func:`delta.set_properties`), with this table's session
+        where Delta's connector must commit them (started then if it was not yet)."""
+        return delta.set_properties(self.uri, props, spark=self._properties_session())
+
+    def _properties_session(self) -> SparkSession | None:
+        """This table's session where properties must be committed by Delta's connector
+        (UnsupportedTable when it cannot); else the session if one was started."""
+        if delta.properties_need_connector(self.uri):
+            delta.check_properties_committer(self.uri, self.spark)
+            return self.spark
+        return self._spark
 
     def detail(self) -> TableDetail:
         """DESCRIBE DETAIL: clustering columns, files, sizes, cubes (no Spark job)."""

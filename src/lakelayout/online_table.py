@@ -1406,6 +1406,8 @@ class Online:
             raise InvalidOption(f"sample_rows must be an integer >= 100, got {sample_rows!r}")
         self._check_can_enable()
         table = self._table
+        if _set_property:  # before any job: the property commit must be possible
+            table._properties_session()
         snap = table.snapshot()
         # the jobs run before the lock is taken: other processes' scans and status() go on
         if isinstance(alpha, str):
@@ -1433,9 +1435,7 @@ class Online:
             }
             self._ctl.save()
             if _set_property:
-                from lakelayout.table import delta
-
-                delta.set_properties(table.uri, {ENABLED_PROPERTY: "true"})
+                table._set_properties({ENABLED_PROPERTY: "true"})
             return self.status()
 
     def _check_can_enable(self) -> None:
@@ -1455,14 +1455,12 @@ class Online:
         """Stop feeding scans to the reorganizer (a running rewrite finishes; the state
         stays on disk for ``status()``/``history()`` until the next ``enable()``). Nothing is
         committed when it is off already; a table it was never enabled on is an error."""
-        from lakelayout.table import delta
-
         config = self._table.snapshot().configuration
         on = config.get(ENABLED_PROPERTY, "").lower() == "true"
         if not on and not self._ctl.store.state.exists():
             raise self._never_enabled()
         if on:
-            delta.set_properties(self._table.uri, {ENABLED_PROPERTY: ""})
+            self._table._set_properties({ENABLED_PROPERTY: ""})
 
     def status(self) -> dict[str, Any]:
         """Layout the table is in, candidate states with counters and what each would have

@@ -350,7 +350,6 @@ def _commit_in_the_window(
         data_change=data_change,
         read_version=0,
         operation="DELETE" if data_change else "OPTIMIZE",
-        configuration_updates=None,
     )
 
 

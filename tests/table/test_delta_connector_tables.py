@@ -26,7 +26,7 @@ import pytest
 from deltalake import DeltaTable
 
 from lakelayout.api import Table
-from lakelayout.errors import UnsupportedTable
+from lakelayout.errors import InvalidOption, UnsupportedTable
 from lakelayout.table import delta
 from lakelayout.table.features import Kind
 
@@ -178,6 +178,44 @@ def test_delta_deletes_rows_of_a_lakelayout_table_then_lakelayout_optimizes(
 
 
 # --------------------------------------------------------------------------- column mapping
+
+
+def _protocol(path: str) -> tuple[int, int, list[str], list[str]]:
+    p = DeltaTable(path).protocol()
+    return (
+        p.min_reader_version,
+        p.min_writer_version,
+        sorted(p.reader_features or []),
+        sorted(p.writer_features or []),
+    )
+
+
+def test_properties_leave_a_delta_written_protocol_alone(
+    spark: Any, with_vectors: str, tmp_path: Path
+) -> None:
+    """delta-rs adds the variantType reader feature to this protocol when it commits a
+    property (readers without variant support then refuse the table); lakelayout's
+    properties go through Delta's connector instead, and without it nothing is committed."""
+    path = copy_of(with_vectors, tmp_path)
+    before = _protocol(path)
+    assert before[1] == 7 and "variantType" not in before[3]
+    version = DeltaTable(path).version()
+    with pytest.raises(UnsupportedTable, match="variantType"):
+        delta.set_properties(path, {"lakelayout.test": "1"})
+    with pytest.raises(InvalidOption, match="delta.bogus"):
+        delta.set_properties(path, {"delta.bogus": "1"}, spark=spark)
+    assert DeltaTable(path).version() == version
+
+    t = Table(path, spark=spark)
+    t.online.enable(alpha=2.0, sample_rows=100)
+    t.online.wait()
+    assert _protocol(path) == before
+    assert t.online.enabled
+    props = spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()
+    assert {r.key: r.value for r in props}["lakelayout.online"] == "true"
+    t.online.disable()
+    assert not t.online.enabled and _protocol(path) == before
+    assert_same_as_delta(spark, path, source(spark, 0, 60).where("NOT (id % 5 = 0 OR k = 3)"))
 
 
 @pytest.fixture(scope="module")

@@ -223,6 +223,52 @@ def commit(
         ) from exc
 
 
+def set_properties(spark: SparkSession, location: str, props: Mapping[str, str]) -> int:
+    """Set table properties in one commit through Delta's transaction API; the version.
+
+    The table's metadata action is copied with ``props`` merged into its
+    configuration and committed as Delta's own ``SET TBLPROPERTIES`` would: the
+    protocol is left as it is (delta-rs adds the ``variantType`` feature to a
+    table-features protocol when it commits new metadata). Delta checks
+    ``delta.*`` names and values itself; a refusal is an ``InvalidOption``.
+    """
+    from lakelayout.errors import InvalidOption
+
+    jvm = _jvm(spark)
+    package = _package(jvm)
+    converters = jvm.scala.jdk.javaapi.CollectionConverters
+    try:
+        given = jvm.java.util.HashMap()
+        for key, value in props.items():
+            given.put(key, value)
+        checked = package.DeltaConfigs.validateConfigurations(
+            getattr(jvm.scala.collection.immutable.Map, "from")(converters.asScala(given))
+        )
+        log = _log(spark, location)
+        base = _snapshot(spark, log, None)
+        metadata = json.loads(str(base.metadata().json()))
+        configuration = dict(metadata["metaData"].get("configuration") or {})
+        configuration.update(dict(converters.asJava(checked)))
+        metadata["metaData"]["configuration"] = configuration
+        action = _object(package.actions, "Action$").fromJson(json.dumps(metadata))
+        txn = log.startTransaction(jvm.scala.Option.empty(), jvm.scala.Option.apply(base))
+        txn.updateMetadata(action, False)
+        operation = getattr(package, "DeltaOperations$SetTableProperties")(checked)
+        return int(txn.commit(converters.asScala(jvm.java.util.ArrayList()).toSeq(), operation))
+    except Exception as exc:  # py4j / pyspark wrap the JVM's exception
+        text = str(exc)
+        first = text.splitlines()[0] if text else type(exc).__name__
+        if "Concurrent" in text or "ConflictingCommit" in text:
+            raise CommitConflict(
+                f"setting properties {sorted(props)} on '{location}' conflicts with a "
+                f"concurrent commit: {first}; nothing was committed"
+            ) from exc
+        raise InvalidOption(
+            f"Delta's connector refused table properties {sorted(props)} on '{location}': "
+            f"{first}"
+        ) from exc
+
+
 def _add_json(
     written: WrittenFile,
     now: int,

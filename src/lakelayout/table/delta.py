@@ -81,6 +81,7 @@ from lakelayout.table.features import (
     Committer,
     Kind,
     check_readable,
+    delta_rs_adds_features,
     features_in_use,
     plan_commit,
 )
@@ -424,7 +425,6 @@ def commit(
     data_change: bool = True,
     read_version: int | None = None,
     operation: str = "WRITE",
-    configuration_updates: Mapping[str, str | None] | None = None,
     spark: Any = None,
     add_tags: Mapping[str, Mapping[str, str]] | None = None,
     clustered: bool = False,
@@ -440,10 +440,6 @@ def commit(
     is marked ``isBlindAppend``, as Delta marks its own appends: Delta's
     conflict checker treats every file added by any other commit as data a
     concurrent DELETE or UPDATE should have read.
-
-    ``configuration_updates`` cannot join the data commit (delta-rs commits
-    metadata separately): they are committed right after it by
-    :func:`set_properties`, and the version returned is then that later one.
 
     A commit delta-rs cannot make (removing files with deletion vectors, a
     table with writer features delta-rs refuses) goes through Delta's own
@@ -495,8 +491,6 @@ def commit(
                 winners=found,
                 rows_unchanged=unchanged,
             ) from exc
-        if configuration_updates:
-            return set_properties(location, configuration_updates)
         return version
     return _commit_delta_rs(
         location,
@@ -507,7 +501,6 @@ def commit(
         data_change=data_change,
         read_version=read_version,
         operation=operation,
-        configuration_updates=configuration_updates,
     )
 
 
@@ -521,7 +514,6 @@ def _commit_delta_rs(
     data_change: bool,
     read_version: int | None,
     operation: str,
-    configuration_updates: Mapping[str, str | None] | None,
 ) -> int:
     """Commit through delta-rs on ``table``, whose ``live`` files were checked; the version.
 
@@ -564,8 +556,6 @@ def _commit_delta_rs(
             live = _check_removes_live(table, removes, read_version, location)
             time.sleep(random.uniform(0.0, 0.002 * (attempt + 1)))
             continue
-        if configuration_updates:
-            return set_properties(location, configuration_updates)
         return base + 1  # the only version this attempt could take
     found, _ = conflict_winners(location, first.version(), DeltaTable(location).version(), removes)
     raise CommitConflict(
@@ -657,16 +647,55 @@ def delta_rs_can_remove(path: str) -> bool:
 # --------------------------------------------------------------------------- properties
 
 
-def set_properties(uri: str | os.PathLike[str], props: Mapping[str, str | None]) -> int:
+def properties_need_connector(uri: str | os.PathLike[str]) -> bool:
+    """Whether :func:`set_properties` on this table must commit through Delta's connector."""
+    protocol = open_table(uri).protocol()
+    return delta_rs_adds_features(protocol.min_writer_version, protocol.writer_features)
+
+
+def check_properties_committer(uri: str | os.PathLike[str], spark: Any) -> bool:
+    """Whether :func:`set_properties` on this table goes through Delta's connector in
+    ``spark``; UnsupportedTable when it must and cannot (nothing is committed)."""
+    location = normalize_uri(uri)
+    if not properties_need_connector(location):
+        return False
+    missing = connector.missing_reason(spark)
+    if missing is not None:
+        raise UnsupportedTable(
+            f"setting table properties on '{location}' through delta-rs would add the "
+            "variantType feature to its protocol (readers without variant support could "
+            f"no longer read it); through Delta's connector it would not, but {missing}"
+        )
+    return True
+
+
+def set_properties(
+    uri: str | os.PathLike[str],
+    props: Mapping[str, str | None],
+    *,
+    spark: Any = None,
+) -> int:
     """Set table properties through delta-rs; the version reached.
 
     ``delta.*`` names must be properties delta-rs knows (one commit); any
     other name (lakelayout's own, such as ``lakelayout.clusteringColumns``) is
     accepted as given (one more commit). delta-rs cannot remove a property:
     lakelayout treats an empty value as "not set".
+
+    delta-rs 1.6 adds the ``variantType`` reader and writer feature to a
+    table-features protocol that lacks it whenever it commits new metadata, so
+    readers without variant support could no longer read the table. Such a
+    table (written by Delta's connector, for one) gets its properties through
+    Delta's connector in ``spark`` instead, in one commit that leaves the
+    protocol alone; without the connector it is :class:`UnsupportedTable` and
+    nothing is committed.
     """
     location = normalize_uri(uri)
     updates = _check_properties(props)
+    if not updates:
+        return DeltaTable(location).version()
+    if check_properties_committer(location, spark):
+        return connector.set_properties(spark, location, updates)
     known = {k: v for k, v in updates.items() if k.startswith("delta.")}
     custom = {k: v for k, v in updates.items() if not k.startswith("delta.")}
     for group, strict in ((known, True), (custom, False)):

@@ -75,6 +75,18 @@ _CONNECTOR_HINT = (
 )
 
 
+def delta_rs_adds_features(min_writer_version: int, writer_features: Collection[str] | None) -> bool:
+    """Whether delta-rs would change this protocol when it commits new metadata.
+
+    delta-rs 1.6.6 adds ``variantType`` (reader and writer) to a table-features
+    protocol (writer version 7) that lacks it on every metadata commit
+    (``alter.set_table_properties``); checked on a table Delta's connector
+    wrote with deletion vectors and column mapping. Older protocols are left as
+    they are.
+    """
+    return min_writer_version >= 7 and "variantType" not in set(writer_features or ())
+
+
 class Kind(Enum):
     """What a commit does to rows."""
 
