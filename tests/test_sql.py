@@ -84,3 +84,49 @@ def test_create_never_moves_a_name_the_catalog_holds(spark: Any, tmp_path: Path)
     assert not (tmp_path / "o").exists() and not (tmp_path / "wh" / "events").exists()
     rows = lakelayout.sql(spark, "SELECT * FROM events", warehouse=wh)
     assert sorted(r["a"] for r in rows.collect()) == [1, 2]
+
+
+def test_partitions_clause_order_and_quoted_names(spark: Any, tmp_path: Path) -> None:
+    """PARTITIONED BY is taken and carried by CREATE LIKE (LIKE made an unpartitioned
+    copy), clauses come in any order, and SELECT takes backtick-quoted names (it refused
+    them)."""
+    import pyarrow as pa
+
+    wh = str(tmp_path / "wh")
+    where = str(tmp_path / "p")
+    t = lakelayout.sql(
+        spark,
+        f"CREATE TABLE p (`my id` INT, day STRING, k INT) USING delta LOCATION '{where}' "
+        "PARTITIONED BY (`day`)",
+        warehouse=wh,
+    )
+    assert t.snapshot().table_format.partition_columns == ("day",)
+    t.append(pa.table({"my id": pa.array([1, 2, 3], pa.int32()), "day": ["a", "b", "a"],
+                       "k": pa.array([7, 8, 9], pa.int32())}))  # fmt: skip
+    like = lakelayout.sql(spark, "CREATE TABLE q LIKE p", warehouse=wh)
+    assert like.snapshot().table_format.partition_columns == ("day",)
+    rows = lakelayout.sql(spark, "SELECT `my id`, k FROM p WHERE day = 'a'", warehouse=wh)
+    assert rows.columns == ["my id", "k"]
+    assert sorted((r["my id"], r["k"]) for r in rows.collect()) == [(1, 7), (3, 9)]
+
+    c = lakelayout.sql(
+        spark,
+        f"CREATE TABLE c (a INT, s STRING) USING delta LOCATION '{tmp_path / 'c'}' "
+        "CLUSTER BY (a, lower(substring(s, 1, 2)))",
+        warehouse=wh,
+    )
+    assert c.clustering_columns is not None and len(c.clustering_columns) == 2
+    with pytest.raises(InvalidOption, match="repeats its LOCATION"):
+        lakelayout.sql(
+            spark, "CREATE TABLE d (a INT) USING delta LOCATION '/x' LOCATION '/y'", warehouse=wh
+        )
+    with pytest.raises(InvalidOption, match="unsupported CREATE TABLE clause"):
+        lakelayout.sql(spark, "CREATE TABLE d (a INT) USING delta COMMENT 'x'", warehouse=wh)
+    with pytest.raises(InvalidOption, match="SELECT .*a \\+ 1"):
+        lakelayout.sql(spark, "SELECT a + 1 FROM c", warehouse=wh)
+    with pytest.raises(InvalidOption, match="partitioned"):
+        lakelayout.sql(
+            spark, "CREATE TABLE e (a INT, b INT) USING delta PARTITIONED BY (b) CLUSTER BY (a)",
+            warehouse=wh,
+        )  # fmt: skip
+    assert not (Path(wh) / "d").exists() and not (Path(wh) / "e").exists()

@@ -6,8 +6,9 @@
 statement                                                              returns
 =====================================================================  ==========================
 ``CREATE TABLE t (a INT, ...) USING delta [CLUSTER BY (c, month(ts))]  :class:`~lakelayout.api.Table`
-[LOCATION '/path']``
-``CREATE TABLE t2 LIKE t [LOCATION '/path']`` (keeps the clustering)   :class:`~lakelayout.api.Table`
+[PARTITIONED BY (p)] [LOCATION '/path']`` (clauses in any order)
+``CREATE TABLE t2 LIKE t [LOCATION '/path']`` (keeps the clustering    :class:`~lakelayout.api.Table`
+and the partitioning)
 ``ALTER TABLE t CLUSTER BY (c, ...)`` / ``ALTER TABLE t CLUSTER BY      the new version (int)
 NONE``
 ``OPTIMIZE t [FULL]`` / ``OPTIMIZE t ZORDER BY (a, b)``                 :class:`OptimizeMetrics`
@@ -164,7 +165,7 @@ def _create(spark: SparkSession, catalog: Catalog, m: re.Match[str]) -> Table:
     from lakelayout.table.writer import spark_to_arrow_schema
 
     rest = m.group("rest").strip()
-    cluster, location = _create_options(rest)
+    cluster, partition, location = _create_options(rest)
     name = m.group("name")
     try:
         struct = spark.createDataFrame([], m.group("body")).schema
@@ -177,24 +178,87 @@ def _create(spark: SparkSession, catalog: Catalog, m: re.Match[str]) -> Table:
     where = location or catalog.default_location(name)
     if m.group("ine") and _exists(where):
         return Table(where, spark=spark)
-    table = Table.create(where, schema=schema, spark=spark, cluster_by=cluster, name=_unquote(name))
+    table = Table.create(
+        where,
+        schema=schema,
+        spark=spark,
+        cluster_by=cluster,
+        partition_by=partition,
+        name=_unquote(name),
+    )
     catalog.register(name, table.uri)
     return table
 
 
-def _create_options(rest: str) -> tuple[list[str] | None, str | None]:
-    pattern = re.compile(
-        r"^(?:CLUSTER\s+BY\s*\((?P<cluster>.*?)\)\s*)?(?:LOCATION\s+'(?P<location>[^']*)')?\s*$",
-        re.I | re.S,
-    )
-    match = pattern.match(rest)
-    if match is None:
-        raise InvalidOption(
-            f"unsupported CREATE TABLE clause(s) {rest!r}; supported: CLUSTER BY (...) "
-            "then LOCATION '...'"
-        )
-    cluster = split_expressions(match.group("cluster")) if match.group("cluster") else None
-    return cluster, match.group("location")
+#: the clauses CREATE TABLE takes after ``USING delta``, in any order, each at most once
+_CREATE_CLAUSES = {
+    "cluster": re.compile(r"CLUSTER\s+BY\s*\(", re.I),
+    "partition": re.compile(r"PARTITIONED\s+BY\s*\(", re.I),
+    "location": re.compile(r"LOCATION\s+'(?P<value>[^']*)'", re.I | re.S),
+}
+
+
+def _create_options(rest: str) -> tuple[list[str] | None, list[str] | None, str | None]:
+    """CLUSTER BY expressions, PARTITIONED BY columns and LOCATION of a CREATE TABLE."""
+    found: dict[str, str] = {}
+    text = rest.strip()
+    while text:
+        for clause, pattern in _CREATE_CLAUSES.items():
+            match = pattern.match(text)
+            if match is None:
+                continue
+            if clause in found:
+                raise InvalidOption(f"CREATE TABLE repeats its {clause.upper()} clause")
+            if clause == "location":
+                found[clause], end = match.group("value"), match.end()
+            else:
+                end = _closing(text, match.end() - 1)
+                found[clause] = text[match.end() : end - 1]
+            text = text[end:].strip()
+            break
+        else:
+            raise InvalidOption(
+                f"unsupported CREATE TABLE clause(s) {text!r}; supported after USING delta, in "
+                "any order: CLUSTER BY (...), PARTITIONED BY (...), LOCATION '...'"
+            )
+    cluster = split_expressions(found["cluster"]) if "cluster" in found else None
+    partition = None
+    if "partition" in found:
+        named = split_expressions(found["partition"])
+        partition = [_column_name(c, "PARTITIONED BY") for c in named]
+    return cluster, partition, found.get("location")
+
+
+def _closing(text: str, start: int) -> int:
+    """The index after the parenthesis that closes the one at ``start`` (quotes and
+    backticks skipped), or InvalidOption."""
+    depth = 0
+    quote = ""
+    for i in range(start, len(text)):
+        ch = text[i]
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'`\"":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    raise InvalidOption(f"unbalanced parentheses in {text!r}")
+
+
+def _column_name(text: str, where: str) -> str:
+    """The column a plain (or backtick-quoted) name refers to, or InvalidOption."""
+    try:
+        expression = sqlglot.parse_one(text, read="spark")
+    except ParseError as exc:
+        raise PredicateError(f"cannot parse {text!r} in {where}: {exc}") from exc
+    if isinstance(expression, sqlglot.exp.Column) and not expression.table:
+        return str(expression.name)
+    raise InvalidOption(f"{where} takes column names, got {text}")
 
 
 def _known(catalog: Catalog, name: str, if_not_exists: bool) -> str | None:
@@ -240,6 +304,7 @@ def _create_like(spark: SparkSession, catalog: Catalog, m: re.Match[str]) -> Tab
         schema=source.schema,
         spark=spark,
         cluster_by=source.clustering_columns,
+        partition_by=list(source.snapshot().table_format.partition_columns) or None,
         properties=carried or None,
         name=_unquote(name),
     )
@@ -282,15 +347,10 @@ def _select(spark: SparkSession, catalog: Catalog, m: re.Match[str]) -> Any:
 
     table = Table(catalog.location(m.group("name")), spark=spark)
     text = m.group("columns").strip()
-    columns = None if text == "*" else split_expressions(text)
-    if columns is not None:
-        plain = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-        odd = [c for c in columns if not plain.match(c)]
-        if odd:
-            raise InvalidOption(
-                f"SELECT takes * or column names, got {', '.join(odd)}; compute expressions "
-                "on the returned DataFrame"
-            )
+    columns = None
+    if text != "*":
+        where_ = "SELECT (compute expressions on the returned DataFrame)"
+        columns = [_column_name(c, where_) for c in split_expressions(text)]
     where = m.group("where")
     return table.scan(where.strip() if where else None, columns).df
 
