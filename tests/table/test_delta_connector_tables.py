@@ -180,6 +180,39 @@ def test_delta_deletes_rows_of_a_lakelayout_table_then_lakelayout_optimizes(
 # --------------------------------------------------------------------------- column mapping
 
 
+def test_int96_timestamps_outside_the_nanosecond_range(spark: Any, tmp_path: Path) -> None:
+    """Delta's connector writes timestamps as INT96; read as nanoseconds (pyarrow's
+    default) years outside 1677-2262 overflowed, and every rewrite and every scan of a
+    table with deletion vectors failed with ArrowInvalid (found by an audit)."""
+    path = str(tmp_path / "t")
+    spark.sql(
+        f"""CREATE TABLE delta.`{path}` (id BIGINT, ts TIMESTAMP) USING delta
+            TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"""
+    )
+    spark.sql(
+        """SELECT id, CASE id % 3 WHEN 0 THEN TIMESTAMP'0001-01-01 00:00:00.000001+00:00'
+                              WHEN 1 THEN TIMESTAMP'9999-12-31 23:59:59.999999+00:00'
+                              ELSE TIMESTAMP'2020-01-01 00:00:00+00:00' END AS ts
+           FROM range(30)"""
+    ).repartition(2).write.format("delta").mode("append").save(path)
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id = 4")
+    text = "SELECT id, date_format(ts, 'yyyy-MM-dd HH:mm:ss.SSSSSS') AS s FROM {}"
+
+    def rows(df: Any) -> list[tuple[int, str]]:
+        df.createOrReplaceTempView("int96_rows")
+        return sorted((r.id, r.s) for r in spark.sql(text.format("int96_rows")).collect())
+
+    want = sorted((r.id, r.s) for r in spark.sql(text.format(f"delta.`{path}`")).collect())
+    assert len(want) == 29 and want[0] == (0, "0001-01-01 00:00:00.000001")
+    t = Table(path, spark=spark)
+    assert rows(t.scan("id >= 0").df) == want
+    t.optimize.zorder(["ts", "id"])
+    assert sorted((r.id, r.s) for r in spark.sql(text.format(f"delta.`{path}`")).collect()) == want
+    assert rows(t.scan("ts < TIMESTAMP'1000-01-01 00:00:00+00:00'").df) == [
+        w for w in want if w[1] < "1000"
+    ]
+
+
 def _protocol(path: str) -> tuple[int, int, list[str], list[str]]:
     p = DeltaTable(path).protocol()
     return (

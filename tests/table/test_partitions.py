@@ -11,6 +11,7 @@ values alone ruled out.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import shutil
 from pathlib import Path
@@ -179,6 +180,36 @@ def test_empty_string_partition_value_is_null_for_every_reader(spark: Any, tmp_p
     with pytest.raises(SchemaMismatch, match="column 'p' is not nullable"):
         Table.create(str(tmp_path / "strict"), strict, partition_by=["p"])
     assert not os.path.exists(os.path.join(tmp_path, "strict", "_delta_log"))
+
+
+def test_timestamp_partitions_before_year_1000_are_read_by_delta_and_polars(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Partition values of timestamps had years without four digits ('1-01-01T...Z'):
+    Delta's reader returned NULL for them and polars refused the table (found by an audit)."""
+    import polars as pl
+
+    moments = [dt.datetime(1, 1, 1), dt.datetime(999, 12, 31, 23), dt.datetime(2020, 1, 1, 0, 0, 1)]
+    data = pa.table({
+        "pt": pa.array([m.replace(tzinfo=dt.timezone.utc) for m in moments], pa.timestamp("us", "UTC")),
+        "pn": pa.array(moments, pa.timestamp("us")),
+        "v": pa.array([1, 2, 3], pa.int64()),
+    })  # fmt: skip
+    want = sorted((m.isoformat(sep=" "), i + 1) for i, m in enumerate(moments))
+    for column in ("pt", "pn"):
+        path = str(tmp_path / column)
+        Table.create(path, data, spark=spark, partition_by=[column])
+        log = Path(path, "_delta_log", "00000000000000000000.json").read_text().splitlines()
+        values = sorted(
+            json.loads(line)["add"]["partitionValues"][column] for line in log if '"add"' in line
+        )
+        assert [v[:5] for v in values] == ["0001-", "0999-", "2020-"], values
+        got = spark.sql(
+            f"SELECT date_format({column}, 'yyyy-MM-dd HH:mm:ss') AS s, v "
+            f"FROM delta.`{path}` WHERE {column} IS NOT NULL"
+        ).collect()
+        assert sorted((r.s, r.v) for r in got) == want
+        assert sorted(pl.read_delta(path).get_column("v").to_list()) == [1, 2, 3]
 
 
 def test_create_refuses_what_delta_refuses(spark: Any, tmp_path: Path) -> None:

@@ -296,7 +296,9 @@ def read_data_file(
     physical = {f.name: fmt.physical.field(fmt.schema.get_field_index(f.name)) for f in wanted}
     deleted = np.asarray(file.deleted_rows, dtype=np.int64)
     with filesystem.open_input_file(file_location(root, file.path)) as handle:
-        parquet = pq.ParquetFile(handle)
+        # INT96 (Delta's connector writes timestamps so) read as microseconds: the
+        # nanosecond default overflows outside 1677-2262
+        parquet = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
         present = set(parquet.schema_arrow.names)
         read = [
             physical[f.name].name
@@ -428,6 +430,8 @@ def serialize_partition_value(value: Any, dtype: pa.DataType) -> str | None:
     '1.50'
     >>> serialize_partition_value(float("nan"), pa.float64()), serialize_partition_value("", pa.string())
     ('NaN', None)
+    >>> serialize_partition_value(_dt.datetime(1, 2, 3, 4, 5, 6, 7), pa.timestamp("us"))
+    '0001-02-03 04:05:06.000007'
     """
     if value is None:
         return None
@@ -451,11 +455,14 @@ def serialize_partition_value(value: Any, dtype: pa.DataType) -> str | None:
         return value.isoformat()  # type: ignore[no-any-return]
     if pa.types.is_timestamp(t):
         moment: _dt.datetime = value
+        # four-digit years: strftime's %Y does not pad years below 1000 on Linux
+        # ('1-01-01 ...'), which Delta's reader takes for NULL and polars refuses
         if t.tz is None:
-            return moment.strftime("%Y-%m-%d %H:%M:%S.%f")
+            return f"{moment.year:04d}-{moment.strftime('%m-%d %H:%M:%S.%f')}"
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=_dt.timezone.utc)
-        return moment.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        moment = moment.astimezone(_dt.timezone.utc)
+        return f"{moment.year:04d}-{moment.strftime('%m-%dT%H:%M:%S.%fZ')}"
     raise InvalidOption(f"cannot partition by a column of type {dtype}")
 
 
