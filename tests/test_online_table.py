@@ -18,7 +18,7 @@ from lakelayout import online_table
 from lakelayout.api import Table
 from lakelayout.cluster import OptimizeHooks
 from lakelayout.cluster.config import TARGET_FILE_SIZE
-from lakelayout.errors import InvalidOption, StateLocked
+from lakelayout.errors import InvalidOption, StateLocked, StateUnreadable
 from lakelayout.table import delta
 
 from . import processes
@@ -860,6 +860,39 @@ def test_scans_feed_nothing_until_enabled_and_bad_options_write_nothing(
     assert t.version == version
     t.scan("a < 20")
     assert t.online.status()["queries"] == 1 and not t.online.status()["enabled"]
+
+
+def test_a_damaged_or_unlockable_state_never_fails_a_scan(spark: Any, tmp_path: Path) -> None:
+    """A state file of another format, a missing sample or a lock that cannot be taken (a
+    read-only ``_lakelayout/``) failed every scan with a raw KeyError, FileNotFoundError or
+    PermissionError (found by an audit); now the scan returns its rows and status() says
+    what is wrong."""
+    t = make_table(spark, tmp_path / "t")
+    t.online.enable(**SETTINGS)
+    want = t.scan("a < 10").df.count()
+    directory = Path(t.uri) / online_table.DIRECTORY
+    good = (directory / "state.json").read_text()
+    damage = {
+        "state.json": lambda: (directory / "state.json").write_text('{"version": 2}'),
+        "sample.parquet": lambda: (directory / "sample.parquet").unlink(),
+        "state.lock": lambda: (directory / "state.lock").mkdir(),
+    }
+    for name, spoil in damage.items():
+        sample = (directory / "sample.parquet").read_bytes()
+        (directory / "state.lock").unlink(missing_ok=True)
+        spoil()
+        (directory / "state.json").write_text(good + " " * len(name))  # a new token: reloaded
+        if name == "state.json":
+            spoil()
+        assert t.scan("a < 10").df.count() == want, name
+        with pytest.raises(StateUnreadable, match="online state"):
+            t.online.status()
+        if name == "state.lock":
+            (directory / "state.lock").rmdir()
+        (directory / "sample.parquet").write_bytes(sample)
+        (directory / "state.json").write_text(good)
+    t.scan("a < 10")
+    assert t.online.status()["queries"] == 2  # the first scan and this one
 
 
 def test_the_table_property_alone_enables_it_and_a_bad_one_is_refused_or_reported(

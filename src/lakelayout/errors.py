@@ -70,6 +70,12 @@ class StateLocked(LakelayoutError):
     reorganizer's) for longer than lakelayout waits; nothing was changed."""
 
 
+class StateUnreadable(LakelayoutError):
+    """lakelayout's own state beside a table (under ``_lakelayout/``: the online
+    reorganizer's state, index store, clustering provenance) is missing, damaged or
+    cannot be locked or written; the table's data is not affected."""
+
+
 class UnsupportedTable(LakelayoutError):
     """A Delta table uses a feature lakelayout cannot honour (e.g. deletion vectors)."""
 

@@ -82,7 +82,7 @@ import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
 from lakelayout.cluster.config import block_roll_size
-from lakelayout.errors import InvalidOption, LakelayoutError, StateLocked
+from lakelayout.errors import InvalidOption, LakelayoutError, StateLocked, StateUnreadable
 from lakelayout.expr.nodes import Predicate
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.layouts.base import Layout, file_blocks, keep_floor
@@ -336,9 +336,13 @@ class OnlineStore:
         :data:`LOCK_WAIT` seconds, then raises :class:`StateLocked`. Re-entrant
         within a thread; the operating system releases it when its process dies.
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
         try:
+            self.directory.mkdir(parents=True, exist_ok=True)
             self._lock.acquire(timeout=LOCK_WAIT if wait else 0)
+        except OSError as exc:  # a read-only directory, a lock path that is not a file
+            raise StateUnreadable(
+                f"cannot take the online state's lock {self._lock.lock_file}: {exc}"
+            ) from exc
         except Timeout:
             if wait:
                 raise StateLocked(
@@ -392,6 +396,8 @@ class OnlineStore:
             text = self.state.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            raise StateUnreadable(f"cannot read the online state {self.state}: {exc}") from exc
         try:
             data = json.loads(text)
         except ValueError as exc:
@@ -566,15 +572,23 @@ class _Controller:
         if data is None:
             self.engine = None
             return None
-        sample = self._sample()
-        bind = _binder(table, snap, str(data.get("timezone") or "UTC"))
-        families = list(data.get("families") or FAMILIES)
-        # the previous engine's cost book, when on the same sample: the states' virtual
-        # files and costs stay (a reload of what another process wrote rebuilt them: 0.15 s)
-        book = self.engine.book if self.engine and self.engine.book.sample is sample else None
-        engine = OnlineEngine.from_dict(
-            data["engine"], sample, self._fitter(families), bind, self._layout, book
-        )
+        try:
+            sample = self._sample()
+            bind = _binder(table, snap, str(data.get("timezone") or "UTC"))
+            families = list(data.get("families") or FAMILIES)
+            # the previous engine's cost book, when on the same sample: the states' virtual
+            # files and costs stay (a reload of what another process wrote rebuilt them: 0.15 s)
+            book = self.engine.book if self.engine and self.engine.book.sample is sample else None
+            engine = OnlineEngine.from_dict(
+                data["engine"], sample, self._fitter(families), bind, self._layout, book
+            )
+        except LakelayoutError:
+            raise
+        except (OSError, KeyError, TypeError, ValueError, pa.ArrowException) as exc:
+            raise StateUnreadable(
+                f"the online state under {self.store.directory} cannot be read "
+                f"({type(exc).__name__}: {exc}); t.online.disable() then enable() starts over"
+            ) from exc
         self.engine, self.document, self._token = engine, data, token
         self._recover(snap)
         return engine
@@ -1246,14 +1260,34 @@ def controller(uri: str) -> _Controller:
 
 
 def after_scan(table: Table, where: str, predicate: Predicate, snap: Snapshot) -> None:
-    """``Table.scan``'s hook: feed the query to the reorganizer when it is enabled."""
+    """``Table.scan``'s hook: feed the query to the reorganizer when it is enabled.
+
+    It never raises: a state that cannot be locked, read or written (a read-only
+    ``_lakelayout/``, a damaged file) must not fail the user's scan. The first
+    failure of each kind on a table is logged as a warning; ``status()`` raises it.
+    """
     if snap.configuration.get(ENABLED_PROPERTY, "").lower() != "true":
         return
-    ctl = controller(table.uri)
-    if not ctl.store.state.exists():
-        ctl.start_from_property(table, snap)
-        return
-    ctl.observe(table, where, predicate, snap)
+    try:
+        ctl = controller(table.uri)
+        if not ctl.store.state.exists():
+            ctl.start_from_property(table, snap)
+            return
+        ctl.observe(table, where, predicate, snap)
+    except Exception as exc:
+        key = (table.uri, type(exc).__name__)
+        if key not in _SCAN_FAILURES_REPORTED:
+            _SCAN_FAILURES_REPORTED.add(key)
+            logger.warning(
+                "online reorganization of %s did not see this scan (the scan is unaffected; "
+                "t.online.status() shows the state): %s",
+                table.uri,
+                exc,
+            )
+
+
+#: (table, error type) pairs whose failure on a scan's path was reported in this process
+_SCAN_FAILURES_REPORTED: set[tuple[str, str]] = set()
 
 
 def check_properties(config: Mapping[str, str]) -> None:
