@@ -459,3 +459,22 @@ def test_read_rows_returns_the_live_rows_of_every_version(tmp_path: Path) -> Non
         assert rows(got) == rows(expected)
     assert [r[0] for r in rows(delta.read_rows(path))] == [1, 3, 4, 5]
     assert [r[0] for r in rows(delta.read_rows(path, 1))] == [1, 2, 3, 4, 5]
+
+
+def test_a_reader_feature_delta_rs_does_not_know_is_unsupported_table(table: Path) -> None:
+    """delta-rs's raw DeltaError ("Kernel error: Unsupported: Feature ...") reached every
+    verb (found by an audit); it is UnsupportedTable naming the feature."""
+    from lakelayout.api import Table
+    from lakelayout.errors import UnsupportedTable
+
+    protocol = {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": ["fancyNewReaderFeature"],
+        "writerFeatures": ["fancyNewReaderFeature"],
+    }
+    (table / "_delta_log" / f"{1:020d}.json").write_text(json.dumps({"protocol": protocol}))
+    with pytest.raises(UnsupportedTable, match="fancyNewReaderFeature"):
+        Table(str(table))
+    with pytest.raises(UnsupportedTable, match="fancyNewReaderFeature"):
+        delta.snapshot(table)

@@ -261,15 +261,25 @@ def open_table(uri: str | os.PathLike[str], version: int | None = None) -> Delta
     if not table_exists(location):
         raise TableNotFound(f"no Delta table at '{location}'")
     if version is None:
-        try:
-            return DeltaTable(location)
-        except TableNotFoundError as exc:
-            raise TableNotFound(f"no Delta table at '{location}'") from exc
+        return _latest(location)
     return _open_version(location, version)
 
 
+def _latest(location: str) -> DeltaTable:
+    """delta-rs's table at its latest version; a protocol it cannot read (a reader
+    feature or version it does not know) is UnsupportedTable naming it."""
+    try:
+        return DeltaTable(location)
+    except TableNotFoundError as exc:
+        raise TableNotFound(f"no Delta table at '{location}'") from exc
+    except DeltaError as exc:
+        if "Unsupported" not in str(exc) and "unsupported" not in str(exc):
+            raise
+        raise UnsupportedTable(f"'{location}' cannot be read by lakelayout: {exc}") from exc
+
+
 def _open_version(location: str, version: int) -> DeltaTable:
-    latest = DeltaTable(location)
+    latest = _latest(location)
     newest = latest.version()
     if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= newest:
         raise LakelayoutError(
