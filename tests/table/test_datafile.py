@@ -207,6 +207,28 @@ def test_commits_lakelayout_cannot_make_are_refused_by_name(
             plan()
 
 
+def test_a_feature_the_connector_cannot_write_is_refused_before_writing() -> None:
+    """With Delta's connector in the session, a writer feature neither committer knows
+    was found only at the commit, after the files were written, and the error read "An
+    error occurred while calling o122.commit." (found by an audit)."""
+    from lakelayout.table.connector import java_reason
+
+    known = frozenset({"clustering", "domainmetadata", "deletionvectors"})
+    for kind in (Kind.APPEND, Kind.REWRITE):
+        with pytest.raises(UnsupportedTable, match=r"\['fancyNew'\], which neither"):
+            plan_commit("/t", ["clustering", "fancyNew"], {}, kind, connector=True,
+                        connector_writes=known)  # fmt: skip
+        assert plan_commit("/t", ["clustering"], {}, kind, connector=True,
+                           connector_writes=known) is Committer.CONNECTOR  # fmt: skip
+    # not known (an older connector that cannot list them): left to the commit
+    assert plan_commit("/t", ["fancyNew"], {}, Kind.APPEND, connector=True) is Committer.CONNECTOR
+    raised = RuntimeError(
+        "An error occurred while calling o122.commit.\n: org.x.DeltaUnsupportedTableFeatureException"
+        ": [DELTA_UNSUPPORTED_FEATURES_FOR_WRITE] fancyNew\n\tat org.x.Y(Z.scala:1)"
+    )
+    assert java_reason(raised).startswith("org.x.DeltaUnsupportedTableFeatureException: [DELTA_")
+
+
 def test_append_features_refuse_only_where_a_column_uses_them() -> None:
     """Delta writes a version 7 protocol listing generatedColumns, checkConstraints and
     others on tables that use none of them; an append was refused there ("it uses

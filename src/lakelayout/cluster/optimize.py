@@ -579,6 +579,13 @@ def commit_rewrite(
         if data_change:
             raise
         raise Yielded(f"lost to {describe_winners(exc.winners)}") from exc
+    except Exception:
+        # another refusal (a feature Delta's connector cannot write, an I/O error): the
+        # files are removed only when the log does not name them; the outcome of a
+        # commit that failed half-way is whatever the log says
+        if not _any_live(ctx.uri, [w.file.path for w in written]):
+            _delete_files(ctx.uri, [w.file.path for w in written])
+        raise
     with ctx.clock.step("provenance"):
         ctx.store.record((), removed=removed)
     if ctx.catalog is not None and ctx.indexes:
@@ -596,6 +603,16 @@ def check_rewrite(ctx: _Context, paths: Sequence[str], kind: Kind = Kind.REWRITE
     to, need Delta's connector in the session: :mod:`lakelayout.table.features`.)
     """
     delta.check_commit(ctx.snap, kind, removes=paths, spark=ctx.spark)
+
+
+def _any_live(root: str, paths: Sequence[str]) -> bool:
+    """Whether the table's latest snapshot lists one of ``paths`` (True when it cannot
+    be read: then nothing is deleted)."""
+    try:
+        live = delta.snapshot(root).data_files
+    except Exception:
+        return True
+    return any(path in live for path in paths)
 
 
 def _delete_files(root: str, paths: Sequence[str]) -> None:

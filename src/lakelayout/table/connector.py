@@ -98,6 +98,18 @@ def available(spark: SparkSession | None) -> bool:
         return False
 
 
+def writes_features(spark: SparkSession) -> frozenset[str]:
+    """The table features the session's Delta connector supports (lower case), or an
+    empty set when it cannot say."""
+    jvm = _jvm(spark)
+    try:
+        supported = _package(jvm).TableFeature.allSupportedFeaturesMap()
+        keys = jvm.scala.jdk.javaapi.CollectionConverters.asJava(supported.keySet())
+        return frozenset(str(key).lower() for key in keys)
+    except Exception:
+        return frozenset()
+
+
 def _package(jvm: Any) -> Any:
     node = jvm
     for part in _DELTA.split("."):
@@ -216,10 +228,11 @@ def commit(
         if "Concurrent" in text or "ConflictingCommit" in text:
             raise CommitConflict(
                 f"commit to '{location}' through Delta's connector conflicts with a concurrent "
-                f"commit: {text.splitlines()[0]}; nothing was committed"
+                f"commit: {java_reason(exc)}; nothing was committed"
             ) from exc
         raise LakelayoutError(
-            f"Delta's connector refused the commit to '{location}': {text.splitlines()[0]}"
+            f"Delta's connector refused the commit to '{location}': {java_reason(exc)}; "
+            "nothing was committed"
         ) from exc
 
 
@@ -257,7 +270,7 @@ def set_properties(spark: SparkSession, location: str, props: Mapping[str, str])
         return int(txn.commit(converters.asScala(jvm.java.util.ArrayList()).toSeq(), operation))
     except Exception as exc:  # py4j / pyspark wrap the JVM's exception
         text = str(exc)
-        first = text.splitlines()[0] if text else type(exc).__name__
+        first = java_reason(exc)
         if "Concurrent" in text or "ConflictingCommit" in text:
             raise CommitConflict(
                 f"setting properties {sorted(props)} on '{location}' conflicts with a "
@@ -267,6 +280,24 @@ def set_properties(spark: SparkSession, location: str, props: Mapping[str, str])
             f"Delta's connector refused table properties {sorted(props)} on '{location}': "
             f"{first}"
         ) from exc
+
+
+def java_reason(exc: BaseException) -> str:
+    """The JVM's own message of an error raised through py4j, in one line.
+
+    ``str()`` of a ``Py4JJavaError`` starts "An error occurred while calling
+    o122.commit." and names the reason (Delta's error class and text) only on the
+    lines after it.
+    """
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:
+            return " ".join(str(java.toString()).split())
+        except Exception:  # the gateway may be gone
+            pass
+    lines = [line.strip(" :") for line in str(exc).splitlines() if line.strip(" :")]
+    useful = [line for line in lines if not line.startswith("An error occurred while calling")]
+    return (useful or lines or [type(exc).__name__])[0]
 
 
 def _add_json(

@@ -478,6 +478,7 @@ def commit(
         connector=missing is None,
         connector_missing=missing or "",
         in_use=features_in_use(table.schema().to_json()),
+        connector_writes=connector.writes_features(spark) if missing is None else None,
     )
     if committer is Committer.CONNECTOR:
         base = table.version() if read_version is None else read_version
@@ -641,6 +642,7 @@ def check_commit(
         connector=missing is None,
         connector_missing=missing or "",
         in_use=snap.features_in_use,
+        connector_writes=connector.writes_features(spark) if missing is None else None,
     )
 
 

@@ -111,6 +111,7 @@ def plan_commit(
     connector: bool = False,
     connector_missing: str = _CONNECTOR_HINT,
     in_use: Collection[str] | None = None,
+    connector_writes: Collection[str] | None = None,
 ) -> Committer:
     """The committer for this commit, or UnsupportedTable naming what stops it.
 
@@ -123,6 +124,9 @@ def plan_commit(
     ``in_use``: the features of :data:`APPEND_REFUSED` the table's columns use
     (:func:`features_in_use`; CHECK constraints are read from the configuration);
     None when not known, and then every one listed in the protocol refuses an append.
+    ``connector_writes``: the features Delta's connector supports (lower case; None or
+    empty: not known); one it does not support is refused before anything is written,
+    where its commit would fail after the files were written.
     """
     features = set(writer_features)
     if kind is Kind.APPEND:
@@ -166,6 +170,13 @@ def plan_commit(
     if not reasons:
         return Committer.DELTA_RS
     if connector:
+        unknown = [f for f in others if connector_writes and f.lower() not in connector_writes]
+        if unknown:
+            raise UnsupportedTable(
+                f"cannot commit this {kind.value} to '{location}': it needs table features "
+                f"{unknown}, which neither delta-rs nor the session's Delta connector can "
+                "write"
+            )
         return Committer.CONNECTOR
     raise UnsupportedTable(
         f"cannot commit this {kind.value} to '{location}': it needs "
