@@ -396,3 +396,39 @@ def test_a_corrupt_manifest_is_an_error_and_lists_no_garbage(tmp_path: Path) -> 
     assert store.garbage() == []
     with pytest.raises(InvalidOption, match="max_segments must be at least 1; got 0"):
         MetadataStore(tmp_path, max_segments=0)
+
+
+def test_an_unreadable_store_keeps_every_file_and_says_why(tmp_path: Path) -> None:
+    """A missing or truncated segment, or CURRENT naming a missing manifest, failed every
+    scan with a raw FileNotFoundError / ArrowInvalid (found by an audit): the planner now
+    leaves the indexes out (every file kept by them) and names the reason."""
+    from lakelayout.errors import StateUnreadable
+    from lakelayout.expr.parse import parse_predicate
+    from lakelayout.skipping.planner import plan
+
+    files = snapshot(["f1", "f2"], [10, 20], [1, 2])
+    predicate = parse_predicate("s = 'zzz'", SCHEMA)
+    damage = {
+        "segment removed": lambda segment: segment.unlink(),
+        "segment truncated": lambda segment: segment.write_bytes(segment.read_bytes()[:40]),
+        "manifest missing": lambda segment: (tmp_path / "_lakelayout/index/CURRENT").write_text(
+            "manifest-gone.json"
+        ),
+    }
+    for name, spoil in damage.items():
+        store = MetadataStore(tmp_path)
+        store.write(rows([("f1", 10, 1), ("f2", 20, 2)], DATA))
+        assert plan(predicate, files, indexes=INDEXES, metadata=store).keep.tolist() == [
+            False,
+            False,
+        ]
+        (segment,) = store.segments()
+        spoil(segment)
+        with pytest.raises(StateUnreadable, match="index store"):
+            store.read(files, ["valuelist(s)"])
+        result = plan(predicate, files, indexes=INDEXES, metadata=store)
+        assert result.keep.tolist() == [True, True], name
+        assert "index store unreadable" in result.unused["valuelist(s)"]
+        for leftover in (tmp_path / "_lakelayout").rglob("*"):
+            if leftover.is_file():
+                leftover.unlink()

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelayout.errors import InvalidOption, LakelayoutError
+from lakelayout.errors import InvalidOption, LakelayoutError, StateUnreadable
 from lakelayout.expr.nodes import And, BoolConst, Expr, Func, Not, Or, Predicate
 from lakelayout.expr.temporal import zone
 from lakelayout.expr.visitor import PredicateVisitor
@@ -51,6 +52,8 @@ from lakelayout.skipping.indexes.geobox import expand_within_box
 from lakelayout.skipping.stats_rules import might_match
 from lakelayout.stats.bounds import stats_key
 from lakelayout.stats.model import FileStats
+
+logger = logging.getLogger(__name__)
 
 MINMAX = "minmax"
 """Source name of the files' min/max statistics."""
@@ -217,7 +220,15 @@ def plan(
     used: list[str] = []
     merged: Merged | None = None
 
-    with_meta, columns = _index_metadata(expanded, files, indexes, metadata)
+    try:
+        with_meta, columns = _index_metadata(expanded, files, indexes, metadata)
+    except StateUnreadable as exc:  # no metadata to trust: every file is kept by the indexes
+        logger.warning("indexes not used: %s", exc)
+        with_meta, columns = [], {}
+        unused = {
+            **(unused or {}),
+            **{i.name: f"index store unreadable: {exc}" for i in indexes},
+        }
     if with_meta:
         labellers: list[Labeller] = [StatsLabeller(files, timezone), *with_meta]
         merged = generate(expanded, labellers)

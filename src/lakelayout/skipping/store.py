@@ -85,7 +85,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakelayout.errors import InvalidOption, LakelayoutError
+from lakelayout.errors import InvalidOption, LakelayoutError, StateUnreadable
 from lakelayout.skipping.indexes.base import Collector, Index, Udf
 from lakelayout.stats.model import FileStats
 from lakelayout.table.datafile import column_bytes
@@ -180,7 +180,7 @@ class Manifest:
                 raise ValueError("a segment is not a file name in the store's directory")
             return cls(file, segments, int(document["live_rows"]))
         except (ValueError, KeyError, TypeError, AttributeError) as err:
-            raise LakelayoutError(f"corrupt index store manifest {file}: {err}") from None
+            raise StateUnreadable(f"corrupt index store manifest {file}: {err}") from None
 
 
 @dataclass(frozen=True)
@@ -277,13 +277,20 @@ class MetadataStore:
         current = self.current_file()
         if current is None:
             return None
-        if current.suffix == ".parquet":
-            metadata = pq.read_metadata(current)
-            names = metadata.schema.to_arrow_schema().names
-            columns = tuple(n for n in names if n not in KEY_COLUMNS)
-            segment = Segment(current.name, metadata.num_rows, columns)
-            return Manifest(current.name, (segment,), metadata.num_rows)
-        return Manifest.from_json(current.name, current.read_text(encoding="utf-8"))
+        try:
+            if current.suffix == ".parquet":
+                metadata = pq.read_metadata(current)
+                names = metadata.schema.to_arrow_schema().names
+                columns = tuple(n for n in names if n not in KEY_COLUMNS)
+                segment = Segment(current.name, metadata.num_rows, columns)
+                return Manifest(current.name, (segment,), metadata.num_rows)
+            text = current.read_text(encoding="utf-8")
+        except (OSError, pa.ArrowException) as exc:
+            raise StateUnreadable(
+                f"the index store's manifest {current} (named by {self.pointer}) cannot be "
+                f"read: {exc}; remove {self.directory} and run t.indexes.refresh() to rebuild it"
+            ) from exc
+        return Manifest.from_json(current.name, text)
 
     def segments(self) -> list[Path]:
         """The live segments' files, oldest first."""
@@ -320,7 +327,13 @@ class MetadataStore:
         tables = []
         for segment in manifest.segments:
             columns = [*KEY_COLUMNS, *(n for n in names if n in segment.columns)]
-            tables.append(pq.read_table(self.directory / segment.file, columns=columns))
+            try:
+                tables.append(pq.read_table(self.directory / segment.file, columns=columns))
+            except (OSError, pa.ArrowException) as exc:
+                raise StateUnreadable(
+                    f"the index store's segment {self.directory / segment.file} cannot be "
+                    f"read: {exc}; remove {self.directory} and run t.indexes.refresh() to rebuild it"
+                ) from exc
         return _Lookup.of(tables, files)
 
     def read_all(self) -> pa.Table:
