@@ -48,7 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakelayout.errors import LakelayoutError
+from lakelayout.errors import LakelayoutError, StateUnreadable
 from lakelayout.layouts.base import Layout, from_json
 from lakelayout.skipping.store import SidecarFile, atomic_write_text, superseded_files
 
@@ -131,11 +131,22 @@ class ProvenanceStore:
                 return SCHEMA.empty_table()
             try:
                 return pq.read_table(current, schema=SCHEMA)
-            except FileNotFoundError:
+            except FileNotFoundError as exc:
+                if self._current() == current:  # not replaced meanwhile: it is missing
+                    raise self._unreadable(current, exc) from exc
                 continue
+            except (OSError, pa.ArrowException) as exc:
+                raise self._unreadable(current, exc) from exc
         raise LakelayoutError(
             f"the clustering sidecar {self.pointer} kept changing while being read "
             f"({READ_ATTEMPTS} attempts); retry the operation"
+        )
+
+    def _unreadable(self, current: Path, exc: BaseException) -> StateUnreadable:
+        return StateUnreadable(
+            f"the clustering sidecar {current} (named by {self.pointer}) cannot be read: "
+            f"{exc}; removing {self.directory} makes lakelayout treat every file as not "
+            "clustered (the next OPTIMIZE clusters them again)"
         )
 
     def read(self, paths: Iterable[str] | None = None) -> dict[str, FileProvenance]:
