@@ -166,6 +166,30 @@ def test_resolve_dimensions_errors() -> None:
     assert Dimension("`x`").column_name(schema) == "x"
 
 
+def test_a_dotted_name_is_a_struct_field_where_the_schema_has_the_struct() -> None:
+    """``a.b`` beside a struct ``a`` and a top-level column named ``a.b``: predicates bind
+    it to the struct field (as Spark does) but a dimension ordered by the top-level
+    column, so the advisor's layouts sorted the wrong values; both as dimensions were
+    "given twice" (found by an audit)."""
+    from lakelayout.layouts import ZOrderLayout
+
+    n = 1000
+    sample = pa.table({
+        "a": pa.array([{"b": i % 50} for i in range(n)]),
+        "a.b": pa.array([(i * 7) % 1000 for i in range(n)], pa.int32()),
+    })  # fmt: skip
+    assert Dimension("a.b").column_name(sample.schema) is None
+    assert Dimension("`a.b`").column_name(sample.schema) == "a.b"
+    assert Dimension("a.b").values(sample).to_pylist()[:3] == [0, 1, 2]
+    blocks = np.asarray(ZOrderLayout.fit(sample, columns=["a.b"], target_blocks=4).assign(sample))
+    field = np.arange(n) % 50
+    spans = sorted((int(field[blocks == k].min()), int(field[blocks == k].max())) for k in range(4))
+    assert all(hi - lo < 25 for lo, hi in spans), spans  # cut by the field, not by `a.b`
+    assert len(resolve_dimensions(["`a.b`", "a.b"], sample.schema, max_dims=4)) == 2
+    plain = pa.schema([("a.b", pa.int64())])  # no struct a: the name is the column
+    assert Dimension("a.b").column_name(plain) == "a.b"
+
+
 # ---------------------------------------------------------------- properties
 
 ints_with_nulls = st.lists(st.one_of(st.none(), st.integers(-(2**40), 2**40)), min_size=1)

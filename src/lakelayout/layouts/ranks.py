@@ -318,7 +318,15 @@ class Dimension:
         return {"sql": self.sql, "_term": None}
 
     def column_name(self, schema: pa.Schema) -> str | None:
-        """The schema's spelling of the column this dimension names, or None."""
+        """The schema's spelling of the column this dimension names, or None.
+
+        ``a.b`` is the field ``b`` of a struct column ``a`` when the schema has one, as in
+        Spark SQL, even beside a top-level column named ``a.b`` (write `` `a.b` `` for that).
+        """
+        if "." in self.sql and not self.sql.startswith("`"):
+            head = self.sql.split(".", 1)[0].lower()
+            if any(f.name.lower() == head and pa.types.is_struct(f.type) for f in schema):
+                return None
         if self.sql in schema.names:
             return self.sql
         unquoted = self.sql[1:-1].replace("``", "`") if self.sql.startswith("`") else None
@@ -374,10 +382,11 @@ def resolve_dimensions(
             f"too many dimensions: {len(columns)} given ({', '.join(columns)}), at most {max_dims}"
         )
     dims = [Dimension(str(c)) for c in columns]
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     for dim in dims:
         dim.check(schema)
-        key = dim.column_name(schema) or dim.sql
+        name = dim.column_name(schema)
+        key = ("column", name) if name is not None else ("expression", dim.sql)
         if key in seen:
             raise LayoutError(f"dimension {dim.sql!r} is given twice")
         seen.add(key)
