@@ -450,10 +450,10 @@ class Table:
         args.require_names(columns, "columns", method, optional=True)
         args.require_int(version, "version", method, optional=True)
         args.require_bool(measure, "measure", method)
+        zone = self._timezone(start=True)  # before the clock: starting Spark is not the scan's
         scan_started = time.perf_counter()
         snap = self.snapshot(version)
         select = _resolve_columns(columns, snap.schema)
-        zone = self._timezone(start=True)
         predicate = self._bind(where, snap.schema, zone)
         planned = self._plan(predicate, snap, zone)
         kept = planned.kept
