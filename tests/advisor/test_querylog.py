@@ -221,3 +221,15 @@ def test_a_log_written_before_run_seconds_existed_is_read_and_appended_to(
     assert data.schema == ql.SCHEMA
     assert data.column("run_seconds").to_pylist() == [None, handle.run_seconds]
     assert "run_seconds" in DeltaTable(log.path).schema().to_arrow().names
+
+
+def test_a_remote_tables_scans_are_not_recorded_and_it_is_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Records of s3:// tables were queued, then dropped at each flush as "table is gone"
+    at INFO level (found by an audit): sidecars live beside local tables only."""
+    with caplog.at_level(logging.WARNING, logger="lakelayout.advisor.querylog"):
+        for _ in range(3):
+            assert ql.log_scan("s3://bucket/remote-t", {}, None, None, None, 0.1) is None
+    said = [r for r in caplog.records if "s3://bucket/remote-t" in r.getMessage()]
+    assert len(said) == 1 and "not a local table" in said[0].getMessage()

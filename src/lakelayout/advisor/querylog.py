@@ -59,6 +59,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 
 from lakelayout.errors import CommitConflict, InvalidOption
+from lakelayout.table.location import is_local
 
 logger = logging.getLogger(__name__)
 
@@ -309,7 +310,7 @@ class _Writer:
         if not rows:
             return 0
         if not os.path.isdir(os.path.join(uri, "_delta_log")):
-            logger.info("query log: table %s is gone; %d records dropped", uri, len(rows))
+            logger.info("query log: table %s is no longer there; %d records dropped", uri, len(rows))
             return 0
         try:
             _append(log_path(uri), rows)
@@ -572,6 +573,10 @@ def properties_limits(configuration: Mapping[str, str]) -> tuple[float, int]:
     return days, records
 
 
+#: remote tables whose scans were said, once, not to be recorded
+_REMOTE_REPORTED: set[str] = set()
+
+
 def log_scan(
     table_uri: str,
     configuration: Mapping[str, str],
@@ -586,6 +591,15 @@ def log_scan(
     """Queue the record of one scan (a :class:`~lakelayout.skipping.scan_report.ScanReport`
     and its bound predicate) unless logging is off; its handle, None when not queued."""
     if not is_enabled(configuration, session_value):
+        return None
+    if not is_local(table_uri):
+        if table_uri not in _REMOTE_REPORTED:  # sidecars live beside local tables only
+            _REMOTE_REPORTED.add(table_uri)
+            logger.warning(
+                "query log: %s is not a local table; lakelayout keeps its query log (and the "
+                "advisor's inputs) only beside local tables, so its scans are not recorded",
+                table_uri,
+            )
         return None
     from lakelayout.advisor.filters import feature_keys
 
