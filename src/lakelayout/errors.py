@@ -76,6 +76,11 @@ class StateUnreadable(LakelayoutError):
     cannot be locked or written; the table's data is not affected."""
 
 
+class TableCorrupt(LakelayoutError):
+    """The table's files are not what its Delta log says (a data file it lists is
+    missing); nothing was written."""
+
+
 class UnsupportedTable(LakelayoutError):
     """A Delta table uses a feature lakelayout cannot honour (e.g. deletion vectors)."""
 

@@ -141,3 +141,27 @@ def test_apply_rolls_each_block_at_a_given_target_file_size(spark: Any, tmp_path
         assert len(ranges) >= 3
         assert all(hi <= lo for (_, hi), (lo, _) in itertools.pairwise(ranges))
     assert same_rows(t.to_df(version=v0), t.to_df())
+
+
+def test_a_data_file_missing_under_the_log_is_table_corrupt_before_anything_runs(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A data file deleted underneath made scans fail with Spark's PATH_NOT_FOUND and
+    rewrites fail half-way in their tasks (found by an audit); both now name the table
+    and the file, and nothing is written."""
+    import pyarrow as pa
+
+    from lakelayout.errors import TableCorrupt
+
+    path = str(tmp_path / "t")
+    t = Table.create(path, pa.table({"a": list(range(100)), "b": [i % 7 for i in range(100)]}))
+    t.append(pa.table({"a": list(range(100, 200)), "b": [i % 7 for i in range(100)]}))
+    first = sorted(live_paths(t))[0]
+    os.remove(os.path.join(path, first))
+    version, on_disk = t.version, sorted(os.listdir(path))
+    t = Table(path, spark=spark)
+    with pytest.raises(TableCorrupt, match="missing"):
+        t.scan("a >= 0")
+    with pytest.raises(TableCorrupt, match=r"1 data file\(s\).*missing"):
+        t.optimize.zorder(["a", "b"])
+    assert t.version == version and sorted(os.listdir(path)) == on_disk

@@ -59,7 +59,7 @@ from lakelayout.cluster.rewrite import (
     sample_rows,
     write_routed,
 )
-from lakelayout.errors import CommitConflict, InvalidOption, LayoutError
+from lakelayout.errors import CommitConflict, InvalidOption, LayoutError, TableCorrupt
 from lakelayout.layouts.base import Layout
 from lakelayout.layouts.hilbert import HilbertLayout
 from lakelayout.layouts.zorder import CurveLayout, ZOrderLayout
@@ -603,6 +603,22 @@ def check_rewrite(ctx: _Context, paths: Sequence[str], kind: Kind = Kind.REWRITE
     to, need Delta's connector in the session: :mod:`lakelayout.table.features`.)
     """
     delta.check_commit(ctx.snap, kind, removes=paths, spark=ctx.spark)
+    check_files_exist(ctx.uri, paths)
+
+
+def check_files_exist(root: str, paths: Sequence[str]) -> None:
+    """TableCorrupt naming the files of ``paths`` (log paths of a local table) that are
+    not on disk: the rewrite's tasks would fail half-way with a raw error."""
+    from lakelayout.table.location import is_local
+
+    if not is_local(root):
+        return
+    missing = [p for p in paths if not os.path.exists(file_location(root, p))]
+    if missing:
+        raise TableCorrupt(
+            f"{len(missing)} data file(s) the Delta log of '{root}' lists are missing "
+            f"(e.g. {missing[0]}); nothing was written"
+        )
 
 
 def _any_live(root: str, paths: Sequence[str]) -> bool:

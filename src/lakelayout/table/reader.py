@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from lakelayout.errors import TableCorrupt
 from lakelayout.table.datafile import (
     DataFile,
     TableFormat,
@@ -73,8 +74,18 @@ def read_table_files(
         # (from an empty list it builds an RDD: 2x the time of a zero-file scan)
         return spark.createDataFrame(schema.empty_table(), from_arrow_schema(schema))
     if not needs_log(fmt, files):
+        from pyspark.errors import AnalysisException
+
         locations = [file_location(root, f.path) for f in files]
-        df = spark.read.schema(from_arrow_schema(fmt.schema)).parquet(*locations)
+        try:
+            df = spark.read.schema(from_arrow_schema(fmt.schema)).parquet(*locations)
+        except AnalysisException as exc:
+            if "PATH_NOT_FOUND" not in str(exc):
+                raise
+            raise TableCorrupt(
+                f"a data file the Delta log of '{root}' lists is missing: "
+                f"{str(exc).splitlines()[0]}"
+            ) from exc
         return df.withColumn(FILE_COLUMN, F.col("_metadata.file_name")) if with_file else df
     groups = spread(files, _parallelism(spark) * 2)
     tasks = spark.range(0, len(groups), 1, numPartitions=len(groups))
