@@ -209,3 +209,33 @@ def test_a_query_planned_elsewhere_is_recorded_in_the_session_zone(
     assert first["bytes_kept"] == shifted.bytes_kept
     assert first["features"] == ["ts"] and first["table_version"] == t.version
     assert second["predicate"] == "TRUE" and second["files_kept"] == 4
+
+
+@pytest.mark.spark
+def test_queries_logged_before_a_rename_are_not_credited_to_a_new_column_of_that_name(
+    spark: Any, tmp_path: Path
+) -> None:
+    """With column mapping, Delta renamed ``price`` and added a new column ``price``: the
+    advisor bound the 12 logged queries to the new, empty column and chose it (found by
+    an audit). A query whose column is another one now does not count."""
+    path = str(tmp_path / "t")
+    t = Table.create(path, pa.table({"id": list(range(400)), "price": [i / 4 for i in range(400)]}))
+    t = Table(path, spark=spark)
+    for k in range(12):
+        t.scan(f"price >= {k * 5} AND price < {k * 5 + 3}")
+        t.scan(f"id < {k * 30}")
+    assert "price" in t.advisor.features().curve
+    spark.sql(
+        f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name', "
+        "'delta.minReaderVersion' = '2', 'delta.minWriterVersion' = '5')"
+    )
+    spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN price TO old_price")
+    spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS (price DOUBLE)")
+    t = Table(path, spark=spark)
+    analysis = t.advisor.features()
+    assert analysis.queries == 12  # the id queries; the price ones are about old_price
+    assert "price" not in analysis.curve and "id" in analysis.curve
+    t.append(pa.table({"id": [1000], "old_price": [1.0], "price": [2.0]}))
+    for k in range(3):  # logged after the rename: they count
+        t.scan(f"price > {k}")
+    assert t.advisor.features().queries == 15

@@ -819,8 +819,11 @@ class Advisor:
         timezone = self._timezone()
         context = (schema, tuple(sorted(functions.items())), timezone)
         out = _Window()
-        for text, ts, columns, scan, run, nbytes, files in zip(
+        versions = data.column("table_version").to_pylist()
+        moved = _moved_columns(self.table.uri, versions)
+        for text, version, ts, columns, scan, run, nbytes, files in zip(
             data.column("predicate").to_pylist(),
+            versions,
             data.column("ts").to_pylist(),
             data.column("columns").to_pylist(),
             data.column("scan_seconds").to_pylist(),
@@ -830,8 +833,8 @@ class Advisor:
             strict=True,
         ):
             pred = _parse(text, context)
-            if pred is None:
-                out.unparsed += 1
+            if pred is None or pred.columns() & moved(version):
+                out.unparsed += 1  # (or it names a column that is another one now)
                 continue
             # what the query read: its projection (None: every column) and its filter's
             read = None if columns is None else sorted(set(columns) | pred.columns())
@@ -1134,6 +1137,74 @@ def _to_schema(data: pa.Table, schema: pa.Schema) -> pa.Table:
 
 #: (schema, functions, time zone) a logged predicate is parsed against
 _ParseContext = tuple[pa.Schema, tuple[tuple[str, pa.DataType], ...], str]
+
+
+#: (table root, version) -> top-level column name -> physical name at that version
+#: (a committed version never changes)
+_PHYSICAL: dict[tuple[str, int], dict[str, str] | None] = {}
+
+
+def _physical_names(table_uri: str, version: int | None) -> dict[str, str] | None:
+    """Each top-level column's physical name at ``version`` (latest: None); None when
+    that version cannot be read (it then counts as unchanged)."""
+    from lakelayout.table import delta
+
+    key = (table_uri, -1 if version is None else int(version))
+    if version is None or key not in _PHYSICAL:
+        try:
+            fmt = delta.snapshot(table_uri, version).table_format
+        except LakelayoutError:
+            return None
+        names = {name: fmt.physical_name(name) for name in fmt.schema.names}
+        if version is None:
+            return names
+        if len(_PHYSICAL) > 4096:
+            _PHYSICAL.clear()
+        _PHYSICAL[key] = names
+    return _PHYSICAL[key]
+
+
+def _moved_columns(
+    table_uri: str, versions: Sequence[int | None]
+) -> Callable[[int | None], frozenset[str]]:
+    """For a query logged at a version, the columns whose names meant another column
+    then (column mapping: a column renamed, or dropped, and a new one given its name).
+
+    Without column mapping nothing moves. The versions between two that agree are
+    taken to agree too (a column renamed and renamed back in between is missed);
+    only where two differ is the range split, so a window without renames reads two
+    snapshots at most.
+    """
+    now = _physical_names(table_uri, None)
+    if now is None or all(name == physical for name, physical in now.items()):
+        return lambda version: frozenset()
+    current: dict[str, str] = now
+    known = sorted({int(v) for v in versions if v is not None})
+    by_version: dict[int, frozenset[str]] = {}
+
+    def moved(names: dict[str, str] | None) -> frozenset[str]:
+        if names is None:
+            return frozenset()
+        return frozenset(c for c, p in current.items() if names.get(c) != p)
+
+    def fill(lo: int, hi: int) -> None:
+        first = moved(_physical_names(table_uri, known[lo]))
+        last = moved(_physical_names(table_uri, known[hi]))
+        if first == last or hi - lo <= 1:
+            for k in range(lo, hi + 1):
+                by_version[known[k]] = first if (first == last or k == lo) else last
+            return
+        mid = (lo + hi) // 2
+        fill(lo, mid)
+        fill(mid, hi)
+
+    if known:
+        fill(0, len(known) - 1)
+
+    def of(version: int | None) -> frozenset[str]:
+        return frozenset() if version is None else by_version.get(int(version), frozenset())
+
+    return of
 
 
 def _parse(text: str, context: _ParseContext) -> Predicate | None:
