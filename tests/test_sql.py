@@ -122,7 +122,7 @@ def test_partitions_clause_order_and_quoted_names(spark: Any, tmp_path: Path) ->
         )
     with pytest.raises(InvalidOption, match="unsupported CREATE TABLE clause"):
         lakelayout.sql(spark, "CREATE TABLE d (a INT) USING delta COMMENT 'x'", warehouse=wh)
-    with pytest.raises(InvalidOption, match="SELECT .*a \\+ 1"):
+    with pytest.raises(InvalidOption, match=r"SELECT .*a \+ 1"):
         lakelayout.sql(spark, "SELECT a + 1 FROM c", warehouse=wh)
     with pytest.raises(InvalidOption, match="partitioned"):
         lakelayout.sql(

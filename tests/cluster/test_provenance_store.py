@@ -39,8 +39,8 @@ def test_a_missing_or_damaged_sidecar_names_itself(tmp_path: Path) -> None:
     live = store._current()
     assert live is not None
     live.write_bytes(live.read_bytes()[:30])
-    with pytest.raises(StateUnreadable, match="cannot be read.*removing"):
+    with pytest.raises(StateUnreadable, match=r"cannot be read.*removing"):
         store.read()
     store.pointer.write_text("provenance-missing.parquet", encoding="utf-8")
-    with pytest.raises(StateUnreadable, match="provenance-missing.parquet.*cannot be read"):
+    with pytest.raises(StateUnreadable, match=r"provenance-missing\.parquet.*cannot be read"):
         store.read()

@@ -235,7 +235,7 @@ def test_properties_leave_a_delta_written_protocol_alone(
     version = DeltaTable(path).version()
     with pytest.raises(UnsupportedTable, match="variantType"):
         delta.set_properties(path, {"lakelayout.test": "1"})
-    with pytest.raises(InvalidOption, match="delta.bogus"):
+    with pytest.raises(InvalidOption, match=r"delta\.bogus"):
         delta.set_properties(path, {"delta.bogus": "1"}, spark=spark)
     assert DeltaTable(path).version() == version
 

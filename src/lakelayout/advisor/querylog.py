@@ -310,7 +310,9 @@ class _Writer:
         if not rows:
             return 0
         if not os.path.isdir(os.path.join(uri, "_delta_log")):
-            logger.info("query log: table %s is no longer there; %d records dropped", uri, len(rows))
+            logger.info(
+                "query log: table %s is no longer there; %d records dropped", uri, len(rows)
+            )
             return 0
         try:
             _append(log_path(uri), rows)

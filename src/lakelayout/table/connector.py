@@ -277,8 +277,7 @@ def set_properties(spark: SparkSession, location: str, props: Mapping[str, str])
                 f"concurrent commit: {first}; nothing was committed"
             ) from exc
         raise InvalidOption(
-            f"Delta's connector refused table properties {sorted(props)} on '{location}': "
-            f"{first}"
+            f"Delta's connector refused table properties {sorted(props)} on '{location}': {first}"
         ) from exc
 
 

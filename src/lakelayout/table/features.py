@@ -75,7 +75,9 @@ _CONNECTOR_HINT = (
 )
 
 
-def delta_rs_adds_features(min_writer_version: int, writer_features: Collection[str] | None) -> bool:
+def delta_rs_adds_features(
+    min_writer_version: int, writer_features: Collection[str] | None
+) -> bool:
     """Whether delta-rs would change this protocol when it commits new metadata.
 
     delta-rs 1.6.6 adds ``variantType`` (reader and writer) to a table-features
