@@ -145,6 +145,9 @@ class AutoResult:
     applied: bool
     metrics: OptimizeMetrics | None = None
     error: str | None = None
+    #: why the rewrite yielded (it lost its commit to a concurrent change and
+    #: committed nothing; try later), None when it did not
+    yielded: str | None = None
     seconds: float = 0.0
     #: the measured cost of acting: the rewrite and building its statistics
     apply_seconds: float = 0.0
@@ -157,7 +160,9 @@ class AutoResult:
     def lines(self) -> list[str]:
         head = "applied" if self.applied else ("failed" if self.error else "not applied")
         out = [f"{head}: {self.reason}"] if self.error else [*self.recommendation.lines()]
-        if self.metrics is not None:
+        if self.yielded is not None:
+            out.append(f"yielded, nothing committed (try later): {self.yielded}")
+        elif self.metrics is not None:
             m = self.metrics
             out.append(
                 f"rewrote {m.files_removed} files ({m.bytes_removed / 2**20:,.2f} MiB) into "
@@ -579,12 +584,18 @@ class Advisor:
     def try_apply(self, result: AutoResult) -> OptimizeMetrics:
         """Apply ``result.recommendation``; a failure is noted in ``result``, not raised.
 
+        A rewrite that yielded (lost its commit to a concurrent change, so nothing
+        was committed) is not applied: ``result.yielded`` says why, to try later.
         Returns the rewrite's metrics (empty ones when it failed).
         """
         started = time.perf_counter()
         try:
             result.metrics = self.apply(result.recommendation)
-            result.applied = True
+            if result.metrics.yielded:
+                result.yielded = result.metrics.yield_reason or "yielded"
+                logger.info("advisor on %s: rewrite yielded: %s", self.table.uri, result.yielded)
+            else:
+                result.applied = True
             return result.metrics
         except Exception as exc:  # the table stays as it was; say so, do not raise
             result.error = f"{type(exc).__name__}: {exc}"
@@ -603,7 +614,9 @@ class Advisor:
         The statistics are declared before the rewrite, so its tasks collect them
         on the rows they write (no second read of the rewritten files); a refresh
         afterwards builds them only for files the rewrite did not touch. If the
-        rewrite fails, the new declarations are dropped again: the table is as it was.
+        rewrite fails or yields (``metrics.yielded``: it lost its commit to a
+        concurrent change), the new declarations are dropped again: the table is
+        as it was.
         """
         from lakelayout.cluster import config as cluster_config
 
@@ -635,6 +648,9 @@ class Advisor:
         except BaseException:
             self._drop_statistics(added)
             raise
+        if metrics.yielded:  # nothing committed: nothing to build statistics for
+            self._drop_statistics(added)
+            return metrics
         self._build_statistics(added)
         return metrics
 
@@ -768,6 +784,8 @@ class Advisor:
             outcome = "applied"
         elif result.error is not None:
             outcome = f"failed: {result.error}"
+        elif result.yielded is not None:
+            outcome = f"yielded: {result.yielded}"
         elif rec.rewrite and not apply:
             outcome = "recommended (not applied)"
         else:
