@@ -176,6 +176,20 @@ def test_a_timed_run_is_held_back_from_flushes_and_written_with_its_seconds(
     assert rows == {"a = 2": (None, None), "a = 1": (handle.run_seconds, ["a"])}
 
 
+@pytest.mark.parametrize("scanned", [None, ["a", "b"]])
+def test_a_full_read_timed_after_a_count_keeps_the_scans_own_columns(
+    tmp_path: Path, scanned: list[str] | None
+) -> None:
+    uri = _table(tmp_path)
+    log = ql.QueryLog(uri)
+    handle = log.record(ql.QueryRecord(table_version=0, predicate="a = 1", columns=scanned))
+    with handle.timed(columns=["a"]):  # a count: the filter's column only
+        pass
+    with handle.timed():  # then the scan's own read (None: every column)
+        pass
+    assert log.read().column("columns").to_pylist() == [scanned]
+
+
 def test_a_run_that_fails_or_comes_after_the_flush_records_no_time(tmp_path: Path) -> None:
     uri = _table(tmp_path)
     log = ql.QueryLog(uri)

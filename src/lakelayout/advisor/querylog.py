@@ -253,12 +253,11 @@ class _Writer:
         columns: Sequence[str] | None = None,
     ) -> None:
         """Let a held ``row`` be flushed again, with its run time when there is one (and
-        then the columns the run read, when given)."""
+        then the columns the run read: None for every column)."""
         with self._lock:
             if run_seconds is not None:
                 row["run_seconds"] = float(run_seconds)
-                if columns is not None:
-                    row["columns"] = list(columns)
+                row["columns"] = None if columns is None else list(columns)
             row.pop(_HELD, None)
 
     def _start(self) -> None:
@@ -460,12 +459,17 @@ class PendingRecord:
     def __init__(self, table_uri: str, row: dict[str, Any]) -> None:
         self.table_uri = table_uri
         self._row = row
+        #: the scan's own columns (None: every column), what an untold run reads
+        scanned = row.get("columns")
+        self._scanned: list[str] | None = None if scanned is None else list(scanned)
 
     @contextlib.contextmanager
     def timed(self, *, columns: Sequence[str] | None = None) -> Iterator[None]:
         """Time the block (a Spark action on the scanned rows) as the record's
         ``run_seconds``; ``columns``: the columns the action reads, when the caller
-        knows them better than the scan did (a count reads only its filter's).
+        knows them better than the scan did (a count reads only its filter's). The
+        record names the columns of the last timed block: ``columns``, else the
+        scan's own (so a full read timed after a count is not put on the count's).
 
         The record is held back from flushes while the block runs (at most
         :data:`MAX_HOLD_SECONDS`). A block that raises leaves the record without a
@@ -480,7 +484,7 @@ class PendingRecord:
             seconds = time.perf_counter() - started
         finally:
             if held:
-                _WRITER.release(self._row, seconds, columns)
+                _WRITER.release(self._row, seconds, self._scanned if columns is None else columns)
 
     @property
     def run_seconds(self) -> float | None:
