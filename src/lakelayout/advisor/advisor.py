@@ -527,8 +527,10 @@ class Advisor:
 
     def record_query(self, where: str | None, *, source: str = "plan") -> bool:
         """Log a query that did not go through ``Table.scan`` (planned elsewhere, or
-        replayed): it is parsed and pruned like a scan, nothing is read."""
-        from lakelayout.advisor.querylog import log_scan
+        replayed): it is parsed and pruned like a scan, nothing is read. Whether it was
+        logged: the table property and the session's ``spark.lakelayout.queryLog.enabled``
+        turn it off as they do a scan's record."""
+        from lakelayout.advisor.querylog import SESSION_CONF, log_scan
         from lakelayout.expr.nodes import BoolConst
         from lakelayout.skipping.scan_report import ScanReport
 
@@ -557,8 +559,9 @@ class Advisor:
             bytes_skipped_by=planned.bytes_skipped_by,
         )
         seconds = time.perf_counter() - started
+        session = self.table.spark.conf.get(SESSION_CONF, None)
         logged = log_scan(self.table.uri, snap.configuration, report, pred, None, seconds,
-                          source=source)  # fmt: skip
+                          session_value=session, source=source)  # fmt: skip
         return logged is not None
 
     # ------------------------------------------------------------ acting
