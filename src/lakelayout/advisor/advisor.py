@@ -1311,6 +1311,28 @@ def _online_enabled(config: Mapping[str, str]) -> bool:
     return is_true(config.get(ENABLED_PROPERTY))
 
 
+def check_properties(config: Mapping[str, str]) -> None:
+    """Refuse a bad :data:`AUTO_OPTIMIZE` (not 'true' or 'false'), :data:`AUTO_MIN_BYTES`
+    (not a whole number >= 0) or query-log property
+    (:func:`.querylog.check_properties`) with InvalidOption naming it and the value:
+    ``Table.create`` checks them before anything is written."""
+    from lakelayout.advisor import querylog
+    from lakelayout.table.features import check_flag
+
+    check_flag(config, AUTO_OPTIMIZE)
+    raw = config.get(AUTO_MIN_BYTES)
+    if raw is not None:
+        try:
+            ok = int(raw.strip()) >= 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise InvalidOption(
+                f"table property {AUTO_MIN_BYTES} must be a whole number of bytes >= 0, got {raw!r}"
+            )
+    querylog.check_properties(config)
+
+
 def after_append(
     table: Table, files_added: int, configuration: Mapping[str, str] | None = None
 ) -> AutoResult | None:
