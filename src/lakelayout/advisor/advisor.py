@@ -210,6 +210,11 @@ class Advisor:
     #: False: the window is assumed to repeat, the thesis's model)
     learn_persistence: bool = True
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Set an option, checked first (InvalidOption naming it and the bad value)."""
+        check = _OPTION_CHECKS.get(name)
+        super().__setattr__(name, value if check is None else check(value))
+
     @property
     def log(self) -> QueryLog:
         return QueryLog(self.table.uri)
@@ -1015,6 +1020,67 @@ class Advisor:
         data = data.take(pa.array(shuffle))
         files_arr = np.asarray(files, dtype=object)[shuffle]
         return {p: data.take(pa.array(np.flatnonzero(files_arr == p), pa.int64())) for p in paths}
+
+
+def _whole(name: str, unit: str) -> Callable[[Any], int]:
+    """The check of an option that is a whole number of ``unit`` >= 1."""
+
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+            raise InvalidOption(
+                f"advisor.{name} must be a whole number of {unit} >= 1, got {value!r}"
+            )
+        return int(value)
+
+    return check
+
+
+def _check_window_days(value: Any) -> float:
+    ok = isinstance(value, int | float | np.number) and not isinstance(value, bool)
+    if not (ok and np.isfinite(value) and value > 0):
+        raise InvalidOption(f"advisor.window_days must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _check_families(value: Any) -> tuple[str, ...]:
+    from lakelayout.errors import closest
+
+    known = ", ".join(FAMILIES)
+    if isinstance(value, str) or not isinstance(value, Sequence | set | frozenset) or not value:
+        raise InvalidOption(
+            f"advisor.families must be a non-empty list of layout families ({known}), got {value!r}"
+        )
+    for family in value:
+        if family not in FAMILIES:
+            hint = closest(family, FAMILIES) if isinstance(family, str) else ""
+            raise InvalidOption(
+                f"advisor.families: unknown layout family {family!r}.{hint} Known: {known}"
+            )
+    return tuple(value)
+
+
+def _check_type(name: str, kind: type, optional: bool = False) -> Callable[[Any], Any]:
+    """The check of an option that must be a ``kind`` (or None when ``optional``)."""
+
+    def check(value: Any) -> Any:
+        if not (isinstance(value, kind) or (optional and value is None)):
+            wanted = f"a {kind.__name__}" + (" or None" if optional else "")
+            raise InvalidOption(f"advisor.{name} must be {wanted}, got {type(value).__name__}")
+        return value
+
+    return check
+
+
+#: the Advisor options checked when set (``__setattr__``)
+_OPTION_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "window": _whole("window", "queries"),
+    "window_days": _check_window_days,
+    "sample_rows": _whole("sample_rows", "rows"),
+    "families": _check_families,
+    "model": _check_type("model", CostModel, optional=True),
+    "analyzer": _check_type("analyzer", AnalyzerConfig),
+    "benefit": _check_type("benefit", BenefitConfig),
+}
 
 
 def _per_file(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
