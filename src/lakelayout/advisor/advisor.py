@@ -292,6 +292,7 @@ class Advisor:
             config=self.analyzer,
             udfs=self.table.indexes.udfs,
             timezone=self._timezone(),
+            partition_columns=snap.table_format.partition_columns,
         )
 
     def recommend(self) -> Recommendation:
@@ -379,6 +380,7 @@ class Advisor:
             runs=window.observations(shares),
             read_shares=query_shares(window.columns, shares),
             parallelism=default_parallelism(self.table.spark),
+            partition_columns=snap.table_format.partition_columns,
         )
 
     def _column_shares(self, snap: Snapshot, files: FileStats) -> dict[str, float]:

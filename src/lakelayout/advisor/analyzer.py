@@ -29,7 +29,7 @@ module is pure; the sample is an Arrow table.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -199,9 +199,21 @@ def analyze(
     config: AnalyzerConfig | None = None,
     udfs: Mapping[str, Any] | None = None,
     timezone: str = "UTC",
+    partition_columns: Collection[str] = (),
 ) -> Analysis:
-    """Algorithm 1 over ``predicates`` (one per query), correlations on ``sample``."""
+    """Algorithm 1 over ``predicates`` (one per query), correlations on ``sample``.
+
+    A feature over ``partition_columns`` only (the column itself, or an expression
+    over partition columns alone) is dropped: each file holds one value of them, so
+    a curve dimension or SOP feature on it cannot separate rows inside a file.
+    """
     cfg = config or AnalyzerConfig()
+    partitions = frozenset(partition_columns)
+
+    def on_partitions(node: Expr | None) -> bool:
+        used = node.columns() if node is not None else frozenset()
+        return bool(used) and used <= partitions
+
     total = len(predicates)
     queries = [leaf_filters(p) for p in predicates]
     probe = _Probe(sample, cfg.correlation_rows, udfs or {}, timezone)
@@ -242,7 +254,9 @@ def analyze(
             f"in {c.queries} of {total} queries ({choice.share:.0%}), "
             f"{len(c.points)} distinct comparison points"
         )
-        if len(c.points) < cfg.theta:
+        if on_partitions(c.node):
+            choice.reasons.append(f"dropped: {PARTITION_REASON}")
+        elif len(c.points) < cfg.theta:
             why = f"only {len(c.points)} distinct comparison points (< θ={cfg.theta})"
             choice.reasons.append(f"moved to SOP: {why}; its filters are SOP candidates")
             handed_to_sop[term] = why
@@ -296,6 +310,8 @@ def analyze(
         choice.reasons.insert(0, f"in {choice.queries} of {total} queries ({choice.share:.0%})")
         if kinds[choice.key] == OPAQUE:
             choice.reasons.append("dropped: not understood by lakelayout, cannot be evaluated")
+        elif on_partitions(choice.node):
+            choice.reasons.append(f"dropped: {PARTITION_REASON}")
         elif not cfg.frequent(choice.queries, total):
             choice.reasons.append(_infrequent(cfg, total))
         else:
@@ -308,6 +324,10 @@ def analyze(
     result.sop_graph = contingency_graph(truth, cfg.contingency) if truth else None
     _choose(sop_candidates, result.sop_graph, cfg.max_sop, "SOP", "mean-square contingency")
     return result
+
+
+#: why a feature over partition columns only is dropped
+PARTITION_REASON = "partition column: files are already split by it"
 
 
 def _infrequent(cfg: AnalyzerConfig, total: int) -> str:

@@ -87,6 +87,8 @@ class Inputs:
     #: tasks that run at once on this cluster (Spark's default parallelism): the
     #: writing tasks of a rewrite collect the declared indexes side by side
     parallelism: int = 1
+    #: the table's partition columns (each file holds one value of them: no feature)
+    partition_columns: tuple[str, ...] = ()
 
 
 Sampler = Callable[[], tuple[pa.Table, np.ndarray]]
@@ -267,8 +269,9 @@ def _recommend(
 
     def without_sample() -> Recommendation:
         rec.analysis = analyze(
-            inputs.predicates, None, config=analyzer_cfg, udfs=inputs.udfs, timezone=inputs.timezone
-        )
+            inputs.predicates, None, config=analyzer_cfg, udfs=inputs.udfs,
+            timezone=inputs.timezone, partition_columns=inputs.partition_columns,
+        )  # fmt: skip
         return rec
 
     if not any(leaf_filters(p) for p in inputs.predicates):
@@ -317,8 +320,9 @@ def _recommend(
     sample = inputs.sample
     sample_files = np.zeros(0, np.int64) if inputs.sample_files is None else inputs.sample_files
     rec.analysis = analyze(
-        inputs.predicates, sample, config=analyzer_cfg, udfs=inputs.udfs, timezone=inputs.timezone
-    )
+        inputs.predicates, sample, config=analyzer_cfg, udfs=inputs.udfs,
+        timezone=inputs.timezone, partition_columns=inputs.partition_columns,
+    )  # fmt: skip
     analysis = rec.analysis
     if sample.num_rows == 0:
         rec.reason = "no rewrite: the sample of the never-clustered files is empty"
