@@ -286,7 +286,7 @@ class Advisor:
         files, _ = self.candidate_files(snap, predicates, window.stamps)
         reads = read_columns(predicates, snap.schema)
         sample, _ = self._sample(files, snap, reads) if len(files) else (None, None)
-        return analyze(
+        analysis = analyze(
             predicates,
             sample,
             config=self.analyzer,
@@ -294,6 +294,8 @@ class Advisor:
             timezone=self._timezone(),
             partition_columns=snap.table_format.partition_columns,
         )
+        analysis.unparsed = window.unparsed
+        return analysis
 
     def recommend(self) -> Recommendation:
         """The best layout for the recent workload, its estimated cost, saving and payback.

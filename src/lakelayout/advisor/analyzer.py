@@ -135,6 +135,8 @@ class Analysis:
     curve_graph: Graph | None = None
     sop_graph: Graph | None = None
     notes: list[str] = field(default_factory=list)
+    #: logged queries of the window left out: they no longer bind to the table
+    unparsed: int = 0
 
     def of(self, kind: str, status: str) -> list[FeatureChoice]:
         return [f for f in self.features if f.kind == kind and f.status == status]
@@ -167,6 +169,8 @@ class Analysis:
         """One line per feature (chosen first), with its reasons."""
         order = {CHOSEN: 0, ADDITIONAL: 1, DROPPED: 2}
         out = [f"{self.queries} queries analyzed", *self.notes]
+        if self.unparsed:
+            out.insert(1, unparsed_words(self.unparsed))
         for f in sorted(self.features, key=lambda f: (order[f.status], f.kind, -f.queries)):
             out.append(f"{f.status:<10} {f.kind:<5} {f.key}: " + "; ".join(f.reasons))
         return out
@@ -177,7 +181,16 @@ class Analysis:
             "features": [f.to_dict() for f in self.features],
             "config": dataclasses.asdict(self.config),
             "notes": list(self.notes),
+            "unparsed": self.unparsed,
         }
+
+
+def unparsed_words(unparsed: int) -> str:
+    """What the advisor says of the logged queries it left out."""
+    return (
+        f"{unparsed:,} more logged queries left out: they no longer bind to the table "
+        "(a column they filter on was renamed, dropped or changed type)"
+    )
 
 
 # --------------------------------------------------------------------------- Algorithm 1

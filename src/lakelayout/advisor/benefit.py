@@ -31,7 +31,7 @@ import dataclasses
 import datetime as dt
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -368,14 +368,18 @@ def estimate(
     )
 
 
-def decide(estimates: Sequence[Estimate]) -> tuple[Estimate | None, Estimate | None, str]:
+def decide(
+    estimates: Sequence[Estimate], failed: Mapping[str, str] | None = None
+) -> tuple[Estimate | None, Estimate | None, str]:
     """(the estimate to apply or None, the best one seen, the reason in words).
 
     The best candidate is the one with the largest net saving; it is applied
-    only when it pays with the margin.
+    only when it pays with the margin. ``failed``: the error of each candidate
+    family that could not be fitted or priced, named when none could.
     """
     if not estimates:
-        return None, None, "no candidate layout could be fitted"
+        why = "; ".join(f"{family}: {error}" for family, error in (failed or {}).items())
+        return None, None, "no candidate layout could be fitted" + (f" ({why})" if why else "")
     best = max(estimates, key=lambda e: e.net_seconds)
     if best.saved_bytes_per_query <= 0:
         return (

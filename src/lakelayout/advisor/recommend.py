@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lakelayout.advisor.analyzer import Analysis, AnalyzerConfig, analyze
+from lakelayout.advisor.analyzer import Analysis, AnalyzerConfig, analyze, unparsed_words
 from lakelayout.advisor.benefit import BenefitConfig, Estimate, Rate, decide, estimate
 from lakelayout.advisor.benefit import expected_queries as expected_queries_of
 from lakelayout.advisor.costmodel import CostModel, QueryObservation
@@ -148,6 +148,9 @@ class Recommendation:
     def lines(self) -> list[str]:
         """The decision for people: the reason, then each candidate's numbers."""
         out = [self.reason]
+        unparsed = int(self.inputs.get("unparsed_queries") or 0)
+        if unparsed and self.analysis is None:  # else its lines say it
+            out.append(f"  {unparsed_words(unparsed)}")
         for e in sorted(self.estimates, key=lambda e: -e.net_seconds):
             payback = e.payback_queries
             out.append(
@@ -161,7 +164,7 @@ class Recommendation:
                 + ("never" if payback is None else f"{payback:,.0f} queries")
             )
         for c in self.candidates:
-            if c.error:
+            if c.error and self.estimates:  # with none, the reason names every error
                 out.append(f"  {c.family}: not fitted ({c.error})")
         for a in self.inputs.get("candidates_again", []):
             out.append(
@@ -243,6 +246,8 @@ def recommend(
     summary["collect_seconds_per_row"] = rec.collect_seconds_per_row
     summary["priced_queries"] = rec.priced_queries
     rec.inputs = summary
+    if rec.analysis is not None:
+        rec.analysis.unparsed = inputs.unparsed
     rec.seconds = time.perf_counter() - started
     return rec
 
@@ -420,7 +425,9 @@ def _recommend(
         if cand.fractions is None or cand.layout is None:
             continue
         rec.estimates.append(price(cand, cand.fractions))
-    chosen, best, reason = decide(rec.estimates)
+    chosen, best, reason = decide(
+        rec.estimates, {c.family: c.error for c in rec.candidates if c.error}
+    )
     rec.chosen, rec.best, rec.reason = chosen, best, reason
     if chosen is not None:
         cand = next(c for c in rec.candidates if c.describe() == chosen.layout)
