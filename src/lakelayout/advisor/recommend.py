@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -161,7 +162,7 @@ class Recommendation:
                 f"cost {e.cost_seconds:.3g} s"
                 + _timed_parts(e)
                 + f", net {e.net_seconds:+.3g} s, payback "
-                + ("never" if payback is None else f"{payback:,.0f} queries")
+                + ("never" if payback is None else f"{math.ceil(payback):,} queries")
             )
         for c in self.candidates:
             if c.error and self.estimates:  # with none, the reason names every error
