@@ -246,6 +246,12 @@ class Table:
             from lakelayout.online_table import check_properties
 
             check_properties(config)
+        if any(
+            key.startswith(("lakelayout.queryLog.", "lakelayout.autoOptimize")) for key in config
+        ):
+            from lakelayout.advisor.advisor import check_properties as check_advisor_properties
+
+            check_advisor_properties(config)
         fmt = TableFormat.plain(table_schema, partitions)
         files = []
         if df is not None:

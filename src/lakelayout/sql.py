@@ -250,7 +250,7 @@ def _closing(text: str, start: int) -> int:
     raise InvalidOption(f"unbalanced parentheses in {text!r}")
 
 
-def _column_name(text: str, where: str) -> str:
+def _column_name(text: str, where: str, takes: str = "column names", hint: str = "") -> str:
     """The column a plain (or backtick-quoted) name refers to, or InvalidOption."""
     try:
         expression = sqlglot.parse_one(text, read="spark")
@@ -258,7 +258,7 @@ def _column_name(text: str, where: str) -> str:
         raise PredicateError(f"cannot parse {text!r} in {where}: {exc}") from exc
     if isinstance(expression, sqlglot.exp.Column) and not expression.table:
         return str(expression.name)
-    raise InvalidOption(f"{where} takes column names, got {text}")
+    raise InvalidOption(f"{where} takes {takes}, got {text}{hint}")
 
 
 def _known(catalog: Catalog, name: str, if_not_exists: bool) -> str | None:
@@ -349,8 +349,10 @@ def _select(spark: SparkSession, catalog: Catalog, m: re.Match[str]) -> Any:
     text = m.group("columns").strip()
     columns = None
     if text != "*":
-        where_ = "SELECT (compute expressions on the returned DataFrame)"
-        columns = [_column_name(c, where_) for c in split_expressions(text)]
+        hint = "; compute expressions on the returned DataFrame"
+        columns = [
+            _column_name(c, "SELECT", "* or column names", hint) for c in split_expressions(text)
+        ]
     where = m.group("where")
     return table.scan(where.strip() if where else None, columns).df
 

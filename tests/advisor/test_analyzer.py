@@ -241,3 +241,24 @@ def test_traversal_keeps_a_neighbour_with_other_correlations_in_play() -> None:
     assert walk.correlated == {} and walk.unvisited == ["4", "2"]
     walk = traverse(g, ["1", "4", "3", "2"], limit=3)
     assert walk.primary == ["1", "4", "3"] and walk.correlated == {"2": "4"}
+
+
+def test_partition_columns_and_expressions_only_over_them_are_not_features() -> None:
+    # weight partitions the table: every file holds one weight, so no layout separates it
+    queries = (
+        _ranges("weight", 20, 0, 50, 5)
+        + _ranges("price", 20, 0, 1000, 40)
+        + [f"weight * 2 > {i}" for i in range(20)]
+        + ["weight != 3"] * 10
+    )
+    plain = analyze(_parse(queries), SAMPLE)
+    assert "weight" in plain.curve and plain.sop  # a feature of an unpartitioned table
+    result = analyze(_parse(queries), SAMPLE, partition_columns=["weight", "kind"])
+    assert result.curve == ["price"] and result.sop == []
+    reason = "dropped: partition column: files are already split by it"
+    dropped = [f for f in result.features if f.key != "price"]
+    assert {f.key for f in dropped if f.kind == CURVE} == {"weight", "(2 * weight)"}
+    assert "weight != 3.0D" in {f.key for f in dropped if f.kind == SOP}
+    for f in dropped:
+        assert f.status == DROPPED and f.reasons[-1] == reason, (f.key, f.reasons)
+    assert sum(line.endswith(reason) for line in result.lines()) == len(dropped)

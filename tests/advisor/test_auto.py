@@ -95,6 +95,29 @@ def test_auto_optimize_on_append_never_loses_rows_and_a_failed_rewrite_changes_n
     assert not set(files_after_append) & set(map(str, t.snapshot().files.paths))
 
 
+def test_a_rewrite_that_yields_to_a_concurrent_delete_is_recorded_as_yielded_not_applied(
+    spark: Any, tmp_path: Path
+) -> None:
+    t = _tuned(Table.create(str(tmp_path / "t"), _batch(spark, 0, 6000, 6),
+                            target_file_size=20_000))  # fmt: skip
+    _filtered_scans(t, 12)
+    other = Table(t.uri)
+    # a user DELETE commits while the rewrite is about to: the rewrite loses the race
+    t.advisor.hooks = OptimizeHooks(before_commit=lambda _: other.delete("id < 50"))
+    declared = t.indexes.describe()
+    result = t.optimize.auto()
+    assert result.metrics is not None and result.metrics.yielded
+    assert not result.applied and result.error is None
+    assert result.yielded is not None and "DELETE" in result.yielded
+    assert "yielded, nothing committed (try later)" in result.lines()[-1]
+    row = t.advisor.decisions()[-1]
+    assert row["outcome"] == f"yielded: {result.yielded}"
+    assert row["actual_seconds"] is None and row["version_after"] is None
+    assert t.advisor.correction() is None  # nothing was timed
+    assert _ids(t) == list(range(50, 6000))
+    assert t.indexes.describe() == declared  # the statistics it declared are dropped again
+
+
 def test_the_advisor_leaves_a_table_under_online_reorganization_alone(
     spark: Any, tmp_path: Path
 ) -> None:

@@ -165,7 +165,7 @@ def test_a_collection_cost_given_in_the_config_is_used_instead_of_timing() -> No
     assert rec.collect_seconds_per_row == 1e-4
     (chosen,) = rec.estimates
     assert chosen.collect_seconds == pytest.approx(1e-4 * ROWS)
-    with pytest.raises(InvalidOption, match="collect_seconds_per_row must be >= 0"):
+    with pytest.raises(InvalidOption, match="collect_seconds_per_row must be a finite number >= 0"):
         BenefitConfig(collect_seconds_per_row=-1.0)
 
 

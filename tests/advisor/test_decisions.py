@@ -30,7 +30,7 @@ from lakelayout.advisor.costmodel import (
     default_path,
     fit,
 )
-from lakelayout.advisor.estimate import bytes_read, virtual_files
+from lakelayout.advisor.estimate import Candidate, bytes_read, virtual_files
 from lakelayout.advisor.recommend import Inputs, Recommendation, recommend
 from lakelayout.errors import InvalidOption
 from lakelayout.expr.parse import parse_predicate
@@ -209,6 +209,43 @@ def test_too_few_queries_and_nothing_to_cluster() -> None:
     assert "only 3 queries logged" in _run(_inputs(_windows(3))).reason
     small = dataclasses.replace(_inputs(_windows(20)), target_file_size=10**12)
     assert "fit in one file of the target size" in _run(small).reason
+
+
+def test_queries_that_no_longer_bind_are_said_not_hidden() -> None:
+    said = "40 more logged queries left out: they no longer bind to the table"
+    early = _run(dataclasses.replace(_inputs(_windows(3)), unparsed=40))
+    assert early.analysis is None and "only 3 queries logged" in early.reason
+    assert any(said in line for line in early.lines())
+    analyzed = _run(dataclasses.replace(_inputs(_windows(20)), unparsed=40))
+    assert analyzed.analysis is not None and analyzed.inputs["unparsed_queries"] == 40
+    lines = analyzed.analysis.lines()
+    assert lines[0] == "20 queries analyzed" and lines[1].startswith(said)
+    assert not any(said in line for line in analyzed.lines())  # said once, with the features
+    assert not any("left out" in line for line in _run(_inputs(_windows(20))).lines())
+
+
+def test_the_errors_of_candidates_that_could_not_be_fitted_are_said() -> None:
+    failed = {"zorder": "ValueError: no rows", "qdtree": "MemoryError: too deep"}
+    _, _, reason = decide([], failed)
+    assert reason == (
+        "no candidate layout could be fitted "
+        "(zorder: ValueError: no rows; qdtree: MemoryError: too deep)"
+    )
+    assert decide([])[2] == "no candidate layout could be fitted"
+    rec = Recommendation(reason, candidates=[Candidate("zorder", error=failed["zorder"])])
+    assert rec.lines() == [reason]  # the reason names them; no line repeats them
+    est = Estimate("hilbert", "hilbert", 10, 2, 2, 1, 0, 0, 5.0, 1.0, 10, 10, 1, 1.5)
+    rec = Recommendation("ok", candidates=rec.candidates, estimates=[est])
+    assert "  zorder: not fitted (ValueError: no rows)" in rec.lines()
+
+
+def test_the_payback_is_rounded_up_alike_in_the_reason_and_the_candidate_line() -> None:
+    # 4.243 s against 10 s over 1,000 queries: it has paid back after 424.3 queries
+    est = Estimate("zorder", "zorder (ts)", 10, 2, 2, 1, 0, 0, 5.0, 1.0, 1000, 10, 4.243, 1.5)
+    _, _, reason = decide([est])
+    assert reason.endswith("(pays back after 425 queries)")
+    line = Recommendation(reason, estimates=[est]).lines()[1]
+    assert line.endswith("payback 425 queries"), line
 
 
 def test_decide_prefers_the_largest_net_saving() -> None:

@@ -14,6 +14,9 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from lakelayout.advisor import querylog as ql
+from lakelayout.advisor.advisor import AUTO_MIN_BYTES, AUTO_OPTIMIZE
+from lakelayout.api import Table
+from lakelayout.errors import InvalidOption
 
 
 def _table(tmp_path: Path) -> str:
@@ -84,7 +87,7 @@ def test_retention_deletes_old_and_excess_records_and_compacts(tmp_path: Path) -
     assert result.records_deleted == 6
     assert result.files_before == 9 and result.files_after == 1
     assert log.read().column("predicate").to_pylist() == ["new 2", "new 3", "new 4"]
-    with pytest.raises(ql.InvalidOption, match="retentionDays > 0"):
+    with pytest.raises(ql.InvalidOption, match="retention_days must be a finite number > 0"):
         log.maintain(retention_days=0)
 
 
@@ -176,6 +179,20 @@ def test_a_timed_run_is_held_back_from_flushes_and_written_with_its_seconds(
     assert rows == {"a = 2": (None, None), "a = 1": (handle.run_seconds, ["a"])}
 
 
+@pytest.mark.parametrize("scanned", [None, ["a", "b"]])
+def test_a_full_read_timed_after_a_count_keeps_the_scans_own_columns(
+    tmp_path: Path, scanned: list[str] | None
+) -> None:
+    uri = _table(tmp_path)
+    log = ql.QueryLog(uri)
+    handle = log.record(ql.QueryRecord(table_version=0, predicate="a = 1", columns=scanned))
+    with handle.timed(columns=["a"]):  # a count: the filter's column only
+        pass
+    with handle.timed():  # then the scan's own read (None: every column)
+        pass
+    assert log.read().column("columns").to_pylist() == [scanned]
+
+
 def test_a_run_that_fails_or_comes_after_the_flush_records_no_time(tmp_path: Path) -> None:
     uri = _table(tmp_path)
     log = ql.QueryLog(uri)
@@ -233,3 +250,64 @@ def test_a_remote_tables_scans_are_not_recorded_and_it_is_said_once(
             assert ql.log_scan("s3://bucket/remote-t", {}, None, None, None, 0.1) is None
     said = [r for r in caplog.records if "s3://bucket/remote-t" in r.getMessage()]
     assert len(said) == 1 and "not a local table" in said[0].getMessage()
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        (ql.RETENTION_PROPERTY, "abc", "must be a number of days > 0 and <= 700,000, got 'abc'"),
+        (ql.RETENTION_PROPERTY, "inf", "must be a number of days > 0 and <= 700,000, got 'inf'"),
+        (ql.RETENTION_PROPERTY, "nan", "must be a number of days > 0 and <= 700,000, got 'nan'"),
+        (ql.RETENTION_PROPERTY, "0", "must be a number of days > 0 and <= 700,000, got '0'"),
+        (ql.MAX_RECORDS_PROPERTY, "-5", "must be a whole number >= 1, got '-5'"),
+        (ql.MAX_RECORDS_PROPERTY, "many", "must be a whole number >= 1, got 'many'"),
+        (ql.ENABLED_PROPERTY, "no", "must be 'true' or 'false', got 'no'"),
+        (AUTO_OPTIMIZE, "yes", "must be 'true' or 'false', got 'yes'"),
+        (AUTO_MIN_BYTES, "-1", "must be a whole number of bytes >= 0, got '-1'"),
+    ],
+)
+def test_create_refuses_a_bad_advisor_property_before_anything_is_written(
+    tmp_path: Path, name: str, value: str, message: str
+) -> None:
+    path = tmp_path / "t"
+    with pytest.raises(InvalidOption) as err:
+        Table.create(str(path), schema=pa.schema([("a", pa.int64())]), properties={name: value})
+    assert str(err.value) == f"table property {name} {message}"
+    assert not path.exists()
+
+
+def test_create_takes_the_advisor_properties_spark_would() -> None:
+    good = {
+        ql.ENABLED_PROPERTY: " FALSE ",
+        AUTO_OPTIMIZE: "True",
+        ql.RETENTION_PROPERTY: "0.5",
+        ql.MAX_RECORDS_PROPERTY: "10",
+    }
+    from lakelayout.advisor.advisor import check_properties
+
+    check_properties(good)  # no error
+    assert ql.properties_limits(good) == (0.5, 10)
+    assert ql.properties_limits({}) == (ql.DEFAULT_RETENTION_DAYS, ql.DEFAULT_MAX_RECORDS)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"retention_days": float("inf")}, "retention_days must be a finite number > 0"),
+        ({"retention_days": float("nan")}, "retention_days must be a finite number > 0"),
+        ({"retention_days": 1e9}, "retention_days must be a finite number > 0"),
+        ({"retention_days": 0}, "retention_days must be a finite number > 0"),
+        ({"retention_days": "7"}, "retention_days must be a number, got '7'"),
+        ({"max_records": 0}, "max_records must be a whole number >= 1, got 0"),
+        ({"max_records": 2.5}, "max_records must be a whole number >= 1, got 2.5"),
+    ],
+)
+def test_maintenance_refuses_limits_it_cannot_apply(
+    tmp_path: Path, kwargs: dict[str, object], message: str
+) -> None:
+    uri = _table(tmp_path)
+    log = ql.QueryLog(uri)
+    log.record(ql.QueryRecord(table_version=0, predicate="a = 1"))
+    with pytest.raises(InvalidOption, match=message):
+        log.maintain(**kwargs)  # type: ignore[arg-type]
+    assert log.read().num_rows == 1

@@ -34,6 +34,7 @@ def _row(
         "outcome": "applied",
         "actual_seconds": actual,
         "estimated_cost_seconds": estimated,
+        "version_after": 7,
         "detail": {"inputs": inputs},
         **kw,
     }
@@ -45,6 +46,8 @@ def test_nothing_to_learn_before_the_first_applied_rewrite() -> None:
         _row(None, 1.0, outcome="skipped"),
         _row(3.0, 1.0, outcome="failed: boom"),
         _row(3.0, 1.0, outcome="recommended (not applied)"),
+        _row(3.0, 1.0, outcome="yielded: lost to version 2 (DELETE, changed data)"),
+        _row(3.0, 1.0, version_after=None),  # 'applied' but nothing committed
         _row(3.0, 1.0, kind="measurement"),
         _row(None, 1.0),  # applied but the time was not recorded
         _row(3.0, None),

@@ -102,6 +102,20 @@ def test_logging_is_off_per_table_and_per_session(spark: Any, tmp_path: Path) ->
     assert ql.QueryLog(other.uri).read().num_rows == 1
 
 
+def test_a_query_recorded_for_the_advisor_follows_the_session_switch(
+    spark: Any, tmp_path: Path
+) -> None:
+    t = _make(spark, tmp_path / "t")
+    spark.conf.set(ql.SESSION_CONF, "false")
+    try:
+        assert not t.advisor.record_query("id < 7", source="replay")
+    finally:
+        spark.conf.unset(ql.SESSION_CONF)
+    assert ql.QueryLog(t.uri).read().num_rows == 0
+    assert t.advisor.record_query("id < 8", source="replay")
+    assert ql.QueryLog(t.uri).read().num_rows == 1
+
+
 def test_select_through_lakelayout_sql_is_logged(spark: Any, tmp_path: Path) -> None:
     import lakelayout
     from lakelayout.errors import InvalidOption

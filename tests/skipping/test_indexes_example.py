@@ -31,6 +31,17 @@ def test_the_doc_shows_the_example_module_verbatim() -> None:
     assert len(block.group(1).splitlines()) > 30
 
 
+def test_the_docs_using_it_snippet_runs_as_written() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    block = re.search(r"<!-- using:begin -->\n```python\n(.*?)```\n<!-- using:end -->", text, re.S)
+    assert block is not None
+    scope: dict[str, object] = {}
+    exec(compile(block.group(1), f"{DOC}:using", "exec"), scope)  # no import added here
+    keep = scope["keep"]
+    assert isinstance(keep, np.ndarray) and keep.tolist() == [False, True]
+    assert "# -> [False, True]" in block.group(1)
+
+
 def test_agent_name_parser() -> None:
     assert agent_name("Mozilla/5.0 (X11; Linux) Gecko/20100101 Firefox/118.0") == "Firefox"
     assert agent_name("Hacker/1.0") == "Hacker"

@@ -214,3 +214,22 @@ def test_append_time_travel_and_schema_mismatch(
 def test_empty_dataframe_writes_nothing(spark: Any, tmp_path: Path) -> None:
     df = spark.createDataFrame(_input_table(0), SPARK_DDL).repartition(3)
     assert write_files(df, str(tmp_path / "e"), schema=SCHEMA, target_file_size=TARGET) == []
+
+
+def test_column_names_with_a_backtick_or_a_dot_are_written_and_rewritten(
+    spark: Any, tmp_path: Path
+) -> None:
+    from lakelayout.api import Table
+
+    df = spark.createDataFrame(
+        [(i, i * 2, i % 3) for i in range(60)], "id INT, `x``y` INT, `a.b` INT"
+    ).repartition(3)
+    t = Table.create(str(tmp_path / "t"), df)  # PySpark's mapInArrow could not name x`y
+    assert t.schema.names == ["id", "x`y", "a.b"]
+    got = sorted((r["x`y"], r["a.b"]) for r in t.scan("`x``y` < 10").df.collect())
+    assert got == [(0, 0), (2, 1), (4, 2), (6, 0), (8, 1)]
+    t.optimize.zorder(["x`y", "id"])  # a rewrite reads and writes them too
+    table = DeltaTable(t.uri).to_pyarrow_table()
+    assert sorted(table.column("x`y").to_pylist()) == [2 * i for i in range(60)]
+    parted = Table.create(str(tmp_path / "p"), df, partition_by=["a.b"])
+    assert sorted(r["a.b"] for r in parted.to_df().collect()) == sorted(i % 3 for i in range(60))

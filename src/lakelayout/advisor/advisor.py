@@ -145,6 +145,9 @@ class AutoResult:
     applied: bool
     metrics: OptimizeMetrics | None = None
     error: str | None = None
+    #: why the rewrite yielded (it lost its commit to a concurrent change and
+    #: committed nothing; try later), None when it did not
+    yielded: str | None = None
     seconds: float = 0.0
     #: the measured cost of acting: the rewrite and building its statistics
     apply_seconds: float = 0.0
@@ -157,7 +160,9 @@ class AutoResult:
     def lines(self) -> list[str]:
         head = "applied" if self.applied else ("failed" if self.error else "not applied")
         out = [f"{head}: {self.reason}"] if self.error else [*self.recommendation.lines()]
-        if self.metrics is not None:
+        if self.yielded is not None:
+            out.append(f"yielded, nothing committed (try later): {self.yielded}")
+        elif self.metrics is not None:
             m = self.metrics
             out.append(
                 f"rewrote {m.files_removed} files ({m.bytes_removed / 2**20:,.2f} MiB) into "
@@ -204,6 +209,11 @@ class Advisor:
     #: automatic rewrites kept on the queries after them (:func:`.decisions.persistence`;
     #: False: the window is assumed to repeat, the thesis's model)
     learn_persistence: bool = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Set an option, checked first (InvalidOption naming it and the bad value)."""
+        check = _OPTION_CHECKS.get(name)
+        super().__setattr__(name, value if check is None else check(value))
 
     @property
     def log(self) -> QueryLog:
@@ -276,13 +286,16 @@ class Advisor:
         files, _ = self.candidate_files(snap, predicates, window.stamps)
         reads = read_columns(predicates, snap.schema)
         sample, _ = self._sample(files, snap, reads) if len(files) else (None, None)
-        return analyze(
+        analysis = analyze(
             predicates,
             sample,
             config=self.analyzer,
             udfs=self.table.indexes.udfs,
             timezone=self._timezone(),
+            partition_columns=snap.table_format.partition_columns,
         )
+        analysis.unparsed = window.unparsed
+        return analysis
 
     def recommend(self) -> Recommendation:
         """The best layout for the recent workload, its estimated cost, saving and payback.
@@ -369,6 +382,7 @@ class Advisor:
             runs=window.observations(shares),
             read_shares=query_shares(window.columns, shares),
             parallelism=default_parallelism(self.table.spark),
+            partition_columns=snap.table_format.partition_columns,
         )
 
     def _column_shares(self, snap: Snapshot, files: FileStats) -> dict[str, float]:
@@ -522,8 +536,10 @@ class Advisor:
 
     def record_query(self, where: str | None, *, source: str = "plan") -> bool:
         """Log a query that did not go through ``Table.scan`` (planned elsewhere, or
-        replayed): it is parsed and pruned like a scan, nothing is read."""
-        from lakelayout.advisor.querylog import log_scan
+        replayed): it is parsed and pruned like a scan, nothing is read. Whether it was
+        logged: the table property and the session's ``spark.lakelayout.queryLog.enabled``
+        turn it off as they do a scan's record."""
+        from lakelayout.advisor.querylog import SESSION_CONF, log_scan
         from lakelayout.expr.nodes import BoolConst
         from lakelayout.skipping.scan_report import ScanReport
 
@@ -552,8 +568,9 @@ class Advisor:
             bytes_skipped_by=planned.bytes_skipped_by,
         )
         seconds = time.perf_counter() - started
+        session = self.table.spark.conf.get(SESSION_CONF, None)
         logged = log_scan(self.table.uri, snap.configuration, report, pred, None, seconds,
-                          source=source)  # fmt: skip
+                          session_value=session, source=source)  # fmt: skip
         return logged is not None
 
     # ------------------------------------------------------------ acting
@@ -579,12 +596,18 @@ class Advisor:
     def try_apply(self, result: AutoResult) -> OptimizeMetrics:
         """Apply ``result.recommendation``; a failure is noted in ``result``, not raised.
 
+        A rewrite that yielded (lost its commit to a concurrent change, so nothing
+        was committed) is not applied: ``result.yielded`` says why, to try later.
         Returns the rewrite's metrics (empty ones when it failed).
         """
         started = time.perf_counter()
         try:
             result.metrics = self.apply(result.recommendation)
-            result.applied = True
+            if result.metrics.yielded:
+                result.yielded = result.metrics.yield_reason or "yielded"
+                logger.info("advisor on %s: rewrite yielded: %s", self.table.uri, result.yielded)
+            else:
+                result.applied = True
             return result.metrics
         except Exception as exc:  # the table stays as it was; say so, do not raise
             result.error = f"{type(exc).__name__}: {exc}"
@@ -603,7 +626,9 @@ class Advisor:
         The statistics are declared before the rewrite, so its tasks collect them
         on the rows they write (no second read of the rewritten files); a refresh
         afterwards builds them only for files the rewrite did not touch. If the
-        rewrite fails, the new declarations are dropped again: the table is as it was.
+        rewrite fails or yields (``metrics.yielded``: it lost its commit to a
+        concurrent change), the new declarations are dropped again: the table is
+        as it was.
         """
         from lakelayout.cluster import config as cluster_config
 
@@ -635,6 +660,9 @@ class Advisor:
         except BaseException:
             self._drop_statistics(added)
             raise
+        if metrics.yielded:  # nothing committed: nothing to build statistics for
+            self._drop_statistics(added)
+            return metrics
         self._build_statistics(added)
         return metrics
 
@@ -768,6 +796,8 @@ class Advisor:
             outcome = "applied"
         elif result.error is not None:
             outcome = f"failed: {result.error}"
+        elif result.yielded is not None:
+            outcome = f"yielded: {result.yielded}"
         elif rec.rewrite and not apply:
             outcome = "recommended (not applied)"
         else:
@@ -997,6 +1027,67 @@ class Advisor:
         data = data.take(pa.array(shuffle))
         files_arr = np.asarray(files, dtype=object)[shuffle]
         return {p: data.take(pa.array(np.flatnonzero(files_arr == p), pa.int64())) for p in paths}
+
+
+def _whole(name: str, unit: str) -> Callable[[Any], int]:
+    """The check of an option that is a whole number of ``unit`` >= 1."""
+
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+            raise InvalidOption(
+                f"advisor.{name} must be a whole number of {unit} >= 1, got {value!r}"
+            )
+        return int(value)
+
+    return check
+
+
+def _check_window_days(value: Any) -> float:
+    ok = isinstance(value, int | float | np.number) and not isinstance(value, bool)
+    if not (ok and np.isfinite(value) and value > 0):
+        raise InvalidOption(f"advisor.window_days must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _check_families(value: Any) -> tuple[str, ...]:
+    from lakelayout.errors import closest
+
+    known = ", ".join(FAMILIES)
+    if isinstance(value, str) or not isinstance(value, Sequence | set | frozenset) or not value:
+        raise InvalidOption(
+            f"advisor.families must be a non-empty list of layout families ({known}), got {value!r}"
+        )
+    for family in value:
+        if family not in FAMILIES:
+            hint = closest(family, FAMILIES) if isinstance(family, str) else ""
+            raise InvalidOption(
+                f"advisor.families: unknown layout family {family!r}.{hint} Known: {known}"
+            )
+    return tuple(value)
+
+
+def _check_type(name: str, kind: type, optional: bool = False) -> Callable[[Any], Any]:
+    """The check of an option that must be a ``kind`` (or None when ``optional``)."""
+
+    def check(value: Any) -> Any:
+        if not (isinstance(value, kind) or (optional and value is None)):
+            wanted = f"a {kind.__name__}" + (" or None" if optional else "")
+            raise InvalidOption(f"advisor.{name} must be {wanted}, got {type(value).__name__}")
+        return value
+
+    return check
+
+
+#: the Advisor options checked when set (``__setattr__``)
+_OPTION_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "window": _whole("window", "queries"),
+    "window_days": _check_window_days,
+    "sample_rows": _whole("sample_rows", "rows"),
+    "families": _check_families,
+    "model": _check_type("model", CostModel, optional=True),
+    "analyzer": _check_type("analyzer", AnalyzerConfig),
+    "benefit": _check_type("benefit", BenefitConfig),
+}
 
 
 def _per_file(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
@@ -1359,6 +1450,28 @@ def _online_enabled(config: Mapping[str, str]) -> bool:
     from lakelayout.table.features import is_true
 
     return is_true(config.get(ENABLED_PROPERTY))
+
+
+def check_properties(config: Mapping[str, str]) -> None:
+    """Refuse a bad :data:`AUTO_OPTIMIZE` (not 'true' or 'false'), :data:`AUTO_MIN_BYTES`
+    (not a whole number >= 0) or query-log property
+    (:func:`.querylog.check_properties`) with InvalidOption naming it and the value:
+    ``Table.create`` checks them before anything is written."""
+    from lakelayout.advisor import querylog
+    from lakelayout.table.features import check_flag
+
+    check_flag(config, AUTO_OPTIMIZE)
+    raw = config.get(AUTO_MIN_BYTES)
+    if raw is not None:
+        try:
+            ok = int(raw.strip()) >= 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise InvalidOption(
+                f"table property {AUTO_MIN_BYTES} must be a whole number of bytes >= 0, got {raw!r}"
+            )
+    querylog.check_properties(config)
 
 
 def after_append(

@@ -29,7 +29,7 @@ module is pure; the sample is an Arrow table.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,6 +135,8 @@ class Analysis:
     curve_graph: Graph | None = None
     sop_graph: Graph | None = None
     notes: list[str] = field(default_factory=list)
+    #: logged queries of the window left out: they no longer bind to the table
+    unparsed: int = 0
 
     def of(self, kind: str, status: str) -> list[FeatureChoice]:
         return [f for f in self.features if f.kind == kind and f.status == status]
@@ -167,6 +169,8 @@ class Analysis:
         """One line per feature (chosen first), with its reasons."""
         order = {CHOSEN: 0, ADDITIONAL: 1, DROPPED: 2}
         out = [f"{self.queries} queries analyzed", *self.notes]
+        if self.unparsed:
+            out.insert(1, unparsed_words(self.unparsed))
         for f in sorted(self.features, key=lambda f: (order[f.status], f.kind, -f.queries)):
             out.append(f"{f.status:<10} {f.kind:<5} {f.key}: " + "; ".join(f.reasons))
         return out
@@ -177,7 +181,16 @@ class Analysis:
             "features": [f.to_dict() for f in self.features],
             "config": dataclasses.asdict(self.config),
             "notes": list(self.notes),
+            "unparsed": self.unparsed,
         }
+
+
+def unparsed_words(unparsed: int) -> str:
+    """What the advisor says of the logged queries it left out."""
+    return (
+        f"{unparsed:,} more logged queries left out: they no longer bind to the table "
+        "(a column they filter on was renamed, dropped or changed type)"
+    )
 
 
 # --------------------------------------------------------------------------- Algorithm 1
@@ -199,9 +212,21 @@ def analyze(
     config: AnalyzerConfig | None = None,
     udfs: Mapping[str, Any] | None = None,
     timezone: str = "UTC",
+    partition_columns: Collection[str] = (),
 ) -> Analysis:
-    """Algorithm 1 over ``predicates`` (one per query), correlations on ``sample``."""
+    """Algorithm 1 over ``predicates`` (one per query), correlations on ``sample``.
+
+    A feature over ``partition_columns`` only (the column itself, or an expression
+    over partition columns alone) is dropped: each file holds one value of them, so
+    a curve dimension or SOP feature on it cannot separate rows inside a file.
+    """
     cfg = config or AnalyzerConfig()
+    partitions = frozenset(partition_columns)
+
+    def on_partitions(node: Expr | None) -> bool:
+        used = node.columns() if node is not None else frozenset()
+        return bool(used) and used <= partitions
+
     total = len(predicates)
     queries = [leaf_filters(p) for p in predicates]
     probe = _Probe(sample, cfg.correlation_rows, udfs or {}, timezone)
@@ -242,7 +267,9 @@ def analyze(
             f"in {c.queries} of {total} queries ({choice.share:.0%}), "
             f"{len(c.points)} distinct comparison points"
         )
-        if len(c.points) < cfg.theta:
+        if on_partitions(c.node):
+            choice.reasons.append(f"dropped: {PARTITION_REASON}")
+        elif len(c.points) < cfg.theta:
             why = f"only {len(c.points)} distinct comparison points (< θ={cfg.theta})"
             choice.reasons.append(f"moved to SOP: {why}; its filters are SOP candidates")
             handed_to_sop[term] = why
@@ -296,6 +323,8 @@ def analyze(
         choice.reasons.insert(0, f"in {choice.queries} of {total} queries ({choice.share:.0%})")
         if kinds[choice.key] == OPAQUE:
             choice.reasons.append("dropped: not understood by lakelayout, cannot be evaluated")
+        elif on_partitions(choice.node):
+            choice.reasons.append(f"dropped: {PARTITION_REASON}")
         elif not cfg.frequent(choice.queries, total):
             choice.reasons.append(_infrequent(cfg, total))
         else:
@@ -308,6 +337,10 @@ def analyze(
     result.sop_graph = contingency_graph(truth, cfg.contingency) if truth else None
     _choose(sop_candidates, result.sop_graph, cfg.max_sop, "SOP", "mean-square contingency")
     return result
+
+
+#: why a feature over partition columns only is dropped
+PARTITION_REASON = "partition column: files are already split by it"
 
 
 def _infrequent(cfg: AnalyzerConfig, total: int) -> str:

@@ -30,7 +30,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import math
-from collections.abc import Sequence
+import numbers
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,15 +83,32 @@ class BenefitConfig:
             )
         for name in ("fit_seconds_per_row", "collect_seconds_per_row", "route_seconds_per_row"):
             value = getattr(self, name)
-            if value is not None and not value >= 0:
-                raise InvalidOption(f"{name} must be >= 0, got {value}")
-        if self.horizon_seconds <= 0 or self.margin < 1.0 or self.min_queries < 1:
+            if value is not None and not (_finite(value) and value >= 0):
+                raise InvalidOption(f"{name} must be a finite number >= 0, got {value}")
+        if not (_finite(self.horizon_seconds) and self.horizon_seconds > 0):
             raise InvalidOption(
-                "benefit options need horizon_seconds > 0, margin >= 1 and min_queries >= 1; "
-                f"got {self.horizon_seconds}, {self.margin}, {self.min_queries}"
+                f"horizon_seconds must be a finite number > 0, got {self.horizon_seconds}"
             )
-        if self.horizon_queries is not None and self.horizon_queries < 0:
-            raise InvalidOption(f"horizon_queries must be >= 0, got {self.horizon_queries}")
+        if not (_finite(self.margin) and self.margin >= 1.0):
+            raise InvalidOption(f"margin must be a finite number >= 1, got {self.margin}")
+        if self.min_queries < 1:
+            raise InvalidOption(f"min_queries must be >= 1, got {self.min_queries}")
+        if not (_finite(self.min_span_seconds) and self.min_span_seconds >= 0):
+            raise InvalidOption(
+                f"min_span_seconds must be a finite number >= 0, got {self.min_span_seconds}"
+            )
+        if self.horizon_queries is not None and not (
+            _finite(self.horizon_queries) and self.horizon_queries >= 0
+        ):
+            raise InvalidOption(
+                f"horizon_queries must be a finite number >= 0 (or None: from the query "
+                f"rate), got {self.horizon_queries}"
+            )
+
+
+def _finite(value: object) -> bool:
+    """Whether ``value`` is a real number, neither NaN nor infinite (not a bool)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True)
@@ -350,14 +368,18 @@ def estimate(
     )
 
 
-def decide(estimates: Sequence[Estimate]) -> tuple[Estimate | None, Estimate | None, str]:
+def decide(
+    estimates: Sequence[Estimate], failed: Mapping[str, str] | None = None
+) -> tuple[Estimate | None, Estimate | None, str]:
     """(the estimate to apply or None, the best one seen, the reason in words).
 
     The best candidate is the one with the largest net saving; it is applied
-    only when it pays with the margin.
+    only when it pays with the margin. ``failed``: the error of each candidate
+    family that could not be fitted or priced, named when none could.
     """
     if not estimates:
-        return None, None, "no candidate layout could be fitted"
+        why = "; ".join(f"{family}: {error}" for family, error in (failed or {}).items())
+        return None, None, "no candidate layout could be fitted" + (f" ({why})" if why else "")
     best = max(estimates, key=lambda e: e.net_seconds)
     if best.saved_bytes_per_query <= 0:
         return (

@@ -46,6 +46,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import numbers
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -111,13 +112,19 @@ class CostModel:
     quality: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        negative = [
-            f.name
+        bad = [
+            f"{f.name}={getattr(self, f.name)!r}"
             for f in dataclasses.fields(self)
-            if f.type == "float" and getattr(self, f.name) < 0
+            if f.type == "float" and not _coefficient(getattr(self, f.name))
         ]
-        if negative:
-            raise InvalidOption(f"cost model coefficients must be >= 0: {', '.join(negative)}")
+        if bad:
+            raise InvalidOption(
+                f"cost model coefficients must be finite numbers >= 0: {', '.join(bad)}"
+            )
+        if not isinstance(self.source, str):
+            raise InvalidOption(f"cost model source must be a string, got {self.source!r}")
+        if not isinstance(self.quality, dict):
+            raise InvalidOption(f"cost model quality must be an object, got {self.quality!r}")
 
     def rewrite_seconds(
         self,
@@ -214,6 +221,12 @@ class CostModel:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CostModel:
+        """The model a :meth:`to_dict` document describes; InvalidOption when it is not
+        a JSON object of a readable format with every coefficient a finite number >= 0."""
+        if not isinstance(data, dict):
+            raise InvalidOption(
+                f"a cost model is a JSON object of coefficients, got a {type(data).__name__}"
+            )
         if data.get("format") not in READABLE_FORMATS:
             raise InvalidOption(
                 f"cost model format {data.get('format')!r} is not supported (expected {FORMAT}); "
@@ -256,7 +269,20 @@ class CostModel:
             data = json.loads(target.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise InvalidOption(f"cannot read the cost model at {target}: {exc}") from exc
-        return cls.from_dict(data)
+        try:
+            return cls.from_dict(data)
+        except InvalidOption as exc:
+            raise InvalidOption(f"bad cost model at {target}: {exc}") from exc
+
+
+def _coefficient(value: object) -> bool:
+    """Whether ``value`` can be a coefficient: a finite number >= 0 (not a bool)."""
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
 
 
 #: coefficients for a first run, before ``lakelayout calibrate``: the order of

@@ -267,6 +267,9 @@ def rewrite_correction(
     """The rewrite-cost correction learned from decision-log ``rows`` (oldest first);
     None before the first applied automatic rewrite with both times known.
 
+    Only rows of rewrites that committed (``outcome`` 'applied' and a
+    ``version_after``) count: a rewrite that yielded or failed timed no rewrite.
+
     The correction scales the part of a rewrite's cost that grows with the
     data (:meth:`.costmodel.CostModel.scaled_rewrites`); the fixed part ``f``
     each decision recorded (``detail.chosen.fixed_cost_seconds``; 0 in rows
@@ -281,6 +284,8 @@ def rewrite_correction(
     ratios = []
     for row in rows:
         if row.get("kind") != "decision" or row.get("outcome") != "applied":
+            continue
+        if row.get("version_after") is None:  # nothing committed: no rewrite was timed
             continue
         actual, estimated = row.get("actual_seconds"), row.get("estimated_cost_seconds")
         if actual is None or estimated is None or not estimated > 0 or not actual > 0:

@@ -45,6 +45,7 @@ import contextlib
 import datetime as dt
 import itertools
 import logging
+import math
 import os
 import socket
 import threading
@@ -72,6 +73,8 @@ SESSION_CONF = "spark.lakelayout.queryLog.enabled"
 RETENTION_PROPERTY = "lakelayout.queryLog.retentionDays"
 MAX_RECORDS_PROPERTY = "lakelayout.queryLog.maxRecords"
 DEFAULT_RETENTION_DAYS = 30.0
+#: the longest retention: a cutoff further back than this is before year 1
+MAX_RETENTION_DAYS = 700_000
 DEFAULT_MAX_RECORDS = 100_000
 
 #: a table's queue is flushed when it holds this many records ...
@@ -254,12 +257,11 @@ class _Writer:
         columns: Sequence[str] | None = None,
     ) -> None:
         """Let a held ``row`` be flushed again, with its run time when there is one (and
-        then the columns the run read, when given)."""
+        then the columns the run read: None for every column)."""
         with self._lock:
             if run_seconds is not None:
                 row["run_seconds"] = float(run_seconds)
-                if columns is not None:
-                    row["columns"] = list(columns)
+                row["columns"] = None if columns is None else list(columns)
             row.pop(_HELD, None)
 
     def _start(self) -> None:
@@ -463,12 +465,17 @@ class PendingRecord:
     def __init__(self, table_uri: str, row: dict[str, Any]) -> None:
         self.table_uri = table_uri
         self._row = row
+        #: the scan's own columns (None: every column), what an untold run reads
+        scanned = row.get("columns")
+        self._scanned: list[str] | None = None if scanned is None else list(scanned)
 
     @contextlib.contextmanager
     def timed(self, *, columns: Sequence[str] | None = None) -> Iterator[None]:
         """Time the block (a Spark action on the scanned rows) as the record's
         ``run_seconds``; ``columns``: the columns the action reads, when the caller
-        knows them better than the scan did (a count reads only its filter's).
+        knows them better than the scan did (a count reads only its filter's). The
+        record names the columns of the last timed block: ``columns``, else the
+        scan's own (so a full read timed after a count is not put on the count's).
 
         The record is held back from flushes while the block runs (at most
         :data:`MAX_HOLD_SECONDS`). A block that raises leaves the record without a
@@ -483,7 +490,7 @@ class PendingRecord:
             seconds = time.perf_counter() - started
         finally:
             if held:
-                _WRITER.release(self._row, seconds, columns)
+                _WRITER.release(self._row, seconds, self._scanned if columns is None else columns)
 
     @property
     def run_seconds(self) -> float | None:
@@ -507,12 +514,20 @@ def maintain(
     retention_days: float = DEFAULT_RETENTION_DAYS,
     max_records: int = DEFAULT_MAX_RECORDS,
 ) -> MaintenanceResult:
-    """Delete records beyond the retention limits, compact, vacuum (see module docstring)."""
-    if retention_days <= 0 or max_records < 1:
+    """Delete records beyond the retention limits, compact, vacuum (see module docstring).
+
+    ``retention_days``: a finite number > 0 (at most :data:`MAX_RETENTION_DAYS`, what
+    a date can go back); ``max_records``: a whole number >= 1.
+    """
+    if isinstance(retention_days, bool) or not isinstance(retention_days, int | float):
+        raise InvalidOption(f"retention_days must be a number, got {retention_days!r}")
+    if not (math.isfinite(retention_days) and 0 < retention_days <= MAX_RETENTION_DAYS):
         raise InvalidOption(
-            f"query log retention needs retentionDays > 0 and maxRecords >= 1, "
-            f"got {retention_days} and {max_records}"
+            f"retention_days must be a finite number > 0 and <= {MAX_RETENTION_DAYS:,}, "
+            f"got {retention_days!r}"
         )
+    if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1:
+        raise InvalidOption(f"max_records must be a whole number >= 1, got {max_records!r}")
     from lakelayout.table import delta
     from lakelayout.table.writer import write_arrow
 
@@ -563,16 +578,42 @@ def _utc(value: dt.datetime) -> dt.datetime:
 
 
 def properties_limits(configuration: Mapping[str, str]) -> tuple[float, int]:
-    """(retention days, max records) from a table's properties, with the defaults."""
+    """(retention days, max records) from a table's properties, with the defaults;
+    InvalidOption naming the property and its value when one is not a number of days
+    > 0 and <= :data:`MAX_RETENTION_DAYS`, or a whole number >= 1 (records)."""
+    raw_days = (configuration.get(RETENTION_PROPERTY) or "").strip()
+    raw_records = (configuration.get(MAX_RECORDS_PROPERTY) or "").strip()
     try:
-        days = float(configuration.get(RETENTION_PROPERTY) or DEFAULT_RETENTION_DAYS)
-        records = int(configuration.get(MAX_RECORDS_PROPERTY) or DEFAULT_MAX_RECORDS)
-    except ValueError as exc:
+        days = float(raw_days) if raw_days else DEFAULT_RETENTION_DAYS
+    except ValueError:
+        days = math.nan
+    try:
+        records = int(raw_records) if raw_records else DEFAULT_MAX_RECORDS
+    except ValueError:
+        records = 0
+    if not (math.isfinite(days) and 0 < days <= MAX_RETENTION_DAYS):
         raise InvalidOption(
-            f"bad query log limit in table properties ({RETENTION_PROPERTY}, "
-            f"{MAX_RECORDS_PROPERTY}): {exc}"
-        ) from exc
+            f"table property {RETENTION_PROPERTY} must be a number of days > 0 and "
+            f"<= {MAX_RETENTION_DAYS:,}, got {configuration.get(RETENTION_PROPERTY)!r}"
+        )
+    if records < 1:
+        raise InvalidOption(
+            f"table property {MAX_RECORDS_PROPERTY} must be a whole number >= 1, "
+            f"got {configuration.get(MAX_RECORDS_PROPERTY)!r}"
+        )
     return days, records
+
+
+def check_properties(configuration: Mapping[str, str]) -> None:
+    """Refuse a bad :data:`ENABLED_PROPERTY`, :data:`RETENTION_PROPERTY` or
+    :data:`MAX_RECORDS_PROPERTY` (InvalidOption naming it and the value):
+    ``Table.create`` checks them before anything is written. A bad value set
+    later by another tool does not fail scans: their records are left out with
+    a warning."""
+    from lakelayout.table.features import check_flag
+
+    check_flag(configuration, ENABLED_PROPERTY)
+    properties_limits(configuration)
 
 
 #: remote tables whose scans were said, once, not to be recorded

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lakelayout.advisor.analyzer import Analysis, AnalyzerConfig, analyze
+from lakelayout.advisor.analyzer import Analysis, AnalyzerConfig, analyze, unparsed_words
 from lakelayout.advisor.benefit import BenefitConfig, Estimate, Rate, decide, estimate
 from lakelayout.advisor.benefit import expected_queries as expected_queries_of
 from lakelayout.advisor.costmodel import CostModel, QueryObservation
@@ -87,6 +88,8 @@ class Inputs:
     #: tasks that run at once on this cluster (Spark's default parallelism): the
     #: writing tasks of a rewrite collect the declared indexes side by side
     parallelism: int = 1
+    #: the table's partition columns (each file holds one value of them: no feature)
+    partition_columns: tuple[str, ...] = ()
 
 
 Sampler = Callable[[], tuple[pa.Table, np.ndarray]]
@@ -146,6 +149,9 @@ class Recommendation:
     def lines(self) -> list[str]:
         """The decision for people: the reason, then each candidate's numbers."""
         out = [self.reason]
+        unparsed = int(self.inputs.get("unparsed_queries") or 0)
+        if unparsed and self.analysis is None:  # else its lines say it
+            out.append(f"  {unparsed_words(unparsed)}")
         for e in sorted(self.estimates, key=lambda e: -e.net_seconds):
             payback = e.payback_queries
             out.append(
@@ -156,10 +162,10 @@ class Recommendation:
                 f"cost {e.cost_seconds:.3g} s"
                 + _timed_parts(e)
                 + f", net {e.net_seconds:+.3g} s, payback "
-                + ("never" if payback is None else f"{payback:,.0f} queries")
+                + ("never" if payback is None else f"{math.ceil(payback):,} queries")
             )
         for c in self.candidates:
-            if c.error:
+            if c.error and self.estimates:  # with none, the reason names every error
                 out.append(f"  {c.family}: not fitted ({c.error})")
         for a in self.inputs.get("candidates_again", []):
             out.append(
@@ -241,6 +247,8 @@ def recommend(
     summary["collect_seconds_per_row"] = rec.collect_seconds_per_row
     summary["priced_queries"] = rec.priced_queries
     rec.inputs = summary
+    if rec.analysis is not None:
+        rec.analysis.unparsed = inputs.unparsed
     rec.seconds = time.perf_counter() - started
     return rec
 
@@ -267,8 +275,9 @@ def _recommend(
 
     def without_sample() -> Recommendation:
         rec.analysis = analyze(
-            inputs.predicates, None, config=analyzer_cfg, udfs=inputs.udfs, timezone=inputs.timezone
-        )
+            inputs.predicates, None, config=analyzer_cfg, udfs=inputs.udfs,
+            timezone=inputs.timezone, partition_columns=inputs.partition_columns,
+        )  # fmt: skip
         return rec
 
     if not any(leaf_filters(p) for p in inputs.predicates):
@@ -317,8 +326,9 @@ def _recommend(
     sample = inputs.sample
     sample_files = np.zeros(0, np.int64) if inputs.sample_files is None else inputs.sample_files
     rec.analysis = analyze(
-        inputs.predicates, sample, config=analyzer_cfg, udfs=inputs.udfs, timezone=inputs.timezone
-    )
+        inputs.predicates, sample, config=analyzer_cfg, udfs=inputs.udfs,
+        timezone=inputs.timezone, partition_columns=inputs.partition_columns,
+    )  # fmt: skip
     analysis = rec.analysis
     if sample.num_rows == 0:
         rec.reason = "no rewrite: the sample of the never-clustered files is empty"
@@ -416,7 +426,9 @@ def _recommend(
         if cand.fractions is None or cand.layout is None:
             continue
         rec.estimates.append(price(cand, cand.fractions))
-    chosen, best, reason = decide(rec.estimates)
+    chosen, best, reason = decide(
+        rec.estimates, {c.family: c.error for c in rec.candidates if c.error}
+    )
     rec.chosen, rec.best, rec.reason = chosen, best, reason
     if chosen is not None:
         cand = next(c for c in rec.candidates if c.describe() == chosen.layout)

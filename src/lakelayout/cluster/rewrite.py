@@ -74,6 +74,7 @@ from lakelayout.table.writer import (
     FinishedFile,
     IndexSpec,
     TaskWriter,
+    map_in_arrow,
 )
 
 if TYPE_CHECKING:
@@ -903,7 +904,7 @@ def write_routed(
         reader = FileRouter(router, fmt, groups)
     # the rows of a block travel as Arrow messages; Spark sorts only (block, message)
     packed_schema = pa.schema([*schema, pa.field(KEY_COLUMN, pa.int64(), nullable=False)])
-    packed = inputs.mapInArrow(Packer(router, packed_schema, reader), _PACKED_DDL)
+    packed = map_in_arrow(inputs, Packer(router, packed_schema, reader), _PACKED_DDL)
     shuffled = packed.repartition(parts, F.col(PART_COLUMN)).sortWithinPartitions(BLOCK_COLUMN)
     writer = dataclasses.replace(writer, packed=packed_schema)
     return _collect(shuffled.mapInArrow(writer, _DESCRIPTOR_DDL), clock, bool(indexes))

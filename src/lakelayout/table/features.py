@@ -27,7 +27,7 @@ from collections.abc import Collection, Mapping
 from enum import Enum
 from typing import Any
 
-from lakelayout.errors import UnsupportedTable
+from lakelayout.errors import InvalidOption, UnsupportedTable
 
 #: writer features delta-rs 1.6.6 commits to (lakelayout honours each of them)
 DELTA_RS_WRITES = frozenset(
@@ -254,3 +254,11 @@ def _types_in(schema_json: str) -> set[str]:
 def is_true(value: str | None) -> bool:
     """Whether a table property's value means true (``"true"`` in any case, spaces around)."""
     return (value or "").strip().lower() == "true"
+
+
+def check_flag(config: Mapping[str, str], name: str) -> None:
+    """Refuse a table property ``name`` set to anything but ``true`` or ``false`` (in any
+    case, spaces around, as Spark reads booleans) with InvalidOption naming it and the value."""
+    value = config.get(name)
+    if value is not None and value.strip().lower() not in ("true", "false"):
+        raise InvalidOption(f"table property {name} must be 'true' or 'false', got {value!r}")

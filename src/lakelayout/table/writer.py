@@ -49,7 +49,7 @@ import json
 import math
 import re
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -635,7 +635,7 @@ def write_files(
     if fmt is not None and fmt.partitioned:
         ordered = ordered.sortWithinPartitions(*[spark_column(c) for c in fmt.partition_columns])
     with task_errors():
-        rows = ordered.mapInArrow(task, DESCRIPTOR_DDL).collect()
+        rows = map_in_arrow(ordered, task, DESCRIPTOR_DDL).collect()
     return _written(rows, task, bool(collectors))
 
 
@@ -777,6 +777,33 @@ def _check_partition_nulls(written: Sequence[WrittenFile], fmt: TableFormat, roo
                 f"column '{f.name}' is not nullable, but {sum(w.num_records for w in bad)} "
                 "row(s) have NULL or an empty string there (a partition stores '' as NULL)"
             )
+
+
+def map_in_arrow(df: DataFrame, fn: Callable[[Iterator[pa.RecordBatch]], Any], ddl: str) -> Any:
+    """``df.mapInArrow(fn, ddl)`` for any column names.
+
+    PySpark's ``mapInArrow`` references each column by its bare name, which Spark
+    cannot parse when it holds a backtick or a dot (``[INVALID_ATTRIBUTE_NAME_SYNTAX]``
+    for ``x`y``). Then the columns travel under positional names and ``fn`` gets
+    its batches with the original names back.
+    """
+    names = list(df.columns)
+    if not any("`" in name or "." in name for name in names):
+        return df.mapInArrow(fn, ddl)
+    safe = df.select(*[spark_column(n).alias(f"_ll_col{i}") for i, n in enumerate(names)])
+    return safe.mapInArrow(_Renamed(fn, tuple(names)), ddl)
+
+
+@dataclass(frozen=True)
+class _Renamed:
+    """A ``mapInArrow`` function seeing its batches under ``names`` (see :func:`map_in_arrow`)."""
+
+    fn: Callable[[Iterator[pa.RecordBatch]], Any]
+    names: tuple[str, ...]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Any:
+        names = list(self.names)
+        return self.fn(pa.RecordBatch.from_arrays(b.columns, names=names) for b in batches)
 
 
 def spark_column(name: str) -> Any:
