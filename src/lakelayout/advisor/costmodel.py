@@ -277,12 +277,10 @@ class CostModel:
 
 def _coefficient(value: object) -> bool:
     """Whether ``value`` can be a coefficient: a finite number >= 0 (not a bool)."""
-    return (
-        isinstance(value, numbers.Real)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value >= 0
-    )
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return False
+    number = float(value)
+    return math.isfinite(number) and number >= 0
 
 
 #: coefficients for a first run, before ``lakelayout calibrate``: the order of
