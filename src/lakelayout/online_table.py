@@ -339,11 +339,7 @@ class OnlineStore:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._lock.acquire(timeout=LOCK_WAIT if wait else 0)
-        except OSError as exc:  # a read-only directory, a lock path that is not a file
-            raise StateUnreadable(
-                f"cannot take the online state's lock {self._lock.lock_file}: {exc}"
-            ) from exc
-        except Timeout:
+        except Timeout:  # (a TimeoutError, so an OSError: caught first)
             if wait:
                 raise StateLocked(
                     f"another process has held {self._lock.lock_file} for more than "
@@ -351,6 +347,10 @@ class OnlineStore:
                 ) from None
             yield False
             return
+        except OSError as exc:  # a read-only directory, a lock path that is not a file
+            raise StateUnreadable(
+                f"cannot take the online state's lock {self._lock.lock_file}: {exc}"
+            ) from exc
         try:
             yield True
         finally:
