@@ -478,3 +478,27 @@ def test_a_reader_feature_delta_rs_does_not_know_is_unsupported_table(table: Pat
         Table(str(table))
     with pytest.raises(UnsupportedTable, match="fancyNewReaderFeature"):
         delta.snapshot(table)
+
+
+def test_creation_with_lakelayout_properties_leaves_the_protocol_alone(tmp_path: Path) -> None:
+    """lakelayout's own properties followed creation in a property commit, which delta-rs
+    makes by adding variantType to a table-features protocol (a TIMESTAMP_NTZ column
+    makes one): every such table was unreadable for readers without variant support."""
+    schema = pa.schema([("id", pa.int64()), ("at", pa.timestamp("us"))])
+    root = tmp_path / "t"
+    root.mkdir()
+    data = pa.table({"id": [1, 2], "at": [None, None]}, schema=schema)
+    pq.write_table(data, root / "a.parquet")
+    stats = {"numRecords": 2, "minValues": {"id": 1}, "maxValues": {"id": 2},
+             "nullCount": {"id": 0, "at": 2}}  # fmt: skip
+    written = WrittenFile("a.parquet", (root / "a.parquet").stat().st_size, 2, json.dumps(stats))
+    config = {"lakelayout.x": "1", "delta.appendOnly": "false"}
+    version = delta.create_table(root, schema, [written], configuration=config)
+    table = DeltaTable(str(root))
+    assert table.version() == version == 1
+    assert "variantType" not in (table.protocol().writer_features or [])
+    assert dict(table.metadata().configuration) == config
+    assert delta.snapshot(root).files.total_rows == 2
+    with pytest.raises(InvalidOption, match=r"delta\.bogus"):
+        delta.create_table(tmp_path / "u", schema, [], configuration={"delta.bogus": "1", "x": "1"})
+    assert not (tmp_path / "u").exists()

@@ -313,9 +313,13 @@ def create_table(
 ) -> int:
     """Create a Delta table at ``uri`` holding ``files``; the version reached.
 
-    One commit (version 0) creates the table with its schema, ``delta.*``
-    properties and files. lakelayout's own properties, which delta-rs refuses
-    at creation, follow in version 1 (see :func:`set_properties`).
+    Without lakelayout's own properties, one commit (version 0) creates the table
+    with its schema, ``delta.*`` properties and files. delta-rs refuses other
+    property names when it creates a table with files, and a property commit
+    after it adds ``variantType`` to a table-features protocol (see
+    :func:`set_properties`), so with them version 0 creates the empty table with
+    every property (the ``delta.*`` names checked by delta-rs first) and version 1
+    adds the files.
     """
     location = normalize_uri(uri)
     ensure_absent(location)
@@ -323,29 +327,57 @@ def create_table(
     delta_props = {k: v for k, v in props.items() if k.startswith("delta.")}
     custom = {k: v for k, v in props.items() if not k.startswith("delta.")}
     _check_unique_paths(files, ())
+    if custom and delta_props:
+        _check_delta_properties(schema, delta_props)
     prepare_location(location)
     now = _now_ms()
+    creation = CommitProperties(custom_metadata={COMMIT_INFO_KEY: {"operation": "CREATE TABLE"}})
     try:
-        create_table_with_add_actions(
-            location,
-            _delta_schema(schema),
-            [_add_action(f, now, True) for f in files],
-            mode="error",
-            partition_by=list(partition_by) or None,
-            name=name,
-            description=description,
-            configuration=delta_props or None,
-            commit_properties=CommitProperties(
-                custom_metadata={COMMIT_INFO_KEY: {"operation": "CREATE TABLE"}}
-            ),
-        )
+        if custom:
+            DeltaTable.create(
+                location,
+                _delta_schema(schema),
+                mode="error",
+                partition_by=list(partition_by) or None,
+                name=name,
+                description=description,
+                configuration=props,
+                commit_properties=creation,
+                raise_if_key_not_exists=False,
+            )
+        else:
+            create_table_with_add_actions(
+                location,
+                _delta_schema(schema),
+                [_add_action(f, now, True) for f in files],
+                mode="error",
+                partition_by=list(partition_by) or None,
+                name=name,
+                description=description,
+                configuration=delta_props or None,
+                commit_properties=creation,
+            )
     except DeltaError as exc:
         if table_exists(location):
             raise TableExists(f"a Delta table already exists at '{location}'") from exc
         raise InvalidOption(f"cannot create a Delta table at '{location}': {exc}") from exc
-    if custom:
-        return set_properties(location, custom)
+    if custom and files:
+        return commit(location, adds=files, read_version=0, operation="CREATE TABLE")
     return 0
+
+
+def _check_delta_properties(schema: pa.Schema, props: Mapping[str, str]) -> None:
+    """InvalidOption when delta-rs does not take ``props`` at creation (checked on a
+    scratch table: delta-rs has no other check of property names and values)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ll-props-") as scratch:
+        try:
+            DeltaTable.create(scratch, _delta_schema(schema), configuration=dict(props))
+        except DeltaError as exc:
+            raise InvalidOption(
+                f"delta-rs refused table properties {sorted(props)}: {exc}"
+            ) from exc
 
 
 # --------------------------------------------------------------------------- commit
