@@ -626,7 +626,8 @@ class Binder:
         return _fold_literal_compare(bound)
 
     def _null_safe_eq(self, node: exp.Expression) -> Predicate:
-        """``a <=> v`` is ``a = v AND a IS NOT NULL`` (never NULL); ``a <=> NULL`` is ``a IS NULL``."""
+        """``a <=> v`` is ``a = v AND a IS NOT NULL`` (never NULL); ``a <=> NULL`` is ``a IS NULL``;
+        ``a <=> b`` of two terms is also TRUE where both are NULL."""
         left, right = self.term(node.this), self.term(node.expression)
         if isinstance(left, Literal):
             left, right = right, left
@@ -636,7 +637,11 @@ class Binder:
         present = tuple(
             IsNull(t, negated=True) for t in (left, right) if not isinstance(t, Literal)
         )
-        return And((equal, *present)) if present else equal
+        if not present:
+            return equal
+        if len(present) == 1:
+            return And((equal, *present))
+        return Or((And((equal, *present)), And((IsNull(left), IsNull(right)))))
 
     def _between(self, node: exp.Expression) -> Predicate:
         """``x BETWEEN a AND b`` is ``x >= a AND x <= b`` (also under NOT: De Morgan)."""
@@ -729,7 +734,7 @@ class Binder:
             raise Unsupported("LIKE on a non-string value")
         text = pattern.value
         if isinstance(node, exp.ILike):
-            term, text = Func("lower", (term,), pa.string()), text.lower()
+            term, text = _case_func("lower", term), text.lower()
         try:
             form = shape(tokenize(text, escape))
         except PredicateError as err:
@@ -922,8 +927,7 @@ class Binder:
         return Func(name, (arg,), pa.int32())
 
     def _string_func(self, node: exp.Expression) -> Term:
-        arg = self._string_arg(node)
-        return Func(_STRING_FUNCS[type(node)], (arg,), pa.string())
+        return _case_func(_STRING_FUNCS[type(node)], self._string_arg(node))
 
     def _length(self, node: exp.Expression) -> Term:
         return Func("length", (self._string_arg(node),), pa.int32())
@@ -1275,6 +1279,19 @@ def _is_equality(pred: Predicate) -> bool:
     holds for every value that rounds to that double), which is not a list value.
     """
     return isinstance(pred, Compare) and pred.op == "="
+
+
+def _case_func(name: str, arg: Term) -> Term:
+    """``upper(arg)`` / ``lower(arg)`` as Spark's optimizer leaves it: of an ``upper`` or
+    ``lower`` of a column or expression only the outer function counts
+    (``SimplifyCaseConversionExpressions``: ``lower(upper(s))`` is ``lower(s)``, which
+    differs for 'ß', whose upper case is 'SS'); one of a literal is computed as written
+    (Spark folds constants first)."""
+    if isinstance(arg, Func) and arg.name in ("upper", "lower"):
+        inner = arg.args[0]
+        if not isinstance(inner, Literal):
+            return _case_func(name, inner)  # type: ignore[arg-type]
+    return Func(name, (arg,), pa.string())
 
 
 def _like_node(term: Expr, kind: str, text: str, neg: bool) -> Predicate:
