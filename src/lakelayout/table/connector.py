@@ -33,7 +33,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lakelayout.errors import CommitConflict, LakelayoutError
+from lakelayout.errors import CommitConflict, InvalidOption, LakelayoutError
 from lakelayout.table.files import WrittenFile
 
 if TYPE_CHECKING:
@@ -224,16 +224,7 @@ def commit(
     try:
         return int(txn.commit(seq, operation))
     except Exception as exc:  # py4j / pyspark wrap the JVM's exception
-        text = str(exc)
-        if "Concurrent" in text or "ConflictingCommit" in text:
-            raise CommitConflict(
-                f"commit to '{location}' through Delta's connector conflicts with a concurrent "
-                f"commit: {java_reason(exc)}; nothing was committed"
-            ) from exc
-        raise LakelayoutError(
-            f"Delta's connector refused the commit to '{location}': {java_reason(exc)}; "
-            "nothing was committed"
-        ) from exc
+        raise _refused(exc, f"the commit to '{location}'", LakelayoutError) from exc
 
 
 def set_properties(spark: SparkSession, location: str, props: Mapping[str, str]) -> int:
@@ -245,8 +236,6 @@ def set_properties(spark: SparkSession, location: str, props: Mapping[str, str])
     table-features protocol when it commits new metadata). Delta checks
     ``delta.*`` names and values itself; a refusal is an ``InvalidOption``.
     """
-    from lakelayout.errors import InvalidOption
-
     jvm = _jvm(spark)
     package = _package(jvm)
     converters = jvm.scala.jdk.javaapi.CollectionConverters
@@ -269,16 +258,20 @@ def set_properties(spark: SparkSession, location: str, props: Mapping[str, str])
         operation = getattr(package, "DeltaOperations$SetTableProperties")(checked)
         return int(txn.commit(converters.asScala(jvm.java.util.ArrayList()).toSeq(), operation))
     except Exception as exc:  # py4j / pyspark wrap the JVM's exception
-        text = str(exc)
-        first = java_reason(exc)
-        if "Concurrent" in text or "ConflictingCommit" in text:
-            raise CommitConflict(
-                f"setting properties {sorted(props)} on '{location}' conflicts with a "
-                f"concurrent commit: {first}; nothing was committed"
-            ) from exc
-        raise InvalidOption(
-            f"Delta's connector refused table properties {sorted(props)} on '{location}': {first}"
-        ) from exc
+        what = f"table properties {sorted(props)} on '{location}'"
+        raise _refused(exc, what, InvalidOption) from exc
+
+
+def _refused(exc: BaseException, what: str, kind: type[LakelayoutError]) -> LakelayoutError:
+    """The error for a commit Delta's connector did not make: CommitConflict when a
+    concurrent commit won, else ``kind`` with Delta's reason."""
+    text = str(exc)
+    if "Concurrent" in text or "ConflictingCommit" in text:
+        return CommitConflict(
+            f"{what} through Delta's connector conflicts with a concurrent commit: "
+            f"{java_reason(exc)}; nothing was committed"
+        )
+    return kind(f"Delta's connector refused {what}: {java_reason(exc)}; nothing was committed")
 
 
 def java_reason(exc: BaseException) -> str:
