@@ -165,3 +165,11 @@ def test_a_data_file_missing_under_the_log_is_table_corrupt_before_anything_runs
     with pytest.raises(TableCorrupt, match=r"1 data file\(s\).*missing"):
         t.optimize.zorder(["a", "b"])
     assert t.version == version and sorted(os.listdir(path)) == on_disk
+    # a partitioned table's files are read by lakelayout's own tasks (partition values
+    # from the log): there the scan failed only when Spark ran them, with a raw error
+    parted = str(tmp_path / "p")
+    p = Table.create(parted, pa.table({"a": list(range(40)), "b": [i % 2 for i in range(40)]}),
+                     partition_by=["b"])  # fmt: skip
+    os.remove(os.path.join(parted, sorted(live_paths(p))[0]))
+    with pytest.raises(TableCorrupt, match=r"1 data file\(s\).*missing"):
+        Table(parted, spark=spark).scan("a >= 0")

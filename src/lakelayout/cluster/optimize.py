@@ -59,7 +59,7 @@ from lakelayout.cluster.rewrite import (
     sample_rows,
     write_routed,
 )
-from lakelayout.errors import CommitConflict, InvalidOption, LayoutError, TableCorrupt
+from lakelayout.errors import CommitConflict, InvalidOption, LayoutError
 from lakelayout.layouts.base import Layout
 from lakelayout.layouts.hilbert import HilbertLayout
 from lakelayout.layouts.zorder import CurveLayout, ZOrderLayout
@@ -68,6 +68,7 @@ from lakelayout.table.conflicts import describe as describe_winners
 from lakelayout.table.conflicts import waiting_operations
 from lakelayout.table.datafile import file_location
 from lakelayout.table.features import Kind
+from lakelayout.table.reader import check_files_exist
 from lakelayout.table.writer import DATA_PAGE_BYTES, parquet_codec, row_group_size
 
 #: the file size a rewrite rolls at with ``one_file_per_block``: never reached
@@ -603,22 +604,9 @@ def check_rewrite(ctx: _Context, paths: Sequence[str], kind: Kind = Kind.REWRITE
     to, need Delta's connector in the session: :mod:`lakelayout.table.features`.)
     """
     delta.check_commit(ctx.snap, kind, removes=paths, spark=ctx.spark)
-    check_files_exist(ctx.uri, paths)
+    check_files_exist(ctx.uri, paths)  # the tasks would fail half-way with a raw error
 
 
-def check_files_exist(root: str, paths: Sequence[str]) -> None:
-    """TableCorrupt naming the files of ``paths`` (log paths of a local table) that are
-    not on disk: the rewrite's tasks would fail half-way with a raw error."""
-    from lakelayout.table.location import is_local
-
-    if not is_local(root):
-        return
-    missing = [p for p in paths if not os.path.exists(file_location(root, p))]
-    if missing:
-        raise TableCorrupt(
-            f"{len(missing)} data file(s) the Delta log of '{root}' lists are missing "
-            f"(e.g. {missing[0]}); nothing was written"
-        )
 
 
 def _any_live(root: str, paths: Sequence[str]) -> bool:

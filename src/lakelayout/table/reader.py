@@ -87,10 +87,28 @@ def read_table_files(
                 f"{str(exc).splitlines()[0]}"
             ) from exc
         return df.withColumn(FILE_COLUMN, F.col("_metadata.file_name")) if with_file else df
+    check_files_exist(root, [f.path for f in files])  # the tasks would fail with a raw error
     groups = spread(files, _parallelism(spark) * 2)
     tasks = spark.range(0, len(groups), 1, numPartitions=len(groups))
     reader = FileReader(root, fmt, tuple(tuple(g) for g in groups), with_file)
     return tasks.mapInArrow(reader, from_arrow_schema(schema))
+
+
+def check_files_exist(root: str, paths: Sequence[str]) -> None:
+    """TableCorrupt naming the files of ``paths`` (log paths of a local table) that are
+    not on disk; nothing is checked on remote storage."""
+    import os
+
+    from lakelayout.table.location import is_local
+
+    if not is_local(root):
+        return
+    missing = [p for p in paths if not os.path.exists(file_location(root, p))]
+    if missing:
+        raise TableCorrupt(
+            f"{len(missing)} data file(s) the Delta log of '{root}' lists are missing "
+            f"(e.g. {missing[0]})"
+        )
 
 
 def spark_where(df: DataFrame, where: str, *, analysed: bool = False) -> DataFrame:
