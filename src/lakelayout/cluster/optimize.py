@@ -607,8 +607,6 @@ def check_rewrite(ctx: _Context, paths: Sequence[str], kind: Kind = Kind.REWRITE
     check_files_exist(ctx.uri, paths)  # the tasks would fail half-way with a raw error
 
 
-
-
 def _any_live(root: str, paths: Sequence[str]) -> bool:
     """Whether the table's latest snapshot lists one of ``paths`` (True when it cannot
     be read: then nothing is deleted)."""
