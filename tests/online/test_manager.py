@@ -475,7 +475,7 @@ def test_candidates_use_the_most_queried_columns(sample: pa.Table) -> None:
     assert most_queried(preds, sample.schema, 3) == ["x", "y"]
     got = fit_candidates(sample, preds, blocks=8, families=["hilbert", "qdtree"])
     assert [c.label for c in got] == ["hilbert(x, y)", "qdtree"]
-    with pytest.raises(InvalidOption, match="unknown layout family 'hilbrt'"):
+    with pytest.raises(InvalidOption, match=r"unknown layout family 'hilbrt' \(known: .*\)\. Did"):
         fit_candidates(sample, preds, blocks=8, families=["hilbrt"])
 
 

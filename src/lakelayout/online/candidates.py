@@ -62,8 +62,8 @@ def check_families(families: Sequence[str] | str) -> list[str]:
             continue
         if name not in FAMILIES:
             raise InvalidOption(
-                f"unknown layout family {name!r}{closest(name, FAMILIES)}; "
-                f"known: {', '.join(FAMILIES)}"
+                f"unknown layout family {name!r} (known: {', '.join(FAMILIES)})."
+                f"{closest(name, FAMILIES)}"
             )
         out.append(name)
     if not out:
