@@ -481,10 +481,23 @@ def _sql_truth(op: str, x: Decimal | None, v: Decimal) -> bool | None:
     }[op]
 
 
+def _pair_truth(op: str, x: Decimal | None, y: Decimal | None) -> bool | None:
+    if op == "<=>":
+        return (x is None and y is None) or (x is not None and y is not None and x == y)
+    if x is None or y is None:
+        return None
+    return {"=": x == y, "<": x < y, ">=": x >= y}[op]
+
+
 @st.composite
 def sql_trees(draw: st.DrawFn, pool: dict[str, list[Any]], depth: int = 2) -> tuple[str, Any]:
     """``(sql, reference)``: AND / OR / NOT over exact decimal comparisons."""
-    shape = draw(st.sampled_from(["leaf"] * 3 + ["and", "or", "not"]))
+    shape = draw(st.sampled_from(["leaf"] * 3 + ["pair", "and", "or", "not"]))
+    if shape == "pair":  # two columns: <=> is TRUE where both are NULL (an audit's find)
+        left, right = draw(st.lists(st.sampled_from(list(EXTREME_SCALES)), min_size=2,
+                                    max_size=2))  # fmt: skip
+        op = draw(st.sampled_from(["=", "<=>", "<", ">="]))
+        return f"{left} {op} {right}", lambda row: _pair_truth(op, row[left], row[right])
     if depth == 0 or shape == "leaf":
         text, name, op, value = draw(decimal_atoms(pool))
         return text, lambda row: _sql_truth(op, row[name], value)
