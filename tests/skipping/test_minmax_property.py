@@ -16,6 +16,7 @@ import datetime as dt
 import json
 import os
 import re
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -259,16 +260,28 @@ def split(table: pa.Table, ids: list[int]) -> list[pa.Table]:
     return [table.filter(pa.array(groups == k)) for k in range(max(ids, default=-1) + 1)]
 
 
-def check(pred: Predicate, files: FileStats, parts: list[pa.Table]) -> None:
+def assert_sound(
+    label: Any,
+    pred: Predicate,
+    files: FileStats,
+    parts: list[pa.Table],
+    truth: Callable[[dict[str, Any]], bool | None],
+) -> None:
+    """No file ``might_match`` skips holds a row ``truth`` calls TRUE, and every row of a
+    file ``all_rows_match`` claims is TRUE (``label`` names the case in a failure)."""
     keep = might_match(pred, files)
     every = all_rows_match(pred, files)
     assert keep.dtype == bool and keep.shape == (len(parts),)
     for k, part in enumerate(parts):
-        truth = [reference(pred, row) for row in part.to_pylist()]
+        found = [truth(row) for row in part.to_pylist()]
         if not keep[k]:
-            assert True not in truth, (pred.sql(), k, part.to_pylist())
+            assert True not in found, (label, k, part.to_pylist())
         if every[k]:
-            assert all(t is True for t in truth), (pred.sql(), k, part.to_pylist())
+            assert all(t is True for t in found), (label, k, part.to_pylist())
+
+
+def check(pred: Predicate, files: FileStats, parts: list[pa.Table]) -> None:
+    assert_sound(pred.sql(), pred, files, parts, lambda row: reference(pred, row))
 
 
 @FUZZ
@@ -533,11 +546,4 @@ def test_decimal_sql_literals_never_drop_a_matching_file(
     pool = {name: table.column(name).to_pylist() for name in EXTREME_SCHEMA.names}
     for text, ref in data.draw(st.lists(sql_trees(pool), min_size=1, max_size=4)):
         pred = parse_predicate(text, EXTREME_SCHEMA)
-        keep = might_match(pred, files)
-        every = all_rows_match(pred, files)
-        for k, part in enumerate(parts):
-            truth = [ref(row) for row in part.to_pylist()]
-            if not keep[k]:
-                assert True not in truth, (text, pred.sql(), k, part.to_pylist())
-            if every[k]:
-                assert all(t is True for t in truth), (text, pred.sql(), k, part.to_pylist())
+        assert_sound((text, pred.sql()), pred, files, parts, ref)
