@@ -100,6 +100,8 @@ def test_calibrate_measures_saves_and_is_reused(spark: Any, tmp_path: Path) -> N
     )
     assert model.fit_seconds_per_row > 0
     assert set(model.quality) == {"rewrite_r2", "query_r2", "statistics_r2"}
+    # an index job costs seconds whatever it reads: the builds' level is its fixed cost
+    assert model.statistics_fixed_seconds > 0
     assert model.rewrite_seconds(10**6, 4) > 0 and model.query_seconds(10**6) > 0
     path = model.save(tmp_path / "cfg" / "costmodel.json")
     assert CostModel.load(path) == model

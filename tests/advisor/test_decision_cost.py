@@ -288,19 +288,22 @@ TIGHT = dataclasses.replace(
 
 
 @pytest.mark.parametrize(
-    ("model", "sample_all", "columns", "kept"),
+    ("model", "sample_all", "columns", "kept", "other"),
     [
-        (DEFAULTS, False, False, None),
-        (TIGHT, True, False, None),
-        (TIGHT, True, True, None),
-        (TIGHT, True, False, 0.3),
+        (DEFAULTS, False, False, None, 0),
+        (TIGHT, True, False, None, 0),
+        (TIGHT, True, True, None, 0),
+        (TIGHT, True, False, 0.3, 0),
+        (DEFAULTS, True, False, None, 10**7),
     ],
-    ids=["defaults", "tight", "tight-columns", "tight-persistence"],
+    ids=["defaults", "tight", "tight-columns", "tight-persistence", "defaults-other-files"],
 )
 def test_the_cannot_pay_exits_never_fire_where_full_pricing_rewrites(
-    model: CostModel, sample_all: bool, columns: bool, kept: float | None
+    model: CostModel, sample_all: bool, columns: bool, kept: float | None, other: int
 ) -> None:
     inputs = _inputs(_window(36), sample_all=sample_all, scale=40.0)
+    # ``other``: bytes of files the rewrite leaves in place (new statistics are built there)
+    inputs = dataclasses.replace(inputs, other_bytes=other)
     if columns:  # the queries read a fifth to all of a file's bytes (their columns)
         shares = np.linspace(0.2, 1.0, len(inputs.predicates))
         inputs = dataclasses.replace(inputs, read_shares=shares)
@@ -316,6 +319,33 @@ def test_the_cannot_pay_exits_never_fire_where_full_pricing_rewrites(
     # an exit was taken below the flip (the sweep exercises them), none above it
     assert any("even a layout that made" in r for h, _, _, r in rows if h < flip)
     assert all(r.startswith("rewrite: ") for h, _, _, r in rows if h > flip)
+
+
+def test_new_statistics_over_files_left_in_place_cost_their_index_job() -> None:
+    """A layout that adds statistics (a ``Features`` index for the LIKE filter) builds
+    them with one index job over the files the rewrite leaves in place: each candidate
+    costs that job's fixed seconds more, and its bytes × features; with no such files,
+    nothing more. Calibrated models once priced the job at 0 (its slope was noise)."""
+    inputs = _inputs(_window(36), sample_all=True, scale=40.0)
+    cfg = BenefitConfig(horizon_queries=100.0, fit_seconds_per_row=0.0)
+    free = dataclasses.replace(DEFAULTS, statistics_fixed_seconds=0.0)
+    job = dataclasses.replace(DEFAULTS, statistics_fixed_seconds=0.4)
+
+    def costs(model: CostModel, other: int) -> list[tuple[Any, int, float]]:
+        given = dataclasses.replace(inputs, other_bytes=other)
+        rec = recommend(given, model=model, benefit=cfg, bounds=False)
+        return [(e.layout, e.n_additional, e.cost_seconds) for e in rec.estimates]
+
+    other = 10**7
+    priced, unpriced = costs(job, other), costs(free, other)
+    assert len(priced) > 1 and any(n >= 1 for _, n, _ in priced)
+    for (layout, n, cost), (layout0, n0, cost0) in zip(priced, unpriced, strict=True):
+        assert (layout, n) == (layout0, n0)
+        assert cost - cost0 == pytest.approx(0.4 if n else 0.0)
+    per_byte = DEFAULTS.additional_seconds_per_byte
+    for (_, n, cost), (_, _, alone) in zip(priced, costs(job, 0), strict=True):
+        assert cost - alone == pytest.approx((0.4 + per_byte * n * other) if n else 0.0)
+    assert job.statistics_seconds(other, 0) == 0.0 == job.statistics_seconds(0, 3)
 
 
 def test_a_persistence_moves_the_flip_by_its_inverse_and_scales_only_the_saving() -> None:

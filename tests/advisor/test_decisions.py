@@ -27,6 +27,7 @@ from lakelayout.advisor.costmodel import (
     CostModel,
     QueryObservation,
     RewriteObservation,
+    StatisticsObservation,
     default_path,
     fit,
 )
@@ -342,8 +343,8 @@ def test_a_model_saved_before_the_per_value_term_still_loads(tmp_path: Path) -> 
     assert model.rewrite_seconds(10**6, 2, values=10**9) == model.rewrite_seconds(10**6, 2)
     with pytest.raises(InvalidOption, match="lacks rewrite_seconds_per_value"):
         load(2)
-    with pytest.raises(InvalidOption, match="format 6 is not supported"):
-        load(6)
+    with pytest.raises(InvalidOption, match="format 7 is not supported"):
+        load(7)
 
 
 def test_a_model_saved_before_the_shuffle_terms_loads_without_them(tmp_path: Path) -> None:
@@ -383,6 +384,40 @@ def test_a_model_saved_before_the_fitting_cost_gets_the_default_one(tmp_path: Pa
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(InvalidOption, match="fitting cost per row"):
             measured.with_fitting(bad, "bad")
+
+
+def test_a_model_saved_before_the_statistics_job_prices_it_at_zero(tmp_path: Path) -> None:
+    model, load = _older_model(tmp_path, {"statistics_fixed_seconds"}, 5, "calibrated in May")
+    assert model.statistics_fixed_seconds == 0.0 < DEFAULTS.statistics_fixed_seconds
+    assert model.source.startswith(
+        "calibrated in May; no fixed cost of building statistics (format 5)"
+    )
+    assert model.statistics_seconds(10**8, 2) == pytest.approx(
+        2e8 * model.additional_seconds_per_byte
+    )
+    with pytest.raises(InvalidOption, match="lacks statistics_fixed_seconds"):
+        load(6)
+
+
+def test_index_builds_give_the_statistics_job_and_its_cost_per_byte() -> None:
+    """The fit of the timed index builds recovers an index job's fixed seconds and its
+    cost per byte and feature; builds whose time does not grow (a job's fixed cost
+    plus noise, as on small tables) give their level as the fixed cost and no slope,
+    where the model once had no fixed term and priced new statistics at 0."""
+    rewrites, queries = _exact_observations()
+    builds = [
+        StatisticsObservation(0.25 + 3e-9 * b * n, b, n)
+        for b in (10**6, 3 * 10**6, 2 * 10**7)
+        for n in (1, 3)
+    ]
+    model = fit(rewrites, queries, builds)
+    assert model.statistics_fixed_seconds == pytest.approx(0.25, rel=1e-6)
+    assert model.additional_seconds_per_byte == pytest.approx(3e-9, rel=1e-6)
+    assert model.statistics_seconds(10**7, 2) == pytest.approx(0.25 + 6e-2, rel=1e-6)
+    flat = [dataclasses.replace(x, seconds=0.2) for x in builds]
+    model = fit(rewrites, queries, flat)
+    assert model.statistics_fixed_seconds == pytest.approx(0.2, rel=1e-6)
+    assert model.additional_seconds_per_byte == pytest.approx(0.0, abs=1e-15)
 
 
 def test_a_shuffled_rewrite_costs_its_shuffle_terms_more() -> None:

@@ -340,7 +340,7 @@ def estimate(
         values=max(0, candidate_values - kept_values),
         shuffled=shuffled,
     )
-    cost += model.additional_seconds_per_byte * n_additional * (other_bytes + kept_bytes)
+    cost += model.statistics_seconds(other_bytes + kept_bytes, n_additional)
     cost += collect + route
     return Estimate(
         family=family,

@@ -16,7 +16,9 @@ generated table sizes (Spark writes them, like any lakelayout table):
   on the wide table too, since a shuffle costs per value), and one Z-order
   each way on the query table below;
 * statistics: one and three expression ``MinMax`` indexes built over the
-  table (``indexes.refresh``), timed: the cost per additional feature;
+  table (``indexes.refresh``), timed, on every size and on the larger query
+  table below: the fixed cost of the index job and the cost per additional
+  feature and byte;
 * queries: ``Table.scan(where).df.count()`` at several selectivities (the
   rows arrive in ``id`` order, so ``id < x`` reads a known share of the
   files), timed, on a table of each size and on a larger one three times, in
@@ -126,6 +128,9 @@ def calibrate(
         large = QUERY_TABLE_FACTOR * max(int(n) for n in sizes)
         table = _table(spark, root / f"t{large}", large)
         query_tables.append(table)
+        # and the index builds: at the small sizes a build is its job's fixed cost plus
+        # noise, and the cost per byte and feature came out as 0
+        statistics += _statistics(table)
         # the same rows in more, smaller files, still in ``id`` order (a one-column
         # Z-order is a sort): the same bytes in more files separate the per-file cost of
         # a query from its per-byte cost. Spark packs small files into a task, so a file

@@ -7,6 +7,8 @@ Two linear models, with coefficients measured by ``lakelayout calibrate``
                       + bytes × (base + curve × n_curve + sop × n_sop + additional × n_additional)
                       [+ shuffle_fixed + shuffle_per_value × values, when the rewrite shuffles]
     query seconds   = query_fixed + query_per_file × files read + query_per_byte × bytes read
+    statistics s    = statistics_fixed + additional × n_additional × bytes, to build new
+                      statistics over the files a rewrite leaves in place (one index job)
 
 and one more measured coefficient, the advisor's own: ``fit_seconds_per_row``,
 what fitting and pricing every candidate layout on a sample costs per sample
@@ -58,11 +60,12 @@ import numpy as np
 from lakelayout.errors import InvalidOption
 
 FILE_NAME = "costmodel.json"
-FORMAT = 5
+FORMAT = 6
 #: formats 1 (before the per-value term), 2 (before the shuffle terms), 3 (before
-#: the per-file query term) and 4 (before the measured fitting cost) still load, with
-#: the missing terms at their defaults (0, and DEFAULT_FIT_SECONDS_PER_ROW)
-READABLE_FORMATS = (1, 2, 3, 4, 5)
+#: the per-file query term), 4 (before the measured fitting cost) and 5 (before the
+#: fixed cost of building statistics) still load, with the missing terms at their
+#: defaults (0, and DEFAULT_FIT_SECONDS_PER_ROW)
+READABLE_FORMATS = (1, 2, 3, 4, 5, 6)
 #: the terms added since format 1, and the format that added each
 ADDED_IN = {
     "rewrite_seconds_per_value": 2,
@@ -70,6 +73,7 @@ ADDED_IN = {
     "shuffle_seconds_per_value": 3,
     "query_seconds_per_file": 4,
     "fit_seconds_per_row": 5,
+    "statistics_fixed_seconds": 6,
 }
 #: what a model of an older format is told in its ``source``
 OLD_FORMATS = {
@@ -77,6 +81,7 @@ OLD_FORMATS = {
     2: "no shuffle terms (format 2)",
     3: "no per-file query term (format 3)",
     4: "fitting cost not measured (format 4)",
+    5: "no fixed cost of building statistics (format 5)",
 }
 #: seconds per sample row to fit and price every candidate family, until calibration
 #: measures it (~0.8 s for the advisor's 20,000-row sample on the 2-core development
@@ -106,6 +111,9 @@ class CostModel:
     query_seconds_per_file: float = 0.0
     #: the advisor's fitting of every candidate layout on a sample, per sample row
     fit_seconds_per_row: float = DEFAULT_FIT_SECONDS_PER_ROW
+    #: the job that builds new statistics over files a rewrite does not write, once
+    #: (0 in models calibrated before it existed)
+    statistics_fixed_seconds: float = 0.0
     #: where the coefficients come from: "defaults", or the calibration's description
     source: str = "defaults"
     #: the calibration's own measure of fit (R² per model), when calibrated
@@ -151,6 +159,16 @@ class CostModel:
             + self.rewrite_seconds_per_value * values
             + nbytes * per_byte
             + (self.shuffle_fixed_seconds + self.shuffle_seconds_per_value * values) * shuffled
+        )
+
+    def statistics_seconds(self, nbytes: float, n_features: int) -> float:
+        """Estimated seconds to build ``n_features`` new statistics over ``nbytes`` of
+        files that are not rewritten (one index refresh job); 0 when there are none."""
+        if n_features <= 0 or nbytes <= 0:
+            return 0.0
+        return (
+            self.statistics_fixed_seconds
+            + self.additional_seconds_per_byte * n_features * float(nbytes)
         )
 
     def rewrite_fixed(self, *, shuffled: bool = False) -> float:
@@ -300,6 +318,8 @@ DEFAULTS = CostModel(
     shuffle_fixed_seconds=0.5,
     # a Qd-tree rewrite of 3.0M rows x 30 columns took 5.5 s more through the shuffle
     shuffle_seconds_per_value=5e-8,
+    # an index refresh job over a few MB took 0.16-0.6 s on the 2-core machine
+    statistics_fixed_seconds=0.3,
     source="defaults",
 )
 
@@ -594,9 +614,10 @@ def fit(
     q, q_r2 = _nnls([x.row() for x in queries], [x.seconds for x in queries])
     quality = {"rewrite_r2": round(rw_r2, 4), "query_r2": round(q_r2, 4)}
     additional = float(rw[5])
+    statistics_fixed = 0.0
     if len(statistics) >= 2:
         st, st_r2 = _nnls([x.row() for x in statistics], [x.seconds for x in statistics])
-        additional = float(st[1])
+        statistics_fixed, additional = float(st[0]), float(st[1])
         quality["statistics_r2"] = round(st_r2, 4)
     return CostModel(
         rewrite_fixed_seconds=float(rw[0]),
@@ -612,6 +633,7 @@ def fit(
         shuffle_fixed_seconds=float(rw[7]),
         shuffle_seconds_per_value=float(rw[8]),
         fit_seconds_per_row=fit_seconds_per_row,
+        statistics_fixed_seconds=statistics_fixed,
         source=source,
         quality=quality,
     )

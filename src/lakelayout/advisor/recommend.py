@@ -600,7 +600,7 @@ def _cannot_pay(
     ceiling = expected * model.read_seconds(read_now, share_now * n_files)
     # the new statistics over the rewritten rows are in ``collect_floor`` (timed)
     floor = model.rewrite_seconds(nbytes, 1, n_curve=0, values=values, shuffled=shuffled)
-    floor += model.additional_seconds_per_byte * n_additional * other_bytes
+    floor += model.statistics_seconds(other_bytes, n_additional)
     floor += collect_floor
     per_row = (
         model.fit_seconds_per_row if cfg.fit_seconds_per_row is None else cfg.fit_seconds_per_row
