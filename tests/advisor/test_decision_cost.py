@@ -342,6 +342,14 @@ def test_new_statistics_over_files_left_in_place_cost_their_index_job() -> None:
     for (layout, n, cost), (layout0, n0, cost0) in zip(priced, unpriced, strict=True):
         assert (layout, n) == (layout0, n0)
         assert cost - cost0 == pytest.approx(0.4 if n else 0.0)
+    # the job's start-up is a fixed cost: a learned correction does not scale it
+    rec = recommend(
+        dataclasses.replace(inputs, other_bytes=other), model=job, benefit=cfg, bounds=False
+    )
+    assert len(rec.estimates) == len(priced)
+    for e in rec.estimates:
+        extra = 0.4 if e.n_additional else 0.0
+        assert e.fixed_cost_seconds == pytest.approx(DEFAULTS.rewrite_fixed_seconds + extra)
     per_byte = DEFAULTS.additional_seconds_per_byte
     for (_, n, cost), (_, _, alone) in zip(priced, costs(job, 0), strict=True):
         assert cost - alone == pytest.approx((0.4 + per_byte * n * other) if n else 0.0)

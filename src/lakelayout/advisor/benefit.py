@@ -192,8 +192,9 @@ class Estimate:
     #: cost is that of rewriting the rest
     kept_files: int = 0
     kept_bytes: int = 0
-    #: of ``cost_seconds``, the fixed part (job start-up, commit: what does not grow with
-    #: the data); a learned correction scales only the rest
+    #: of ``cost_seconds``, the fixed part (job start-up, commit, and the start-up of the
+    #: index job that builds new statistics over files left in place: what does not grow
+    #: with the data); a learned correction scales only the rest
     fixed_cost_seconds: float = 0.0
     #: of ``cost_seconds``, collecting the table's declared indexes and the new
     #: statistics over the rows rewritten, timed on the sample (not a calibrated term:
@@ -340,8 +341,11 @@ def estimate(
         values=max(0, candidate_values - kept_values),
         shuffled=shuffled,
     )
-    cost += model.statistics_seconds(other_bytes + kept_bytes, n_additional)
-    cost += collect + route
+    statistics = model.statistics_seconds(other_bytes + kept_bytes, n_additional)
+    cost += statistics + collect + route
+    fixed = model.rewrite_fixed(shuffled=shuffled)
+    if statistics:  # the index job's start-up does not grow with the data either
+        fixed += model.statistics_fixed_seconds
     return Estimate(
         family=family,
         layout=layout,
@@ -362,7 +366,7 @@ def estimate(
         persistence=float(persistence),
         kept_files=int(kept_files),
         kept_bytes=int(kept_bytes),
-        fixed_cost_seconds=float(model.rewrite_fixed(shuffled=shuffled)),
+        fixed_cost_seconds=float(fixed),
         collect_seconds=collect,
         route_seconds=route,
     )
