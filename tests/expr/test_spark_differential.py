@@ -22,6 +22,7 @@ from lakelayout.expr.nodes import Opaque
 
 from ..processes import COMPILED, INTERPRETED
 from .predicates import (
+    edge_predicates,
     edge_table,
     extreme_predicates,
     extreme_table,
@@ -265,6 +266,18 @@ def test_planner_corner_in_another_session_zone(spark: Any, planner_frame: Any, 
 @given(sql=planner_predicates(max_leaves=4))
 def test_random_planner_predicates_match_spark(spark: Any, planner_frame: Any, sql: str) -> None:
     check(spark, planner_frame, sql, PLANNER)
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(sql=edge_predicates(max_leaves=3))
+def test_random_edge_kind_predicates_match_spark(spark: Any, frame: Any, sql: str) -> None:
+    """``<=>`` / IS DISTINCT FROM with NULL, IN lists mixing NULL and NaN, date arithmetic
+    at the first and last days, casts, chains of string functions."""
+    check(spark, frame, sql)
 
 
 # ---------------------------------------------------------------- extreme values (issue 10)
