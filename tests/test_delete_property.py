@@ -32,6 +32,7 @@ from lakelayout.api import Table
 from .expr.predicates import (
     DECIMAL_SCALES,
     comparison_near_values,
+    edge_predicates,
     edge_table,
     extreme_predicates,
     extreme_table,
@@ -46,9 +47,13 @@ PREDICATES_PER_TABLE = 3
 GRAMMARS = {
     "edge": (edge_table(), predicates(max_leaves=3)),
     "extreme": (extreme_table(), extreme_predicates(max_leaves=2)),
+    # <=> / IS DISTINCT FROM with NULL, IN with NULL and NaN, date arithmetic, casts,
+    # chains of string functions: leaves a whole-file DELETE may decide from bounds
+    "edge kinds": (edge_table(), edge_predicates(max_leaves=3)),
 }
 LAYOUTS = {
     "edge": ["random", "i", "x", "s", "d", "ts", "dec"],
+    "edge kinds": ["random", "x", "s", "d", "ts"],
     "extreme": ["random", "d38_18", "d38_0", "big", "f64", "dt", "ts"],
 }
 

@@ -461,6 +461,134 @@ def planner_predicates(max_leaves: int = 4) -> st.SearchStrategy[str]:
     )
 
 
+# ---------------------------------------------------------------- edges the grammars missed
+# Over the columns of :func:`edge_table`: ``<=>`` with a NULL literal on either side,
+# IS [NOT] DISTINCT FROM (and NOT over it), IN / NOT IN lists mixing NULL, NaN, -0.0 and
+# infinities, date arithmetic next to the first and last days, casts (integer widening,
+# to STRING, and the ones lakelayout leaves opaque), and chains of string functions
+# (Spark keeps only the outer one of two nested case conversions).
+
+NULL_SAFE_TERMS = ["i", "x", "s", "d", "ts", "dec", "b", "lower(s)", "i + 1", "d + 1"]
+DATE_TERMS = ["d + 1", "d - 1", "1 + d", "d - 30", "d + 366", "d - -1"]
+CASTS = [
+    ("CAST(ti AS INT)", ["3", "-128", "127", "0"]),
+    ("CAST(i AS BIGINT) + 1", ["6", "-2147483647", "2147483648"]),
+    ("CAST(ti AS SMALLINT) * 2", ["6", "-256"]),
+    ("CAST(s AS STRING)", ["'abc'", "''", "'Z'"]),
+    ("CAST(b AS STRING)", ["'true'", "'false'", "'TRUE'"]),
+    ("CAST(dec AS STRING)", ["'1.50'", "'-0.01'", "'0.00'"]),
+    ("CAST(d AS STRING)", ["'0001-01-01'", "'9999-12-31'", "'1995-03-01'"]),
+    ("CAST(x AS STRING)", ["'NaN'", "'-0.0'", "'1.5'"]),
+    ("CAST(ts AS DATE)", ["DATE '1995-03-01'", "DATE '2020-06-15'"]),
+    ("CAST(d AS TIMESTAMP)", ["TIMESTAMP '1995-03-01 00:00:00'"]),
+    ("CAST(i AS DOUBLE)", ["5.0", "2147483647.0"]),
+]
+STRING_CHAINS = [
+    "lower(upper(s))",
+    "upper(lower(s))",
+    "upper(upper(s))",
+    "lower(upper(lower(s)))",
+    "upper(substring(s, 1, 2))",
+    "lower(substring(s, -2))",
+    "substring(upper(s), 1, 1)",
+    "length(upper(s))",
+    "length(lower(upper(s)))",
+    "upper(CAST(s AS STRING))",
+    "upper(trim(s))",
+    "concat(lower(s), 'x')",
+]
+
+
+@st.composite
+def null_safe_leaf(draw: st.DrawFn) -> str:
+    """``t <=> NULL``, ``NULL <=> t``, IS [NOT] DISTINCT FROM a value or NULL, NOT over them."""
+    term = draw(st.sampled_from(NULL_SAFE_TERMS))
+    other = draw(st.sampled_from(["NULL", "NULL", "5", "'abc'", "DATE '1995-03-01'", "i", "ti"]))
+    other = {"'abc'": "'abc'" if term in ("s", "lower(s)") else "NULL"}.get(other, other)
+    if other == "DATE '1995-03-01'" and term not in ("d", "d + 1", "ts"):
+        other = "NULL"
+    if other in ("5", "i", "ti") and term in ("s", "lower(s)", "d", "d + 1", "ts", "b"):
+        other = "NULL"
+    form = draw(st.sampled_from(["<=>", "<=>", "IS DISTINCT FROM", "IS NOT DISTINCT FROM"]))
+    text = f"{other} {form} {term}" if draw(st.booleans()) else f"{term} {form} {other}"
+    return f"NOT ({text})" if draw(st.booleans()) else text
+
+
+@st.composite
+def float_in_list(draw: st.DrawFn) -> str:
+    """IN / NOT IN over ``x`` mixing NULL, NaN (as a cast and as a string), -0.0, infinities."""
+    values = st.sampled_from(
+        [
+            "NULL",
+            "CAST('NaN' AS DOUBLE)",
+            "'NaN'",
+            "-0.0",
+            "0.0",
+            "CAST('Infinity' AS DOUBLE)",
+            "CAST('-Infinity' AS DOUBLE)",
+            "1.5",
+            "1e300",
+        ]
+    )
+    items = draw(st.lists(values, min_size=1, max_size=5))
+    return f"x {'NOT ' if draw(st.booleans()) else ''}IN ({', '.join(items)})"
+
+
+@st.composite
+def date_arithmetic_leaf(draw: st.DrawFn) -> str:
+    """``d + n`` / ``d - n`` compared with dates next to the first and last days."""
+    term = draw(st.sampled_from(DATE_TERMS))
+    literal = draw(
+        st.sampled_from(
+            [
+                "DATE '0001-01-02'",
+                "DATE '0001-01-01'",
+                "DATE '9999-12-31'",
+                "DATE '1995-03-02'",
+                "DATE '1970-01-01'",
+                "DATE '2024-03-01'",
+                "'1995-03-01'",
+            ]
+        )
+    )
+    return f"{term} {draw(OPS)} {literal}"
+
+
+@st.composite
+def cast_leaf(draw: st.DrawFn) -> str:
+    term, literals = draw(st.sampled_from(CASTS))
+    return f"{term} {draw(OPS)} {draw(st.sampled_from(literals))}"
+
+
+@st.composite
+def string_chain_leaf(draw: st.DrawFn) -> str:
+    term = draw(st.sampled_from(STRING_CHAINS))
+    if term.startswith("length"):
+        return f"{term} {draw(OPS)} {draw(st.sampled_from(['0', '2', '3', '5']))}"
+    kind = draw(st.sampled_from(["cmp", "cmp", "like", "ilike", "in"]))
+    text = draw(st.sampled_from(["'abc'", "'ABC'", "'HÉLLO'", "'héllo'", "''", "'A'", "'Z'"]))
+    if kind == "like" or kind == "ilike":
+        pattern = draw(like_pattern())
+        return f"{term} {'NOT ' if draw(st.booleans()) else ''}{kind.upper()} {pattern}"
+    if kind == "in":
+        return f"{term} IN ({text}, 'ABC', NULL)"
+    return f"{term} {draw(OPS)} {text}"
+
+
+def edge_leaf() -> st.SearchStrategy[str]:
+    """One leaf of the kinds above."""
+    return st.one_of(
+        null_safe_leaf(), float_in_list(), date_arithmetic_leaf(), cast_leaf(), string_chain_leaf()
+    )
+
+
+def edge_predicates(max_leaves: int = 4) -> st.SearchStrategy[str]:
+    """:func:`edge_leaf` mixed with :func:`leaf` under AND / OR / NOT."""
+    return st.recursive(
+        st.one_of(edge_leaf(), edge_leaf(), leaf()), _combine, max_leaves=max_leaves
+    )
+
+
 # ---------------------------------------------------------------- extreme values (issue 10)
 #
 # A second table and grammar, kept apart from the one above, for the corners

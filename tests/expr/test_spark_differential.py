@@ -22,6 +22,7 @@ from lakelayout.expr.nodes import Opaque
 
 from ..processes import COMPILED, INTERPRETED
 from .predicates import (
+    edge_predicates,
     edge_table,
     extreme_predicates,
     extreme_table,
@@ -267,6 +268,18 @@ def test_random_planner_predicates_match_spark(spark: Any, planner_frame: Any, s
     check(spark, planner_frame, sql, PLANNER)
 
 
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(sql=edge_predicates(max_leaves=3))
+def test_random_edge_kind_predicates_match_spark(spark: Any, frame: Any, sql: str) -> None:
+    """``<=>`` / IS DISTINCT FROM with NULL, IN lists mixing NULL and NaN, date arithmetic
+    at the first and last days, casts, chains of string functions."""
+    check(spark, frame, sql)
+
+
 # ---------------------------------------------------------------- extreme values (issue 10)
 
 EXTREME = extreme_table()
@@ -437,3 +450,54 @@ def test_null_safe_equality_of_two_terms_is_sparks(spark: Any) -> None:
             rows = theirs[2 * f : 2 * f + 2]
             assert kept[f] or not any(rows), (sql, f)
             assert not every[f] or all(rows), (sql, f)
+
+
+def test_nested_string_reference_is_sparks(spark: Any, tmp_path: Any) -> None:
+    """The reference of the nested string functions property
+    (tests/skipping/test_function_terms_property.py: :func:`nested_value`,
+    :func:`nested_like`) is what Spark computes reading a Parquet file, on every chain of
+    one or two of its functions, the case conversions three deep, their ``length()``,
+    and LIKE / ILIKE of some of them: the optimizer's collapse of nested case conversions
+    and ILIKE's ``lower`` are Spark's, not a copy of lakelayout's binder."""
+    import itertools
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..skipping.test_function_terms_property import (
+        CASE_CONVERSIONS,
+        NESTED_ALPHABET,
+        STRING_WRAPPERS,
+        chain_sql,
+        nested_like,
+        nested_value,
+    )
+
+    rng = np.random.default_rng(61)
+    texts = ["", "ß", "SS", "straße", "İ", "i̇", "ΣΑΣ", "σς", "ﬁ", "  a ", "%_", "a", None]
+    texts += ["".join(rng.choice(NESTED_ALPHABET, int(rng.integers(1, 5)))) for _ in range(40)]
+    pq.write_table(pa.table({"s": pa.array(texts, pa.string())}), tmp_path / "s.parquet")
+    stored = spark.read.parquet(str(tmp_path / "s.parquet"))
+    names = sorted(STRING_WRAPPERS)
+    chains = [(a,) for a in names] + list(itertools.product(names, names))
+    chains += list(itertools.product(CASE_CONVERSIONS, repeat=3))
+    columns = [f"{chain_sql(c)} AS v{k}" for k, c in enumerate(chains)]
+    columns += [f"length({chain_sql(c)}) AS n{k}" for k, c in enumerate(chains)]
+    got = stored.selectExpr(*columns).toArrow()
+    for k, chain in enumerate(chains):
+        ours = [nested_value(chain, t) for t in texts]
+        assert got.column(f"v{k}").to_pylist() == ours, chain_sql(chain)
+        lengths = [None if v is None else len(v) for v in ours]
+        assert got.column(f"n{k}").to_pylist() == lengths, chain_sql(chain)
+    patterns = ["ss", "SS%", "ß", "%i̇%", "ς", "Σ%", "_", "%a", "ﬁ"]
+    liked = [("upper",), ("lower",), ("lower", "upper"), ("upper", "lower")]
+    liked += [("substring-1-2", "upper"), ("upper", "substring-1-2"), ("trim", "upper")]
+    cases = [(c, p, i) for c in liked for p in patterns for i in (False, True)]
+    tests = [
+        f"{chain_sql(c)} {'ILIKE' if i else 'LIKE'} '{p}' AS t{k}"
+        for k, (c, p, i) in enumerate(cases)
+    ]
+    got = stored.selectExpr(*tests).toArrow()
+    for k, (chain, pattern, ilike) in enumerate(cases):
+        ours_like = [nested_like(chain, pattern, t, ilike=ilike) for t in texts]
+        assert got.column(f"t{k}").to_pylist() == ours_like, tests[k]

@@ -28,7 +28,7 @@ from lakelayout.stats.blocks import block_stats
 from lakelayout.stats.delta_stats import from_delta_stats
 from lakelayout.table.collect import StatsCollector, stats_json
 
-from ..expr.predicates import planner_predicates, planner_table
+from ..expr.predicates import edge_predicates, planner_predicates, planner_table
 
 EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "150"))
 TABLE = planner_table()
@@ -48,6 +48,31 @@ TABLE = planner_table()
 def test_property_plan_keeps_every_file_with_a_match(
     owners: list[int], own: bool, preds: list[str], timezone: str
 ) -> None:
+    check_plan(owners, own, preds, timezone)
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    owners=st.lists(st.integers(0, 3), min_size=TABLE.num_rows, max_size=TABLE.num_rows),
+    own=st.booleans(),
+    preds=st.lists(edge_predicates(max_leaves=3), min_size=8, max_size=8),
+    timezone=st.sampled_from(["UTC", "America/New_York", "+05:30"]),
+)
+def test_property_plan_keeps_every_file_with_a_match_on_the_edge_kinds(
+    owners: list[int], own: bool, preds: list[str], timezone: str
+) -> None:
+    """``<=>`` / IS DISTINCT FROM with NULL, IN lists mixing NULL and NaN, date arithmetic,
+    casts and chains of string functions (:func:`tests.expr.predicates.edge_predicates`)."""
+    check_plan(owners, own, preds, timezone)
+
+
+def check_plan(owners: list[int], own: bool, preds: list[str], timezone: str) -> None:
+    """The planner and ``all_rows_match`` over files of :data:`TABLE` split by ``owners``,
+    against :func:`evaluate` of each file's rows."""
     blocks = np.asarray(owners)
     ids = sorted(set(owners))
     parts = [TABLE.filter(pa.array(blocks == k)) for k in ids]
