@@ -439,7 +439,10 @@ def test_null_safe_equality_of_two_terms_is_sparks(spark: Any) -> None:
         "j": pa.array([None, None, 1, 5, 4, None], pa.int32()),
     })  # fmt: skip
     frame = spark.createDataFrame(table)
-    for sql in ("i <=> j", "NOT (i <=> j)", "i IS NOT DISTINCT FROM j", "i <=> j OR i = 10"):
+    for sql in (
+        "i <=> j", "NOT (i <=> j)", "i IS NOT DISTINCT FROM j", "i <=> j OR i = 10",
+        "i IS DISTINCT FROM j", "i IS DISTINCT FROM 1", "NOT (i IS DISTINCT FROM NULL)",
+    ):  # fmt: skip
         predicate = parse_predicate(sql, table.schema)
         theirs = [bool(r[0]) for r in frame.selectExpr(f"coalesce({sql}, false)").collect()]
         assert np.asarray(evaluate(predicate, table)).tolist() == theirs, sql

@@ -383,7 +383,7 @@ def _parse(sql: str, what: str) -> tuple[exp.Expression, int]:
 #: sqlglot's node names of the operators a parse error most often names, as SQL
 _OPERATOR_SQL = {
     "EQ": "=", "NEQ": "<>", "LT": "<", "LTE": "<=", "GT": ">", "GTE": ">=",
-    "NullSafeEQ": "<=>", "And": "AND", "Or": "OR", "Not": "NOT", "Between": "BETWEEN",
+    "NullSafeEQ": "<=>", "NullSafeNEQ": "IS DISTINCT FROM", "And": "AND", "Or": "OR", "Not": "NOT", "Between": "BETWEEN",
     "In": "IN", "Like": "LIKE", "ILike": "ILIKE", "Is": "IS", "Add": "+", "Sub": "-",
     "Mul": "*", "Div": "/", "Mod": "%", "BitwiseLeftShift": "<<",
     "BitwiseRightShift": ">>", "BitwiseAnd": "&", "BitwiseOr": "|", "BitwiseXor": "^",
@@ -540,6 +540,7 @@ class Binder:
         table: tuple[tuple[type[exp.Expression], Callable[[exp.Expression], Predicate]], ...]
         table = (
             (exp.NullSafeEQ, self._null_safe_eq),
+            (exp.NullSafeNEQ, self._null_safe_neq),
             (exp.Between, self._between),
             (exp.In, self._in),
             (exp.Is, self._is),
@@ -642,6 +643,10 @@ class Binder:
         if len(present) == 1:
             return And((equal, *present))
         return Or((And((equal, *present)), And((IsNull(left), IsNull(right)))))
+
+    def _null_safe_neq(self, node: exp.Expression) -> Predicate:
+        """``a IS DISTINCT FROM b`` is ``NOT (a <=> b)`` (never NULL either)."""
+        return Not(self._null_safe_eq(node))
 
     def _between(self, node: exp.Expression) -> Predicate:
         """``x BETWEEN a AND b`` is ``x >= a AND x <= b`` (also under NOT: De Morgan)."""
