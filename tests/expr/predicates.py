@@ -378,6 +378,8 @@ EXPRESSIONS = [
     ("date_format(d, 'MM')", ["'03'", "'12'"]),
     ("year(d)", ["1995", "2024", "1", "9999"]),
     ("year(ts)", ["1995", "2020"]),
+    ("to_date(ts)", ["DATE'1995-03-01'", "DATE'1969-12-31'", "'2020-06-15'", "DATE'1995-02-28'"]),
+    ("CAST(ts AS DATE)", ["DATE'1970-01-01'", "'2000-01-01'", "DATE'2024-02-29'"]),
     ("CAST(i AS STRING)", ["'5'", "'7'", "'-1'", "'0'"]),
     ("CAST(ti AS STRING)", ["'3'", "'-128'"]),
     ("CAST(d AS STRING)", ["'1995-03-01'", "'9999-12-31'"]),
@@ -806,9 +808,10 @@ def extreme_float_comparison(draw: st.DrawFn) -> str:
 
 @st.composite
 def extreme_temporal_comparison(draw: st.DrawFn) -> str:
-    """A DATE or TIMESTAMP column at the first or last day, the epoch, microseconds apart."""
-    column = draw(st.sampled_from(["dt", "ts"]))
-    if column == "dt":
+    """A DATE or TIMESTAMP column (or the DATE of the TIMESTAMP) at the first or last day,
+    the epoch, microseconds apart."""
+    column = draw(st.sampled_from(["dt", "ts", "to_date(ts)"]))
+    if column != "ts":
         day = draw(
             st.sampled_from(
                 [

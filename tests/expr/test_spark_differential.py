@@ -247,6 +247,9 @@ def test_planner_corner_matches_spark(spark: Any, planner_frame: Any, sql: str) 
         "ts > TIMESTAMP '1995-03-01 07:30:01'",
         "date_format(ts, 'yyyy-MM-dd HH') = '1995-03-01 07'",
         "year(ts) = 1969",
+        "to_date(ts) = DATE '1969-12-31'",
+        "CAST(ts AS DATE) < DATE '1995-03-01'",
+        "to_date(ts) >= '2020-06-15'",
     ],
 )
 def test_planner_corner_in_another_session_zone(spark: Any, planner_frame: Any, sql: str) -> None:

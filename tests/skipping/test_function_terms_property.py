@@ -48,6 +48,10 @@ STAMPS = [
     dt.datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC),
 ]
 
+#: days around STAMPS
+DAYS = [dt.date(1969, 12, 31), dt.date(1970, 1, 1), dt.date(2024, 5, 31), dt.date(2024, 6, 1),
+        dt.date(2024, 6, 2)]  # fmt: skip
+
 
 def _key(value: float) -> tuple[int, float]:
     """Spark's order of doubles: NaN above every number, -0.0 equal to 0.0."""
@@ -107,7 +111,7 @@ def tables(draw: st.DrawFn) -> pa.Table:
 def leaves(draw: st.DrawFn, rows: list[dict[str, Any]]) -> tuple[str, Callable[..., Any]]:
     """(SQL of a comparison, its truth per row: True, False or None)."""
     op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">="]))
-    kind = draw(st.sampled_from(["float"] * 3 + ["string"] * 2 + ["date_format"]))
+    kind = draw(st.sampled_from(["float"] * 3 + ["string"] * 2 + ["date_format", "to_date"]))
     if kind == "float":
         name = draw(st.sampled_from(sorted(FLOAT_TERMS)))
         sql, value = FLOAT_TERMS[name]
@@ -140,6 +144,18 @@ def leaves(draw: st.DrawFn, rows: list[dict[str, Any]]) -> tuple[str, Callable[.
             return (fn(r["s"]) == text) == (sop == "=")
 
         return f"{sql} {sop} '{text}'", string_truth
+    if kind == "to_date":  # the day of a UTC session: the UTC day (rounded down before 1970)
+        day = draw(st.sampled_from(DAYS))
+
+        def day_truth(r: dict[str, Any]) -> bool | None:
+            if r["ts"] is None:
+                return None
+            ours, theirs = r["ts"].date(), day
+            return {"=": ours == theirs, "!=": ours != theirs, "<": ours < theirs,
+                    "<=": ours <= theirs, ">": ours > theirs, ">=": ours >= theirs}[op]  # fmt: skip
+
+        cast = draw(st.sampled_from(["to_date(ts)", "CAST(ts AS DATE)"]))
+        return f"{cast} {op} DATE '{day.isoformat()}'", day_truth
     stamp = draw(st.sampled_from(STAMPS)).strftime("%H:%M:%S")
     dop = draw(st.sampled_from(["=", "!="]))
 

@@ -466,6 +466,16 @@ def _date_part(term: Func, v: _Values) -> Value:
     return part[term.name](value).cast(pa.int32())
 
 
+def _to_date(term: Func, v: _Values) -> Value:
+    """``CAST(ts AS DATE)``: the day of the wall-clock time in the session zone (of a
+    TIMESTAMP_NTZ: its own day); days before the epoch round down."""
+    ctx = v.ctx
+    value = _as_array(v.visit(term.args[0]), ctx)
+    if pa.types.is_timestamp(value.type) and value.type.tz is not None:
+        value = pc.local_timestamp(_local_temporal(value, ctx))
+    return value.cast(pa.date32())
+
+
 def _string_arg(term: Func, v: _Values) -> pa.Array:
     return _cast(_as_array(v.visit(term.args[0]), v.ctx), pa.string(), v.ctx)
 
@@ -665,6 +675,7 @@ _FUNCTIONS: dict[str, Callable[[Func, _Values], Value]] = {
     "[]": _element,
     "date_trunc": _date_trunc,
     "date_format": _date_format,
+    "to_date": _to_date,
     "cast": _cast_function,
 }
 

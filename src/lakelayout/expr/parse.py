@@ -873,6 +873,7 @@ class Binder:
             exp.TimeToStr: self._date_format,
             exp.Cast: self._cast,
             exp.TryCast: self._cast,
+            exp.TsOrDsToDate: self._to_date,
             exp.Anonymous: self._udf,
         }
         return table.get(kind)
@@ -1020,11 +1021,19 @@ class Binder:
             if family(source) not in ("int", "decimal", "date", "bool", "string"):
                 raise Unsupported(f"CAST of {spark_type_name(source)} to STRING is not modelled")
             return Func("cast", (arg,), pa.string())
+        if target is not None and pa.types.is_date(target):
+            return _date_of(arg, node)
         if target is not None and pa.types.is_integer(target) and family(source) == "int":
             assert source is not None
             if target.bit_width >= source.bit_width:
                 return Func("cast", (arg,), target)
         raise Unsupported(f"CAST to {to.sql(dialect='spark')} is not modelled")
+
+    def _to_date(self, node: exp.Expression) -> Term:
+        """``to_date(x)`` (no format): ``CAST(x AS DATE)``."""
+        if node.args.get("format") is not None:
+            raise Unsupported("to_date() with a format is not modelled")
+        return _date_of(self.term(node.this), node)
 
     def _udf(self, node: exp.Expression) -> Term:
         name = str(node.name).lower()
@@ -1032,6 +1041,17 @@ class Binder:
             raise self._unsupported(node)
         args = tuple(self.term(a) for a in node.expressions)
         return Func(name, args, self.functions[name])
+
+
+def _date_of(arg: Term, node: exp.Expression) -> Term:
+    """The DATE of a DATE (itself) or of a TIMESTAMP (its day in the session zone;
+    a TIMESTAMP_NTZ's own day): ``to_date``. Strings parse by rules not modelled."""
+    fam = family(_dtype(arg))
+    if fam == "date":
+        return arg
+    if fam == "timestamp":
+        return Func("to_date", (arg,), pa.date32())
+    raise Unsupported(f"{node.key}() of {spark_type_name(_dtype(arg))} to DATE is not modelled")
 
 
 # ---------------------------------------------------------------- literals

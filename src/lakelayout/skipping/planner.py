@@ -353,7 +353,7 @@ def _index_metadata(
 ZONED_FUNCTIONS = frozenset(
     {
         "year", "quarter", "month", "dayofmonth", "dayofweek", "dayofyear",
-        "hour", "minute", "second", "date_trunc", "date_format",
+        "hour", "minute", "second", "date_trunc", "date_format", "to_date",
     }
 )  # fmt: skip
 

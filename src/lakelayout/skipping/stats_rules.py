@@ -406,6 +406,7 @@ STRICT_FUNCTIONS = frozenset(
         "substring",
         "date_format",
         "cast",
+        "to_date",
     }
 )
 _TRUNC_UNITS = frozenset(
@@ -463,7 +464,7 @@ def monotonic_direction(node: Func, i: int, timezone: str) -> int:
             return 0
         return (value > 0) - (value < 0)
     temporal_ok = not _wall_clock_jumps(arg_type, timezone)
-    if name == "year" or (name == "date_trunc" and i == 1):
+    if name in ("year", "to_date") or (name == "date_trunc" and i == 1):
         return 1 if temporal_ok else 0
     if name == "substring" and i == 0:
         pos = node.args[1]
