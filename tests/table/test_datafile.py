@@ -276,6 +276,54 @@ def test_append_features_refuse_only_where_a_column_uses_them() -> None:
         append(None, {})  # not known: every listed feature refuses
 
 
+def _schema_with(metadata: dict[str, str]) -> str:
+    field = {"name": "x", "type": "string", "nullable": True, "metadata": metadata}
+    return json.dumps({"type": "struct", "fields": [field]})
+
+
+@pytest.mark.parametrize(
+    ("metadata", "why"),
+    [
+        ({"delta.generationExpression": "id * 2"}, "generated columns"),
+        ({"delta.identity.start": "1", "delta.identity.step": "1"}, "identity columns"),
+        ({"delta.invariants": '{"expression": {"expression": "x > 0"}}'}, "column invariants"),
+        ({"__CHAR_VARCHAR_TYPE_STRING": "varchar(3)"}, "CHAR/VARCHAR columns"),
+    ],
+)
+def test_an_append_is_refused_by_what_the_columns_use_on_a_legacy_protocol_too(
+    metadata: dict[str, str], why: str
+) -> None:
+    """A legacy protocol (writer version 2 to 6) lists no features: an append to a
+    table whose column had a generation expression (writer version 4) committed a row
+    that broke it, as did rows breaking a legacy invariant expression or a VARCHAR(3)
+    limit; Delta and delta-rs refuse those rows (found by an audit)."""
+    from lakelayout.table.features import features_in_use
+
+    used = features_in_use(_schema_with(metadata))
+    for listed in ([], ["invariants", "generatedColumns", "identityColumns"]):
+        with pytest.raises(UnsupportedTable, match=why):
+            plan_commit("/t", listed, {}, Kind.APPEND, connector=True, in_use=used)
+    # a NOT NULL column lists ``invariants`` with no expression: the writer checks it
+    plain = features_in_use(_schema_with({}))
+    assert plan_commit("/t", ["invariants"], {}, Kind.APPEND, in_use=plain) is Committer.DELTA_RS
+    # rewrites keep every row as it is: not affected
+    assert plan_commit("/t", [], {}, Kind.REWRITE, in_use=used) is Committer.DELTA_RS
+
+
+def test_rewrites_and_deletes_are_refused_under_row_tracking() -> None:
+    """A rewrite committed its files without their base row IDs, so Delta gave every
+    rewritten row a new one; Delta's own OPTIMIZE and DELETE keep them (found by an
+    audit). Appends get fresh IDs, as Delta's INSERT does."""
+    config = {"delta.enableRowTracking": "true"}
+    listed = ["rowTracking", "domainMetadata"]
+    for kind, verb in ((Kind.REWRITE, "rewrite files of"), (Kind.DELETE, "DELETE from")):
+        with pytest.raises(UnsupportedTable, match=f"cannot {verb} '/t': it has row tracking"):
+            plan_commit("/t", listed, config, kind, connector=True)
+        off = {"delta.enableRowTracking": "false"}
+        assert plan_commit("/t", listed, off, kind, connector=True) is Committer.CONNECTOR
+    assert plan_commit("/t", listed, config, Kind.APPEND, connector=True) is Committer.CONNECTOR
+
+
 def test_paths_delta_rs_would_encode_differently_need_the_connector() -> None:
     from lakelayout.table.delta import delta_rs_can_remove
 

@@ -415,3 +415,70 @@ def test_incremental_optimize_keeps_delta_cubes_and_tags_its_own(
     assert_same_as_delta(spark, path, expected)
     spark.sql(f"OPTIMIZE delta.`{path}`")  # Delta's OPTIMIZE accepts what lakelayout wrote
     assert_same_as_delta(spark, path, expected)
+
+
+def test_appends_that_would_break_a_column_rule_are_refused_on_legacy_protocols(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A generated column on a writer-version-4 protocol and VARCHAR / CHAR limits, both
+    written by Delta: an append whose rows break them committed (Delta counted a row with
+    ``g != x * 2`` and one over ``VARCHAR(3)``; found by an audit). Now refused by name
+    before anything is written; the table is as it was."""
+    generated, limited = str(tmp_path / "g"), str(tmp_path / "v")
+    spark.sql(
+        f"""CREATE TABLE delta.`{generated}` (id INT, x INT, g INT GENERATED ALWAYS AS (x * 2))
+            USING delta TBLPROPERTIES ('delta.minReaderVersion' = '1',
+                                       'delta.minWriterVersion' = '4')"""
+    )
+    spark.sql(f"INSERT INTO delta.`{generated}` (id, x) VALUES (1, 1)")
+    spark.sql(f"CREATE TABLE delta.`{limited}` (id INT, v VARCHAR(3), c CHAR(4)) USING delta")
+    spark.sql(f"INSERT INTO delta.`{limited}` VALUES (1, 'abc', 'abcd')")
+    assert _protocol(generated)[:2] == (1, 4)
+    i32 = pa.int32()
+    cases = [
+        (generated, pa.table({"id": pa.array([3], i32), "x": pa.array([3], i32),
+                              "g": pa.array([999], i32)}), "generated columns"),
+        (limited, pa.table({"id": pa.array([2], i32), "v": ["toolong"], "c": ["ok"]}),
+         "CHAR/VARCHAR"),
+    ]  # fmt: skip
+    for path, rows, why in cases:
+        table = Table(path, spark=spark)
+        before = table.snapshot().version
+        files = sorted(p.name for p in Path(path).rglob("*.parquet"))
+        for data in (rows, spark.createDataFrame(rows)):
+            with pytest.raises(UnsupportedTable, match=why):
+                table.append(data)
+        assert table.snapshot().version == before
+        assert sorted(p.name for p in Path(path).rglob("*.parquet")) == files
+        assert spark.read.format("delta").load(path).count() == 1
+
+
+def test_rewrites_and_deletes_are_refused_under_row_tracking(spark: Any, tmp_path: Path) -> None:
+    """lakelayout's rewrites gave every rewritten row a new row ID (302 of 302 after a
+    compaction), where Delta's OPTIMIZE and DELETE keep them (found by an audit)."""
+    path = str(tmp_path / "rt")
+    spark.sql(
+        f"""CREATE TABLE delta.`{path}` (id BIGINT, x INT) USING delta
+            TBLPROPERTIES ('delta.enableRowTracking' = 'true')"""
+    )
+    for start in (0, 10):
+        spark.range(start, start + 10).selectExpr("id", "CAST(id % 3 AS INT) AS x").write.format(
+            "delta"
+        ).mode("append").save(path)
+    ids = {
+        r.id: r.row_id
+        for r in spark.read.format("delta").load(path).select("id", "_metadata.row_id").collect()
+    }
+    table = Table(path, spark=spark)
+    version = table.snapshot().version
+    for run in (
+        table.optimize.compact,
+        lambda: table.optimize.zorder(["x"]),
+        lambda: table.delete("id < 5"),
+    ):
+        with pytest.raises(UnsupportedTable, match="row tracking"):
+            run()
+    table.append(pa.table({"id": [100], "x": pa.array([1], pa.int32())}))  # new IDs, as Delta
+    after = spark.read.format("delta").load(path).select("id", "_metadata.row_id").collect()
+    assert {r.id: r.row_id for r in after if r.id != 100} == ids
+    assert table.snapshot().version == version + 1

@@ -13,9 +13,11 @@ are refused by name otherwise.
 
 Some features need work at write time that lakelayout's writer does not do
 (computing generated or identity columns, checking CHECK constraints,
-writing change data files for a DELETE): those operations are refused by
+invariant expressions and CHAR/VARCHAR lengths, writing change data files for
+a DELETE, keeping row IDs under row tracking): those operations are refused by
 name whatever the committer. Rewrites that keep every row as it is
-(OPTIMIZE) are not affected by them.
+(OPTIMIZE) are not affected by the first ones; under row tracking they are
+refused too, as every rewritten row would get a new row ID.
 
 :func:`plan_commit` decides, before anything is written. Pure.
 """
@@ -66,6 +68,8 @@ APPEND_REFUSED = {
     "identityColumns": "identity columns (lakelayout does not assign their values)",
     "checkConstraints": "CHECK constraints (lakelayout does not check rows against them)",
     "allowColumnDefaults": "column defaults (lakelayout does not fill them)",
+    "invariants": "column invariants (lakelayout does not check rows against their expressions)",
+    "charVarchar": "CHAR/VARCHAR columns (lakelayout does not check their length limits)",
 }
 
 _CONNECTOR_HINT = (
@@ -125,7 +129,8 @@ def plan_commit(
     cannot be used when ``connector`` is False (named in the refusal).
     ``in_use``: the features of :data:`APPEND_REFUSED` the table's columns use
     (:func:`features_in_use`; CHECK constraints are read from the configuration);
-    None when not known, and then every one listed in the protocol refuses an append.
+    None when not known, and then every one listed in the protocol refuses an append
+    (but ``invariants``, which Delta lists for NOT NULL columns too).
     ``connector_writes``: the features Delta's connector supports (lower case; None or
     empty: not known); one it does not support is refused before anything is written,
     where its commit would fail after the files were written.
@@ -133,19 +138,32 @@ def plan_commit(
     features = set(writer_features)
     if kind is Kind.APPEND:
         for feature, why in APPEND_REFUSED.items():
-            if feature not in features:
-                continue
-            if in_use is not None and feature not in in_use:
-                # Delta lists these in the protocol of tables that use none of them (a
-                # version 7 protocol); constraints are read from the configuration below
-                continue
-            raise UnsupportedTable(f"cannot append to '{location}': it uses {why}")
+            # known from the columns: what they use refuses, whatever the protocol lists
+            # (a legacy protocol lists nothing, and Delta enforces generation expressions
+            # from writer version 4 on); Delta lists these in the protocol of tables that
+            # use none of them (``invariants`` for NOT NULL columns, which the writer
+            # checks); constraints are read from the configuration below
+            if in_use is not None:
+                used = feature in in_use
+            else:  # not known: what the protocol lists (``invariants``: NOT NULL columns too)
+                used = feature in features and feature != "invariants"
+            if used:
+                raise UnsupportedTable(f"cannot append to '{location}': it uses {why}")
         constraints = sorted(k for k in configuration if k.startswith("delta.constraints."))
         if constraints:
             raise UnsupportedTable(
                 f"cannot append to '{location}': it has CHECK constraints {constraints} "
                 "(lakelayout does not check rows against them)"
             )
+    if kind in (Kind.REWRITE, Kind.DELETE) and is_true(
+        configuration.get("delta.enableRowTracking")
+    ):
+        verb = "rewrite files of" if kind is Kind.REWRITE else "DELETE from"
+        raise UnsupportedTable(
+            f"cannot {verb} '{location}': it has row tracking enabled "
+            "(delta.enableRowTracking=true) and lakelayout's rewrites do not keep row IDs "
+            "(every rewritten row would get a new one); use Delta's OPTIMIZE / DELETE"
+        )
     if kind is Kind.DELETE:
         if is_true(configuration.get("delta.appendOnly")):
             raise UnsupportedTable(
@@ -218,12 +236,15 @@ _COLUMN_FEATURE_KEYS = {
     "delta.identity.start": "identityColumns",
     "delta.identity.step": "identityColumns",
     "CURRENT_DEFAULT": "allowColumnDefaults",
+    "delta.invariants": "invariants",
+    "__CHAR_VARCHAR_TYPE_STRING": "charVarchar",
 }
 
 
 def features_in_use(schema_json: str) -> frozenset[str]:
     """The features of :data:`APPEND_REFUSED` a Delta schema's columns use (nested
-    fields too): generation expressions, identity columns, column defaults."""
+    fields too): generation expressions, identity columns, column defaults, invariant
+    expressions (legacy ``delta.invariants``), CHAR/VARCHAR length limits."""
     used: set[str] = set()
     stack: list[Any] = [json.loads(schema_json)]
     while stack:
