@@ -126,6 +126,31 @@ def test_deleted_rows_are_never_returned(spark: Any, with_vectors: str) -> None:
     assert t.scan("k = 3").df.count() == 0
 
 
+def test_index_entries_hold_under_an_older_deletion_vector(
+    spark: Any, with_vectors: str, tmp_path: Path
+) -> None:
+    """Index values were computed over a file's live rows and kept by path, size and
+    modification time, which a deletion vector leaves as they are: at a version before
+    the DELETE (time travel, or after Delta's RESTORE) the deleted rows are live again
+    and a Bloom filter without them skipped their file (found by an audit)."""
+    from lakelayout.skipping.indexes import BloomFilter
+
+    path = copy_of(with_vectors, tmp_path)
+    t = Table(path, spark=spark)
+    t.indexes.add(BloomFilter("id"))
+    t.indexes.refresh()
+    first = 1  # the rows as appended, before both DELETEs
+    for query in ("id = 5", "id = 10 OR id = 3", "id IN (0, 45)"):
+        theirs = spark.read.format("delta").option("versionAsOf", first).load(path)
+        want = sorted(r.id for r in theirs.where(query).collect())
+        assert want, query
+        assert sorted(r.id for r in t.scan(query, version=first).df.collect()) == want, query
+    spark.sql(f"RESTORE TABLE delta.`{path}` TO VERSION AS OF {first}")
+    restored = Table(path, spark=spark)
+    assert sorted(r.id for r in restored.scan("id = 5").df.collect()) == [5]
+    assert restored.indexes.describe()[0].stale_files == 0  # the entries still hold
+
+
 def test_optimize_purges_the_vectors_it_rewrites(
     spark: Any, with_vectors: str, tmp_path: Path
 ) -> None:

@@ -2,12 +2,18 @@
 
 One job over a DataFrame of file ids: each task reads the files it is given
 as every reader does (:func:`lakelayout.table.datafile.read_data_file`:
-partition values from the log, physical names mapped, rows deleted by a
-deletion vector dropped), only the columns the missing indexes use, and runs their
+partition values from the log, physical names mapped), but with every row the
+file holds, those a deletion vector deletes too, only the columns the missing
+indexes use, and runs their
 collectors (:func:`lakelayout.table.writer.collect_file_metadata`, the same
 code the writer runs on the batches it writes). The driver gets one row per
-file back. :meth:`lakelayout.skipping.catalog.IndexCatalog.refresh` decides
-which files and indexes need it and stores the result; indexes are taken as
+file back. An index's entry for a file is kept by the file's path, size and
+modification time, which a deletion vector does not change: values over the
+live rows alone would be wrong for the same file under an older deletion
+vector (time travel, Delta's RESTORE), where more rows are live. Values over
+every row hold under any of them (the live rows are always a subset).
+:meth:`lakelayout.skipping.catalog.IndexCatalog.refresh` decides which files
+and indexes need it and stores the result; indexes are taken as
 they come (anything with a ``name`` and a ``collector()``), so this module
 needs nothing from :mod:`lakelayout.skipping`.
 """
@@ -15,10 +21,12 @@ needs nothing from :mod:`lakelayout.skipping`.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from lakelayout.table.datafile import DataFile, TableFormat, read_data_file
@@ -73,8 +81,10 @@ class _MetadataTask:
             for file_id in batch.column(0).to_pylist():
                 file, needed = self.jobs[int(file_id)]
                 specs = [by_name[n] for n in needed]
+                # every row, deleted ones too: the entry must hold under any deletion vector
+                whole = dataclasses.replace(file, deleted_rows=np.zeros(0, dtype=np.int64))
                 data = read_data_file(
-                    filesystem, root, self.format, file, columns=self._columns(needed)
+                    filesystem, root, self.format, whole, columns=self._columns(needed)
                 )
                 meta = collect_file_metadata(specs, data)
                 yield pa.RecordBatch.from_pylist(
