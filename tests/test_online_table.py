@@ -261,6 +261,32 @@ def test_a_failed_rewrite_leaves_table_and_reorganizer_consistent(
     assert t.to_df().select("id").distinct().count() == ROWS
 
 
+def test_a_switch_that_loses_its_commit_is_recorded_as_failed(spark: Any, tmp_path: Path) -> None:
+    """A DELETE commits in the switch's window: the rewrite yields (nothing committed),
+    and the history said ``done`` with the reorganizer in the target state, its costs
+    counted on a layout the table was not in (found by an audit)."""
+    t = make_table(spark, tmp_path / "t")
+    doomed = t.to_df().where("id % 50 = 0").count()
+    t.online.enable(**SETTINGS)
+    other = Table(t.uri, spark=spark)
+    deleted: list[int] = []
+
+    def delete_first(_: int) -> None:
+        if not deleted:
+            deleted.append(other.delete("id % 50 = 0").versions[-1])
+
+    t.online.set_hooks(OptimizeHooks(before_commit=delete_first))
+    scan_until_switch(t, queries(80))
+    assert t.online.wait(300)
+    lost = t.online.history()[0]
+    assert lost["status"] == "failed" and lost["error"].startswith("yielded: "), lost
+    status = t.online.status()
+    assert status["applied"] == "as-is" and status["current"] == "as-is"
+    assert status["switches"] == 0 and status["failed_rewrites"] == 1
+    assert doomed > 0 and t.to_df().count() == ROWS - doomed
+    assert t.version == deleted[0]  # the DELETE's commit is the last
+
+
 def test_a_step_on_a_snapshot_older_than_the_last_switch_plans_on_the_table_as_it_is(
     spark: Any, tmp_path: Path
 ) -> None:

@@ -907,6 +907,8 @@ class _Controller:
                 )
         except Exception as exc:  # the table is unchanged: the commit did not happen
             error = f"{type(exc).__name__}: {exc}"
+        if metrics is not None and metrics.yielded:  # lost its commit: nothing committed
+            error = f"yielded: {metrics.yield_reason}"
         seconds = time.perf_counter() - started
         try:
             self._settle(table, record_id, error, metrics, seconds)
