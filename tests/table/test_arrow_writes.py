@@ -120,3 +120,21 @@ def test_arrow_data_types_and_refusals(spark: Any, tmp_path: Path) -> None:
     with pytest.raises(SchemaMismatch, match="column 't' is timestamp in the table but long"):
         t.append(pa.table({"t": [1]}))
     assert t.version == 0
+
+
+def test_struct_fields_named_in_another_case_are_refused(tmp_path: Path) -> None:
+    """The writer's cast matches struct fields by name, exactly: an append of
+    ``STRUCT<A, B>`` into ``STRUCT<a, b>`` was accepted (names compared in lower case)
+    and stored NULLs for every field (found by an audit). Top-level names still match
+    in any case."""
+    kind = pa.struct([("a", pa.int32()), ("b", pa.int32())])
+    t = Table.create(
+        str(tmp_path / "t"), pa.table({"id": [1], "st": pa.array([{"a": 1, "b": 2}], kind)})
+    )
+    shouting = pa.struct([("A", pa.int32()), ("B", pa.int32())])
+    with pytest.raises(SchemaMismatch, match="struct field names differ in case"):
+        t.append(pa.table({"id": [2], "st": pa.array([{"A": 30, "B": 40}], shouting)}))
+    assert t.version == 0
+    t.append(pa.table({"ID": [3], "ST": pa.array([{"a": 5, "b": 6}], kind)}))
+    rows = DeltaTable(t.uri).to_pyarrow_table().sort_by("id").to_pylist()
+    assert rows == [{"id": 1, "st": {"a": 1, "b": 2}}, {"id": 3, "st": {"a": 5, "b": 6}}]

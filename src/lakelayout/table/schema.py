@@ -49,7 +49,9 @@ def delta_type_name(data_type: pa.DataType) -> str:
 
     Physical variants collapse (``large_string`` = ``string``), timestamps
     keep only whether they have a zone (``timestamp`` vs ``timestamp_ntz``),
-    nested types compare element-wise and ignore child field names.
+    nested types compare element-wise, struct fields by name (exactly: the
+    writer's cast matches them by name, and a field named ``A`` for ``a`` was
+    written as NULL) and order; the names of list and map children are ignored.
 
     >>> delta_type_name(pa.large_string())
     'string'
@@ -79,7 +81,7 @@ def delta_type_name(data_type: pa.DataType) -> str:
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
         return f"array<{delta_type_name(t.value_type)}>"
     if pa.types.is_struct(t):
-        inner = ",".join(f"{f.name.lower()}:{delta_type_name(f.type)}" for f in t)
+        inner = ",".join(f"{f.name}:{delta_type_name(f.type)}" for f in t)
         return f"struct<{inner}>"
     return str(t)
 
@@ -120,9 +122,13 @@ def check_append_schema(table_schema: pa.Schema, df_schema: pa.Schema) -> None:
             continue
         want, got = delta_type_name(field_.type), delta_type_name(data_cols[key].type)
         if want != got:
+            why = (
+                "struct field names differ in case; rename them as the table names them"
+                if want.lower() == got.lower()
+                else "lakelayout does not widen or narrow types on append; cast the column"
+            )
             problems.append(
-                f"column '{field_.name}' is {want} in the table but {got} in the data "
-                "(lakelayout does not widen or narrow types on append; cast the column)"
+                f"column '{field_.name}' is {want} in the table but {got} in the data ({why})"
             )
     if problems:
         raise SchemaMismatch("data does not fit the table schema: " + "; ".join(problems))
