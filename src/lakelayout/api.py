@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import time
@@ -40,7 +41,7 @@ from lakelayout.stats.model import FileStats
 from lakelayout.table import delta
 from lakelayout.table.datafile import raw_path
 from lakelayout.table.features import Kind
-from lakelayout.table.location import normalize_uri
+from lakelayout.table.location import is_local, normalize_uri
 from lakelayout.table.reader import FILE_COLUMN, spark_where
 from lakelayout.table.schema import check_append_schema, stats_columns_property
 
@@ -65,6 +66,7 @@ logger = logging.getLogger(__name__)
 #: table property holding the target size of written files, in bytes
 TARGET_FILE_SIZE = "lakelayout.targetFileSize"
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
 
 
 @dataclass(frozen=True)
@@ -252,26 +254,52 @@ class Table:
             from lakelayout.advisor.advisor import check_properties as check_advisor_properties
 
             check_advisor_properties(config)
-        fmt = TableFormat.plain(table_schema, partitions)
-        files = []
-        if df is not None:
-            size = _check_target_size(
-                target_file_size or int(config.get(TARGET_FILE_SIZE, DEFAULT_TARGET_FILE_SIZE))
+        mapping = (config.get(COLUMN_MAPPING_MODE) or "none").strip().lower()
+        if mapping == "id":
+            raise UnsupportedTable(
+                "column mapping mode 'id' (columns matched by Parquet field id) is not "
+                "supported: lakelayout writes and reads column mapping mode 'name'"
             )
-            files = _write(
-                df, root, schema=table_schema, target_file_size=size, fmt=fmt,
-                row_group_bytes=row_group_size(config), codec=parquet_codec(config),
-            )  # fmt: skip
-        delta.create_table(
-            root,
-            table_schema,
-            files,
-            name=name,
-            description=description,
-            configuration=config or None,
-            partition_by=partitions,
+        delta_props = {k: v for k, v in config.items() if k.startswith("delta.")}
+        if delta_props:  # delta-rs checks them only when it commits: after the files
+            delta.check_delta_properties(table_schema, delta_props)
+        existed = is_local(root) and os.path.isdir(root)  # empty (checked above)
+        session = spark if spark is not None else _session_of(df)
+        create = functools.partial(
+            delta.create_table, root, table_schema, name=name, description=description,
+            configuration=config or None, partition_by=partitions,
+        )  # fmt: skip
+        if df is None:
+            create([])
+            return cls(root, spark=session)
+        size = _check_target_size(
+            target_file_size or int(config.get(TARGET_FILE_SIZE, DEFAULT_TARGET_FILE_SIZE))
         )
-        return cls(root, spark=spark if spark is not None else _session_of(df))
+        options = dict(
+            target_file_size=size,
+            row_group_bytes=row_group_size(config),
+            codec=parquet_codec(config),
+        )
+        if mapping == "name":
+            # the files hold the physical names delta-rs gives the columns when it creates
+            # the table: first the empty table, then the files written with its names
+            create([])
+            try:
+                snap = delta.snapshot(root)
+                files = _write(df, root, schema=snap.schema, fmt=snap.table_format, **options)
+                delta.commit(root, adds=files, read_version=snap.version, operation="WRITE")
+            except BaseException:
+                _remove_created(root, existed)
+                raise
+            return cls(root, spark=session)
+        fmt = TableFormat.plain(table_schema, partitions)
+        files = _write(df, root, schema=table_schema, fmt=fmt, **options)
+        try:
+            create(files)
+        except BaseException:
+            _remove_written(root, [f.path for f in files])
+            raise
+        return cls(root, spark=session)
 
     # ------------------------------------------------------------ metadata
 
@@ -847,6 +875,26 @@ def _remove_written(root: str, paths: Sequence[str]) -> None:
     for path in paths:
         with contextlib.suppress(OSError):
             os.remove(os.path.join(root, raw_path(path)))  # log paths are URI-encoded
+
+
+def _remove_created(root: str, existed: bool) -> None:
+    """Delete what a failed :meth:`Table.create` left at ``root``: an empty or absent
+    folder before (local tables; elsewhere the error names what to remove)."""
+    import shutil
+
+    if not is_local(root):
+        logger.warning("Table.create of %s failed: remove what it left there", root)
+        return
+    if not existed:
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    for entry in os.listdir(root):
+        target = os.path.join(root, entry)
+        if os.path.isdir(target):
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.remove(target)
 
 
 def _session_of(df: DataFrame | pa.Table | None) -> SparkSession | None:

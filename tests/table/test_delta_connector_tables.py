@@ -507,3 +507,32 @@ def test_rewrites_and_deletes_are_refused_under_row_tracking(spark: Any, tmp_pat
     after = spark.read.format("delta").load(path).select("id", "_metadata.row_id").collect()
     assert {r.id: r.row_id for r in after if r.id != 100} == ids
     assert table.snapshot().version == version + 1
+
+
+def test_create_with_column_mapping_writes_the_physical_names(spark: Any, tmp_path: Path) -> None:
+    """``Table.create(..., properties={"delta.columnMapping.mode": "name"})`` wrote the
+    files with the logical names before delta-rs gave the columns physical ones: Delta's
+    reader and lakelayout read every value as NULL (found by an audit). Mode ``id`` is
+    refused before anything is written, as are properties delta-rs does not take."""
+    mapped = {"delta.columnMapping.mode": "name"}
+    data = pa.table({"id": [1, 2, 3], "x": [-1, 5, 7]})
+    for k, rows in enumerate((data, spark.createDataFrame(data.to_pylist()))):
+        path = str(tmp_path / f"m{k}")
+        t = Table.create(path, rows, properties=mapped)
+        want = [(1, -1), (2, 5), (3, 7)]
+        got = spark.read.format("delta").load(path).orderBy("id").collect()
+        assert [tuple(r) for r in got] == want
+        assert sorted(tuple(r) for r in t.to_df().collect()) == want
+        assert [r.id for r in t.scan("x > 0").df.collect()] == [2, 3]
+        fields = json.loads(DeltaTable(path).schema().to_json())["fields"]
+        assert all(f["metadata"]["delta.columnMapping.physicalName"] != f["name"] for f in fields)
+    refused = [
+        ({"delta.columnMapping.mode": "id"}, UnsupportedTable, "mode 'id'"),
+        ({"delta.enableRowTracking": "true"}, InvalidOption, "delta-rs, which creates"),
+    ]
+    for properties, error, why in refused:
+        path = tmp_path / "refused"
+        with pytest.raises(error, match=why):
+            Table.create(str(path), data, properties=properties)
+        assert not path.exists()  # nothing written: the same create without it works
+    Table.create(str(tmp_path / "refused"), data)

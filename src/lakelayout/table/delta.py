@@ -328,7 +328,7 @@ def create_table(
     custom = {k: v for k, v in props.items() if not k.startswith("delta.")}
     _check_unique_paths(files, ())
     if custom and delta_props:
-        _check_delta_properties(schema, delta_props)
+        check_delta_properties(schema, delta_props)
     prepare_location(location)
     now = _now_ms()
     creation = CommitProperties(custom_metadata={COMMIT_INFO_KEY: {"operation": "CREATE TABLE"}})
@@ -366,9 +366,14 @@ def create_table(
     return 0
 
 
-def _check_delta_properties(schema: pa.Schema, props: Mapping[str, str]) -> None:
+def check_delta_properties(schema: pa.Schema, props: Mapping[str, str]) -> None:
     """InvalidOption when delta-rs does not take ``props`` at creation (checked on a
-    scratch table: delta-rs has no other check of property names and values)."""
+    scratch table: delta-rs has no other check of property names and values).
+
+    delta-rs 1.6.6 refuses some valid Delta properties (``delta.enableRowTracking``,
+    ``delta.enableInCommitTimestamps``, ``delta.enableTypeWidening``,
+    ``delta.constraints.*``, ``delta.feature.*``): the message says how to get them.
+    """
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="ll-props-") as scratch:
@@ -376,7 +381,10 @@ def _check_delta_properties(schema: pa.Schema, props: Mapping[str, str]) -> None
             DeltaTable.create(scratch, _delta_schema(schema), configuration=dict(props))
         except DeltaError as exc:
             raise InvalidOption(
-                f"delta-rs refused table properties {sorted(props)}: {exc}"
+                f"table properties {sorted(props)}: delta-rs, which creates lakelayout's "
+                f"tables, refuses them ({str(exc).strip()}); create the table without them "
+                "and set them afterwards with Delta's connector (ALTER TABLE ... SET "
+                "TBLPROPERTIES), or create it with Delta's connector"
             ) from exc
 
 
