@@ -425,7 +425,9 @@ class Table:
         def attempt(n: int) -> int:
             if n > 0:
                 check_append_schema(delta.snapshot(self.uri).schema, snap.schema)
-            return delta.commit(self.uri, adds=files, operation="WRITE", spark=spark)
+            return delta.commit(
+                self.uri, adds=files, read_version=snap.version, operation="WRITE", spark=spark
+            )
 
         try:
             return run_with_retries(self.uri, "append", attempt)

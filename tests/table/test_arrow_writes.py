@@ -15,7 +15,7 @@ import pytest
 from deltalake import DeltaTable
 
 from lakelayout.api import Table
-from lakelayout.errors import InvalidOption, SchemaMismatch
+from lakelayout.errors import CommitConflict, InvalidOption, SchemaMismatch
 from lakelayout.skipping.indexes import MinMax
 from lakelayout.table.writer import arrow_data_schema
 
@@ -138,3 +138,40 @@ def test_struct_fields_named_in_another_case_are_refused(tmp_path: Path) -> None
     t.append(pa.table({"ID": [3], "ST": pa.array([{"a": 5, "b": 6}], kind)}))
     rows = DeltaTable(t.uri).to_pyarrow_table().sort_by("id").to_pylist()
     assert rows == [{"id": 1, "st": {"a": 1, "b": 2}}, {"id": 3, "st": {"a": 5, "b": 6}}]
+
+
+@pytest.mark.parametrize("change", ["schema", "partitioning"])
+def test_an_append_never_commits_files_written_for_a_replaced_schema(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """delta-rs overwrites the table with another schema (or partitioning) while an
+    append's files are written: the append committed them anyway, and the table could
+    not be read (INT32 files in a STRING column) or the rows lost their partition values
+    (found by an audit). Now a CommitConflict naming the change; the files are removed."""
+    from deltalake import write_deltalake
+
+    from lakelayout.table import delta
+
+    t = Table.create(
+        str(tmp_path / "t"), pa.table({"a": pa.array([1, 2], pa.int32()), "k": [5, 5]})
+    )
+    real_commit = delta.commit
+    replaced = pa.table({"a": ["x"], "k": [1]})
+
+    def overwritten_first(*args: object, **kwargs: object) -> int:
+        extra = {"partition_by": ["k"]} if change == "partitioning" else {}
+        frame = (
+            replaced if change == "schema" else pa.table({"a": pa.array([9], pa.int32()), "k": [1]})
+        )
+        write_deltalake(t.uri, frame, mode="overwrite", schema_mode="overwrite", **extra)
+        monkeypatch.setattr(delta, "commit", real_commit)
+        return real_commit(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(delta, "commit", overwritten_first)
+    on_disk = {p.name for p in Path(t.uri).rglob("*.parquet")}
+    with pytest.raises(CommitConflict, match="changed the table's schema or partitioning"):
+        t.append(pa.table({"a": pa.array([3], pa.int32()), "k": [5]}))
+    assert t.version == 1  # the overwrite's
+    written = {p.name for p in Path(t.uri).rglob("*.parquet")} - on_disk
+    assert len(written) == 1  # the overwrite's file; the append's was removed
+    assert DeltaTable(t.uri).to_pyarrow_table().num_rows == 1

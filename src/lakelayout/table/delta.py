@@ -505,6 +505,11 @@ def commit(
         raise InvalidOption("a file is removed twice in one commit")
     table = open_table(location)
     live = _check_removes_live(table, removes, read_version, location)
+    if read_version is not None and read_version != table.version():
+        # the files were written for the table at ``read_version``
+        _check_same_metadata(
+            open_table(location, read_version), table, removes, location, written=True
+        )
     missing = connector.missing_reason(spark)
     committer = plan_commit(
         location,
@@ -618,20 +623,35 @@ def _commit_delta_rs(
 
 
 def _check_same_metadata(
-    before: DeltaTable, after: DeltaTable, removes: Sequence[str], location: str
+    before: DeltaTable,
+    after: DeltaTable,
+    removes: Sequence[str],
+    location: str,
+    *,
+    written: bool = False,
 ) -> None:
     """CommitConflict when a commit since ``before`` changed the schema, properties or protocol.
 
     (Files written for the old metadata must not be committed under the new
-    one; this is the check delta-rs makes on its own retries.)
+    one; this is the check delta-rs makes on its own retries.) ``written``:
+    ``before`` is the version the files were written for, and only what the
+    files depend on counts: the table's identity, schema (column mapping's
+    physical names included), partition columns and column mapping mode. A
+    property another writer set meanwhile (lakelayout's own, e.g. the online
+    state) does not stop an append; the commit checks the latest properties
+    itself (:func:`plan_commit`). An append used to commit files written for a
+    schema or partitioning another engine had replaced in its window: the table
+    could no longer be read, or the appended rows lost their partition values.
     """
 
     def key(t: DeltaTable) -> tuple[Any, ...]:
         meta, protocol = t.metadata(), t.protocol()
+        files = (meta.id, t.schema().to_json(), tuple(meta.partition_columns))
+        if written:
+            mode = dict(meta.configuration).get("delta.columnMapping.mode") or "none"
+            return (*files, mode.strip().lower())
         return (
-            meta.id,
-            t.schema().to_json(),
-            tuple(meta.partition_columns),
+            *files,
             sorted(dict(meta.configuration).items()),
             protocol.min_reader_version,
             protocol.min_writer_version,
@@ -642,10 +662,15 @@ def _check_same_metadata(
     if key(before) == key(after):
         return
     found, _ = conflict_winners(location, before.version(), after.version(), removes)
+    what = (
+        f"schema or partitioning since version {before.version()}, which the files were "
+        "written for"
+        if written
+        else "schema, properties or protocol"
+    )
     raise CommitConflict(
-        f"a concurrent commit to '{location}' changed the table's schema, properties or "
-        f"protocol (now at version {after.version()}); winner: {describe_winners(found)}; "
-        "nothing was committed",
+        f"a concurrent commit to '{location}' changed the table's {what} (now at version "
+        f"{after.version()}); winner: {describe_winners(found)}; nothing was committed",
         winners=found,
         rows_unchanged=False,
     )
