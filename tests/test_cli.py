@@ -48,6 +48,22 @@ def test_describe_lists_files_coverage_and_history(table_path: str) -> None:
     assert "CREATE TABLE" in result.output
 
 
+def test_describe_names_lakelayout_operations_and_times_in_utc(spark: Any, tmp_path: Path) -> None:
+    """delta-rs records every commit it makes as WRITE: the history printed an OPTIMIZE
+    or a DELETE of lakelayout's as WRITE, and times as epoch milliseconds (audit)."""
+    data = pa.table({"id": list(range(100)), "k": [i % 5 for i in range(100)]})
+    t = Table.create(str(tmp_path / "t"), spark.createDataFrame(data).repartition(3))
+    t.optimize.zorder(["k"])
+    t.delete("id < 10")
+    result = runner.invoke(app, ["describe", t.uri, "--history", "5"])
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if line.startswith("│ ")]
+    operations = [cells[2] for cells in ([c.strip() for c in r.split("│")[1:-1]] for r in rows)
+                  if len(cells) == 3 and cells[0].isdigit()]  # fmt: skip
+    assert operations[:2] == ["DELETE", "OPTIMIZE"], result.output
+    assert "+00:00" in result.output and "WRITE" not in operations[:2]
+
+
 def test_missing_table_is_a_clear_error(tmp_path: Path) -> None:
     result = runner.invoke(app, ["describe", str(tmp_path / "nope")])
     assert result.exit_code == 2

@@ -3,6 +3,7 @@ advise, calibrate, decisions), online reorganization, bench, demo."""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import time
@@ -48,6 +49,23 @@ def _fail(exc: LakelayoutError) -> None:
 def _at_least(value: int, low: int, option: str) -> None:
     if value < low:
         raise InvalidOption(f"{option} must be >= {low}, got {value}")
+
+
+def _operation(commit: dict[str, Any]) -> str:
+    """A commit's operation as lakelayout names it (delta-rs records its own commits as
+    WRITE: an OPTIMIZE or DELETE of lakelayout's would read so), else as recorded."""
+    ours = commit.get("lakelayout")
+    if isinstance(ours, dict) and ours.get("operation"):
+        return str(ours["operation"])
+    return str(commit.get("operation"))
+
+
+def _when(millis: Any) -> str:
+    """A commit timestamp (milliseconds since the epoch) in UTC, ISO 8601."""
+    if not isinstance(millis, int | float) or isinstance(millis, bool):
+        return str(millis)
+    moment = dt.datetime.fromtimestamp(millis / 1000, tz=dt.timezone.utc)
+    return moment.isoformat(timespec="seconds")
 
 
 @app.command()
@@ -129,7 +147,7 @@ def describe(
         for name in ("version", "timestamp", "operation"):
             hist.add_column(name)
         for h in d.history:
-            hist.add_row(str(h.get("version")), str(h.get("timestamp")), str(h.get("operation")))
+            hist.add_row(str(h.get("version")), _when(h.get("timestamp")), _operation(h))
         console.print(hist)
 
 
