@@ -750,9 +750,9 @@ class Table:
         from lakelayout.cluster.logical import layout_blocks
 
         started = time.perf_counter()
-        indexes, unusable = self.indexes.usable(snap.schema)
+        indexes, unusable = self.indexes.usable(snap.schema, snap.table_format)
         metadata: MetadataSource = self.indexes.store
-        layouts = layout_blocks(self.uri, snap.files, snap.schema)
+        layouts = layout_blocks(self.uri, snap.files, snap.schema, snap.table_format)
         if snap.table_format.column_mapping:  # a name may now be another column's
             metadata, layouts = on_current_columns(snap.files, indexes, metadata, layouts)
         planned = plan(

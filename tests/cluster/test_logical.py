@@ -242,8 +242,10 @@ def _check_freshness(t: Table, laid: set[str], stranger: str) -> None:
     snap = t.snapshot()
     pred = parse_predicate("k = 5", snap.schema)
     at = [str(p) for p in snap.files.paths].index(stranger)
-    layout = logical._layout(t.uri, str(some.layout_id))
-    assert layout is not None
+    loaded = logical._layout(t.uri, str(some.layout_id))
+    assert loaded is not None
+    layout, binding = loaded
+    assert binding == snap.table_format.binding(layout.schema.names)  # recorded at apply
     blocks = set(np.asarray(layout.blocks_for(pred)).tolist())
     excluded = next(b for b in range(layout.n_blocks) if b not in blocks)
     size = int(snap.files.sizes[at])

@@ -536,3 +536,78 @@ def test_create_with_column_mapping_writes_the_physical_names(spark: Any, tmp_pa
             Table.create(str(path), data, properties=properties)
         assert not path.exists()  # nothing written: the same create without it works
     Table.create(str(tmp_path / "refused"), data)
+
+
+def test_indexes_and_layouts_follow_renamed_columns_and_old_versions(
+    spark: Any, tmp_path: Path
+) -> None:
+    """With column mapping a name can move to another column. Swapping ``a`` and ``b``
+    left the index on ``a`` and a Qd-tree cut on ``a`` describing what is now ``b``
+    (the files' statistics know both names), and an index refreshed after ``a`` was
+    renamed away and added again described the new ``a`` at a version before: scans lost
+    every matching row (found by an audit). Metadata now records the columns it was built
+    on; where a snapshot binds a name otherwise it is left out (files kept) until a
+    refresh rebuilds it."""
+    from lakelayout.layouts import QdTreeLayout
+    from lakelayout.skipping.indexes import BloomFilter, ValueList
+
+    path = str(tmp_path / "t")
+    rows = spark.range(0, 2000).selectExpr(
+        "CAST(id AS INT) AS id", "CAST(id % 50 AS INT) AS a", "CAST(id * 13 % 50 + 100 AS INT) AS b"
+    )
+    t = Table.create(path, rows.repartition(3), spark=spark)
+    cuts = ["a < 10", "a >= 40", "a BETWEEN 20 AND 25", "b < 110", "b >= 140"]
+    t.optimize.apply(QdTreeLayout.fit(t.to_df().toArrow(), cuts, target_blocks=6))
+    t.indexes.add(ValueList("a"), BloomFilter("b"))
+    t.indexes.refresh()
+    laid_out = t.version
+    mapped = "'delta.columnMapping.mode' = 'name', 'delta.minReaderVersion' = '2', "
+    spark.sql(
+        f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({mapped}'delta.minWriterVersion' = '5')"
+    )
+    for old, new in (("a", "tmp"), ("b", "a"), ("tmp", "b")):
+        spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN {old} TO {new}")
+
+    def same(table: Table, where: str, version: int | None = None) -> int:
+        reader = spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        want = reader.load(path).where(where).count()
+        assert table.scan(where, version=version).df.count() == want, (where, version)
+        return want
+
+    swapped = Table(path, spark=spark)
+    for where in ("a = 120", "a >= 145", "b = 5", "b < 10", "a < 105"):
+        assert same(swapped, where) > 0
+    unused = swapped.plan("a = 120").unused
+    assert any("other columns" in reason for reason in unused.values()), unused
+    swapped.indexes.refresh()  # rebuilt on the columns as they are now named
+    report = swapped.scan("a = 120").report
+    assert same(swapped, "a = 120") == 40 and report.files_kept < report.files_total
+    # a version before the swap: the rebuilt metadata is of other columns there
+    for where in ("a = 5", "b = 120", "a IN (5, 7)"):
+        assert same(swapped, where, version=laid_out) > 0
+
+
+def test_a_created_table_with_not_null_columns_and_table_features_is_readable_by_delta(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A TIMESTAMP_NTZ column gives a table-features protocol; delta-rs left out the
+    ``invariants`` writer feature a NOT NULL column needs, and Delta's connector refused
+    to read the table (found by an audit)."""
+    schema = pa.schema(
+        [pa.field("id", pa.int64(), nullable=False), pa.field("ts", pa.timestamp("us"))]
+    )
+    stamp = dt.datetime(2021, 1, 1, 10)
+    for k, data in enumerate((pa.table({"id": [1, 2], "ts": [stamp, None]}, schema=schema), None)):
+        path = str(tmp_path / f"t{k}")
+        if data is None:
+            t = Table.create(path, schema=schema, spark=spark)
+        else:
+            t = Table.create(path, data, spark=spark)
+        _, writer, _, writer_features = _protocol(path)
+        assert writer == 7 and {"invariants", "timestampNtz"} <= set(writer_features)
+        t.append(pa.table({"id": [3], "ts": [stamp]}, schema=schema))
+        got = spark.read.format("delta").load(path).orderBy("id").collect()
+        assert [r.id for r in got] == ([1, 2, 3] if data is not None else [3])
+        assert spark.read.format("delta").load(path).schema["id"].nullable is False

@@ -34,23 +34,37 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakelayout.cluster.provenance import SCHEMA, ProvenanceStore
+from lakelayout.cluster.provenance import (
+    SCHEMA,
+    ProvenanceStore,
+    layout_columns,
+    read_layout_document,
+)
 from lakelayout.errors import LakelayoutError
-from lakelayout.layouts.base import Layout, from_json
+from lakelayout.layouts.base import Layout
 from lakelayout.skipping.planner import LayoutBlocks
 from lakelayout.stats.model import FileStats
+from lakelayout.table.datafile import TableFormat
 
 _COLUMNS = ("path", "layout_id", "block_id", "size")
 
 #: (table root, provenance file name) -> rows with a layout id (path, layout_id, block_id, size)
 _PROVENANCE: dict[str, tuple[str, pa.Table]] = {}
-#: (table root, layout id) -> the rebuilt layout
-_LAYOUTS: dict[tuple[str, str], Layout] = {}
+#: (table root, layout id) -> the rebuilt layout and its columns' binding
+_LAYOUTS: dict[tuple[str, str], tuple[Layout, dict[str, str] | None]] = {}
 _MAX_LAYOUTS = 64
 
 
-def layout_blocks(root: str, files: FileStats, schema: pa.Schema) -> list[LayoutBlocks]:
-    """One entry per layout with trusted files in ``files`` (none when there is no provenance)."""
+def layout_blocks(
+    root: str, files: FileStats, schema: pa.Schema, fmt: TableFormat | None = None
+) -> list[LayoutBlocks]:
+    """One entry per layout with trusted files in ``files`` (none when there is no provenance).
+
+    With ``fmt`` (the snapshot ``files`` are of), a layout saved with the binding of
+    its columns is left out when ``fmt`` binds them otherwise (a column renamed,
+    dropped and added again, or widened since the rewrite; names swapped); a layout
+    saved before bindings were recorded is judged by its schema alone.
+    """
     if len(files) == 0:
         return []
     rows = _provenance(root)
@@ -59,8 +73,15 @@ def layout_blocks(root: str, files: FileStats, schema: pa.Schema) -> list[Layout
     layout_ids, blocks = _trusted(rows, files)
     out = []
     for layout_id in sorted(set(layout_ids.tolist()) - {""}):
-        layout = _layout(root, layout_id)
-        if layout is None:
+        loaded = _layout(root, layout_id)
+        if loaded is None:
+            continue
+        layout, binding = loaded
+        if (
+            fmt is not None
+            and binding is not None
+            and fmt.binding(layout_columns(layout)) != binding
+        ):
             continue
         mine = np.where(layout_ids == layout_id, blocks, -1).astype(np.int64)
         out.append(LayoutBlocks(layout, mine, _known_columns(layout, schema)))
@@ -116,21 +137,22 @@ def _trusted(rows: pa.Table, files: FileStats) -> tuple[np.ndarray, np.ndarray]:
 # --------------------------------------------------------------------------- layouts
 
 
-def _layout(root: str, layout_id: str) -> Layout | None:
-    """The layout stored under ``layout_id`` (cached); None when it cannot be loaded."""
+def _layout(root: str, layout_id: str) -> tuple[Layout, dict[str, str] | None] | None:
+    """The layout stored under ``layout_id`` and its columns' binding (cached); None when
+    it cannot be loaded."""
     key = (root, layout_id)
     cached = _LAYOUTS.get(key)
     if cached is not None:
         return cached
     path = ProvenanceStore(root).layouts / f"{layout_id}.json"
     try:
-        layout = from_json(path.read_text(encoding="utf-8"))
+        loaded = read_layout_document(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, KeyError, TypeError, LakelayoutError):
         return None
     if len(_LAYOUTS) >= _MAX_LAYOUTS:
         _LAYOUTS.pop(next(iter(_LAYOUTS)))
-    _LAYOUTS[key] = layout
-    return layout
+    _LAYOUTS[key] = loaded
+    return loaded
 
 
 def _known_columns(layout: Layout, schema: pa.Schema) -> frozenset[str]:

@@ -48,7 +48,7 @@ from lakelayout.cluster.plan import (
     plan_cubes,
     planned_files,
 )
-from lakelayout.cluster.provenance import FileProvenance, ProvenanceStore
+from lakelayout.cluster.provenance import FileProvenance, ProvenanceStore, layout_columns
 from lakelayout.cluster.rewrite import (
     DRIVER_SAMPLE_MAX_ROWS,
     FileSource,
@@ -772,7 +772,7 @@ def _route_layout(
         indexes=ctx.indexes,
     )
     with ctx.clock.step("provenance"):
-        layout_id = ctx.store.save_layout(layout)
+        layout_id = ctx.store.save_layout(layout, _binding(ctx, layout))
     prov = [
         FileProvenance(
             w.file.path,
@@ -810,7 +810,9 @@ def _write_layout(
     )
     prov, written = _route_layout(ctx, layout, df, operation, roll_size, ordered=ordered)
     if kept:
-        layout_id = prov[0].layout_id if prov else ctx.store.save_layout(layout)
+        layout_id = (
+            prov[0].layout_id if prov else ctx.store.save_layout(layout, _binding(ctx, layout))
+        )
         assert layout_id is not None
         prov = [*prov, *_kept_provenance(ctx, kept, layout_id)]
     try:
@@ -832,6 +834,11 @@ def _write_layout(
     )
 
 
+def _binding(ctx: _Context, layout: Layout) -> dict[str, str]:
+    """What the columns ``layout`` reads are stored as in the snapshot it lays out."""
+    return ctx.snap.table_format.binding(layout_columns(layout))
+
+
 def _apply(
     ctx: _Context,
     layout: Layout,
@@ -845,7 +852,11 @@ def _apply(
     if not paths:
         if kept:  # nothing to rewrite: only the record of the files left in place
             with ctx.clock.step("provenance"):
-                ctx.store.record(_kept_provenance(ctx, kept, ctx.store.save_layout(layout)))
+                ctx.store.record(
+                    _kept_provenance(
+                        ctx, kept, ctx.store.save_layout(layout, _binding(ctx, layout))
+                    )
+                )
         return _done(base, started, hooks, ctx)
     reason = waiting_reason(ctx.uri)
     if reason is not None:

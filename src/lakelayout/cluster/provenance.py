@@ -40,7 +40,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,7 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakelayout.errors import LakelayoutError, StateUnreadable
+from lakelayout.errors import LakelayoutError, LayoutError, StateUnreadable
 from lakelayout.layouts.base import Layout, from_json
 from lakelayout.skipping.store import SidecarFile, atomic_write_text, superseded_files
 
@@ -223,11 +223,17 @@ class ProvenanceStore:
                 out.append(SidecarFile(path, "layout", path.stat().st_mtime))
         return out
 
-    def save_layout(self, layout: Layout) -> str:
-        """Store a layout's JSON; its id (written once, never replaced)."""
+    def save_layout(self, layout: Layout, binding: Mapping[str, str] | None = None) -> str:
+        """Store a layout's JSON; its id (written once, never replaced). ``binding``:
+        what the columns it reads are stored as in the snapshot whose files it lays
+        out (:meth:`TableFormat.binding`), kept in the document under
+        :data:`BOUND_COLUMNS`: its blocks say nothing of a column bound otherwise."""
         layout_id = uuid.uuid4().hex
         self.layouts.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.layouts / f"{layout_id}.json", layout.to_json())
+        document = json.loads(layout.to_json())
+        if binding is not None:
+            document[BOUND_COLUMNS] = dict(binding)
+        atomic_write_text(self.layouts / f"{layout_id}.json", json.dumps(document, sort_keys=True))
         return layout_id
 
     def load_layout(self, layout_id: str) -> Layout:
@@ -236,7 +242,28 @@ class ProvenanceStore:
             text = (self.layouts / f"{layout_id}.json").read_text(encoding="utf-8")
         except FileNotFoundError as exc:
             raise LakelayoutError(f"no layout {layout_id!r} in {self.layouts}") from exc
-        return from_json(text)
+        return read_layout_document(text)[0]
+
+
+#: the key of a layout document holding the binding of the columns it read
+BOUND_COLUMNS = "bound_columns"
+
+
+def read_layout_document(text: str) -> tuple[Layout, dict[str, str] | None]:
+    """The layout a stored document holds, and its columns' binding (None: saved before
+    bindings were recorded)."""
+    try:
+        state = json.loads(text)
+    except ValueError as exc:
+        raise LayoutError(f"not a layout JSON document: {exc}") from exc
+    binding = state.pop(BOUND_COLUMNS, None) if isinstance(state, dict) else None
+    return from_json(json.dumps(state)), binding if isinstance(binding, dict) else None
+
+
+def layout_columns(layout: Layout) -> list[str] | None:
+    """The table columns a layout reads (its schema's), None when it does not say."""
+    schema = getattr(layout, "schema", None)
+    return list(schema.names) if isinstance(schema, pa.Schema) else None
 
 
 def _row(p: FileProvenance) -> dict[str, object]:

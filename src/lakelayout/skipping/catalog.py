@@ -48,6 +48,7 @@ from lakelayout.skipping.indexes.base import Index, TermIndex, Udf
 from lakelayout.skipping.store import MetadataStore, metadata_rows
 from lakelayout.stats.model import FileStats
 from lakelayout.table import delta
+from lakelayout.table.datafile import TableFormat
 from lakelayout.table.files import INDEX_METADATA, WrittenFile
 
 _UDF_HINT = "pass udfs= to Table(...) or call table.indexes.register_udfs(...)"
@@ -164,7 +165,8 @@ class IndexCatalog:
             raise InvalidOption("indexes.add() needs at least one index")
         if udfs:
             self.register_udfs(udfs)
-        schema = delta.snapshot(self.uri).schema
+        snap = delta.snapshot(self.uri)
+        schema = snap.schema
         for index in indexes:
             if not isinstance(index, Index):
                 raise InvalidOption(
@@ -185,7 +187,9 @@ class IndexCatalog:
                     f"drop it first (table.indexes.drop({index.name!r}))"
                 )
             seen.add(index.name)
-        self.store.declare([*existing, *bound])
+        bindings = [e.get(BINDING) for e in self._declarations()]
+        bindings += [snap.table_format.binding(i.columns()) for i in bound]
+        self.store.declare([*existing, *bound], bindings)
         return [i.name for i in bound]
 
     def drop(self, name: str) -> None:
@@ -199,27 +203,34 @@ class IndexCatalog:
                 hint = closest(str(name), names) if names else ""
                 raise InvalidOption(f"no index named {name!r} on '{self.uri}'.{hint}".rstrip("."))
             name = lowered[str(name).lower()]
-        rest = [
-            Index.from_dict(e, udfs=self._udfs)
-            for e, n in zip(entries, names, strict=True)
-            if n != name
-        ]
-        self.store.declare(rest)
+        kept = [(e, n) for e, n in zip(entries, names, strict=True) if n != name]
+        rest = [Index.from_dict(e, udfs=self._udfs) for e, _ in kept]
+        self.store.declare(rest, [e.get(BINDING) for e, _ in kept])
         self.store.drop_index(name)
 
     def list(self) -> builtins.list[Index]:
         """The declared indexes (unbound, as stored)."""
         return [Index.from_dict(e, udfs=self._udfs) for e in self._declarations()]
 
-    def usable(self, schema: pa.Schema) -> tuple[builtins.list[Index], dict[str, str]]:
-        """Bound declared indexes, and the names of those that cannot be used, with why."""
-        loaded = self._load(schema)
+    def usable(
+        self, schema: pa.Schema, fmt: TableFormat | None = None
+    ) -> tuple[builtins.list[Index], dict[str, str]]:
+        """Bound declared indexes, and the names of those that cannot be used, with why.
+
+        With ``fmt`` (the snapshot a scan reads), an index whose metadata was built on
+        other columns than the ones ``fmt`` binds its names to is not usable
+        (:meth:`TableFormat.binding`: a column renamed, dropped and added again, or
+        widened since, or a version before that).
+        """
+        loaded = self._load(schema, fmt)
         return (
             [index for _, index, _ in loaded if index is not None],
             {name: reason for name, index, reason in loaded if index is None},
         )
 
-    def _load(self, schema: pa.Schema) -> builtins.list[tuple[str, Index | None, str]]:
+    def _load(
+        self, schema: pa.Schema, fmt: TableFormat | None = None
+    ) -> builtins.list[tuple[str, Index | None, str]]:
         """Per declaration: (name, bound index or None, why it cannot be used)."""
         out: builtins.list[tuple[str, Index | None, str]] = []
         for entry in self._declarations():
@@ -236,7 +247,8 @@ class IndexCatalog:
                     reason = f"{reason}; {_UDF_HINT}"
                 out.append((_canonical_name(index, schema), None, reason))
                 continue
-            out.append((bound.name, bound, ""))
+            moved = _moved(entry.get(BINDING), fmt, bound) if fmt is not None else ""
+            out.append((bound.name, None if moved else bound, moved))
         return out
 
     # ------------------------------------------------------------ building
@@ -257,6 +269,7 @@ class IndexCatalog:
         snap = delta.snapshot(self.uri)
         files = snap.files
         indexes, unusable = self.usable(snap.schema)
+        self._rebind(snap.table_format)
         names = [i.name for i in indexes]
         current = self.store.read(files, names)
         todo: dict[str, builtins.list[str]] = {}
@@ -327,6 +340,12 @@ class IndexCatalog:
             return 0
         try:
             snap = delta.snapshot(self.uri)
+            # the writer read the columns as this snapshot binds them (the commit checked
+            # that); an index declared on other columns is left for a refresh to rebuild
+            same = {i.name for i in self.usable(snap.schema, snap.table_format)[0]}
+            indexes = [i for i in indexes if i.name in same]
+            if not indexes:
+                return 0
             where = {str(p): i for i, p in enumerate(snap.files.paths)}
             keys, values = [], []
             for item in written:
@@ -349,7 +368,7 @@ class IndexCatalog:
     def describe(self) -> builtins.list[IndexDescription]:
         """Per declared index: files covered, stale files, files without metadata, bytes."""
         snap = delta.snapshot(self.uri)
-        loaded = self._load(snap.schema)
+        loaded = self._load(snap.schema, snap.table_format)
         names = [name for name, index, _ in loaded if index is not None]
         coverage = self.store.describe(snap.files, names)
         entries = self._declarations()
@@ -376,6 +395,31 @@ class IndexCatalog:
 
     def _declarations(self) -> builtins.list[dict[str, Any]]:
         return self.store.declaration_entries()
+
+    def _rebind(self, fmt: TableFormat) -> None:
+        """Before a refresh: an index whose metadata was built on other columns than
+        ``fmt`` binds its names to (or before bindings were recorded) loses that
+        metadata and is declared bound as ``fmt`` binds them; the refresh rebuilds it."""
+        entries = self._declarations()
+        bindings: builtins.list[dict[str, str] | None] = []
+        stale: builtins.list[str] = []
+        for entry in entries:
+            binding = entry.get(BINDING)
+            try:
+                bound = Index.from_dict(entry, udfs=self._udfs).bind(fmt.schema)
+            except (LakelayoutError, PredicateError):
+                bindings.append(binding)  # not usable now: left as it is
+                continue
+            if _moved(binding, fmt, bound):
+                stale.append(bound.name)
+                binding = fmt.binding(bound.columns())
+            bindings.append(binding)
+        if not stale:
+            return
+        for name in stale:
+            self.store.drop_index(name)
+        indexes = [Index.from_dict(e, udfs=self._udfs) for e in entries]
+        self.store.declare(indexes, bindings)
 
     def _bind(self, index: Index, schema: pa.Schema) -> Index:
         try:
@@ -411,6 +455,29 @@ def _canonical_name(index: Index, schema: pa.Schema) -> str:
     except (LakelayoutError, PredicateError):
         return index.name
     return index.with_term(term).name
+
+
+#: the declaration key holding what the index's columns were bound to when its metadata
+#: was built (:meth:`TableFormat.binding`)
+BINDING = "binding"
+
+
+def _moved(binding: Any, fmt: TableFormat, index: Index) -> str:
+    """Why ``index``'s metadata does not hold for the snapshot of ``fmt`` ("" when it does)."""
+    if not isinstance(binding, dict):
+        return (
+            "its metadata was built before lakelayout recorded which columns an index "
+            "reads; indexes.refresh() rebuilds it"
+        )
+    now = fmt.binding(index.columns())
+    moved = sorted(c for c in set(binding) | set(now) if binding.get(c) != now.get(c))
+    if not moved:
+        return ""
+    return (
+        f"its metadata was built on other columns than this snapshot's {moved} (renamed, "
+        "dropped and added again, or widened since, or a version before that); "
+        "indexes.refresh() rebuilds it for the latest version"
+    )
 
 
 def _entry_name(entry: Mapping[str, Any]) -> str:

@@ -494,14 +494,22 @@ class MetadataStore:
         indexes = [Index.from_dict(e, udfs=udfs) for e in self.declaration_entries()]
         return [i.bind(schema) for i in indexes] if schema is not None else indexes
 
-    def declare(self, indexes: Sequence[Index]) -> None:
-        """Store the declarations atomically; names must be unique."""
+    def declare(
+        self, indexes: Sequence[Index], bindings: Sequence[Mapping[str, str] | None] = ()
+    ) -> None:
+        """Store the declarations atomically; names must be unique. ``bindings``: per
+        index (in order), what its columns were bound to when its metadata was built
+        (stored under ``binding``; missing: not known)."""
         names = [i.name for i in indexes]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise InvalidOption(f"duplicate index name(s): {', '.join(duplicates)}")
         self.declarations.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps([i.to_dict() for i in indexes], indent=2, sort_keys=True)
+        documents = [i.to_dict() for i in indexes]
+        for document, binding in zip(documents, bindings, strict=False):
+            if binding is not None:
+                document["binding"] = dict(binding)
+        text = json.dumps(documents, indent=2, sort_keys=True)
         atomic_write_text(self.declarations, text)
 
     # ------------------------------------------------------------ describing

@@ -43,7 +43,7 @@ import itertools
 import json
 import math
 import urllib.parse
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +106,29 @@ class TableFormat:
     def physical_name(self, name: str) -> str:
         """The physical name of top-level column ``name`` (logical, table spelling)."""
         return str(self.physical.field(self.schema.get_field_index(name)).name)
+
+    def binding(self, columns: Iterable[str] | None = None) -> dict[str, str]:
+        """What each of ``columns`` (top-level, logical; None: all) is stored as: its
+        physical name and type, nested physical names included.
+
+        Metadata computed from a file's values of column ``a`` (index entries, the
+        blocks of a layout) holds for another snapshot only where ``a`` is bound the
+        same: with column mapping ``RENAME COLUMN a TO b`` then ``ADD COLUMNS (a ...)``
+        (or a swap of two names) binds ``a`` to another column, and a version before
+        the rename binds it to the old one. A widened type binds it anew too (the
+        values are of another type).
+
+        >>> TableFormat.plain(pa.schema([("a", pa.int32())])).binding()
+        {'a': 'a: int32'}
+        """
+        names = self.schema.names if columns is None else sorted(set(columns))
+        out = {}
+        for name in names:
+            at = self.schema.get_field_index(name)
+            if at >= 0:
+                field_ = self.physical.field(at)
+                out[name] = f"{field_.name}: {field_.type}"
+        return out
 
     @property
     def data_schema(self) -> pa.Schema:

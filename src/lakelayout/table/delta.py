@@ -29,6 +29,7 @@ right after creation.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import threading
@@ -42,7 +43,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from deltalake import DeltaTable
+from deltalake import DeltaTable, TableFeatures
 from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from deltalake.transaction import (
@@ -361,9 +362,43 @@ def create_table(
         if table_exists(location):
             raise TableExists(f"a Delta table already exists at '{location}'") from exc
         raise InvalidOption(f"cannot create a Delta table at '{location}': {exc}") from exc
+    version = _declare_invariants(location)
     if custom and files:
-        return commit(location, adds=files, read_version=0, operation="CREATE TABLE")
-    return 0
+        return commit(location, adds=files, read_version=version, operation="CREATE TABLE")
+    return version
+
+
+def _declare_invariants(location: str) -> int:
+    """Add the ``invariants`` writer feature to a table-features protocol whose schema
+    has a NOT NULL column; the version reached.
+
+    delta-rs 1.6.6 leaves it out when it creates a table with table features (e.g.
+    for a TIMESTAMP_NTZ column), and Delta's connector then refuses to read the table
+    (DELTA_FEATURES_PROTOCOL_METADATA_MISMATCH: invariants enabled in metadata but
+    not listed in protocol; found by an audit). One more commit adds it (the rows,
+    if any, are already in).
+    """
+    table = DeltaTable(location)
+    protocol = table.protocol()
+    if protocol.min_writer_version < 7 or "invariants" in (protocol.writer_features or ()):
+        return table.version()
+    if not _has_not_null(json.loads(table.schema().to_json())):
+        return table.version()
+    table.alter.add_feature(TableFeatures.Invariants, allow_protocol_versions_increase=True)
+    return DeltaTable(location).version()
+
+
+def _has_not_null(node: Any) -> bool:
+    """Whether a Delta schema (JSON) has a field declared NOT NULL, nested ones too."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if item.get("nullable") is False:
+                return True
+            stack.extend(item.get(k) for k in ("type", "elementType", "keyType", "valueType"))
+            stack.extend(item.get("fields") or [])
+    return False
 
 
 def check_delta_properties(schema: pa.Schema, props: Mapping[str, str]) -> None:
@@ -663,8 +698,7 @@ def _check_same_metadata(
         return
     found, _ = conflict_winners(location, before.version(), after.version(), removes)
     what = (
-        f"schema or partitioning since version {before.version()}, which the files were "
-        "written for"
+        f"schema or partitioning since version {before.version()}, which the files were written for"
         if written
         else "schema, properties or protocol"
     )
