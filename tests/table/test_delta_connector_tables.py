@@ -611,3 +611,26 @@ def test_a_created_table_with_not_null_columns_and_table_features_is_readable_by
         got = spark.read.format("delta").load(path).orderBy("id").collect()
         assert [r.id for r in got] == ([1, 2, 3] if data is not None else [3])
         assert spark.read.format("delta").load(path).schema["id"].nullable is False
+
+
+def test_an_index_is_rebuilt_after_its_column_changed_type(spark: Any, tmp_path: Path) -> None:
+    """Delta overwrote the table with ``a`` a STRING: every later refresh failed with a
+    raw ArrowTypeError (INT and STRING values in one store column), and appends stored no
+    metadata (found by an audit). The index is left out until a refresh rebuilds it."""
+    from lakelayout.skipping.indexes import ValueList
+
+    path = str(tmp_path / "t")
+    t = Table.create(path, spark.range(100).selectExpr("id", "CAST(id % 5 AS INT) AS a"))
+    t.indexes.add(ValueList("a"))
+    t.indexes.refresh()
+    spark.range(50).selectExpr("id", "CAST(id % 7 AS STRING) AS a").write.format("delta").mode(
+        "overwrite"
+    ).option("overwriteSchema", "true").save(path)
+    t = Table(path, spark=spark)
+    assert "built on other columns" in t.plan("a = '3'").unused["valuelist(a)"]
+    assert t.indexes.refresh().files_indexed == 1
+    t.append(spark.range(5).selectExpr("id", "CAST(id + 10 AS STRING) AS a"))
+    (described,) = t.indexes.describe()
+    assert described.usable and described.files_covered == 2
+    report = t.scan("a = '3'").report
+    assert report.files_kept == 1 and t.scan("a = '3'").df.count() == 7
