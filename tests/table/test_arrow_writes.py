@@ -175,3 +175,29 @@ def test_an_append_never_commits_files_written_for_a_replaced_schema(
     written = {p.name for p in Path(t.uri).rglob("*.parquet")} - on_disk
     assert len(written) == 1  # the overwrite's file; the append's was removed
     assert DeltaTable(t.uri).to_pyarrow_table().num_rows == 1
+
+
+def test_nulls_in_not_null_elements_are_refused_and_no_file_is_left(tmp_path: Path) -> None:
+    """A NULL element of an ARRAY<INT NOT NULL> (or a NULL map value) reached the Parquet
+    writer, which raised a raw ArrowInvalid and left a partial file in the table's folder
+    (found by an audit). Now a SchemaMismatch naming where, and every file the failed
+    write made is deleted, those it finished before the bad rows too."""
+    elements = pa.list_(pa.field("element", pa.int32(), nullable=False))
+    values = pa.map_(pa.string(), pa.field("value", pa.int32(), nullable=False))
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("xs", elements), ("m", values)])
+    t = Table.create(str(tmp_path / "t"), schema=schema)
+    good = [{"id": i, "xs": [i], "m": [("k", i)]} for i in range(300)]
+    cases = [
+        ({"id": -1, "xs": [1, None], "m": [("k", 1)]}, r"xs\[\] of column 'xs' is NOT NULL"),
+        ({"id": -1, "xs": [1], "m": [("k", None)]}, r"m\[value\] of column 'm' is NOT NULL"),
+    ]
+    loose = pa.schema([("id", pa.int64()), ("xs", pa.list_(pa.int32())),
+                       ("m", pa.map_(pa.string(), pa.int32()))])  # fmt: skip
+    for bad, why in cases:
+        data = pa.Table.from_pylist([*good, bad], schema=loose)
+        with pytest.raises(SchemaMismatch, match=why):
+            t.append(
+                pa.Table.from_batches(data.to_batches(max_chunksize=100)), target_file_size=1024
+            )
+        assert list(Path(t.uri).glob("*.parquet")) == []
+        assert t.version == 0

@@ -682,6 +682,18 @@ class RoutedWriter:
         is timed by their producer.
         """
         roller = FileRoller(self.spec, partition)
+        try:
+            yield from self._write(roller, runs, timer)
+        except Exception:
+            roller.abort()  # the task fails: none of its files is committed
+            raise
+
+    def _write(
+        self,
+        roller: FileRoller,
+        runs: Iterator[tuple[int, pa.RecordBatch]],
+        timer: TaskTimer,
+    ) -> Iterator[pa.RecordBatch]:
         names = self.spec.schema.names
         current: int | None = None
         done: list[pa.RecordBatch] = []

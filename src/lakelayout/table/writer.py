@@ -243,7 +243,50 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
             raise SchemaMismatch(
                 f"column '{target.name}': cannot store {column.type} as {target.type}: {exc}"
             ) from exc
+        if _nested_not_null(target.type):
+            where = _null_where_not_allowed(columns[-1], target.type, target.name)
+            if where is not None:
+                raise SchemaMismatch(
+                    f"{where} of column '{target.name}' is NOT NULL in the table but the data "
+                    "holds NULL values in it; nothing was committed (filter or fill the "
+                    "NULLs first)"
+                )
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _nested_not_null(dtype: pa.DataType) -> bool:
+    """Whether a nested type declares a child NOT NULL (array elements, map values,
+    struct fields, at any depth)."""
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        field_ = dtype.value_field
+        return not field_.nullable or _nested_not_null(field_.type)
+    if pa.types.is_map(dtype):
+        return not dtype.item_field.nullable or _nested_not_null(dtype.item_field.type)
+    if pa.types.is_struct(dtype):
+        return any(not f.nullable or _nested_not_null(f.type) for f in dtype)
+    return False
+
+
+def _null_where_not_allowed(values: pa.Array, dtype: pa.DataType, path: str) -> str | None:
+    """Where ``values`` (of ``dtype``) hold a NULL a NOT NULL child forbids (e.g.
+    ``xs[]``), None when nowhere. Children of NULL parents do not count."""
+    children: list[tuple[pa.Array, pa.Field, str]] = []
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        children.append((values.flatten(), dtype.value_field, f"{path}[]"))
+    elif pa.types.is_map(dtype):
+        children.append((values.items, dtype.item_field, f"{path}[value]"))
+    elif pa.types.is_struct(dtype):
+        present = values.is_valid()
+        for i, field_ in enumerate(dtype):
+            child = values.field(i).filter(present)
+            children.append((child, field_, f"{path}.{field_.name}"))
+    for child, field_, where in children:
+        if not field_.nullable and child.null_count:
+            return where
+        inner = _null_where_not_allowed(child, field_.type, where)
+        if inner is not None:
+            return inner
+    return None
 
 
 # --------------------------------------------------------------------------- task side
@@ -285,6 +328,8 @@ class FileRoller:
         self.ratio: float | None = None
         #: path -> encoded index metadata of the files finished so far
         self.metadata: dict[str, bytes] = {}
+        #: every file this roller opened (filesystem paths), for :meth:`abort`
+        self.created: list[str] = []
         self._reset()
 
     def _reset(self) -> None:
@@ -379,6 +424,7 @@ class FileRoller:
         directory = partition_directory(self.format, key) if self.format.partitioned else ""
         relative = f"{directory}/{name}" if directory else name
         self.path = log_path(relative)
+        self.created.append(f"{self.root}/{relative}")
         self.partition = key
         self.file_index += 1
         if directory:
@@ -432,6 +478,20 @@ class FileRoller:
         self._reset()
         return done
 
+    def abort(self) -> None:
+        """After a failure: close the open file and delete every file this roller wrote
+        (a failed task's files are in no commit; a partial one is not even Parquet)."""
+        with contextlib.suppress(Exception):
+            if self.writer is not None:
+                self.writer.close()
+        with contextlib.suppress(Exception):
+            if self.sink is not None:
+                self.sink.close()
+        for path in self.created:
+            with contextlib.suppress(Exception):
+                self.filesystem.delete_file(path)
+        self.created = []
+
     @property
     def has_open_file(self) -> bool:
         return self.writer is not None and self.rows > 0
@@ -462,12 +522,16 @@ class TaskWriter:
 
         context = TaskContext.get()
         roller = FileRoller(self, context.partitionId() if context is not None else 0)
-        for batch in batches:
-            for done in roller.add(batch):
+        try:
+            for batch in batches:
+                for done in roller.add(batch):
+                    yield _descriptor_batch(done, roller.metadata.pop(done.path, None))
+            if roller.has_open_file:
+                done = roller.finish()
                 yield _descriptor_batch(done, roller.metadata.pop(done.path, None))
-        if roller.has_open_file:
-            done = roller.finish()
-            yield _descriptor_batch(done, roller.metadata.pop(done.path, None))
+        except Exception:
+            roller.abort()  # the task fails: none of its files is committed
+            raise
 
 
 _DESCRIPTOR_SCHEMA = pa.schema(
