@@ -108,6 +108,17 @@ def test_partitions_clause_order_and_quoted_names(spark: Any, tmp_path: Path) ->
     rows = lakelayout.sql(spark, "SELECT `my id`, k FROM p WHERE day = 'a'", warehouse=wh)
     assert rows.columns == ["my id", "k"]
     assert sorted((r["my id"], r["k"]) for r in rows.collect()) == [(1, 7), (3, 9)]
+    # time travel: the version before the rows came (VERSION AS OF, or Delta's @n)
+    appended = t.version
+    t.append(pa.table({"my id": pa.array([4], pa.int32()), "day": ["a"],
+                       "k": pa.array([10], pa.int32())}))  # fmt: skip
+    for text in (f"SELECT k FROM p VERSION AS OF {appended} WHERE day = 'a'",
+                 f"SELECT k FROM p@{appended} WHERE day = 'a'"):  # fmt: skip
+        assert sorted(r.k for r in lakelayout.sql(spark, text, warehouse=wh).collect()) == [7, 9]
+    now = lakelayout.sql(spark, "SELECT k FROM p WHERE day = 'a'", warehouse=wh)
+    assert sorted(r.k for r in now.collect()) == [7, 9, 10]
+    with pytest.raises(InvalidOption, match="TIMESTAMP AS OF is not supported"):
+        lakelayout.sql(spark, "SELECT * FROM p TIMESTAMP AS OF '2026-01-01'", warehouse=wh)
 
     c = lakelayout.sql(
         spark,

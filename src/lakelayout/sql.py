@@ -13,7 +13,7 @@ and the partitioning)
 NONE``
 ``OPTIMIZE t [FULL]`` / ``OPTIMIZE t ZORDER BY (a, b)``                 :class:`OptimizeMetrics`
 ``DESCRIBE DETAIL t``                                                  :class:`TableDetail`
-``SELECT * | c1, c2 FROM t [WHERE predicate]``                         a Spark DataFrame
+``SELECT * | c1, c2 FROM t [VERSION AS OF n] [WHERE predicate]``       a Spark DataFrame
 =====================================================================  ==========================
 
 ``SELECT`` goes through :meth:`Table.scan <lakelayout.api.Table.scan>`: files are
@@ -71,7 +71,11 @@ _OPTIMIZE = re.compile(
 )
 _DESCRIBE = re.compile(rf"^(?:DESCRIBE|DESC)\s+DETAIL\s+{_NAME}$", re.I | re.S)
 _SELECT = re.compile(
-    rf"^SELECT\s+(?P<columns>.+?)\s+FROM\s+{_NAME}(?:\s+WHERE\s+(?P<where>.+))?$", re.I | re.S
+    rf"^SELECT\s+(?P<columns>.+?)\s+FROM\s+{_NAME}"
+    r"(?:(?:\s+VERSION\s+AS\s+OF\s+|@)(?P<version>\d+))?"
+    r"(?:\s+(?P<timestamp>TIMESTAMP\s+AS\s+OF\b.*?))?"
+    r"(?:\s+WHERE\s+(?P<where>.+))?$",
+    re.I | re.S,
 )
 
 
@@ -141,7 +145,7 @@ def sql(
         f"unsupported statement {first!r}...; lakelayout.sql runs CREATE TABLE ... USING delta "
         "[CLUSTER BY (...)] [LOCATION '...'], CREATE TABLE ... LIKE ..., ALTER TABLE ... "
         "CLUSTER BY (...)|NONE, OPTIMIZE t [FULL] [ZORDER BY (...)], DESCRIBE DETAIL t, "
-        "SELECT * | columns FROM t [WHERE ...]"
+        "SELECT * | columns FROM t [VERSION AS OF n] [WHERE ...]"
     )
 
 
@@ -353,8 +357,15 @@ def _select(spark: SparkSession, catalog: Catalog, m: re.Match[str]) -> Any:
         columns = [
             _column_name(c, "SELECT", "* or column names", hint) for c in split_expressions(text)
         ]
+    if m.group("timestamp"):
+        raise InvalidOption(
+            "SELECT ... TIMESTAMP AS OF is not supported (time travel by timestamp is not "
+            "built); use VERSION AS OF n (the versions: DESCRIBE DETAIL or `lakelayout "
+            "describe --history`)"
+        )
     where = m.group("where")
-    return table.scan(where.strip() if where else None, columns).df
+    version = int(m.group("version")) if m.group("version") else None
+    return table.scan(where.strip() if where else None, columns, version=version).df
 
 
 _HANDLERS = (
