@@ -806,25 +806,26 @@ def extreme_float_comparison(draw: st.DrawFn) -> str:
     return f"{column} {draw(EXTREME_OPS)} {literal}"
 
 
+#: days at the ends of DATE, beside the epoch and the Julian / Gregorian switch
+EDGE_DAYS = [
+    dt.date(1, 1, 1),
+    dt.date(1, 1, 2),
+    dt.date(9999, 12, 31),
+    dt.date(9999, 12, 30),
+    dt.date(1969, 12, 31),
+    dt.date(1970, 1, 1),
+    dt.date(1582, 10, 4),
+    dt.date(1582, 10, 15),
+]
+
+
 @st.composite
 def extreme_temporal_comparison(draw: st.DrawFn) -> str:
     """A DATE or TIMESTAMP column (or the DATE of the TIMESTAMP) at the first or last day,
     the epoch, microseconds apart."""
     column = draw(st.sampled_from(["dt", "ts", "to_date(ts)"]))
     if column != "ts":
-        day = draw(
-            st.sampled_from(
-                [
-                    dt.date(1, 1, 1),
-                    dt.date(1, 1, 2),
-                    dt.date(9999, 12, 31),
-                    dt.date(9999, 12, 30),
-                    dt.date(1969, 12, 31),
-                    dt.date(1970, 1, 1),
-                    dt.date(1582, 10, 4),
-                ]
-            )
-        )
+        day = draw(st.sampled_from(EDGE_DAYS))
         literal = f"DATE '{day.isoformat()}'"
     else:
         moments = [v for v in extreme_table().column("ts").to_pylist() if v is not None]

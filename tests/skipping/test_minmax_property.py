@@ -48,6 +48,8 @@ from lakelayout.stats.delta_stats import from_delta_stats
 from lakelayout.stats.model import FileStats
 from lakelayout.table.collect import StatsCollector
 
+from ..expr.predicates import EDGE_DAYS
+
 EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "100"))
 #: the pruning properties' hypothesis settings (``make fuzz`` raises the examples)
 FUZZ = settings(
@@ -373,16 +375,7 @@ EXTREME_FLOATS = st.sampled_from(
         0.1,
     ]
 )
-EXTREME_DAYS = st.sampled_from(
-    [
-        dt.date(1, 1, 1),
-        dt.date(1, 1, 2),
-        dt.date(9999, 12, 31),
-        dt.date(9999, 12, 30),
-        dt.date(1969, 12, 31),
-        dt.date(1970, 1, 1),
-    ]
-)
+EXTREME_DAYS = st.sampled_from(EDGE_DAYS)
 EXTREME_STAMPS = st.sampled_from(
     [
         dt.datetime(1, 1, 1, tzinfo=UTC),

@@ -44,6 +44,7 @@ from lakelayout.expr import parse_predicate
 from lakelayout.table.datafile import read_data_file
 from lakelayout.table.location import resolve_location
 
+from ..expr.predicates import EDGE_DAYS
 from ..skipping.test_minmax_property import assert_sound
 
 EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "60"))
@@ -82,16 +83,7 @@ DOMAINS: dict[str, st.SearchStrategy[Any]] = {
     "ts": NAIVE.map(lambda t: t.replace(tzinfo=UTC)),
     "ntz": NAIVE,
     "day": st.one_of(
-        st.sampled_from(
-            [
-                dt.date(1, 1, 1),
-                dt.date(9999, 12, 31),
-                dt.date(1582, 10, 4),
-                dt.date(1582, 10, 15),
-                dt.date(1969, 12, 31),
-                dt.date(1970, 1, 1),
-            ]
-        ),
+        st.sampled_from(EDGE_DAYS),
         st.dates(),
     ),
     "dec": st.one_of(
