@@ -13,6 +13,7 @@ differential test.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -34,34 +35,33 @@ EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "150"))
 TABLE = planner_table()
 
 
-@settings(
+PLAN_SETTINGS = settings(
     max_examples=EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@given(
-    owners=st.lists(st.integers(0, 3), min_size=TABLE.num_rows, max_size=TABLE.num_rows),
-    own=st.booleans(),
-    preds=st.lists(planner_predicates(), min_size=8, max_size=8),
-    timezone=st.sampled_from(["UTC", "America/New_York", "+05:30"]),
-)
+
+
+def _plans(predicates: st.SearchStrategy[str]) -> Any:
+    """``@given`` of a property over files of :data:`TABLE` and 8 of ``predicates``."""
+    return given(
+        owners=st.lists(st.integers(0, 3), min_size=TABLE.num_rows, max_size=TABLE.num_rows),
+        own=st.booleans(),
+        preds=st.lists(predicates, min_size=8, max_size=8),
+        timezone=st.sampled_from(["UTC", "America/New_York", "+05:30"]),
+    )
+
+
+@PLAN_SETTINGS
+@_plans(planner_predicates())
 def test_property_plan_keeps_every_file_with_a_match(
     owners: list[int], own: bool, preds: list[str], timezone: str
 ) -> None:
     check_plan(owners, own, preds, timezone)
 
 
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-@given(
-    owners=st.lists(st.integers(0, 3), min_size=TABLE.num_rows, max_size=TABLE.num_rows),
-    own=st.booleans(),
-    preds=st.lists(edge_predicates(max_leaves=3), min_size=8, max_size=8),
-    timezone=st.sampled_from(["UTC", "America/New_York", "+05:30"]),
-)
+@PLAN_SETTINGS
+@_plans(edge_predicates(max_leaves=3))
 def test_property_plan_keeps_every_file_with_a_match_on_the_edge_kinds(
     owners: list[int], own: bool, preds: list[str], timezone: str
 ) -> None:
