@@ -397,7 +397,7 @@ class Table:
             codec=parquet_codec(snap.configuration),
         )
         version, retries = self._commit_append(files, snap, spark) if files else (snap.version, 0)
-        self.indexes.record_written(files, indexes)
+        self.indexes.record_written(files, indexes, snap.table_format)
         metrics = WriteMetrics(
             version=version,
             files_added=len(files),

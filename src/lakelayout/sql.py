@@ -13,7 +13,7 @@ and the partitioning)
 NONE``
 ``OPTIMIZE t [FULL]`` / ``OPTIMIZE t ZORDER BY (a, b)``                 :class:`OptimizeMetrics`
 ``DESCRIBE DETAIL t``                                                  :class:`TableDetail`
-``SELECT * | c1, c2 FROM t [VERSION AS OF n] [WHERE predicate]``       a Spark DataFrame
+``SELECT * | c1, c2 FROM t [VERSION AS OF n|@vN] [WHERE ...]``         a Spark DataFrame
 =====================================================================  ==========================
 
 ``SELECT`` goes through :meth:`Table.scan <lakelayout.api.Table.scan>`: files are
@@ -72,8 +72,8 @@ _OPTIMIZE = re.compile(
 _DESCRIBE = re.compile(rf"^(?:DESCRIBE|DESC)\s+DETAIL\s+{_NAME}$", re.I | re.S)
 _SELECT = re.compile(
     rf"^SELECT\s+(?P<columns>.+?)\s+FROM\s+{_NAME}"
-    r"(?:(?:\s+VERSION\s+AS\s+OF\s+|@)(?P<version>\d+))?"
-    r"(?:\s+(?P<timestamp>TIMESTAMP\s+AS\s+OF\b.*?))?"
+    r"(?:(?:\s+VERSION\s+AS\s+OF\s+|@v)(?P<version>\d+))?"
+    r"(?:\s+(?P<timestamp>TIMESTAMP\s+AS\s+OF\b.*?)|@(?P<stamp>\d+))?"
     r"(?:\s+WHERE\s+(?P<where>.+))?$",
     re.I | re.S,
 )
@@ -357,10 +357,10 @@ def _select(spark: SparkSession, catalog: Catalog, m: re.Match[str]) -> Any:
         columns = [
             _column_name(c, "SELECT", "* or column names", hint) for c in split_expressions(text)
         ]
-    if m.group("timestamp"):
+    if m.group("timestamp") or m.group("stamp"):
         raise InvalidOption(
-            "SELECT ... TIMESTAMP AS OF is not supported (time travel by timestamp is not "
-            "built); use VERSION AS OF n (the versions: DESCRIBE DETAIL or `lakelayout "
+            "SELECT ... TIMESTAMP AS OF (or t@yyyyMMddHHmmssSSS) is not supported (time "
+            "travel by timestamp is not built); use VERSION AS OF n or t@vN (the versions: DESCRIBE DETAIL or `lakelayout "
             "describe --history`)"
         )
     where = m.group("where")

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from lakelayout.api import Table
 from lakelayout.cluster import logical
-from lakelayout.cluster.provenance import FileProvenance, ProvenanceStore
+from lakelayout.cluster.provenance import FileProvenance, ProvenanceStore, layout_columns
 from lakelayout.expr.evaluate import evaluate
 from lakelayout.expr.nodes import BoolConst, Predicate
 from lakelayout.expr.parse import parse_predicate
@@ -245,7 +245,8 @@ def _check_freshness(t: Table, laid: set[str], stranger: str) -> None:
     loaded = logical._layout(t.uri, str(some.layout_id))
     assert loaded is not None
     layout, binding = loaded
-    assert binding == snap.table_format.binding(layout.schema.names)  # recorded at apply
+    # recorded at apply: the columns its cuts read
+    assert binding == snap.table_format.binding(layout_columns(layout)) and binding
     blocks = set(np.asarray(layout.blocks_for(pred)).tolist())
     excluded = next(b for b in range(layout.n_blocks) if b not in blocks)
     size = int(snap.files.sizes[at])

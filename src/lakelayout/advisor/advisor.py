@@ -363,7 +363,7 @@ class Advisor:
             snap, predicates, stamps, rows, measure=self.recluster or self.learn_persistence
         )
         shares = self._column_shares(snap, files)
-        indexes, _ = self.table.indexes.usable(snap.schema)
+        indexes, _ = self.table.indexes.usable(snap.schema, snap.table_format)
         return Inputs(
             predicates=predicates,
             timestamps=stamps,

@@ -591,7 +591,9 @@ def commit_rewrite(
         ctx.store.record((), removed=removed)
     if ctx.catalog is not None and ctx.indexes:
         with ctx.clock.step("indexes"):  # a failure leaves the files unindexed: always kept
-            ctx.catalog.record_written([w.file for w in written], ctx.indexes)
+            ctx.catalog.record_written(
+                [w.file for w in written], ctx.indexes, ctx.snap.table_format
+            )
     if hooks.after_commit is not None:
         hooks.after_commit(index, version)
     return version

@@ -261,7 +261,16 @@ def read_layout_document(text: str) -> tuple[Layout, dict[str, str] | None]:
 
 
 def layout_columns(layout: Layout) -> list[str] | None:
-    """The table columns a layout reads (its schema's), None when it does not say."""
+    """The table columns a layout's blocks depend on: those its cuts read (Qd-tree,
+    Pando), else its schema's (the sample it was fitted on); None when it does not say.
+
+    A column the blocks do not depend on may change (dropped, renamed, widened, a
+    field added to it) without the blocks saying anything else of the rows.
+    """
+    trees = getattr(layout, "trees", None) or [getattr(layout, "tree", None)]
+    cuts = [cut for tree in trees if tree is not None for cut in getattr(tree, "cuts", [])]
+    if cuts:
+        return sorted({c for cut in cuts for c in cut.atom.columns()})
     schema = getattr(layout, "schema", None)
     return list(schema.names) if isinstance(schema, pa.Schema) else None
 

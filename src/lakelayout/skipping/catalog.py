@@ -329,7 +329,12 @@ class IndexCatalog:
         """The usable declared indexes, bound: what a writer collects per file."""
         return self.usable(schema)[0]
 
-    def record_written(self, written: Sequence[WrittenFile], indexes: Sequence[Index]) -> int:
+    def record_written(
+        self,
+        written: Sequence[WrittenFile],
+        indexes: Sequence[Index],
+        fmt: TableFormat | None = None,
+    ) -> int:
         """After a commit: store the metadata the writer collected; files recorded.
 
         Keys (size, modification time) come from the committed snapshot. A
@@ -340,9 +345,10 @@ class IndexCatalog:
             return 0
         try:
             snap = delta.snapshot(self.uri)
-            # the writer read the columns as this snapshot binds them (the commit checked
-            # that); an index declared on other columns is left for a refresh to rebuild
-            same = {i.name for i in self.usable(snap.schema, snap.table_format)[0]}
+            # ``fmt``: how the writer read the columns (its snapshot's binding); an index
+            # declared on other columns since (a rename and a refresh between the commit
+            # and now) is left out: its entries would describe another column
+            same = {i.name for i in self.usable(snap.schema, fmt or snap.table_format)[0]}
             indexes = [i for i in indexes if i.name in same]
             if not indexes:
                 return 0

@@ -266,7 +266,9 @@ def _refused(exc: BaseException, what: str, kind: type[LakelayoutError]) -> Lake
     """The error for a commit Delta's connector did not make: CommitConflict when a
     concurrent commit won, else ``kind`` with Delta's reason."""
     text = str(exc)
-    if "Concurrent" in text or "ConflictingCommit" in text:
+    # MetadataChangedException (DELTA_METADATA_CHANGED): a concurrent commit changed
+    # the metadata; the caller's retry checks whether its files still fit
+    if any(word in text for word in ("Concurrent", "ConflictingCommit", "METADATA_CHANGED")):
         return CommitConflict(
             f"{what} through Delta's connector conflicts with a concurrent commit: "
             f"{java_reason(exc)}; nothing was committed"

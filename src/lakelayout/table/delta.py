@@ -362,29 +362,37 @@ def create_table(
         if table_exists(location):
             raise TableExists(f"a Delta table already exists at '{location}'") from exc
         raise InvalidOption(f"cannot create a Delta table at '{location}': {exc}") from exc
-    version = _declare_invariants(location)
+    version = _declare_features(location)
     if custom and files:
         return commit(location, adds=files, read_version=version, operation="CREATE TABLE")
     return version
 
 
-def _declare_invariants(location: str) -> int:
-    """Add the ``invariants`` writer feature to a table-features protocol whose schema
-    has a NOT NULL column; the version reached.
+def _declare_features(location: str) -> int:
+    """Add to a table-features protocol (writer version 7) the features its metadata
+    uses and delta-rs left out when it created the table; the version reached.
 
-    delta-rs 1.6.6 leaves it out when it creates a table with table features (e.g.
-    for a TIMESTAMP_NTZ column), and Delta's connector then refuses to read the table
-    (DELTA_FEATURES_PROTOCOL_METADATA_MISMATCH: invariants enabled in metadata but
-    not listed in protocol; found by an audit). One more commit adds it (the rows,
-    if any, are already in).
+    delta-rs 1.6.6 leaves out ``invariants`` for a NOT NULL column (e.g. beside a
+    TIMESTAMP_NTZ column, which makes the protocol table-features) and
+    ``columnMapping`` for ``delta.columnMapping.mode`` (e.g. with deletion vectors
+    enabled); Delta's connector then refuses to read the table
+    (DELTA_FEATURES_PROTOCOL_METADATA_MISMATCH; found by an audit and a review).
+    One more commit adds them (the rows, if any, are already in).
     """
     table = DeltaTable(location)
     protocol = table.protocol()
-    if protocol.min_writer_version < 7 or "invariants" in (protocol.writer_features or ()):
+    if protocol.min_writer_version < 7:
         return table.version()
-    if not _has_not_null(json.loads(table.schema().to_json())):
+    listed = set(protocol.writer_features or ())
+    needed = []
+    if "invariants" not in listed and _has_not_null(json.loads(table.schema().to_json())):
+        needed.append(TableFeatures.Invariants)
+    mode = dict(table.metadata().configuration).get("delta.columnMapping.mode") or "none"
+    if "columnMapping" not in listed and mode.strip().lower() != "none":
+        needed.append(TableFeatures.ColumnMapping)
+    if not needed:
         return table.version()
-    table.alter.add_feature(TableFeatures.Invariants, allow_protocol_versions_increase=True)
+    table.alter.add_feature(needed, allow_protocol_versions_increase=True)
     return DeltaTable(location).version()
 
 
@@ -561,7 +569,12 @@ def commit(
         connector_writes=connector.writes_features(spark) if missing is None else None,
     )
     if committer is Committer.CONNECTOR:
-        base = table.version() if read_version is None else read_version
+        # a transaction from the version planned against, so that Delta's checker fails
+        # it when a concurrent commit removed a file it removes; an append removes none,
+        # and what its files need of the metadata was checked above: from the latest, as
+        # Delta's checker fails a transaction over any metadata change since its start
+        # (a property another writer set would fail the append)
+        base = table.version() if read_version is None or not removes else read_version
         try:
             version = connector.commit(
                 spark,

@@ -273,8 +273,10 @@ def _null_where_not_allowed(values: pa.Array, dtype: pa.DataType, path: str) -> 
     children: list[tuple[pa.Array, pa.Field, str]] = []
     if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
         children.append((values.flatten(), dtype.value_field, f"{path}[]"))
-    elif pa.types.is_map(dtype):
-        children.append((values.items, dtype.item_field, f"{path}[value]"))
+    elif pa.types.is_map(dtype):  # the entries of the rows (``items`` ignores a slice)
+        entries = pa.list_(pa.struct([dtype.key_field, dtype.item_field.with_nullable(True)]))
+        flat = values.cast(entries).flatten()
+        children.append((flat.field(1), dtype.item_field, f"{path}[value]"))
     elif pa.types.is_struct(dtype):
         present = values.is_valid()
         for i, field_ in enumerate(dtype):
