@@ -293,11 +293,10 @@ class Table:
                 raise
             return cls(root, spark=session)
         fmt = TableFormat.plain(table_schema, partitions)
-        files = _write(df, root, schema=table_schema, fmt=fmt, **options)
         try:
-            create(files)
+            create(_write(df, root, schema=table_schema, fmt=fmt, **options))
         except BaseException:
-            _remove_written(root, [f.path for f in files])
+            _remove_created(root, existed)
             raise
         return cls(root, spark=session)
 

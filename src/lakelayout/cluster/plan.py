@@ -116,8 +116,15 @@ def by_partition(files: Sequence[PlannedFile]) -> list[list[PlannedFile]]:
 
 
 def _key(partition: tuple[object, ...]) -> tuple[object, ...]:
-    """A hashable key of partition values (NaN equal to NaN)."""
-    return tuple("NaN" if isinstance(v, float) and v != v else v for v in partition)
+    """A hashable key of partition values (NaN equal to NaN, -0.0 apart from 0.0: two
+    partitions, as Delta writes them)."""
+    return tuple(_value_key(v) for v in partition)
+
+
+def _value_key(value: object) -> object:
+    if isinstance(value, float) and (value != value or (value == 0 and str(value)[0] == "-")):
+        return "NaN" if value != value else "-0.0"
+    return value
 
 
 def _arrival_order(files: Sequence[PlannedFile]) -> list[PlannedFile]:

@@ -595,7 +595,13 @@ def _changes(column: pa.Array) -> np.ndarray:
     after, before = column.slice(1), column.slice(0, len(column) - 1)
     same = pc.fill_null(pc.equal(after, before), False)
     both_null = pc.and_(pc.is_null(after), pc.is_null(before))
-    return ~np.asarray(pc.or_(same, both_null).to_numpy(zero_copy_only=False), dtype=bool)
+    changes = ~np.asarray(pc.or_(same, both_null).to_numpy(zero_copy_only=False), dtype=bool)
+    if pa.types.is_floating(column.type):
+        # -0.0 equals 0.0, but they are two partitions ("-0.0" and "0.0"), as Delta
+        # writes them: a row of one must not be written to the other
+        values = column.to_numpy(zero_copy_only=False)
+        changes |= np.signbit(values[1:]) != np.signbit(values[:-1])
+    return changes
 
 
 def partition_values_map(fmt: TableFormat, values: Sequence[str | None]) -> dict[str, str | None]:

@@ -735,6 +735,12 @@ def write_arrow(
     by_lower = {name.lower(): name for name in data.column_names}
     ordered = data.select([by_lower[n.lower()] for n in schema.names]).rename_columns(schema.names)
     if fmt is not None and fmt.partitioned:
+        # dictionary-encoded (categorical) columns: Arrow sorts only their values
+        for name in fmt.partition_columns:
+            column = ordered.column(name)
+            if pa.types.is_dictionary(column.type):
+                at = ordered.schema.get_field_index(name)
+                ordered = ordered.set_column(at, name, column.cast(column.type.value_type))
         ordered = ordered.sort_by([(c, "ascending") for c in fmt.partition_columns])
     rows = [row for batch in task(iter(ordered.to_batches())) for row in batch.to_pylist()]
     return _written(rows, task, bool(collectors))
