@@ -364,6 +364,15 @@ class Optimizer:
             )
         dims = cfg.validate_clustering(list(columns), ctx.schema, max_columns=8)
         assert dims is not None
+        partitions = {c.lower() for c in ctx.snap.table_format.partition_columns}
+        on_partitions = [d for d in dims if d.lower() in partitions]
+        if on_partitions:
+            # one value per partition: the curve would order nothing (Delta refuses it too)
+            raise InvalidOption(
+                f"OPTIMIZE ZORDER BY {', '.join(on_partitions)}: a partition column holds one "
+                "value in each partition; Z-order by data columns (each partition gets its "
+                "own curve)"
+            )
         roll = _roll_size(ctx, one_file_per_block)
         return _curve_all(ctx, dims, family, hooks or NO_HOOKS, roll)
 
