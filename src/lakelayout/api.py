@@ -39,7 +39,7 @@ from lakelayout.skipping.scan_report import Measured, ScanReport
 from lakelayout.stats.bounds import stats_key
 from lakelayout.stats.model import FileStats
 from lakelayout.table import delta
-from lakelayout.table.datafile import raw_path
+from lakelayout.table.datafile import column_mapping_mode, raw_path
 from lakelayout.table.features import Kind
 from lakelayout.table.location import is_local, normalize_uri
 from lakelayout.table.reader import FILE_COLUMN, spark_where
@@ -66,7 +66,6 @@ logger = logging.getLogger(__name__)
 #: table property holding the target size of written files, in bytes
 TARGET_FILE_SIZE = "lakelayout.targetFileSize"
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
-COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
 
 
 @dataclass(frozen=True)
@@ -254,7 +253,7 @@ class Table:
             from lakelayout.advisor.advisor import check_properties as check_advisor_properties
 
             check_advisor_properties(config)
-        mapping = (config.get(COLUMN_MAPPING_MODE) or "none").strip().lower()
+        mapping = column_mapping_mode(config)
         if mapping == "id":
             raise UnsupportedTable(
                 "column mapping mode 'id' (columns matched by Parquet field id) is not "

@@ -33,6 +33,7 @@ keep every row in its partition.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -122,8 +123,11 @@ def _key(partition: tuple[object, ...]) -> tuple[object, ...]:
 
 
 def _value_key(value: object) -> object:
-    if isinstance(value, float) and (value != value or (value == 0 and str(value)[0] == "-")):
-        return "NaN" if value != value else "-0.0"
+    if isinstance(value, float):
+        if value != value:
+            return "NaN"
+        if value == 0 and math.copysign(1.0, value) < 0:
+            return "-0.0"
     return value
 
 

@@ -383,8 +383,8 @@ def _parse(sql: str, what: str) -> tuple[exp.Expression, int]:
 #: sqlglot's node names of the operators a parse error most often names, as SQL
 _OPERATOR_SQL = {
     "EQ": "=", "NEQ": "<>", "LT": "<", "LTE": "<=", "GT": ">", "GTE": ">=",
-    "NullSafeEQ": "<=>", "NullSafeNEQ": "IS DISTINCT FROM", "And": "AND", "Or": "OR", "Not": "NOT", "Between": "BETWEEN",
-    "In": "IN", "Like": "LIKE", "ILike": "ILIKE", "Is": "IS", "Add": "+", "Sub": "-",
+    "NullSafeEQ": "<=>", "NullSafeNEQ": "IS DISTINCT FROM", "And": "AND", "Or": "OR",
+    "Not": "NOT", "Between": "BETWEEN", "In": "IN", "Like": "LIKE", "ILike": "ILIKE", "Is": "IS", "Add": "+", "Sub": "-",
     "Mul": "*", "Div": "/", "Mod": "%", "BitwiseLeftShift": "<<",
     "BitwiseRightShift": ">>", "BitwiseAnd": "&", "BitwiseOr": "|", "BitwiseXor": "^",
 }  # fmt: skip

@@ -45,7 +45,7 @@ from lakelayout.expr.nodes import Expr
 from lakelayout.expr.parse import parse_term
 from lakelayout.skipping.indexes import WITHIN_BOX_FUNCTIONS
 from lakelayout.skipping.indexes.base import Index, TermIndex, Udf
-from lakelayout.skipping.store import MetadataStore, metadata_rows
+from lakelayout.skipping.store import BINDING, MetadataStore, metadata_rows
 from lakelayout.stats.model import FileStats
 from lakelayout.table import delta
 from lakelayout.table.datafile import TableFormat
@@ -461,11 +461,6 @@ def _canonical_name(index: Index, schema: pa.Schema) -> str:
     except (LakelayoutError, PredicateError):
         return index.name
     return index.with_term(term).name
-
-
-#: the declaration key holding what the index's columns were bound to when its metadata
-#: was built (:meth:`TableFormat.binding`)
-BINDING = "binding"
 
 
 def _moved(binding: Any, fmt: TableFormat, index: Index) -> str:

@@ -237,6 +237,11 @@ class _Lookup:
         return values.take(pa.array(where, type=pa.int64(), mask=where < 0))
 
 
+#: the declaration key holding what an index's columns were bound to when its metadata
+#: was built (:meth:`~lakelayout.table.datafile.TableFormat.binding`)
+BINDING = "binding"
+
+
 class MetadataStore:
     """Per-file index metadata of one table, kept next to its data.
 
@@ -499,7 +504,7 @@ class MetadataStore:
     ) -> None:
         """Store the declarations atomically; names must be unique. ``bindings``: per
         index (in order), what its columns were bound to when its metadata was built
-        (stored under ``binding``; missing: not known)."""
+        (stored under :data:`BINDING`; missing: not known)."""
         names = [i.name for i in indexes]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
@@ -508,7 +513,7 @@ class MetadataStore:
         documents = [i.to_dict() for i in indexes]
         for document, binding in zip(documents, bindings, strict=False):
             if binding is not None:
-                document["binding"] = dict(binding)
+                document[BINDING] = dict(binding)
         text = json.dumps(documents, indent=2, sort_keys=True)
         atomic_write_text(self.declarations, text)
 

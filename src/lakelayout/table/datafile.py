@@ -172,6 +172,19 @@ def _names_of(t: pa.Schema | pa.DataType) -> Any:
     return None
 
 
+#: the table property naming a table's column mapping mode
+COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
+
+
+def column_mapping_mode(configuration: Mapping[str, str]) -> str:
+    """A table's column mapping mode, as Delta reads it: ``none``, ``name`` or ``id``.
+
+    >>> column_mapping_mode({"delta.columnMapping.mode": " Name"}), column_mapping_mode({})
+    ('name', 'none')
+    """
+    return (configuration.get(COLUMN_MAPPING_MODE) or "none").strip().lower()
+
+
 def table_format(
     schema: pa.Schema,
     schema_json: str | None,
@@ -183,7 +196,7 @@ def table_format(
     Column mapping in ``name`` mode is read from the schema's field metadata;
     ``id`` mode (columns matched by Parquet field id) is refused by name.
     """
-    mode = (configuration.get("delta.columnMapping.mode") or "none").lower()
+    mode = column_mapping_mode(configuration)
     if mode == "id":
         raise UnsupportedTable(
             "column mapping mode 'id' (columns matched by Parquet field id) is not supported; "

@@ -29,7 +29,6 @@ right after creation.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import threading
@@ -72,6 +71,7 @@ from lakelayout.table.conflicts import winners as conflict_winners
 from lakelayout.table.datafile import (
     DataFile,
     TableFormat,
+    column_mapping_mode,
     log_path,
     partition_values_map,
     raw_path,
@@ -84,6 +84,7 @@ from lakelayout.table.features import (
     check_readable,
     delta_rs_adds_features,
     features_in_use,
+    has_not_null,
     plan_commit,
 )
 from lakelayout.table.files import WrittenFile
@@ -320,7 +321,8 @@ def create_table(
     after it adds ``variantType`` to a table-features protocol (see
     :func:`set_properties`), so with them version 0 creates the empty table with
     every property (the ``delta.*`` names checked by delta-rs first) and version 1
-    adds the files.
+    adds the files. :meth:`Table.create <lakelayout.api.Table.create>` checks them
+    before it writes the files too (a few milliseconds: a scratch table).
     """
     location = normalize_uri(uri)
     ensure_absent(location)
@@ -328,7 +330,7 @@ def create_table(
     delta_props = {k: v for k, v in props.items() if k.startswith("delta.")}
     custom = {k: v for k, v in props.items() if not k.startswith("delta.")}
     _check_unique_paths(files, ())
-    if custom and delta_props:
+    if custom and delta_props:  # delta-rs would take any delta.* name with them
         check_delta_properties(schema, delta_props)
     prepare_location(location)
     now = _now_ms()
@@ -385,28 +387,15 @@ def _declare_features(location: str) -> int:
         return table.version()
     listed = set(protocol.writer_features or ())
     needed = []
-    if "invariants" not in listed and _has_not_null(json.loads(table.schema().to_json())):
+    if "invariants" not in listed and has_not_null(table.schema().to_json()):
         needed.append(TableFeatures.Invariants)
-    mode = dict(table.metadata().configuration).get("delta.columnMapping.mode") or "none"
-    if "columnMapping" not in listed and mode.strip().lower() != "none":
+    mode = column_mapping_mode(dict(table.metadata().configuration))
+    if "columnMapping" not in listed and mode != "none":
         needed.append(TableFeatures.ColumnMapping)
     if not needed:
         return table.version()
     table.alter.add_feature(needed, allow_protocol_versions_increase=True)
     return DeltaTable(location).version()
-
-
-def _has_not_null(node: Any) -> bool:
-    """Whether a Delta schema (JSON) has a field declared NOT NULL, nested ones too."""
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if item.get("nullable") is False:
-                return True
-            stack.extend(item.get(k) for k in ("type", "elementType", "keyType", "valueType"))
-            stack.extend(item.get("fields") or [])
-    return False
 
 
 def check_delta_properties(schema: pa.Schema, props: Mapping[str, str]) -> None:
@@ -696,8 +685,7 @@ def _check_same_metadata(
         meta, protocol = t.metadata(), t.protocol()
         files = (meta.id, t.schema().to_json(), tuple(meta.partition_columns))
         if written:
-            mode = dict(meta.configuration).get("delta.columnMapping.mode") or "none"
-            return (*files, mode.strip().lower())
+            return (*files, column_mapping_mode(dict(meta.configuration)))
         return (
             *files,
             sorted(dict(meta.configuration).items()),

@@ -25,7 +25,7 @@ refused too, as every rewritten row would get a new row ID.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from enum import Enum
 from typing import Any
 
@@ -246,30 +246,36 @@ def features_in_use(schema_json: str) -> frozenset[str]:
     fields too): generation expressions, identity columns, column defaults, invariant
     expressions (legacy ``delta.invariants``), CHAR/VARCHAR length limits."""
     used: set[str] = set()
-    stack: list[Any] = [json.loads(schema_json)]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            metadata = node.get("metadata")
-            if isinstance(metadata, dict):
-                used.update(f for key, f in _COLUMN_FEATURE_KEYS.items() if key in metadata)
-            stack.extend(node.get(k) for k in ("type", "elementType", "keyType", "valueType"))
-            stack.extend(node.get("fields") or [])
+    for node in _schema_nodes(schema_json):
+        metadata = node.get("metadata") if isinstance(node, dict) else None
+        if isinstance(metadata, dict):
+            used.update(f for key, f in _COLUMN_FEATURE_KEYS.items() if key in metadata)
     return frozenset(used)
+
+
+def has_not_null(schema_json: str) -> bool:
+    """Whether a Delta schema declares a field NOT NULL (nested ones too)."""
+    return any(
+        isinstance(node, dict) and node.get("nullable") is False
+        for node in _schema_nodes(schema_json)
+    )
 
 
 def _types_in(schema_json: str) -> set[str]:
     """Every type name in a Delta schema JSON (nested struct, array and map types too)."""
-    found: set[str] = set()
+    return {node for node in _schema_nodes(schema_json) if isinstance(node, str)}
+
+
+def _schema_nodes(schema_json: str) -> Iterator[Any]:
+    """Every node of a Delta schema JSON: fields and types (dicts), type names (strings),
+    through struct fields and array / map element, key and value types."""
     stack: list[Any] = [json.loads(schema_json)]
     while stack:
         node = stack.pop()
-        if isinstance(node, str):
-            found.add(node)
-        elif isinstance(node, dict):
+        yield node
+        if isinstance(node, dict):
             stack.extend(node.get(k) for k in ("type", "elementType", "keyType", "valueType"))
             stack.extend(node.get("fields") or [])
-    return found
 
 
 def is_true(value: str | None) -> bool:
