@@ -8,6 +8,7 @@ what lakelayout cannot write.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
 import json
@@ -33,6 +34,7 @@ from lakelayout.table.datafile import (
     read_data_file,
     serialize_partition_value,
     table_format,
+    timestamp_spellings,
 )
 from lakelayout.table.features import Committer, Kind, plan_commit
 
@@ -357,3 +359,47 @@ def test_unknown_reader_features_are_refused_by_name() -> None:
         check_readable("/t", ["variantType"], nested)
     with pytest.raises(UnsupportedTable, match=r"reader features \['newFeature'\]"):
         check_readable("/t", ["variantType", "newFeature"], plain)
+
+
+def test_timestamp_spellings_keep_zone_less_values_and_name_moments_spelled_both_ways() -> None:
+    schema = pa.schema([
+        ("ts", pa.timestamp("us", "UTC")), ("ntz", pa.timestamp("us")), ("v", pa.int64()),
+    ])  # fmt: skip
+    physical = pa.schema([
+        ("col-1", pa.timestamp("us", "UTC")), ("col-2", pa.timestamp("us")), ("col-3", pa.int64()),
+    ])  # fmt: skip
+    fmt = TableFormat(schema, physical, ("ts", "ntz"))
+    logged = [
+        {"col-1": "2021-01-01 05:30:00", "col-2": "2021-01-01 05:30:00"},
+        {"col-1": "2021-01-02 00:00:00.5", "col-2": None},
+        {"col-1": "2021-01-02T00:00:00.500000Z", "col-2": None},  # the same moment, zoned
+        {"col-1": "not a time", "col-2": None},
+        {"col-1": None, "col-2": None},
+    ]
+    spellings = timestamp_spellings(fmt, logged)
+    # physical names read, logical names kept; TIMESTAMP_NTZ has one spelling and is left out
+    assert spellings == (
+        ("ts", "2021-01-01T05:30:00.000000Z", "2021-01-01 05:30:00"),
+        ("ts", "2021-01-02T00:00:00.500000Z", None),
+    )
+    spelled = dataclasses.replace(fmt, spellings=spellings)
+    at = dt.datetime(2021, 1, 1, 5, 30, tzinfo=dt.timezone.utc)
+    assert spelled.partition_value("ts", at) == "2021-01-01 05:30:00"
+    assert fmt.partition_value("ts", at) == "2021-01-01T05:30:00.000000Z"  # appends: UTC
+    assert spelled.partition_value("ntz", at.replace(tzinfo=None)) == "2021-01-01 05:30:00.000000"
+    other = dt.datetime(2021, 1, 3, tzinfo=dt.timezone.utc)
+    assert spelled.partition_value("ts", other) == "2021-01-03T00:00:00.000000Z"
+    with pytest.raises(
+        UnsupportedTable, match=r"'ts' holds the moment 2021-01-02T00:00:00\.500000Z"
+    ):
+        spelled.partition_value("ts", dt.datetime(2021, 1, 2, 0, 0, 0, 500000, dt.timezone.utc))
+    # partition_runs (every writer) spells through the format
+    batch = pa.record_batch(
+        [pa.array([at, at], schema.field("ts").type), pa.array([None, None], pa.timestamp("us")),
+         pa.array([1, 2], pa.int64())],
+        schema=schema,
+    )  # fmt: skip
+    assert [key for key, _ in partition_runs(batch, spelled)] == [("2021-01-01 05:30:00", None)]
+    assert (
+        timestamp_spellings(TableFormat.plain(pa.schema([("d", pa.date32())]), ["d"]), logged) == ()
+    )

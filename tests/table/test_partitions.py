@@ -306,3 +306,98 @@ def test_every_operation_on_a_table_another_writer_partitioned(
     got = t.scan("k = 3 AND s IS NULL")
     assert same_rows(got.df, expected.where("k = 3 AND s IS NULL"))
     assert got.df.count() > 0
+
+
+# --------------------------------------------------------------------------- zone-less timestamps
+
+
+def _spellings(path: str) -> set[str]:
+    return {p["ts"] for p in DeltaTable(path).partitions()}
+
+
+def _delta_in_zone(spark: Any, path: str, zone: str) -> list[tuple[str, int]]:
+    """(ts as Delta's connector reads it in ``zone``, rendered in UTC; id) of every row."""
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    try:
+        rows = spark.read.format("delta").load(path).select("ts", "id").collect()
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", before)
+    return sorted((r.ts.isoformat(), r.id) for r in rows)  # the driver's zone: UTC
+
+
+def test_rewrites_keep_the_logs_spelling_of_zone_less_timestamps(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Delta's connector before version 3 wrote timestamp partition values without a
+    zone, in the session's zone, and reads them so. A rewrite spelled them in UTC,
+    which moved every rewritten row by the zone's offset for Delta's reader (5:30
+    hours in Kolkata; found by an audit). Now a rewrite keeps the log's spelling and
+    an append writes its own (UTC), which every reader reads alike."""
+    path = str(tmp_path / "t")
+    zone = "Asia/Kolkata"
+    saved = {
+        k: spark.conf.get(k, None)
+        for k in (
+            "spark.sql.session.timeZone",
+            "spark.databricks.delta.write.utcTimestampPartitionValues",
+        )
+    }
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    spark.conf.set("spark.databricks.delta.write.utcTimestampPartitionValues", "false")
+    try:
+        spark.sql(
+            "SELECT id, CAST(id % 4 AS INT) AS k, TIMESTAMP'2021-01-01 05:30:00' "
+            "+ make_interval(0, 0, 0, 0, CAST(id % 3 AS INT), 0, 0) AS ts FROM range(30)"
+        ).repartition(4).write.format("delta").partitionBy("ts").save(path)
+    finally:
+        for k, v in saved.items():
+            spark.conf.unset(k) if v is None else spark.conf.set(k, v)
+    spelled = _spellings(path)
+    assert spelled == {"2021-01-01 05:30:00", "2021-01-01 06:30:00", "2021-01-01 07:30:00"}
+    seen = _delta_in_zone(spark, path, zone)
+    assert seen[0][0] == "2021-01-01T00:00:00"  # 05:30 in Kolkata
+
+    t = Table(path, spark=spark)
+    t.optimize.compact()
+    t.optimize.zorder(["k", "id"])
+    t.delete("id = 0")
+    assert _spellings(path) == spelled
+    assert _delta_in_zone(spark, path, zone) == [r for r in seen if r[1] != 0]
+
+    moment = dt.datetime(2021, 1, 1, 0, 0, tzinfo=dt.timezone.utc)
+    t.append(pa.table({
+        "id": pa.array([100], pa.int64()), "k": pa.array([1], pa.int32()),
+        "ts": pa.array([moment], pa.timestamp("us", "UTC")),
+    }))  # fmt: skip
+    assert "2021-01-01T00:00:00.000000Z" in _spellings(path)
+    assert ("2021-01-01T00:00:00", 100) in _delta_in_zone(spark, path, zone)
+
+
+def test_a_moment_spelled_with_and_without_a_zone_is_not_rewritten(
+    spark: Any, tmp_path: Path
+) -> None:
+    """delta-rs spells 03:30 UTC without a zone, lakelayout's append with one: Delta's
+    connector reads the two apart in a non-UTC session, so no one spelling of the
+    rewritten file keeps both. The rewrite is refused before anything is written."""
+    from deltalake import write_deltalake
+
+    from lakelayout.errors import UnsupportedTable
+
+    path = str(tmp_path / "t")
+    moment = dt.datetime(2021, 1, 1, 3, 30, tzinfo=dt.timezone.utc)
+    rows = pa.table({
+        "id": pa.array([1, 2], pa.int64()),
+        "ts": pa.array([moment, moment], pa.timestamp("us", "UTC")),
+    })  # fmt: skip
+    write_deltalake(path, rows, partition_by=["ts"])
+    t = Table(path, spark=spark)
+    t.append(rows)
+    assert _spellings(path) == {"2021-01-01 03:30:00.000000", "2021-01-01T03:30:00.000000Z"}
+    files = sorted(str(p) for p in Path(path).rglob("*.parquet"))
+    version = t.version
+    with pytest.raises(UnsupportedTable, match=r"'ts' holds the moment .* both with and without"):
+        t.optimize.compact()
+    assert t.version == version
+    assert sorted(str(p) for p in Path(path).rglob("*.parquet")) == files
+    assert sorted(t.scan("ts = TIMESTAMP'2021-01-01 03:30:00'").df.toPandas()["id"]) == [1, 1, 2, 2]

@@ -134,7 +134,7 @@ def _delete_once(
             n_blocks=len(touched),
             target_file_size=max(int(np.max(files.sizes)) * 2, ctx.target_file_size),
             prefix="del",
-            fmt=ctx.snap.table_format,
+            fmt=ctx.snap.rewrite_format,
             row_group_bytes=ctx.row_group_bytes,
             codec=ctx.codec,
             indexes=ctx.indexes,

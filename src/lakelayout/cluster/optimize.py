@@ -523,7 +523,7 @@ def file_source(ctx: _Context, paths: Sequence[str]) -> FileSource:
     """``paths`` for a rewrite whose routing tasks read the files themselves."""
     small = cfg.small_rewrite_size(ctx.snap.configuration)
     return FileSource(
-        ctx.spark, tuple(ctx.snap.data_files_for(paths)), ctx.snap.table_format, small
+        ctx.spark, tuple(ctx.snap.data_files_for(paths)), ctx.snap.rewrite_format, small
     )
 
 
@@ -616,6 +616,11 @@ def check_rewrite(ctx: _Context, paths: Sequence[str], kind: Kind = Kind.REWRITE
     """
     delta.check_commit(ctx.snap, kind, removes=paths, spark=ctx.spark)
     check_files_exist(ctx.uri, paths)  # the tasks would fail half-way with a raw error
+    fmt = ctx.snap.rewrite_format
+    if fmt.spellings:  # a moment the log spells two ways: the tasks would refuse it late
+        for file in ctx.snap.data_files_for(paths):
+            for name, value in file.partition_values.items():
+                fmt.partition_value(name, value)
 
 
 def _any_live(root: str, paths: Sequence[str]) -> bool:
@@ -776,7 +781,7 @@ def _route_layout(
         target_file_size=roll_size,
         order_by=order_by,
         prefix=operation,
-        fmt=ctx.snap.table_format,
+        fmt=ctx.snap.rewrite_format,
         clock=ctx.clock,
         row_group_bytes=ctx.row_group_bytes,
         codec=ctx.codec,
@@ -925,7 +930,7 @@ def _liquid(
             n_blocks=layout.n_blocks,
             target_file_size=roll_size,
             prefix="cube",
-            fmt=ctx.snap.table_format,
+            fmt=ctx.snap.rewrite_format,
             clock=ctx.clock,
             row_group_bytes=ctx.row_group_bytes,
             codec=ctx.codec,

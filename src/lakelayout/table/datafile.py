@@ -80,11 +80,18 @@ class TableFormat:
     (nested ones included) under its physical name; without column mapping
     the two are equal. ``partition_columns`` are logical names in the table's
     spelling, in the order of the table's ``partitionColumns``.
+
+    ``spellings`` (a rewrite's format only, :func:`timestamp_spellings`): per
+    TIMESTAMP partition column, how the log spells values it holds without a
+    zone, so that a rewrite writes its files' values back as they were read
+    (``(column, value as lakelayout spells it, the log's spelling or None when
+    the log spells that moment both ways)``).
     """
 
     schema: pa.Schema
     physical: pa.Schema
     partition_columns: tuple[str, ...] = ()
+    spellings: tuple[tuple[str, str, str | None], ...] = ()
 
     @classmethod
     def plain(cls, schema: pa.Schema, partition_columns: Sequence[str] = ()) -> TableFormat:
@@ -143,6 +150,24 @@ class TableFormat:
 
     def partition_fields(self) -> list[pa.Field]:
         return [self.schema.field(name) for name in self.partition_columns]
+
+    def partition_value(self, name: str, value: Any) -> str | None:
+        """Partition column ``name``'s typed ``value`` as this format writes it in
+        ``partitionValues`` (:func:`serialize_partition_value`, then ``spellings``)."""
+        text = serialize_partition_value(value, self.schema.field(name).type)
+        if not self.spellings or text is None:
+            return text
+        for column, ours, theirs in self.spellings:
+            if column == name and ours == text:
+                if theirs is None:
+                    raise UnsupportedTable(
+                        f"partition column '{name}' holds the moment {text} spelled both "
+                        "with and without a time zone; Delta's connector reads the two in "
+                        "different zones, so a rewrite cannot keep both (rewrite these "
+                        "files with the engine that wrote them)"
+                    )
+                return theirs
+        return text
 
     def to_physical(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The part of a logical batch (table schema) a data file stores, under physical names."""
@@ -502,6 +527,53 @@ def serialize_partition_value(value: Any, dtype: pa.DataType) -> str | None:
     raise InvalidOption(f"cannot partition by a column of type {dtype}")
 
 
+def timestamp_spellings(
+    fmt: TableFormat, partitions: Iterable[Mapping[str, str | None]]
+) -> tuple[tuple[str, str, str | None], ...]:
+    """How the log spells TIMESTAMP partition values without a zone (``fmt.spellings``).
+
+    ``partitions``: the distinct ``partitionValues`` of the live files as the
+    log stores them (physical names). Delta's rules allow a TIMESTAMP partition
+    value without a zone (``2021-01-01 05:30:00``), what Delta's connector wrote
+    before version 3 in the session's time zone and what delta-rs writes in UTC;
+    readers disagree on it (delta-rs and lakelayout read UTC, Delta's connector
+    the session's zone). A rewrite that spelled such a value in UTC
+    (``2021-01-01T05:30:00.000000Z``, what lakelayout writes) would move its rows
+    by the zone's offset for the readers of the other kind, so a rewrite keeps
+    the log's spelling. A moment spelled both ways (two writers) is None: no one
+    spelling keeps both.
+
+    >>> fmt = TableFormat.plain(pa.schema([("ts", pa.timestamp("us", "UTC"))]), ["ts"])
+    >>> timestamp_spellings(fmt, [{"ts": "2021-01-01 05:30:00"}, {"ts": "2021-01-02T00:00:00Z"}])
+    (('ts', '2021-01-01T05:30:00.000000Z', '2021-01-01 05:30:00'),)
+    """
+    zoned = [
+        f for f in fmt.partition_fields() if pa.types.is_timestamp(f.type) and f.type.tz is not None
+    ]
+    if not zoned:
+        return ()
+    out: dict[tuple[str, str], str | None] = {}
+    spelled_with_zone: set[tuple[str, str]] = set()
+    for values in partitions:
+        for f in zoned:
+            text = values.get(fmt.physical_name(f.name))
+            if not text:
+                continue
+            try:
+                moment = _dt.datetime.fromisoformat(text)
+            except ValueError:
+                continue  # delta-rs read it; lakelayout writes its own spelling
+            key = (f.name, str(serialize_partition_value(moment, f.type)))
+            if moment.tzinfo is not None:
+                spelled_with_zone.add(key)
+            else:
+                out.setdefault(key, text)
+    return tuple(
+        (name, ours, None if (name, ours) in spelled_with_zone else theirs)
+        for (name, ours), theirs in sorted(out.items())
+    )
+
+
 def escape_path_name(text: str) -> str:
     """``text`` as Spark writes it in a partition directory name (``%XX`` escapes).
 
@@ -597,7 +669,7 @@ def partition_runs(
     starts = [0, *(np.flatnonzero(change) + 1).tolist(), n]
     for lo, hi in itertools.pairwise(starts):
         key = tuple(
-            serialize_partition_value(column[lo].as_py(), f.type)
+            fmt.partition_value(f.name, column[lo].as_py())
             for column, f in zip(columns, fields, strict=True)
         )
         yield key, batch.slice(lo, hi - lo)

@@ -29,6 +29,7 @@ right after creation.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import threading
@@ -75,8 +76,8 @@ from lakelayout.table.datafile import (
     log_path,
     partition_values_map,
     raw_path,
-    serialize_partition_value,
     table_format,
+    timestamp_spellings,
 )
 from lakelayout.table.features import (
     Committer,
@@ -136,11 +137,24 @@ class Snapshot:
     writer_features: tuple[str, ...] = ()
     #: which appends' features its columns use (features.features_in_use); None: unknown
     features_in_use: frozenset[str] | None = None
+    #: how the log spells TIMESTAMP partition values without a zone (TableFormat.spellings)
+    partition_spellings: tuple[tuple[str, str, str | None], ...] = ()
 
     @property
     def table_format(self) -> TableFormat:
         """The format (a plain, unpartitioned one when the snapshot was built without it)."""
         return self.format if self.format is not None else TableFormat.plain(self.schema)
+
+    @property
+    def rewrite_format(self) -> TableFormat:
+        """The format a rewrite of this snapshot's files writes with: ``table_format``
+        with the log's spellings of its partition values (:func:`timestamp_spellings`).
+
+        New rows (appends) are written with ``table_format``: lakelayout's own
+        spelling, which every reader reads alike."""
+        if not self.partition_spellings:
+            return self.table_format
+        return dataclasses.replace(self.table_format, spellings=self.partition_spellings)
 
     def data_file(self, path: str) -> DataFile:
         """What the log says about the live file ``path``."""
@@ -446,6 +460,8 @@ def _format_of(table: DeltaTable) -> TableFormat:
 def _live_files(table: DeltaTable) -> dict[str, tuple[int, dict[str, str | None]]]:
     """path -> (size, ``partitionValues`` as the log stores them) of every live file."""
     fmt = _format_of(table)
+    spelled = tuple(s for s in _spellings(table, fmt) if s[2] is not None)
+    fmt = dataclasses.replace(fmt, spellings=spelled)
     actions = pa.table(table.get_add_actions(flatten=True))
     paths = actions.column("path").to_pylist()
     sizes = actions.column("size_bytes").to_pylist()
@@ -459,7 +475,7 @@ def _live_files(table: DeltaTable) -> dict[str, tuple[int, dict[str, str | None]
     out: dict[str, tuple[int, dict[str, str | None]]] = {}
     for i, (path, size) in enumerate(zip(paths, sizes, strict=True)):
         values = [
-            serialize_partition_value(column[i], f.type)
+            fmt.partition_value(f.name, column[i])
             for column, f in zip(columns, fields, strict=True)
         ]
         out[path] = (size, partition_values_map(fmt, values))
@@ -1025,7 +1041,18 @@ def read_snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Sn
         data_files=_data_files(table, actions, fmt, location),
         writer_features=tuple(table.protocol().writer_features or ()),
         features_in_use=features_in_use(delta_schema.to_json()),
+        partition_spellings=_spellings(table, fmt),
     )
+
+
+def _spellings(table: DeltaTable, fmt: TableFormat) -> tuple[tuple[str, str, str | None], ...]:
+    """:func:`timestamp_spellings` of ``table``'s live files (read only for tables
+    partitioned by a TIMESTAMP column: delta-rs gives the log's strings per partition)."""
+    if not any(
+        pa.types.is_timestamp(f.type) and f.type.tz is not None for f in fmt.partition_fields()
+    ):
+        return ()
+    return timestamp_spellings(fmt, table.partitions())
 
 
 def _without_field_metadata(schema: pa.Schema) -> pa.Schema:
