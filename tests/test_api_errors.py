@@ -82,6 +82,29 @@ def test_a_predicate_spark_rejects_fails_the_scan_and_the_delete_before_any_writ
     assert _ids(table) == list(range(10))
 
 
+@pytest.mark.parametrize(
+    "where",
+    ["rand() < 0.5", "id > 2 AND uuid() > 'a'", "monotonically_increasing_id() < 5"],
+)
+def test_a_delete_with_a_nondeterministic_predicate_is_refused_before_any_write(
+    table: Table, where: str
+) -> None:
+    """A DELETE evaluates its predicate twice (files to rewrite, rows to keep): with
+    rand() it deleted rows neither evaluation chose. Refused by name, as Delta does;
+    the same text is a scan's filter (Spark accepts it there)."""
+    from lakelayout.errors import PredicateError
+
+    before, files = table.version, sorted(os.listdir(table.uri))
+    with pytest.raises(PredicateError, match="DELETE needs a deterministic predicate") as err:
+        table.delete(where)
+    assert repr(where) in str(err.value)
+    assert table.version == before and sorted(os.listdir(table.uri)) == files
+    assert table.scan(where).df.count() <= 10
+    # current_timestamp() is one value per query: deterministic, as Delta takes it
+    table.delete("id > 100 AND id < unix_timestamp(current_timestamp())")
+    assert _ids(table) == list(range(10))
+
+
 def test_create_in_a_folder_holding_data_is_refused(spark: Any, tmp_path: Path) -> None:
     folder = tmp_path / "old"
     spark.range(5).write.parquet(str(folder))

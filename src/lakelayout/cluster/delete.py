@@ -49,6 +49,7 @@ from lakelayout.cluster.optimize import (
 from lakelayout.cluster.optimize_metrics import OptimizeMetrics
 from lakelayout.cluster.provenance import FileProvenance
 from lakelayout.cluster.rewrite import FILE_COLUMN, Router, read_files, write_routed
+from lakelayout.errors import PredicateError
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.skipping.stats_rules import all_rows_match, might_match
 from lakelayout.table import delta
@@ -57,7 +58,7 @@ from lakelayout.table.features import Kind
 from lakelayout.table.reader import read_table_files, spark_where
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from lakelayout.skipping.catalog import IndexCatalog
 
@@ -82,7 +83,9 @@ def delete(
     snap = delta.snapshot(uri)
     predicate = parse_predicate(where, snap.schema, timezone=timezone)  # errors before any job
     if predicate.has_opaque():  # what lakelayout does not model, Spark's analyser checks
-        spark_where(read_table_files(spark, uri, snap.table_format, []), where, analysed=True)
+        empty = read_table_files(spark, uri, snap.table_format, [])
+        spark_where(empty, where, analysed=True)
+        _check_deterministic(empty, where)
     metrics, retries = run_with_retries(
         uri,
         "DELETE",
@@ -90,6 +93,31 @@ def delete(
         policy=retry,
     )
     return _finish(replace(metrics, retries=retries), started)
+
+
+def _check_deterministic(empty: DataFrame, where: str) -> None:
+    """PredicateError when ``where`` is not deterministic (``rand()``, ``uuid()``,
+    ``monotonically_increasing_id()``, ``input_file_name()``...), as Delta's DELETE.
+
+    A DELETE evaluates its predicate twice (which files hold matching rows, then
+    which rows survive), so such a predicate would delete rows neither evaluation
+    chose together. Spark's analyser refuses a nondeterministic expression in a
+    join condition (it accepts one in a filter): an empty join asks it, on a
+    classic and on a Spark Connect session alike.
+    """
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    probe = empty.sparkSession.range(0).toDF("__ll_deterministic_probe")
+    try:
+        empty.join(probe, F.expr(where), "left_semi").schema  # noqa: B018 (the analysis is the point)
+    except AnalysisException as exc:
+        if "NON_DETERMINISTIC" in str(exc):
+            raise PredicateError(
+                f"DELETE needs a deterministic predicate; {where!r} is not (it would give "
+                "another answer each time it is evaluated); Delta refuses it too"
+            ) from None
+        # anything else the join's analysis says, the filter's already accepted
 
 
 def _delete_once(
