@@ -773,7 +773,11 @@ class _Controller:
             if fits:
                 self._maybe_resample(table, snap, engine)
             real = functools.partial(
-                _real_costs, files=snap.files, root=self.uri, schema=snap.schema
+                table_costs,
+                files=snap.files,
+                root=self.uri,
+                schema=snap.schema,
+                fmt=snap.table_format,
             )
             # scans queued by other processes (or while a stepper held the lock) ran first;
             # bound to the schema now (None: it changed since, the scan is dropped)
@@ -1153,12 +1157,6 @@ def _binder(table: Table, snap: Snapshot, timezone: str) -> Callable[[str], Pred
             return None
 
     return bind
-
-
-def _real_costs(
-    predicates: Sequence[Predicate], *, files: FileStats, root: str, schema: pa.Schema
-) -> np.ndarray:
-    return table_costs(predicates, files, root=root, schema=schema)
 
 
 def _alive_elsewhere(pid: int) -> bool:

@@ -363,6 +363,15 @@ def test_a_name_that_moves_to_a_new_column_is_not_pruned_on_the_old_one(
         ours = sorted(r["id"] for r in t.scan(where).df.select("id").collect())
         delta = spark.read.format("delta").load(path).where(where).select("id").collect()
         assert ours == sorted(r["id"] for r in delta), where
+    # online reorganization prices the current layout as a scan reads it: no file of the
+    # old `a`'s Qd-tree is ruled out for the new `a`
+    from lakelayout.expr.parse import parse_predicate
+    from lakelayout.online.costs import table_costs
+
+    snap = t.snapshot()
+    bound = [parse_predicate(w, snap.schema) for w in ("a < 100", "a_old < 100")]
+    costs = table_costs(bound, snap.files, root=path, schema=snap.schema, fmt=snap.table_format)
+    assert costs[0] == 1.0 and costs[1] < 1.0, costs
 
 
 def test_checkpoints_are_read(spark: Any, mapped: str) -> None:

@@ -821,7 +821,9 @@ class OnlinePolicy(Policy):
         uri = ctx.table.uri
 
         def real(predicates: Sequence[Predicate]) -> np.ndarray:
-            return table_costs(predicates, snap.files, root=uri, schema=snap.schema)
+            return table_costs(
+                predicates, snap.files, root=uri, schema=snap.schema, fmt=snap.table_format
+            )
 
         predicate = ctx.predicates([query])[0]
         engine.observe(query.sql, predicate, real)

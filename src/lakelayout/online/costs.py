@@ -53,6 +53,7 @@ from lakelayout.skipping.planner import LayoutBlocks, plan, ruled_out_by_layout
 from lakelayout.skipping.stats_rules import FileStack, might_match
 from lakelayout.stats.blocks import block_stats
 from lakelayout.stats.model import FileStats
+from lakelayout.table.datafile import TableFormat
 
 #: predicates whose cost a state remembers (queries repeat within a window)
 MEMO_SIZE = 4096
@@ -66,12 +67,17 @@ class LogicalIndex(Protocol):
 
 @dataclass(frozen=True)
 class TableBlocks:
-    """The logical indexes of a real table: every file's layout block, from provenance."""
+    """The logical indexes of a real table: every file's layout block, from provenance.
+
+    With ``fmt`` (the format of the snapshot the files are of), a layout whose
+    columns that snapshot binds otherwise is left out, as a scan leaves it out
+    (:func:`~lakelayout.cluster.logical.layout_blocks`)."""
 
     root: str
+    fmt: TableFormat | None = None
 
     def layouts(self, files: FileStats, schema: pa.Schema) -> Sequence[LayoutBlocks]:
-        return logical.layout_blocks(self.root, files, schema)
+        return logical.layout_blocks(self.root, files, schema, self.fmt)
 
 
 @dataclass(frozen=True)
@@ -124,14 +130,22 @@ class FixedBlocks:
 
 
 def table_costs(
-    predicates: Sequence[Predicate], files: FileStats, *, root: str, schema: pa.Schema
+    predicates: Sequence[Predicate],
+    files: FileStats,
+    *,
+    root: str,
+    schema: pa.Schema,
+    fmt: TableFormat | None = None,
 ) -> np.ndarray:
     """``c(current, q)`` for each predicate, on the table's real files.
 
-    The files' logical indexes (provenance joined to ``files``) are looked up
-    once for all predicates: they depend on the files only.
+    The files' logical indexes (provenance joined to ``files``, layouts bound
+    as ``fmt`` binds their columns) are looked up once for all predicates: they
+    depend on the files only.
     """
-    index = FixedBlocks(tuple(TableBlocks(root).layouts(files, schema))) if len(files) else None
+    index = (
+        FixedBlocks(tuple(TableBlocks(root, fmt).layouts(files, schema))) if len(files) else None
+    )
     return np.array(
         [fraction_read(p, files, schema=schema, index=index) for p in predicates],
         dtype=np.float64,
