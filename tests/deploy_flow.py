@@ -45,6 +45,8 @@ def flow(master: str, path: str, with_vectors: str | None = None) -> dict[str, A
         )
 
     out: dict[str, Any] = {"connect": is_connect(spark), "parallelism": default_parallelism(spark)}
+    if remote:
+        out["session"] = _connect_session_rules(spark, master)
     t = Table.create(path, rows(0, 2000), spark=spark, target_file_size=8 * 1024)
     out["create_version"] = t.version
     out["append_rows"] = t.append(rows(2000, 1000)).rows_added
@@ -70,6 +72,31 @@ def flow(master: str, path: str, with_vectors: str | None = None) -> dict[str, A
     if with_vectors is not None:
         out["vectors"] = _with_vectors(Table(with_vectors, spark=spark))
     spark.stop()
+    return out
+
+
+def _connect_session_rules(spark: Any, master: str) -> dict[str, Any]:
+    """A running Connect session keeps the user's time zone when lakelayout asks for the
+    session again (every Table made without one does); ``delta=True`` checks the server
+    (this one has no Delta jars) and ``app_name`` is refused: neither is silently dropped."""
+    from lakelayout.errors import EnvironmentProblem, InvalidOption
+    from lakelayout.table.session import spark_session
+
+    out: dict[str, Any] = {"started_zone": spark.conf.get("spark.sql.session.timeZone")}
+    spark.conf.set("spark.sql.session.timeZone", "Asia/Kolkata")
+    again = spark_session(master)
+    out["same_session"] = again is spark
+    out["zone_after"] = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    for key, kwargs, error in (
+        ("delta_error", {"delta": True}, EnvironmentProblem),
+        ("app_name_error", {"app_name": "mine"}, InvalidOption),
+    ):
+        try:
+            spark_session(master, **kwargs)
+            out[key] = None
+        except error as exc:
+            out[key] = str(exc)
     return out
 
 

@@ -105,6 +105,22 @@ def test_a_delete_with_a_nondeterministic_predicate_is_refused_before_any_write(
     assert _ids(table) == list(range(10))
 
 
+def test_a_delete_predicate_spark_cannot_evaluate_is_named_and_deletes_nothing(
+    table: Table,
+) -> None:
+    """A division by zero (ANSI) in the DELETE's matching job was a raw pyspark error
+    (found by an audit); it is a PredicateError naming the predicate, before any write."""
+    from lakelayout.errors import PredicateError
+
+    before, files = table.version, sorted(os.listdir(table.uri))
+    with pytest.raises(
+        PredicateError, match="Spark could not evaluate the DELETE predicate"
+    ) as err:
+        table.delete("id / (id - id) > 1")
+    assert "'id / (id - id) > 1'" in str(err.value) and "DIVIDE_BY_ZERO" in str(err.value)
+    assert table.version == before and sorted(os.listdir(table.uri)) == files
+
+
 def test_create_in_a_folder_holding_data_is_refused(spark: Any, tmp_path: Path) -> None:
     folder = tmp_path / "old"
     spark.range(5).write.parquet(str(folder))

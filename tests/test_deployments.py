@@ -202,6 +202,12 @@ def test_spark_connect(connect_server: str, spark: Any, tmp_path: Path) -> None:
     version = DeltaTable(vectors).version()
     result, table = _run_flow(connect_server, tmp_path, vectors)
     assert result["connect"] and result["parallelism"] == 2  # the server's local[2]
+    session = result["session"]
+    # lakelayout's defaults go to the session it starts; a running one keeps the user's zone
+    assert session["started_zone"] == "UTC" and session["same_session"]
+    assert session["zone_after"] == "Asia/Kolkata"
+    assert "has no Delta Lake connector" in session["delta_error"]
+    assert "names its application" in session["app_name_error"]
     _check(result, table)
     # a partitioned table with deletion vectors: read right over Connect (deleted rows
     # never come back), but a DELETE that must remove a vector needs Delta's transaction

@@ -85,6 +85,13 @@ PREDICATE_ERRORS = [
         "at line 1, col 20",
     ),
     ("NOT", "malformed predicate 'NOT': 'NOT' is missing its operand at line 1, col 3"),
+    # Spark's parser refuses it; answered as FALSE here, a DELETE deleted nothing without an
+    # error and a Spark Connect scan failed at its first action (found by an audit)
+    (
+        "l_quantity > 1 AND l_quantity NOT IN ()",
+        "malformed predicate 'l_quantity > 1 AND l_quantity NOT IN ()': an IN list needs at "
+        "least one value (Spark refuses `IN ()`)",
+    ),
 ]
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -82,9 +82,12 @@ def delete(
     timezone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
     snap = delta.snapshot(uri)
     predicate = parse_predicate(where, snap.schema, timezone=timezone)  # errors before any job
-    if predicate.has_opaque():  # what lakelayout does not model, Spark's analyser checks
-        empty = read_table_files(spark, uri, snap.table_format, [])
-        spark_where(empty, where, analysed=True)
+    # Spark's analyser checks the text too, even what lakelayout models: a predicate it
+    # answers from statistics alone never reaches Spark, and text Spark refuses must
+    # not delete (or silently not delete) anything
+    empty = read_table_files(spark, uri, snap.table_format, [])
+    spark_where(empty, where, analysed=True)
+    if predicate.has_opaque():  # what lakelayout models is deterministic
         _check_deterministic(empty, where)
     metrics, retries = run_with_retries(
         uri,
@@ -93,6 +96,22 @@ def delete(
         policy=retry,
     )
     return _finish(replace(metrics, retries=retries), started)
+
+
+def _matching(matched: DataFrame, where: str) -> list[Any]:
+    """Rows ``where`` matches per file; an error Spark raises evaluating ``where`` on the
+    rows (a division by zero or a cast that fails under ANSI) is a PredicateError
+    naming the predicate (nothing is written yet)."""
+    from pyspark.errors import PySparkException
+
+    try:
+        return matched.groupBy(FILE_COLUMN).count().collect()
+    except PySparkException as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise PredicateError(
+            f"Spark could not evaluate the DELETE predicate {where!r} on the table's rows: "
+            f"{reason}; nothing was deleted"
+        ) from None
 
 
 def _check_deterministic(empty: DataFrame, where: str) -> None:
@@ -141,7 +160,7 @@ def _delete_once(
     touched: list[str] = []
     if partial:
         df = read_files(spark, ctx.snap, partial, with_file=True)
-        counts = spark_where(df, where).groupBy(FILE_COLUMN).count().collect()
+        counts = _matching(spark_where(df, where), where)
         touched = sorted({str(r[FILE_COLUMN]) for r in counts if r["count"] > 0})
     base = OptimizeMetrics("delete", files_considered=len(files))
     if not dropped and not touched:

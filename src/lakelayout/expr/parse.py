@@ -377,6 +377,16 @@ def _parse(sql: str, what: str) -> tuple[exp.Expression, int]:
     if isinstance(node, exp.Query | exp.DDL | exp.DML | exp.Command):
         kind = node.key.upper()
         raise PredicateError(f"malformed {what} {_short(sql)!r}: got a {kind} statement")
+    for found in node.find_all(exp.In):
+        if not found.expressions and not any(
+            found.args.get(k) for k in ("query", "unnest", "field")
+        ):
+            # sqlglot reads it; Spark's parser refuses it (EMPTY_IN_PREDICATE), and text
+            # Spark refuses must not be answered here (a DELETE would delete nothing)
+            raise PredicateError(
+                f"malformed {what} {_short(sql)!r}: an IN list needs at least one value "
+                "(Spark refuses `IN ()`)"
+            )
     return node, depth
 
 

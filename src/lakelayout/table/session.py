@@ -53,7 +53,7 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
-from lakelayout.errors import EnvironmentProblem
+from lakelayout.errors import EnvironmentProblem, InvalidOption
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -336,7 +336,7 @@ def delta_conf(folder: str | None = None, *, required: bool = False) -> dict[str
 def spark_session(
     master: str | None = None,
     *,
-    app_name: str = "lakelayout",
+    app_name: str | None = None,
     delta: bool | None = None,
     **conf: Any,
 ) -> SparkSession:
@@ -352,7 +352,11 @@ def spark_session(
     ``delta``: add Delta Lake's own Spark connector (``True``: required, an
     :class:`~lakelayout.errors.EnvironmentProblem` when its jars are missing;
     ``None``: when installed; ``False``: never). lakelayout's own behaviour does
-    not depend on it.
+    not depend on it. ``app_name`` defaults to ``lakelayout``.
+
+    A Spark Connect server owns its jars and names its application: there
+    ``delta=True`` checks that the server has Delta's connector (an
+    EnvironmentProblem otherwise) and ``app_name`` is refused (InvalidOption).
 
     Settings given here win over lakelayout's defaults. When a session is already
     running, ``getOrCreate`` returns it: lakelayout's defaults (the UTC session time
@@ -362,7 +366,7 @@ def spark_session(
     remote = os.environ.get("SPARK_REMOTE") if master is None else None
     chosen = master or os.environ.get(MASTER_ENV) or remote or DEFAULT_MASTER
     if chosen.startswith(CONNECT_SCHEME):
-        return _connect_session(chosen, app_name, conf)
+        return _connect_session(chosen, app_name, delta, conf)
     from pyspark import SparkContext
 
     running = SparkContext._active_spark_context is not None
@@ -385,7 +389,7 @@ def spark_session(
     if delta is not False and not running:
         settings.update(delta_conf(required=delta is True))
     settings.update({key: _conf_value(value) for key, value in conf.items()})
-    builder = SparkSession.builder.master(chosen).appName(app_name)
+    builder = SparkSession.builder.master(chosen).appName(app_name or "lakelayout")
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
@@ -394,23 +398,48 @@ def spark_session(
     return session
 
 
-def _connect_session(url: str, app_name: str, conf: dict[str, Any]) -> SparkSession:
-    """A Spark Connect session to ``url`` with lakelayout's runtime SQL settings."""
+def _connect_session(
+    url: str, app_name: str | None, delta: bool | None, conf: dict[str, Any]
+) -> SparkSession:
+    """A Spark Connect session to ``url`` with lakelayout's runtime SQL settings.
+
+    As for a classic session, a running one (the user's, or an earlier call's)
+    keeps its settings: lakelayout's defaults (the UTC time zone) are applied to
+    a new session only (``getOrCreate`` applies a builder's settings to a running
+    Connect session, which moved a user's zone under their own queries)."""
     from pyspark.sql import SparkSession
 
+    if app_name is not None:
+        raise InvalidOption(
+            f"app_name={app_name!r}: a Spark Connect server ({url}) names its application; "
+            "a client cannot (leave app_name out)"
+        )
     try:
-        import pyspark.sql.connect.session  # noqa: F401  (grpc & co. are installed)
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
     except ImportError as exc:
         raise EnvironmentProblem(
             f"Spark Connect ({url}) needs the Spark Connect client: "
             f"pip install 'lakelayout[connect]' (pyspark[connect]): {exc}"
         ) from exc
-    settings = {k: v for k, v in default_conf(url).items() if k in _CONNECT_SETTINGS}
+    running = ConnectSession.getActiveSession() is not None or (
+        ConnectSession._get_default_session() is not None
+    )
+    settings = (
+        {} if running else {k: v for k, v in default_conf(url).items() if k in _CONNECT_SETTINGS}
+    )
     settings.update({key: _conf_value(value) for key, value in conf.items()})
     # pyspark's own builder (not the connect module's) also switches pyspark.sql.functions
     # to Connect for this process, which lakelayout's F.expr / F.col calls rely on
     builder = SparkSession.builder.remote(url)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    session: Any = builder.getOrCreate()  # the server names the application: app_name unused
+    session: Any = builder.getOrCreate()
+    if delta is True:
+        extensions = str(session.conf.get("spark.sql.extensions", "") or "")
+        if DELTA_EXTENSION not in extensions:
+            raise EnvironmentProblem(
+                f"delta=True: the Spark Connect server at {url} has no Delta Lake connector "
+                f"(its spark.sql.extensions is {extensions!r}); start the server with "
+                "Delta's jars and spark.sql.extensions=" + DELTA_EXTENSION
+            )
     return session  # type: ignore[no-any-return]
