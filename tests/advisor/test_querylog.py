@@ -121,6 +121,40 @@ def test_two_processes_logging_to_one_table_lose_no_record(tmp_path: Path) -> No
     assert len(set(data["session"].to_pylist())) == 2
 
 
+_ONE_RUN_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from lakelayout.advisor import querylog as ql
+    log = ql.QueryLog(sys.argv[1])
+    for i in range(2):  # a short run: two flushes, far from its own 25th
+        log.record(ql.QueryRecord(table_version=0, predicate=f"run {i}"), max_records=5)
+        log.flush()
+    """
+)
+
+
+def test_a_short_lived_process_maintains_the_log_on_the_version_that_is_due(
+    tmp_path: Path,
+) -> None:
+    """Maintenance ran on every 25th flush of one process: processes that flush a few
+    times each (the CLI, cron jobs) never maintained the log, whatever its limits (an
+    audit: 40 of them left 120 records in 40 files with maxRecords=5). The flush that
+    takes a version that is a multiple of 25 maintains it, in whichever process."""
+    uri = _table(tmp_path)
+    log = ql.QueryLog(uri)
+    for i in range(ql.MAINTAIN_EVERY - 1):  # versions 0..23; this process's 24 flushes
+        log.record(ql.QueryRecord(table_version=0, predicate=f"here {i}"), max_records=5)
+        log.flush()
+    assert len(DeltaTable(log.path).file_uris()) == ql.MAINTAIN_EVERY - 1
+    run = subprocess.run([sys.executable, "-c", _ONE_RUN_SCRIPT, uri], timeout=120)
+    assert run.returncode == 0
+    # its second flush took version 25: the newest 5 records, in one file
+    assert len(DeltaTable(log.path).file_uris()) == 1
+    assert log.read().column("predicate").to_pylist() == [
+        "here 21", "here 22", "here 23", "run 0", "run 1",
+    ]  # fmt: skip
+
+
 _MAINTAINER_SCRIPT = textwrap.dedent(
     """
     import sys
@@ -311,3 +345,23 @@ def test_maintenance_refuses_limits_it_cannot_apply(
     with pytest.raises(InvalidOption, match=message):
         log.maintain(**kwargs)  # type: ignore[arg-type]
     assert log.read().num_rows == 1
+
+
+def test_the_decision_log_is_maintained_every_25_versions(tmp_path: Path) -> None:
+    """The decision log took one commit and one file per automatic decision, for ever
+    (an audit: 202 files after 100 appends; VACUUM left them). It is compacted like the
+    query log, keeping the newest rows."""
+    from lakelayout.advisor.decisions import DecisionLog, DecisionRow
+
+    uri = _table(tmp_path)
+    decisions = DecisionLog(uri)
+    for i in range(ql.MAINTAIN_EVERY):  # versions 0..24
+        decisions.append(DecisionRow(kind="decision", reason=f"r{i}", outcome="skipped"))
+    assert len(DeltaTable(decisions.path).file_uris()) == ql.MAINTAIN_EVERY
+    decisions.append(DecisionRow(kind="decision", reason="due", outcome="skipped"))  # 25
+    assert len(DeltaTable(decisions.path).file_uris()) == 1
+    reasons = [r["reason"] for r in decisions.rows()]
+    assert reasons == [f"r{i}" for i in range(ql.MAINTAIN_EVERY)] + ["due"]
+    result = decisions.maintain(max_rows=2)
+    assert result.records_deleted == ql.MAINTAIN_EVERY - 1
+    assert [r["reason"] for r in decisions.rows()] == [f"r{ql.MAINTAIN_EVERY - 1}", "due"]

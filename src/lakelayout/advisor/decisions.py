@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import math
 import os
 import statistics
@@ -44,7 +45,13 @@ from typing import Any
 
 import pyarrow as pa
 
+from lakelayout.advisor import querylog
+
 LOG_DIR = os.path.join("_lakelayout", "decisions")
+#: rows the decision log keeps (the newest; the oldest go when the log is maintained)
+KEPT_ROWS = 10_000
+
+logger = logging.getLogger(__name__)
 
 SCHEMA = pa.schema(
     [
@@ -114,6 +121,23 @@ class DecisionLog:
 
         data = pa.Table.from_pylist([r.row() for r in rows], schema=SCHEMA)
         write_deltalake(self.path, data, mode="append", name="lakelayout decision log")
+        if querylog.maintenance_due(self.path):
+            try:
+                self.maintain()
+            except Exception as exc:  # a decision is logged; its log's upkeep waits
+                logger.warning("decision log of %s: maintenance failed: %s", self.path, exc)
+
+    def maintain(self, *, max_rows: int = KEPT_ROWS) -> querylog.MaintenanceResult:
+        """Keep the newest ``max_rows`` rows in one file and vacuum the rest, as the query
+        log is maintained (one append in :data:`~.querylog.MAINTAIN_EVERY` does it, in
+        whichever process makes it: an append adds a commit and a file)."""
+        return querylog.compact_log(
+            self.path,
+            retention_days=querylog.MAX_RETENTION_DAYS,
+            max_records=max_rows,
+            prefix="decisions",
+            operation="DECISION LOG MAINTENANCE",
+        )
 
     def read(self) -> pa.Table:
         """Every row, oldest first (empty when nothing was decided yet)."""

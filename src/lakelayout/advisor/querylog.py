@@ -18,7 +18,9 @@ failing log never fails a query. Several processes may log to one table:
 each flush is one Delta append, and delta-rs retries an append whose
 version was taken by another writer (appends never conflict).
 
-Every few flushes the writer *maintains* the log: records older than the
+The flush that takes a log version that is a multiple of
+:data:`MAINTAIN_EVERY` (in whichever process: short-lived ones too), and
+every that many flushes of one process, *maintain* the log: records older than the
 retention (``lakelayout.queryLog.retentionDays``, default 30) or beyond the
 newest ``lakelayout.queryLog.maxRecords`` (default 100,000) are deleted and
 the small files of many appends are compacted, both in one rewrite of the
@@ -326,7 +328,9 @@ class _Writer:
                     del queue.rows[: len(queue.rows) - MAX_PENDING]
             return 0
         queue.flushes += 1
-        if queue.flushes % MAINTAIN_EVERY == 0:
+        # the log's version counts every process's flushes: a process that flushes a few
+        # times (the CLI, a cron job) maintains too, on the flush that reaches a multiple
+        if queue.flushes % MAINTAIN_EVERY == 0 or maintenance_due(log_path(uri)):
             try:
                 maintain(uri, retention_days=limits[0], max_records=limits[1])
             except Exception as exc:
@@ -528,10 +532,34 @@ def maintain(
         )
     if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1:
         raise InvalidOption(f"max_records must be a whole number >= 1, got {max_records!r}")
+    return compact_log(
+        log_path(table_uri),
+        retention_days=retention_days,
+        max_records=max_records,
+        prefix="querylog",
+        operation="QUERY LOG MAINTENANCE",
+    )
+
+
+def maintenance_due(path: str) -> bool:
+    """Whether the log Delta table at ``path`` has just reached a version that is a
+    multiple of :data:`MAINTAIN_EVERY` (one flush in that many, whoever made it)."""
+    from lakelayout.table import delta
+
+    newest = delta.latest_commit(path)
+    return newest is not None and newest[0] > 0 and newest[0] % MAINTAIN_EVERY == 0
+
+
+def compact_log(
+    path: str, *, retention_days: float, max_records: int, prefix: str, operation: str
+) -> MaintenanceResult:
+    """Rewrite the log Delta table at ``path`` (rows with a ``ts`` column) into one file
+    without the rows older than ``retention_days`` or beyond the newest
+    ``max_records``; one commit (skipped when another process maintained it first),
+    then a vacuum of the files no version needs (see the module docstring)."""
     from lakelayout.table import delta
     from lakelayout.table.writer import write_arrow
 
-    path = log_path(table_uri)
     if not os.path.isdir(os.path.join(path, "_delta_log")):
         return MaintenanceResult(0, 0, 0)
     snap = delta.snapshot(path)
@@ -550,7 +578,7 @@ def maintain(
             path,
             schema=snap.schema,
             target_file_size=1 << 40,
-            prefix="querylog",
+            prefix=prefix,
             fmt=snap.table_format,
         )
         try:
@@ -560,13 +588,13 @@ def maintain(
                 removes=files,
                 data_change=deleted > 0,
                 read_version=snap.version,
-                operation="QUERY LOG MAINTENANCE",
+                operation=operation,
             )
         except CommitConflict as exc:  # another process maintained the log first: its turn
             for w in written:
                 with contextlib.suppress(OSError):
                     os.remove(os.path.join(path, w.path))
-            logger.info("query log %s: maintenance skipped: %s", path, exc)
+            logger.info("%s: maintenance skipped: %s", path, exc)
             return MaintenanceResult(0, len(files), len(files))
     # files younger than an hour are kept: another process may be about to commit them
     DeltaTable(path).vacuum(retention_hours=1, dry_run=False, enforce_retention_duration=False)
