@@ -29,6 +29,7 @@ from lakelayout.errors import (
     InvalidOption,
     LakelayoutError,
     PredicateError,
+    TableExists,
     UnsupportedTable,
     closest,
 )
@@ -41,7 +42,7 @@ from lakelayout.stats.model import FileStats
 from lakelayout.table import delta
 from lakelayout.table.datafile import column_mapping_mode, raw_path
 from lakelayout.table.features import Kind
-from lakelayout.table.location import is_local, normalize_uri
+from lakelayout.table.location import STATE_FOLDER, is_local, local_path, normalize_uri
 from lakelayout.table.reader import FILE_COLUMN, spark_where
 from lakelayout.table.schema import check_append_schema, stats_columns_property
 
@@ -268,9 +269,6 @@ class Table:
             delta.create_table, root, table_schema, name=name, description=description,
             configuration=config or None, partition_by=partitions,
         )  # fmt: skip
-        if df is None:
-            create([])
-            return cls(root, spark=session)
         size = _check_target_size(
             target_file_size or int(config.get(TARGET_FILE_SIZE, DEFAULT_TARGET_FILE_SIZE))
         )
@@ -279,21 +277,28 @@ class Table:
             row_group_bytes=row_group_size(config),
             codec=parquet_codec(config),
         )
-        if mapping == "name":
-            # the files hold the physical names delta-rs gives the columns when it creates
-            # the table: first the empty table, then the files written with its names
-            create([])
-            try:
-                snap = delta.snapshot(root)
-                files = _write(df, root, schema=snap.schema, fmt=snap.table_format, **options)
-                delta.commit(root, adds=files, read_version=snap.version, operation="WRITE")
-            except BaseException:
-                _remove_created(root, existed)
-                raise
-            return cls(root, spark=session)
-        fmt = TableFormat.plain(table_schema, partitions)
+        delta.claim_location(root)  # TableExists when another create got here first
+        written: list[WrittenFile] = []
         try:
-            create(_write(df, root, schema=table_schema, fmt=fmt, **options))
+            if df is None:
+                create([])
+            elif mapping == "name":
+                # the files hold the physical names delta-rs gives the columns when it
+                # creates the table: first the empty table, then the files with its names
+                create([])
+                snap = delta.snapshot(root)
+                written = _write(df, root, schema=snap.schema, fmt=snap.table_format, **options)
+                delta.commit(root, adds=written, read_version=snap.version, operation="WRITE")
+            else:
+                fmt = TableFormat.plain(table_schema, partitions)
+                written = _write(df, root, schema=table_schema, fmt=fmt, **options)
+                create(written)
+        except TableExists:
+            # another writer (not a lakelayout create: those claim the location first)
+            # committed a table here: it is theirs, only this create's files go
+            _remove_written(root, [f.path for f in written])
+            _release_claim(root)
+            raise
         except BaseException:
             _remove_created(root, existed)
             raise
@@ -875,6 +880,13 @@ def _remove_written(root: str, paths: Sequence[str]) -> None:
     for path in paths:
         with contextlib.suppress(OSError):
             os.remove(os.path.join(root, raw_path(path)))  # log paths are URI-encoded
+
+
+def _release_claim(root: str) -> None:
+    """Remove the (empty) state folder :func:`delta.claim_location` made, if still empty."""
+    if is_local(root):
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.join(local_path(root), STATE_FOLDER))
 
 
 def _remove_created(root: str, existed: bool) -> None:

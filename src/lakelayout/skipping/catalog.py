@@ -177,36 +177,43 @@ class IndexCatalog:
                 for name, fn in index.udfs.items():
                     self._udfs.setdefault(name, fn)
         bound = [self._bind(Index.from_dict(i.to_dict(), udfs=self._udfs), schema) for i in indexes]
-        existing = [Index.from_dict(e, udfs=self._udfs) for e in self._declarations()]
-        taken = {self._declared_name(e, schema): e for e in existing}
-        seen: set[str] = set()
-        for index in bound:
-            if index.name in taken or index.name in seen:
-                raise InvalidOption(
-                    f"index {index.name} is already declared on '{self.uri}'; "
-                    f"drop it first (table.indexes.drop({index.name!r}))"
-                )
-            seen.add(index.name)
-        bindings = [e.get(BINDING) for e in self._declarations()]
-        bindings += [snap.table_format.binding(i.columns()) for i in bound]
-        self.store.declare([*existing, *bound], bindings)
+        with self.store.locked():  # read, add, write: another add at once is not lost
+            entries = self._declarations()
+            existing = [Index.from_dict(e, udfs=self._udfs) for e in entries]
+            taken = {self._declared_name(e, schema): e for e in existing}
+            seen: set[str] = set()
+            for index in bound:
+                if index.name in taken or index.name in seen:
+                    raise InvalidOption(
+                        f"index {index.name} is already declared on '{self.uri}'; "
+                        f"drop it first (table.indexes.drop({index.name!r}))"
+                    )
+                seen.add(index.name)
+            bindings = [e.get(BINDING) for e in entries]
+            bindings += [snap.table_format.binding(i.columns()) for i in bound]
+            self.store.declare([*existing, *bound], bindings)
         return [i.name for i in bound]
 
     def drop(self, name: str) -> None:
         """Remove a declared index and its metadata column."""
         schema = delta.snapshot(self.uri).schema
-        entries = self._declarations()
-        names = [self._declared_name(Index.from_dict(e, udfs=self._udfs), schema) for e in entries]
-        if name not in names:
-            lowered = {n.lower(): n for n in names}
-            if str(name).lower() not in lowered:
-                hint = closest(str(name), names) if names else ""
-                raise InvalidOption(f"no index named {name!r} on '{self.uri}'.{hint}".rstrip("."))
-            name = lowered[str(name).lower()]
-        kept = [(e, n) for e, n in zip(entries, names, strict=True) if n != name]
-        rest = [Index.from_dict(e, udfs=self._udfs) for e, _ in kept]
-        self.store.declare(rest, [e.get(BINDING) for e, _ in kept])
-        self.store.drop_index(name)
+        with self.store.locked():
+            entries = self._declarations()
+            names = [
+                self._declared_name(Index.from_dict(e, udfs=self._udfs), schema) for e in entries
+            ]
+            if name not in names:
+                lowered = {n.lower(): n for n in names}
+                if str(name).lower() not in lowered:
+                    hint = closest(str(name), names) if names else ""
+                    raise InvalidOption(
+                        f"no index named {name!r} on '{self.uri}'.{hint}".rstrip(".")
+                    )
+                name = lowered[str(name).lower()]
+            kept = [(e, n) for e, n in zip(entries, names, strict=True) if n != name]
+            rest = [Index.from_dict(e, udfs=self._udfs) for e, _ in kept]
+            self.store.declare(rest, [e.get(BINDING) for e, _ in kept])
+            self.store.drop_index(name)
 
     def list(self) -> builtins.list[Index]:
         """The declared indexes (unbound, as stored)."""
@@ -321,7 +328,11 @@ class IndexCatalog:
                 if name in old:
                     rows = rows.append_column(name, old[name].take(take))
         if rows.num_rows or self.store.current_file() is not None:
-            self.store.upsert(rows, live_paths=[str(p) for p in files.paths])
+            with self.store.locked():
+                # the live files when the rows are stored: files appended while the
+                # refresh computed are live too (their writers stored their rows)
+                live = delta.snapshot(self.uri).files.paths
+                self.store.upsert(rows, live_paths=[str(p) for p in live])
 
     # ------------------------------------------------------------ writes
 
@@ -344,27 +355,32 @@ class IndexCatalog:
         if not indexes or not written:
             return 0
         try:
-            snap = delta.snapshot(self.uri)
-            # ``fmt``: how the writer read the columns (its snapshot's binding); an index
-            # declared on other columns since (a rename and a refresh between the commit
-            # and now) is left out: its entries would describe another column
-            same = {i.name for i in self.usable(snap.schema, fmt or snap.table_format)[0]}
-            indexes = [i for i in indexes if i.name in same]
-            if not indexes:
-                return 0
-            where = {str(p): i for i, p in enumerate(snap.files.paths)}
-            keys, values = [], []
-            for item in written:
-                at = where.get(item.path)
-                if at is None:
-                    continue
-                keys.append(
-                    (item.path, int(snap.files.sizes[at]), int(snap.files.modification_times[at]))
+            # the snapshot, the check and the write under the index lock: a refresh
+            # rebinding an index (after a rename) holds it too, so it cannot come between
+            # them, and the live files are the latest (an older list than another
+            # writer's, stored after it, made that writer's rows dead)
+            with self.store.locked():
+                snap = delta.snapshot(self.uri)
+                where = {str(p): i for i, p in enumerate(snap.files.paths)}
+                keys, values = [], []
+                for item in written:
+                    at = where.get(item.path)
+                    if at is None:
+                        continue
+                    sizes, times = snap.files.sizes, snap.files.modification_times
+                    keys.append((item.path, int(sizes[at]), int(times[at])))
+                    values.append(dict(item.extra.get(INDEX_METADATA, {})))
+                # ``fmt``: how the writer read the columns (its snapshot's binding); an
+                # index declared on other columns since (a rename and a refresh between
+                # the commit and now) is left out: its entries would describe another column
+                same = {i.name for i in self.usable(snap.schema, fmt or snap.table_format)[0]}
+                indexes = [i for i in indexes if i.name in same]
+                if not indexes:
+                    return 0
+                self.store.upsert(
+                    metadata_rows(indexes, keys, values),
+                    live_paths=[str(p) for p in snap.files.paths],
                 )
-                values.append(dict(item.extra.get(INDEX_METADATA, {})))
-            self.store.upsert(
-                metadata_rows(indexes, keys, values), live_paths=[str(p) for p in snap.files.paths]
-            )
         except (OSError, pa.ArrowException, LakelayoutError):
             return 0
         return len(keys)
@@ -406,6 +422,10 @@ class IndexCatalog:
         """Before a refresh: an index whose metadata was built on other columns than
         ``fmt`` binds its names to (or before bindings were recorded) loses that
         metadata and is declared bound as ``fmt`` binds them; the refresh rebuilds it."""
+        with self.store.locked():
+            self._rebind_locked(fmt)
+
+    def _rebind_locked(self, fmt: TableFormat) -> None:
         entries = self._declarations()
         bindings: builtins.list[dict[str, str] | None] = []
         stale: builtins.list[str] = []

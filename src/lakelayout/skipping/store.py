@@ -55,11 +55,15 @@ pointer can finish); a segment the live manifest references is never deleted.
 Reads open only the columns asked for, so pruning 100,000 files with one index
 reads one metadata column (per segment).
 
-One writer per table: the store is written right after the writer's Delta
-commit. Two concurrent writers would each swap the pointer and the last swap
-wins: the other's rows are lost (they read as missing: those files are kept,
-never wrongly skipped), and one's garbage collection may delete a segment the
-other is about to publish (reads then fail; they do not answer wrongly).
+Writers take turns: every read-modify-write of the store or of the
+declarations (an upsert after an append or a rewrite, a refresh's write, a
+declaration added or dropped) holds the table's index lock
+(``_lakelayout/index.lock``, :meth:`MetadataStore.locked`: a file lock, so
+threads of one process and processes on one machine alike), so no write's
+rows are lost and no garbage collection deletes a segment another writer is
+about to publish. (Without it, appends from four threads made the store
+unreadable in 8 rounds of 10, and declarations added at once were lost;
+found by an audit.)
 
 Garbage: store files and manifests the live manifest does not reference, and a
 temporary file an interrupted :func:`atomic_write_text` left
@@ -75,7 +79,7 @@ import contextlib
 import json
 import os
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,16 +89,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakelayout.errors import InvalidOption, LakelayoutError, StateUnreadable
+from lakelayout.errors import InvalidOption, LakelayoutError, StateLocked, StateUnreadable
 from lakelayout.skipping.indexes.base import Collector, Index, Udf
 from lakelayout.stats.model import FileStats
 from lakelayout.table.datafile import column_bytes
+from lakelayout.table.location import STATE_FOLDER
 
 KEY_COLUMNS = ("path", "size", "modification_time")
 KEY_SCHEMA = pa.schema(
     [("path", pa.string()), ("size", pa.int64()), ("modification_time", pa.int64())]
 )
-SIDECAR = "_lakelayout"
+SIDECAR = STATE_FOLDER
+#: the lock every writer of a table's index store and declarations holds (in SIDECAR)
+LOCK_FILE = "index.lock"
+#: seconds a writer waits for the lock (a write takes milliseconds to a second)
+LOCK_WAIT = 120.0
+#: one FileLock per lock file in this process (re-entrant per thread)
+_LOCKS: dict[str, Any] = {}
 MANIFEST_VERSION = 1
 
 
@@ -265,6 +276,30 @@ class MetadataStore:
 
     # ------------------------------------------------------------ reading
 
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the table's index lock (see the module docstring); re-entrant in a
+        thread. StateLocked after :data:`LOCK_WAIT` seconds; StateUnreadable when the
+        lock cannot be taken (a read-only folder)."""
+        from filelock import FileLock, Timeout
+
+        folder = self.root / SIDECAR
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = str(folder / LOCK_FILE)
+            lock = _LOCKS.get(path) or _LOCKS.setdefault(path, FileLock(path))
+            lock.acquire(timeout=LOCK_WAIT)
+        except Timeout:
+            raise StateLocked(
+                f"another writer has held {folder / LOCK_FILE} for more than {LOCK_WAIT:.0f} s"
+            ) from None
+        except OSError as exc:
+            raise StateUnreadable(f"cannot take the index lock in {folder}: {exc}") from None
+        try:
+            yield
+        finally:
+            lock.release()
+
     def current_file(self) -> Path | None:
         """The file ``CURRENT`` names (the live manifest), or None when nothing was written yet."""
         try:
@@ -383,12 +418,13 @@ class MetadataStore:
     def write(self, rows: pa.Table) -> Path:
         """Replace the store with ``rows``: one segment, its manifest, then the pointer swap."""
         rows = _check_rows(rows)
-        try:
-            previous = self.manifest()
-        except (OSError, LakelayoutError, pa.ArrowException):
-            previous = None  # unreadable: no reader can be using it
-        segment = self._write_segment(rows)
-        return self._swap((segment,), rows.num_rows, previous)
+        with self.locked():
+            try:
+                previous = self.manifest()
+            except (OSError, LakelayoutError, pa.ArrowException):
+                previous = None  # unreadable: no reader can be using it
+            segment = self._write_segment(rows)
+            return self._swap((segment,), rows.num_rows, previous)
 
     def upsert(self, rows: pa.Table, live_paths: Iterable[str] | None = None) -> Path:
         """Add or replace rows by path; with ``live_paths``, rows of other files are dead.
@@ -399,6 +435,10 @@ class MetadataStore:
         live manifest.
         """
         rows = _check_rows(rows)
+        with self.locked():
+            return self._upsert(rows, live_paths)
+
+    def _upsert(self, rows: pa.Table, live_paths: Iterable[str] | None) -> Path:
         manifest = self.manifest()
         if manifest is None:
             return self.write(rows)
@@ -416,9 +456,10 @@ class MetadataStore:
 
     def drop_index(self, name: str) -> None:
         """Remove one index's column from the store (rewritten as one segment)."""
-        if name in KEY_COLUMNS or name not in self.columns():
-            return
-        self.write(self.read_all().drop_columns([name]))
+        with self.locked():
+            if name in KEY_COLUMNS or name not in self.columns():
+                return
+            self.write(self.read_all().drop_columns([name]))
 
     def _write_segment(self, rows: pa.Table) -> Segment:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -515,7 +556,8 @@ class MetadataStore:
             if binding is not None:
                 document[BINDING] = dict(binding)
         text = json.dumps(documents, indent=2, sort_keys=True)
-        atomic_write_text(self.declarations, text)
+        with self.locked():
+            atomic_write_text(self.declarations, text)
 
     # ------------------------------------------------------------ describing
 

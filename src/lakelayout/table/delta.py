@@ -90,6 +90,7 @@ from lakelayout.table.features import (
 )
 from lakelayout.table.files import WrittenFile
 from lakelayout.table.location import (
+    STATE_FOLDER,
     existing_entries,
     is_local,
     local_path,
@@ -222,6 +223,31 @@ def ensure_new_location(uri: str | os.PathLike[str]) -> None:
         )
 
 
+def claim_location(uri: str | os.PathLike[str]) -> None:
+    """Make a new table's location this creator's (after :func:`ensure_new_location`).
+
+    Two creators of one location (threads, processes) both passed the check
+    before either wrote: the one that failed then removed what it found there,
+    the other's table included, and both could "succeed" (found by an audit).
+    On the local filesystem the first to create the location's ``_lakelayout``
+    folder (an atomic ``mkdir``) owns it; the other gets TableExists before it
+    writes anything. Elsewhere nothing is claimed (object stores have no atomic
+    folder); the version-0 commit, which never retries, decides.
+    """
+    location = normalize_uri(uri)
+    if not is_local(location):
+        return
+    root = local_path(location)
+    os.makedirs(root, exist_ok=True)
+    try:
+        os.mkdir(os.path.join(root, STATE_FOLDER))
+    except FileExistsError:
+        raise TableExists(
+            f"another Table.create is creating a table at '{location}' (if none is, one "
+            f"failed there and left its '{STATE_FOLDER}' folder: remove the folder)"
+        ) from None
+
+
 def delta_arrow_schema(schema: pa.Schema) -> pa.Schema:
     """``schema`` as a Delta table holding it reads it back (its Delta types in Arrow);
     SchemaMismatch naming the column when Delta cannot hold one."""
@@ -348,7 +374,11 @@ def create_table(
         check_delta_properties(schema, delta_props)
     prepare_location(location)
     now = _now_ms()
-    creation = CommitProperties(custom_metadata={COMMIT_INFO_KEY: {"operation": "CREATE TABLE"}})
+    # no retry: a version 0 another creator committed first is TableExists, not our
+    # table at version 1 on top of theirs
+    creation = CommitProperties(
+        custom_metadata={COMMIT_INFO_KEY: {"operation": "CREATE TABLE"}}, max_commit_retries=0
+    )
     try:
         if custom:
             DeltaTable.create(

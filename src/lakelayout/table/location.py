@@ -68,6 +68,10 @@ def resolve_location(table_uri: str) -> tuple[pafs.FileSystem, str]:
     return filesystem, root.rstrip("/") or "/"
 
 
+#: the folder of a table holding lakelayout's own state (indexes, logs, provenance)
+STATE_FOLDER = "_lakelayout"
+
+
 def prepare_location(table_uri: str) -> None:
     """Create the table directory; InvalidOption if the location is a file."""
     filesystem, root = resolve_location(table_uri)

@@ -1,0 +1,129 @@
+"""Threads of one process sharing a table (Arrow data: no Spark job).
+
+A thread pool appending partitions, or a service scanning while a scheduler
+optimizes, is a common way to use a library; an audit found that threads broke
+what separate processes did not reach as often: the index store, index
+declarations and Table.create of one path.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from lakelayout.api import Table
+from lakelayout.errors import TableExists
+from lakelayout.skipping.indexes import BloomFilter, MinMax, Prefix, ValueList
+
+
+def _rows(start: int, n: int) -> pa.Table:
+    ids = list(range(start, start + n))
+    return pa.table({"id": pa.array(ids, pa.int64()), "cat": [f"c{start}"] * n})
+
+
+def _together(n: int, work: Callable[[int], Any]) -> list[Any]:
+    """Run ``work(i)`` in ``n`` threads released at once; each one's result or exception."""
+    barrier = threading.Barrier(n)
+    out: list[Any] = [None] * n
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            out[i] = work(i)
+        except Exception as exc:  # the test looks at what each thread got
+            out[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def test_appends_from_threads_keep_the_index_store_readable_and_complete(tmp_path: Path) -> None:
+    """Each append stores its files' index metadata: from four threads at once, one's
+    garbage collection deleted the segment another was publishing (the store was
+    unreadable, refresh too, in 8 rounds of 10), or an older list of live files marked
+    another append's rows dead."""
+    for round_ in range(3):
+        t = Table.create(str(tmp_path / f"t{round_}"), _rows(0, 10))
+        t.indexes.add(ValueList("cat"), MinMax("id"))
+
+        def append(w: int, t: Table = t) -> None:
+            for j in range(3):
+                t.append(_rows(1000 * (1 + w * 3 + j), 10))
+
+        assert _together(4, append) == [None] * 4
+        files = len(t.snapshot().files)
+        assert files == 13
+        for described in t.indexes.describe():  # raised StateUnreadable
+            assert described.files_covered == files - 1, described  # all but create's
+        assert t.scan("cat = 'c4000'").report.files_kept == 1
+
+
+def test_indexes_declared_from_threads_at_once_are_all_declared(tmp_path: Path) -> None:
+    """Each add() read the declarations, added its own and wrote them back: of four
+    declared at once, some were lost although every add() returned its name."""
+    for round_ in range(10):
+        path = str(tmp_path / f"t{round_}")
+        Table.create(
+            path, pa.table({"a": [1, 2], "b": ["x", "y"], "c": [1.0, 2.0], "d": ["p", "q"]})
+        )
+        declared = [MinMax("a"), ValueList("b"), BloomFilter("c"), Prefix("d", length=1)]
+        returned = _together(
+            4, lambda i, path=path, declared=declared: Table(path).indexes.add(declared[i])
+        )
+        assert all(isinstance(r, list) for r in returned), returned
+        assert sorted(i.name for i in Table(path).indexes.list()) == sorted(
+            name for r in returned for name in r
+        )
+
+
+def test_two_creates_of_one_path_make_one_table(tmp_path: Path) -> None:
+    """Both passed the 'nothing there' check before either wrote: both could succeed
+    (version 1 a second CREATE TABLE over the first), or the loser's cleanup deleted the
+    winner's new table (a create returned and its table was gone)."""
+    for round_ in range(20):
+        path = str(tmp_path / f"t{round_}")
+        got = _together(2, lambda w, path=path: Table.create(path, _rows(1000 * w, 50)))
+        won = [w for w in (0, 1) if isinstance(got[w], Table)]
+        assert len(won) == 1, got
+        assert isinstance(got[1 - won[0]], TableExists), got
+        table = DeltaTable(path)
+        assert table.version() == 0
+        ids = sorted(table.to_pyarrow_table().column("id").to_pylist())
+        assert ids == list(range(1000 * won[0], 1000 * won[0] + 50))
+
+
+def test_a_create_refused_by_another_creators_claim_touches_nothing(tmp_path: Path) -> None:
+    from lakelayout.errors import LocationNotEmpty
+    from lakelayout.table import delta
+
+    path = tmp_path / "t"
+    (path / "_lakelayout").mkdir(parents=True)  # another create is under way
+    (path / "_lakelayout" / "theirs").write_text("x")
+    with pytest.raises(LocationNotEmpty, match="already holds _lakelayout/"):
+        Table.create(str(path), _rows(0, 5))  # seen before the claim
+    with pytest.raises(TableExists, match=r"another Table\.create is creating a table"):
+        delta.claim_location(str(path))  # one that passed that check together with it
+    assert sorted(os.listdir(path)) == ["_lakelayout"]
+    assert os.listdir(path / "_lakelayout") == ["theirs"]
+
+
+@pytest.mark.spark
+def test_a_failed_create_releases_its_claim(spark: Any, tmp_path: Path) -> None:
+    """A create that fails after claiming the location (its write job fails: a division
+    by zero under ANSI) leaves it as it was: a later create is not refused."""
+    path = str(tmp_path / "t")
+    with pytest.raises(Exception, match="DIVIDE_BY_ZERO"):
+        Table.create(path, spark.sql("SELECT id, id DIV (id - id) AS x FROM range(3)"))
+    assert not os.path.exists(path)
+    assert Table.create(path, spark.sql("SELECT id FROM range(3)")).version == 0
