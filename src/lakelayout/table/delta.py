@@ -36,7 +36,7 @@ import threading
 import time
 import urllib.parse
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -589,20 +589,27 @@ def commit(
             open_table(location, read_version), table, removes, location, written=True
         )
     missing = connector.missing_reason(spark)
-    committer = plan_commit(
-        location,
-        table.protocol().writer_features or (),
-        dict(table.metadata().configuration),
-        _kind_of(removes, data_change),
-        removes_deletion_vectors=bool(
-            removes and set(_deleted_rows(table, location, list(live))).intersection(removes)
-        ),
-        removes_foreign_paths=any(not delta_rs_can_remove(p) for p in removes),
-        connector=missing is None,
-        connector_missing=missing or "",
-        in_use=features_in_use(table.schema().to_json()),
-        connector_writes=connector.writes_features(spark) if missing is None else None,
+    vectors = bool(
+        removes and set(_deleted_rows(table, location, list(live))).intersection(removes)
     )
+    writes = connector.writes_features(spark) if missing is None else None
+
+    def plan(t: DeltaTable) -> Committer:
+        """Who commits to ``t`` (the table now): its properties and protocol decide."""
+        return plan_commit(
+            location,
+            t.protocol().writer_features or (),
+            dict(t.metadata().configuration),
+            _kind_of(removes, data_change),
+            removes_deletion_vectors=vectors,
+            removes_foreign_paths=any(not delta_rs_can_remove(p) for p in removes),
+            connector=missing is None,
+            connector_missing=missing or "",
+            in_use=features_in_use(t.schema().to_json()),
+            connector_writes=writes,
+        )
+
+    committer = plan(table)
     if committer is Committer.CONNECTOR:
         # a transaction from the version planned against, so that Delta's checker fails
         # it when a concurrent commit removed a file it removes; an append removes none,
@@ -635,6 +642,7 @@ def commit(
         location,
         table,
         live,
+        plan,
         adds=adds,
         removes=removes,
         data_change=data_change,
@@ -647,6 +655,7 @@ def _commit_delta_rs(
     location: str,
     table: DeltaTable,
     live: Mapping[str, tuple[int, dict[str, str | None]]],
+    plan: Callable[[DeltaTable], Committer],
     *,
     adds: Sequence[WrittenFile],
     removes: Sequence[str],
@@ -658,7 +667,9 @@ def _commit_delta_rs(
 
     Each attempt is at exactly the version after ``table``'s; when another
     commit took it, the table is reloaded and checked again (the files to
-    remove still live, the metadata unchanged) before the next attempt.
+    remove still live, what the files depend on unchanged, and ``plan`` of the
+    table now still delta-rs: a property or protocol another writer changed is
+    checked as the first attempt was) before the next attempt.
     delta-rs's own retry is not used: it checks the winners itself and
     misses a winner that removed the same files with ``dataChange=false``
     (an OPTIMIZE; checked with deltalake 1.6.6), and committing over it
@@ -690,7 +701,14 @@ def _commit_delta_rs(
                 raise LakelayoutError(
                     f"commit to '{location}' failed: {exc}; nothing was committed"
                 ) from exc
-            _check_same_metadata(first, newest, removes, location)
+            # what the files depend on changed: they cannot be committed
+            _check_same_metadata(first, newest, removes, location, written=True)
+            # a property or the protocol another writer changed (a cluster_by, the online
+            # state) stopped every append that lost to it (an audit): it is checked as
+            # the first attempt was (appendOnly, row tracking... raise), and a commit
+            # delta-rs can no longer make goes back to the caller to plan again
+            if plan(newest) is not Committer.DELTA_RS:
+                _check_same_metadata(first, newest, removes, location, rows_unchanged=True)
             table = newest
             live = _check_removes_live(table, removes, read_version, location)
             time.sleep(random.uniform(0.0, 0.002 * (attempt + 1)))
@@ -712,6 +730,7 @@ def _check_same_metadata(
     location: str,
     *,
     written: bool = False,
+    rows_unchanged: bool = False,
 ) -> None:
     """CommitConflict when a commit since ``before`` changed the schema, properties or protocol.
 
@@ -725,6 +744,7 @@ def _check_same_metadata(
     itself (:func:`plan_commit`). An append used to commit files written for a
     schema or partitioning another engine had replaced in its window: the table
     could no longer be read, or the appended rows lost their partition values.
+    ``rows_unchanged``: what the conflict says (True: the caller may plan again).
     """
 
     def key(t: DeltaTable) -> tuple[Any, ...]:
@@ -753,7 +773,7 @@ def _check_same_metadata(
         f"a concurrent commit to '{location}' changed the table's {what} (now at version "
         f"{after.version()}); winner: {describe_winners(found)}; nothing was committed",
         winners=found,
-        rows_unchanged=False,
+        rows_unchanged=rows_unchanged,
     )
 
 
