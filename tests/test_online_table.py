@@ -1027,3 +1027,18 @@ def test_enabled_on_an_empty_table_it_starts_fitting_once_rows_arrive(
     fitted = [s for s in status["states"] if s["blocks"] is not None]  # (as-is has none)
     assert fitted, "no candidate was fitted on the rows that arrived"
     assert t.to_df().select("id").distinct().count() == t.to_df().count() == ROWS
+
+
+def test_a_switch_planned_on_files_a_commit_removed_since_yields(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A DELETE in another thread committed between a switch's plan and its rewrite:
+    ``optimize.apply`` refused the planned files, and the history said ``failed:
+    InvalidOption`` where a switch that lost a race yields (found by an audit)."""
+    t = make_table(spark, tmp_path / "t")
+    planned = [str(p) for p in t.snapshot().files.paths]
+    assert online_table._removed_since(t, planned) == ""
+    touched = t.delete("id % 50 = 0").files_removed
+    reason = online_table._removed_since(t, planned)
+    assert touched > 0 and reason.startswith(f"{touched} of its input files were removed"), reason
+    assert f"version {t.version}" in reason

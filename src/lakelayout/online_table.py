@@ -901,7 +901,10 @@ class _Controller:
         error = ""
         metrics: OptimizeMetrics | None = None
         try:
-            if paths or keep:
+            gone = _removed_since(table, [*paths, *keep])
+            if gone:  # a commit (a DELETE, another engine's OPTIMIZE) removed inputs since
+                error = f"yielded: {gone}"
+            elif paths or keep:
                 # candidates have about as many blocks as the table has files: a block up to
                 # twice the target file size stays one file, a larger one is cut into several
                 # (consecutive key ranges), not written as one file a single task would read;
@@ -1157,6 +1160,19 @@ def _binder(table: Table, snap: Snapshot, timezone: str) -> Callable[[str], Pred
             return None
 
     return bind
+
+
+def _removed_since(table: Table, paths: Sequence[str]) -> str:
+    """Why a switch planned on ``paths`` lost to a commit since (some are no longer
+    live: its rewrite would be refused), or "" when every one is live."""
+    snap = table.snapshot()
+    gone = [p for p in paths if p not in snap.data_files]
+    if not gone:
+        return ""
+    return (
+        f"{len(gone)} of its input files were removed by a concurrent commit (the table "
+        f"is at version {snap.version}), e.g. {gone[0]!r}"
+    )
 
 
 def _alive_elsewhere(pid: int) -> bool:
