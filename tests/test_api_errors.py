@@ -296,3 +296,40 @@ def test_optimize_full_needs_a_clustered_table(table: Table) -> None:
         "error: --full re-clusters a clustered table; it does not go with --zorder"
     ]
     assert table.version == before
+
+
+def test_paths_and_names_spark_would_misread(spark: Any, tmp_path: Path) -> None:
+    """Found by an audit: a table in a folder named with glob characters could not be
+    scanned (Spark's reader took `[1]` for a pattern: "a data file is missing"); a `%41`
+    in a path made delta-rs write the log elsewhere, then "a table already exists"; a
+    column named `a.b` could not be selected."""
+    import pyarrow as pa
+
+    from lakelayout.errors import InvalidOption
+
+    for name in ("t[1]", "t{a,b}", "t*?"):
+        t = Table.create(str(tmp_path / name), spark.sql("SELECT id FROM range(20)"))
+        assert t.scan("id < 5").df.count() == 5, name
+    with pytest.raises(InvalidOption, match="'%' escape"):
+        Table.create(str(tmp_path / "pct%41dir"), pa.table({"id": [1]}))
+    assert not (tmp_path / "pct%41dir").exists() and not (tmp_path / "pctAdir").exists()
+    dotted = Table.create(
+        str(tmp_path / "dots"), spark.sql("SELECT id AS `a.b`, id AS `we``ird` FROM range(3)")
+    )
+    got = dotted.scan("`a.b` > 0", columns=["a.b", "we`ird"]).df.collect()
+    assert sorted(tuple(r) for r in got) == [(1, 1), (2, 2)]
+
+
+def test_vacuum_bounds_and_a_vacuumed_version(spark: Any, tmp_path: Path) -> None:
+    """retain_hours beyond what a date can go back overflowed (a raw OverflowError); a
+    version whose files VACUUM removed was reported as a corrupt table."""
+    from lakelayout.errors import InvalidOption, TableCorrupt
+
+    t = Table.create(str(tmp_path / "t"), spark.sql("SELECT id FROM range(10)"))
+    with pytest.raises(InvalidOption, match="retain_hours must be a whole number"):
+        t.vacuum(retain_hours=99_999_999_999_999)
+    t.delete("id < 5")
+    t.vacuum(retain_hours=0, force=True)
+    with pytest.raises(TableCorrupt, match=r"version 0 of .* can no longer be read.*VACUUM"):
+        t.scan(version=0)
+    assert t.scan().df.count() == 5

@@ -160,3 +160,34 @@ def test_an_unexpected_error_is_one_line_not_a_traceback(tmp_path: Path) -> None
     assert "Traceback" not in done.stdout + done.stderr
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: unexpected "), done.stdout
+
+
+def test_values_and_paths_are_printed_as_they_are(spark: Any, tmp_path: Path) -> None:
+    """Rich read data as markup (an audit): "[bold]hi" was shown as "hi", and a value
+    "[/]" failed the command with a MarkupError after its report (for OPTIMIZE, after
+    its commit)."""
+    path = str(tmp_path / "t[/]x")
+    Table.create(path, pa.table({"id": [1, 2], "s": ["[bold]hi", "[/]"]}))
+    result = runner.invoke(app, ["scan", path, "--show", "5"])
+    assert result.exit_code == 0, result.output
+    assert "[bold]hi" in result.output and "[/]" in result.output
+    described = runner.invoke(app, ["describe", path])
+    assert described.exit_code == 0 and "t[/]x" in described.output, described.output
+
+
+def test_an_error_from_a_spark_task_is_one_line(tmp_path: Path) -> None:
+    """A Python exception in a Spark task printed the worker's first line ("An exception
+    was thrown from the Python worker") and its traceback; the CLI says the exception."""
+    from lakelayout.cli import _reason
+
+    worker = RuntimeError(
+        "An exception was thrown from the Python worker. Please see the stack trace below.\n"
+        'Traceback (most recent call last):\n  File "w.py", line 3, in write\n'
+        "PermissionError: [Errno 1] Operation not permitted: '/t/part-0.parquet'\n"
+    )
+    assert (
+        _reason(worker) == "PermissionError: [Errno 1] Operation not permitted: '/t/part-0.parquet'"
+    )
+    assert _reason(RuntimeError("[DIVIDE_BY_ZERO] Division by zero.\n  at x")) == (
+        "[DIVIDE_BY_ZERO] Division by zero."
+    )

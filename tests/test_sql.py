@@ -142,3 +142,40 @@ def test_partitions_clause_order_and_quoted_names(spark: Any, tmp_path: Path) ->
             warehouse=wh,
         )  # fmt: skip
     assert not (Path(wh) / "d").exists() and not (Path(wh) / "e").exists()
+
+
+@pytest.mark.spark
+def test_select_distinct_and_create_refusals(spark: Any, tmp_path: Path) -> None:
+    """Found by an audit: SELECT DISTINCT returned every row (the quantifier was dropped);
+    CREATE TABLE turned a VARIANT column into a struct and dropped a column comment
+    silently, and refused CHAR/VARCHAR with a Py4J message; duplicate columns and
+    INTERVAL raised delta-rs's bare Exception."""
+    from lakelayout.errors import SchemaMismatch
+
+    wh = str(tmp_path / "wh")
+    path = str(tmp_path / "t")
+    Table.create(path, spark.sql("SELECT id, CAST(id % 3 AS INT) AS k FROM range(30)"))
+    distinct = lakelayout.sql(spark, f"SELECT DISTINCT k FROM delta.`{path}`", warehouse=wh)
+    assert sorted(r.k for r in distinct.collect()) == [0, 1, 2]
+    every = lakelayout.sql(spark, f"SELECT ALL k FROM delta.`{path}` WHERE id < 5", warehouse=wh)
+    assert sorted(r.k for r in every.collect()) == [0, 0, 1, 1, 2]
+    refused = {
+        "v VARIANT": (SchemaMismatch, "lakelayout cannot write VARIANT"),
+        "a INT COMMENT 'the key'": (InvalidOption, "column comments"),
+        "s VARCHAR(5)": (InvalidOption, "CHAR/VARCHAR columns"),
+        "a INT, A BIGINT": (SchemaMismatch, "'a' and 'A'"),
+        "i INTERVAL DAY": (SchemaMismatch, "column 'i'"),
+    }
+    for n, (columns, (error, message)) in enumerate(refused.items()):
+        where = tmp_path / f"c{n}"
+        with pytest.raises(error, match=message):
+            lakelayout.sql(
+                spark, f"CREATE TABLE c{n} ({columns}) USING delta LOCATION '{where}'", warehouse=wh
+            )
+        assert not where.exists()
+    # a column named `comment` is a column
+    named = tmp_path / "named"
+    lakelayout.sql(
+        spark, f"CREATE TABLE named (`comment` STRING) USING delta LOCATION '{named}'", warehouse=wh
+    )
+    assert Table(str(named)).schema.names == ["comment"]

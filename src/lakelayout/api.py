@@ -29,6 +29,8 @@ from lakelayout.errors import (
     InvalidOption,
     LakelayoutError,
     PredicateError,
+    SchemaMismatch,
+    TableCorrupt,
     TableExists,
     UnsupportedTable,
     closest,
@@ -231,6 +233,7 @@ class Table:
         if target_file_size is not None:
             config[TARGET_FILE_SIZE] = str(_check_target_size(target_file_size))
         table_schema = schema if schema is not None else _schema_of_data(df)  # type: ignore[arg-type]
+        _check_table_schema(table_schema)
         partitions = check_partition_columns(partition_by, table_schema)
         if partitions and cluster_by is not None:
             raise InvalidOption(
@@ -484,6 +487,8 @@ class Table:
         and rows existed and were kept; with ``measure=True`` a Spark job also
         counts the matching rows per file and the report carries σ, λ, μ and ψ.
         """
+        from pyspark.sql import functions as F
+
         method = "Table.scan"
         args.require_str(where, "where", method, optional=True)
         args.require_names(columns, "columns", method, optional=True)
@@ -506,7 +511,9 @@ class Table:
             measured = self._measure(df, snap, kept)
             df = df.drop(FILE_COLUMN)
         if select is not None:
-            df = df.select(*select)
+            # quoted: a name with a dot or a backtick is one column (Spark read `a.b` as
+            # field b of a, and refused it; found by an audit)
+            df = df.select(*[F.col("`" + c.replace("`", "``") + "`") for c in select])
         report = ScanReport(
             predicate=where or "",
             version=snap.version,
@@ -775,7 +782,20 @@ class Table:
         from lakelayout.table.reader import read_table_files
 
         data = snap.data_files_for([str(p) for p in files.paths])
-        return read_table_files(self.spark, self.uri, snap.table_format, data, with_file=with_file)
+        try:
+            return read_table_files(
+                self.spark, self.uri, snap.table_format, data, with_file=with_file
+            )
+        except TableCorrupt as exc:
+            latest = delta.snapshot(self.uri).version
+            if snap.version >= latest:
+                raise
+            # an older version whose files VACUUM removed is not a corrupt table (an audit)
+            raise TableCorrupt(
+                f"version {snap.version} of '{self.uri}' can no longer be read: {exc}. "
+                "VACUUM removes the files older versions need once the retention passes; "
+                f"the latest version ({latest}) reads"
+            ) from None
 
     def _measure(self, filtered: DataFrame, snap: Snapshot, kept: FileStats) -> Measured:
         """Count matching rows per kept file with one Spark job."""
@@ -880,6 +900,22 @@ def _remove_written(root: str, paths: Sequence[str]) -> None:
     for path in paths:
         with contextlib.suppress(OSError):
             os.remove(os.path.join(root, raw_path(path)))  # log paths are URI-encoded
+
+
+def _check_table_schema(schema: pa.Schema) -> None:
+    """Before anything is written: no two top-level columns whose names differ only in
+    case (Delta's names are case-insensitive), and a Delta type for every column
+    (SchemaMismatch naming it); delta-rs raised a bare Exception for both (an audit)."""
+    seen: dict[str, str] = {}
+    for name in schema.names:
+        other = seen.get(name.lower())
+        if other is not None:
+            raise SchemaMismatch(
+                f"columns {other!r} and {name!r}: a Delta table's column names are "
+                "case-insensitive, so they name one column; rename one"
+            )
+        seen[name.lower()] = name
+    delta.delta_arrow_schema(schema)
 
 
 def _release_claim(root: str) -> None:

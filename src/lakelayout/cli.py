@@ -6,13 +6,13 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import re
 import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
 
@@ -23,7 +23,10 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Self-organizing data layouts for Delta Lake tables on Spark.",
 )
-console = Console(width=None if Console().is_terminal else 132)
+# no markup: every text printed holds data (values, paths, logged predicates) that
+# Rich would read as tags ("[bold]x" shown as x, "[/]" an error after a commit; an audit);
+# styles are given as Text spans instead
+console = Console(width=None if Console().is_terminal else 132, markup=False)
 
 
 def _fmt_ratio(value: float | None) -> str:
@@ -124,7 +127,7 @@ def describe(
     except LakelayoutError as exc:
         _fail(exc)
         return
-    console.print(f"[bold]{d.uri}[/] version {d.version}")
+    console.print(Text.assemble((d.uri, "bold"), f" version {d.version}"))
     console.print(
         f"{d.files:,} files, {d.rows:,} rows, {_fmt_bytes(d.bytes)} "
         f"(files from {_fmt_bytes(d.smallest_file)} to {_fmt_bytes(d.largest_file)})"
@@ -225,7 +228,11 @@ def online_status(path: Annotated[str, typer.Argument(help="table location")]) -
         _fail(exc)
         return
     state = "enabled" if s["enabled"] else "disabled"
-    console.print(f"[bold]{s['table']}[/] online reorganization {state} (policy {s['policy']})")
+    console.print(
+        Text.assemble(
+            (str(s["table"]), "bold"), f" online reorganization {state} (policy {s['policy']})"
+        )
+    )
     m = s.get("alpha_measurement") or {}
     how = "given"
     if m.get("method") == "measured":
@@ -261,7 +268,7 @@ def online_status(path: Annotated[str, typer.Argument(help="table location")]) -
             f" files to rewrite, process {h.get('owner') or '?'})"
         )
     console.print(
-        escape(f"table laid out by: {s['applied_label']} [{s['applied']}]{pending}"),
+        f"table laid out by: {s['applied_label']} [{s['applied']}]{pending}",
         highlight=False,
     )
     console.print(
@@ -280,7 +287,7 @@ def online_status(path: Annotated[str, typer.Argument(help="table location")]) -
         )
         grid.add_row(
             st["id"],
-            escape(st["label"]),
+            st["label"],
             "-" if st["blocks"] is None else str(st["blocks"]),
             _fmt_num(st["counter"]),
             "yes" if st["active"] else "no",
@@ -289,7 +296,9 @@ def online_status(path: Annotated[str, typer.Argument(help="table location")]) -
         )
     console.print(grid)
     if s.get("last_error"):
-        console.print(f"[bold red]last error:[/] {escape(s['last_error'])}", highlight=False)
+        console.print(
+            Text.assemble(("last error:", "bold red"), f" {s['last_error']}"), highlight=False
+        )
 
 
 @online_app.command("history")
@@ -310,13 +319,13 @@ def online_history(path: Annotated[str, typer.Argument(help="table location")]) 
     for h in rows:
         grid.add_row(
             str(h["query"]),
-            escape(f"{h['source_label']} [{h['source']}]"),
-            escape(f"{h['target_label']} [{h['target']}]"),
+            f"{h['source_label']} [{h['source']}]",
+            f"{h['target_label']} [{h['target']}]",
             h["reason"],
             h["status"],
             _fmt_num(h.get("seconds")),
             f"-{h['files_removed']} +{h['files_added']} ={h.get('files_kept', 0)}",
-            escape(h.get("error") or ""),
+            h.get("error") or "",
         )
     console.print(grid)
     if not rows:
@@ -505,11 +514,13 @@ def advise(
         return
     rec = result.recommendation
     if rec.analysis is not None:
-        console.print("[bold]features[/]", highlight=False)
+        console.print(Text("features", "bold"), highlight=False)
         for line in rec.analysis.lines():
             console.print(f"  {line}", highlight=False)
-    console.print(f"[bold]cost model[/]: {rec.inputs['cost_model']}", highlight=False)
-    console.print("[bold]decision[/]", highlight=False)
+    console.print(
+        Text.assemble(("cost model", "bold"), f": {rec.inputs['cost_model']}"), highlight=False
+    )
+    console.print(Text("decision", "bold"), highlight=False)
     for line in result.lines():
         console.print(f"  {line}", highlight=False)
     if rec.rewrite and not apply:
@@ -570,7 +581,9 @@ def decisions(
     except LakelayoutError as exc:
         _fail(exc)
         return
-    console.print(f"[bold]decisions on {table.uri}[/]: {len(rows)}", highlight=False)
+    console.print(
+        Text.assemble((f"decisions on {table.uri}", "bold"), f": {len(rows)}"), highlight=False
+    )
     for i, r in enumerate(rows, 1):
         when = r["ts"].strftime("%Y-%m-%d %H:%M:%S")
         if r["kind"] == "measurement":
@@ -1037,7 +1050,9 @@ def bench_report(
     try:
         results = load_json(run)
     except (OSError, ValueError, KeyError) as exc:
-        console.print(f"[bold red]error:[/] cannot read results from {run}: {exc}")
+        console.print(
+            Text.assemble(("error:", "bold red"), f" cannot read results from {run}: {exc}")
+        )
         raise typer.Exit(code=2) from None
     _, html_path = write_report(results, run if run.is_dir() else run.parent)
     _print_results(results, html_path)
@@ -1067,8 +1082,26 @@ def demo(
     )
 
 
+def _reason(exc: BaseException) -> str:
+    """One line saying why ``exc`` happened: its first line, or, for an error a Spark
+    task's Python code raised (its first line says only that), the Python exception
+    the traceback ends with ("PermissionError: [Errno 1] ...")."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if "exception was thrown from the Python worker" in lines[0]:
+        raised = [line for line in lines[1:] if re.match(r"^[\w.]+(Error|Exception)\b", line)]
+        if raised:
+            return raised[-1]
+    return lines[0]
+
+
 def main() -> None:
     """The console entry point: a lakelayout error is one line and exit code 2, not a traceback."""
+    from lakelayout.table.session import LOG_LEVEL_ENV
+
+    if not os.environ.get("LAKELAYOUT_DEBUG"):
+        os.environ.setdefault(LOG_LEVEL_ENV, "OFF")  # the error is said in one line below
     try:
         app()
     except LakelayoutError as exc:  # raised outside a command's own handler
@@ -1079,7 +1112,7 @@ def main() -> None:
     except Exception as exc:  # a bug or an error from below (Spark, the filesystem)
         if os.environ.get("LAKELAYOUT_DEBUG"):
             raise
-        first = (str(exc).strip().splitlines() or [""])[0]
+        first = _reason(exc)
         console.print(
             Text.assemble(
                 ("error:", "bold red"),

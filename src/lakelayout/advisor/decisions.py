@@ -120,7 +120,8 @@ class DecisionLog:
         from deltalake import write_deltalake
 
         data = pa.Table.from_pylist([r.row() for r in rows], schema=SCHEMA)
-        write_deltalake(self.path, data, mode="append", name="lakelayout decision log")
+        with querylog.delta_rs_panics(self.path):
+            write_deltalake(self.path, data, mode="append", name="lakelayout decision log")
         if querylog.maintenance_due(self.path):
             try:
                 self.maintain()

@@ -61,7 +61,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 
-from lakelayout.errors import CommitConflict, InvalidOption
+from lakelayout.errors import CommitConflict, InvalidOption, StateUnreadable
 from lakelayout.table.location import is_local
 
 logger = logging.getLogger(__name__)
@@ -332,7 +332,8 @@ class _Writer:
         # times (the CLI, a cron job) maintains too, on the flush that reaches a multiple
         if queue.flushes % MAINTAIN_EVERY == 0 or maintenance_due(log_path(uri)):
             try:
-                maintain(uri, retention_days=limits[0], max_records=limits[1])
+                with delta_rs_panics(uri):
+                    maintain(uri, retention_days=limits[0], max_records=limits[1])
             except Exception as exc:
                 logger.warning("query log of %s: maintenance failed: %s", uri, exc)
         return len(rows)
@@ -356,7 +357,23 @@ _WRITER = _Writer()
 def _append(path: str, rows: Sequence[dict[str, Any]]) -> None:
     data = pa.Table.from_pylist(list(rows), schema=SCHEMA)
     # "merge": a log written before a column was added gains it
-    write_deltalake(path, data, mode="append", schema_mode="merge", name="lakelayout query log")
+    with delta_rs_panics(path):
+        write_deltalake(path, data, mode="append", schema_mode="merge", name="lakelayout query log")
+
+
+@contextlib.contextmanager
+def delta_rs_panics(path: str) -> Iterator[None]:
+    """A panic of delta-rs (pyo3's PanicException derives from BaseException, past every
+    ``except Exception``) as a StateUnreadable: it killed the query log's thread for the
+    rest of the process, e.g. on a table folder named ``t[1]`` (an audit)."""
+    try:
+        yield
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except Exception:
+        raise
+    except BaseException as exc:
+        raise StateUnreadable(f"delta-rs failed on '{path}': {exc}") from exc
 
 
 def _with_schema(data: pa.Table) -> pa.Table:

@@ -188,6 +188,10 @@ def _span(value: timedelta) -> str:
     return f"{seconds / 3600:g} hours" if seconds >= 3600 else f"{seconds:g} seconds"
 
 
+#: the longest retention: every file older than the year 1 (longer overflowed a timedelta)
+MAX_RETAIN_HOURS = 24 * 700_000
+
+
 def _check_retention(
     retain_hours: int | None,
     configuration: Mapping[str, str],
@@ -198,9 +202,14 @@ def _check_retention(
     configured = table_retention(configuration)
     if retain_hours is None:
         return configured
-    if isinstance(retain_hours, bool) or not isinstance(retain_hours, int) or retain_hours < 0:
+    if (
+        isinstance(retain_hours, bool)
+        or not isinstance(retain_hours, int)
+        or not 0 <= retain_hours <= MAX_RETAIN_HOURS
+    ):
         raise InvalidOption(
-            f"retain_hours must be a whole number of hours >= 0, got {retain_hours!r}"
+            f"retain_hours must be a whole number of hours >= 0 and <= {MAX_RETAIN_HOURS:,} "
+            f"(what a date can go back), got {retain_hours!r}"
         )
     asked = timedelta(hours=retain_hours)
     if asked < configured and not force:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import re
 import threading
 import time
 import urllib.parse
@@ -211,6 +212,14 @@ def ensure_new_location(uri: str | os.PathLike[str]) -> None:
     :class:`LocationNotEmpty` names the folder and what is in it.
     """
     location = normalize_uri(uri)
+    if is_local(location) and re.search(r"%[0-9A-Fa-f]{2}", location):
+        # delta-rs decodes it in a local path: it wrote the log to one folder and read
+        # another, and the create failed as "a table already exists" (found by an audit)
+        raise InvalidOption(
+            f"cannot create a table at '{location}': the path holds a '%' escape "
+            f"({re.search(r'%[0-9A-Fa-f]{2}', location).group()}), which delta-rs decodes; "  # type: ignore[union-attr]
+            "rename the folder"
+        )
     ensure_absent(location)
     entries = existing_entries(location)
     if entries:

@@ -9,8 +9,8 @@ column mapping, URI-encoded paths.
 Two ways, same rows:
 
 * **Spark's Parquet reader** when nothing needs the log: no partition
-  columns, no column mapping, no deleted rows, and file names that are their
-  own URI form. This is the path of every table lakelayout writes without
+  columns, no column mapping, no deleted rows, file names that are their
+  own URI form, and a location without glob characters (``[]{}*?\\``). This is the path of every table lakelayout writes without
   partitions, and it keeps Spark's vectorized reader and Parquet filter
   pushdown.
 * **pyarrow in Spark tasks** otherwise: files are spread over tasks by size
@@ -73,7 +73,7 @@ def read_table_files(
         # an empty Arrow table becomes a local relation Spark counts without a job
         # (from an empty list it builds an RDD: 2x the time of a zero-file scan)
         return spark.createDataFrame(schema.empty_table(), from_arrow_schema(schema))
-    if not needs_log(fmt, files):
+    if not needs_log(fmt, files) and not any(c in _GLOB for c in root):
         from pyspark.errors import AnalysisException
 
         locations = [file_location(root, f.path) for f in files]
@@ -92,6 +92,12 @@ def read_table_files(
     tasks = spark.range(0, len(groups), 1, numPartitions=len(groups))
     reader = FileReader(root, fmt, tuple(tuple(g) for g in groups), with_file)
     return tasks.mapInArrow(reader, from_arrow_schema(schema))
+
+
+#: characters Spark's Parquet reader takes for a glob in a path (Hadoop's GlobPattern):
+#: a table whose location holds one (``/data/t[1]``) is read by the pyarrow tasks, as
+#: Spark found no file there (found by an audit)
+_GLOB = frozenset("[]{}*?\\")
 
 
 def check_files_exist(root: str, paths: Sequence[str]) -> None:

@@ -333,6 +333,11 @@ def delta_conf(folder: str | None = None, *, required: bool = False) -> dict[str
     }
 
 
+#: the log level of the JVM of a session lakelayout starts (default ERROR); the CLI
+#: sets OFF: a failing task logs its whole stack trace at ERROR, and the CLI says one line
+LOG_LEVEL_ENV = "LAKELAYOUT_SPARK_LOG_LEVEL"
+
+
 def spark_session(
     master: str | None = None,
     *,
@@ -394,7 +399,7 @@ def spark_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     if not running and not is_connect(session):  # (getOrCreate may give a Connect session)
-        session.sparkContext.setLogLevel("ERROR")
+        session.sparkContext.setLogLevel(os.environ.get(LOG_LEVEL_ENV) or "ERROR")
     return session
 
 

@@ -207,6 +207,8 @@ def spark_to_arrow_schema(schema: StructType) -> pa.Schema:
 
     fields = []
     for spark_field in schema.fields:
+        if "variant" in spark_field.dataType.simpleString().lower().replace(" ", ""):
+            _refuse_variant(spark_field)
         try:
             arrow_type = to_arrow_type(spark_field.dataType, timezone="UTC")
         except Exception as exc:  # pyspark raises several types for unsupported types
@@ -216,6 +218,29 @@ def spark_to_arrow_schema(schema: StructType) -> pa.Schema:
             ) from exc
         fields.append(pa.field(spark_field.name, arrow_type, nullable=spark_field.nullable))
     return pa.schema(fields)
+
+
+def _refuse_variant(spark_field: Any) -> None:
+    """SchemaMismatch when ``spark_field``'s type holds a VARIANT anywhere (pyspark maps it
+    to a struct of two binaries: the column would silently be another type; an audit)."""
+    from pyspark.sql.types import ArrayType, MapType, StructType, VariantType
+
+    def holds(t: Any) -> bool:
+        if isinstance(t, VariantType):
+            return True
+        if isinstance(t, StructType):
+            return any(holds(f.dataType) for f in t.fields)
+        if isinstance(t, ArrayType):
+            return holds(t.elementType)
+        if isinstance(t, MapType):
+            return holds(t.keyType) or holds(t.valueType)
+        return False
+
+    if holds(spark_field.dataType):
+        raise SchemaMismatch(
+            f"column '{spark_field.name}' has type {spark_field.dataType.simpleString()}: "
+            "lakelayout cannot write VARIANT values (it would store them as a struct)"
+        )
 
 
 def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
