@@ -165,7 +165,8 @@ def _delete_once(
     base = OptimizeMetrics("delete", files_considered=len(files))
     if not dropped and not touched:
         return base
-    check_rewrite(ctx, dropped + touched, Kind.DELETE)  # before anything is written
+    # before anything is written; the dropped files' rows are not written again
+    check_rewrite(ctx, dropped + touched, Kind.DELETE, rewritten=touched)
     written = []
     prov: list[FileProvenance] = []
     if touched:

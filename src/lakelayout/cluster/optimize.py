@@ -608,8 +608,16 @@ def commit_rewrite(
     return version
 
 
-def check_rewrite(ctx: _Context, paths: Sequence[str], kind: Kind = Kind.REWRITE) -> None:
-    """UnsupportedTable before anything is written if removing ``paths`` cannot be committed.
+def check_rewrite(
+    ctx: _Context,
+    paths: Sequence[str],
+    kind: Kind = Kind.REWRITE,
+    *,
+    rewritten: Sequence[str] | None = None,
+) -> None:
+    """UnsupportedTable before anything is written if removing ``paths`` cannot be committed,
+    or if the rows of ``rewritten`` (default: all of ``paths``; a DELETE drops some files
+    whole) cannot be written back with their partition values as the log spells them.
 
     (Files with deletion vectors, or table features delta-rs cannot commit
     to, need Delta's connector in the session: :mod:`lakelayout.table.features`.)
@@ -618,7 +626,7 @@ def check_rewrite(ctx: _Context, paths: Sequence[str], kind: Kind = Kind.REWRITE
     check_files_exist(ctx.uri, paths)  # the tasks would fail half-way with a raw error
     fmt = ctx.snap.rewrite_format
     if fmt.spellings:  # a moment the log spells two ways: the tasks would refuse it late
-        for file in ctx.snap.data_files_for(paths):
+        for file in ctx.snap.data_files_for(paths if rewritten is None else rewritten):
             for name, value in file.partition_values.items():
                 fmt.partition_value(name, value)
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal as _decimal
+import functools
 import itertools
 import json
 import math
@@ -157,17 +158,23 @@ class TableFormat:
         text = serialize_partition_value(value, self.schema.field(name).type)
         if not self.spellings or text is None:
             return text
-        for column, ours, theirs in self.spellings:
-            if column == name and ours == text:
-                if theirs is None:
-                    raise UnsupportedTable(
-                        f"partition column '{name}' holds the moment {text} spelled both "
-                        "with and without a time zone; Delta's connector reads the two in "
-                        "different zones, so a rewrite cannot keep both (rewrite these "
-                        "files with the engine that wrote them)"
-                    )
-                return theirs
-        return text
+        key = (name, text)
+        if key not in self._spelled:
+            return text
+        theirs = self._spelled[key]
+        if theirs is None:
+            raise UnsupportedTable(
+                f"partition column '{name}' holds the moment {text} spelled both "
+                "with and without a time zone; Delta's connector reads the two in "
+                "different zones, so a rewrite cannot keep both (rewrite these "
+                "files with the engine that wrote them)"
+            )
+        return theirs
+
+    @functools.cached_property
+    def _spelled(self) -> dict[tuple[str, str], str | None]:
+        """``spellings`` by (column, lakelayout's spelling): one lookup per value."""
+        return {(column, ours): theirs for column, ours, theirs in self.spellings}
 
     def to_physical(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The part of a logical batch (table schema) a data file stores, under physical names."""
@@ -533,7 +540,7 @@ def timestamp_spellings(
     """How the log spells TIMESTAMP partition values without a zone (``fmt.spellings``).
 
     ``partitions``: the distinct ``partitionValues`` of the live files as the
-    log stores them (physical names). Delta's rules allow a TIMESTAMP partition
+    log stores them, by logical column name (``DeltaTable.partitions()``). Delta's rules allow a TIMESTAMP partition
     value without a zone (``2021-01-01 05:30:00``), what Delta's connector wrote
     before version 3 in the session's time zone and what delta-rs writes in UTC;
     readers disagree on it (delta-rs and lakelayout read UTC, Delta's connector
@@ -556,7 +563,8 @@ def timestamp_spellings(
     spelled_with_zone: set[tuple[str, str]] = set()
     for values in partitions:
         for f in zoned:
-            text = values.get(fmt.physical_name(f.name))
+            # delta-rs gives them under the logical names (with column mapping too)
+            text = values.get(f.name, values.get(fmt.physical_name(f.name)))
             if not text:
                 continue
             try:

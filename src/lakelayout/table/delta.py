@@ -40,7 +40,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pyarrow as pa
@@ -222,6 +222,8 @@ def ensure_new_location(uri: str | os.PathLike[str]) -> None:
         )
     ensure_absent(location)
     entries = existing_entries(location)
+    if [e.rstrip("/") for e in entries] == [STATE_FOLDER]:  # another create's claim
+        _claimed(location)
     if entries:
         shown = ", ".join(entries[:5]) + (
             f", ... ({len(entries)} in all)" if len(entries) > 5 else ""
@@ -251,10 +253,14 @@ def claim_location(uri: str | os.PathLike[str]) -> None:
     try:
         os.mkdir(os.path.join(root, STATE_FOLDER))
     except FileExistsError:
-        raise TableExists(
-            f"another Table.create is creating a table at '{location}' (if none is, one "
-            f"failed there and left its '{STATE_FOLDER}' folder: remove the folder)"
-        ) from None
+        _claimed(location)
+
+
+def _claimed(location: str) -> NoReturn:
+    raise TableExists(
+        f"another Table.create is creating a table at '{location}' (if none is, one "
+        f"failed there and left its '{STATE_FOLDER}' folder: remove the folder)"
+    )
 
 
 def delta_arrow_schema(schema: pa.Schema) -> pa.Schema:
@@ -710,6 +716,18 @@ def _commit_delta_rs(
                 raise LakelayoutError(
                     f"commit to '{location}' failed: {exc}; nothing was committed"
                 ) from exc
+            if removes:
+                # a winner that removed a file this commit removes, even one that added it
+                # back (a DELETE with a deletion vector re-adds the path): the rows this
+                # commit planned on changed; committing brought deleted rows back (review)
+                hit, unchanged = conflict_winners(location, base, newest.version(), removes)
+                if any(c.removed & set(removes) for c in hit):
+                    raise CommitConflict(
+                        f"a concurrent commit to '{location}' removed files this commit "
+                        f"removes; winner: {describe_winners(hit)}; nothing was committed",
+                        winners=hit,
+                        rows_unchanged=unchanged,
+                    ) from exc
             # what the files depend on changed: they cannot be committed
             _check_same_metadata(first, newest, removes, location, written=True)
             # a property or the protocol another writer changed (a cluster_by, the online
