@@ -718,3 +718,39 @@ def test_an_append_through_the_connector_commits_over_a_property_change(
     t.append(pa.table({"id": [3], "k": pa.array([3], pa.int32())}))
     assert spark.read.format("delta").load(path).count() == 3
     assert t.properties.get("foo.bar") == "x"
+
+
+@pytest.mark.parametrize("enabled_before", [False, True])
+def test_a_commit_retry_stops_at_a_winner_that_deleted_with_a_vector(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, enabled_before: bool
+) -> None:
+    """Delta's DELETE commits in the window of a compaction's first delta-rs attempt,
+    with a deletion vector (it removes the file and adds the same path back). The retry
+    found every input still live and committed: the deleted row came back (a review).
+    The real DELETE is made in the window by wrapping delta-rs's commit call."""
+    import deltalake
+    import pyarrow as pa
+
+    path = str(tmp_path / "t")
+    t = Table.create(path, pa.table({"v": pa.array([1, 2, 3], pa.int64())}), spark=spark)
+    t.append(pa.table({"v": pa.array([4, 5, 6], pa.int64())}))
+    enable = f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors'='true')"
+    if enabled_before:
+        spark.sql(enable)
+    real = deltalake.DeltaTable.create_write_transaction
+    raced: list[bool] = []
+
+    def racing(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not raced:
+            raced.append(True)
+            if not enabled_before:
+                spark.sql(enable)
+            spark.sql(f"DELETE FROM delta.`{path}` WHERE v = 1")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(deltalake.DeltaTable, "create_write_transaction", racing)
+    m = t.optimize.compact()
+    monkeypatch.undo()
+    assert raced and m.yielded, m
+    got = sorted(r.v for r in spark.read.format("delta").load(path).collect())
+    assert got == [2, 3, 4, 5, 6]
