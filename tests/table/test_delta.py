@@ -22,6 +22,7 @@ from lakelayout.errors import (
     SchemaMismatch,
     TableExists,
     TableNotFound,
+    UnsupportedTable,
 )
 from lakelayout.table import delta
 from lakelayout.table.files import WrittenFile
@@ -387,12 +388,28 @@ def test_an_append_that_wins_between_the_check_and_the_commit_is_committed_over(
     assert _ids(table) == [*range(20), 100]
 
 
-def test_a_property_change_between_the_check_and_the_commit_is_a_conflict(table: Path) -> None:
-    def alter() -> int:
+def test_a_property_change_between_the_check_and_the_commit_is_checked_again(
+    table: Path,
+) -> None:
+    """A property another writer set in the window is checked as the first attempt
+    checked the table: one that changes nothing the commit needs lets it commit on the
+    new version (every append that lost to a cluster_by failed; an audit), one that
+    forbids it (append-only, for a DELETE) refuses it, and nothing is committed."""
+
+    def cluster() -> int:
         return delta.set_properties(table, {"lakelayout.clusteringColumns": "id"})
 
-    with pytest.raises(CommitConflict, match="changed the table's schema, properties or protocol"):
-        _commit_in_the_window(table, alter, list(range(10)), data_change=False)
+    assert _commit_in_the_window(table, cluster, list(range(10)), data_change=False) == 2
+    assert _live(table) == {"a2.parquet", "b.parquet"}
+    assert _ids(table) == list(range(20))
+
+
+def test_a_property_that_forbids_the_commit_in_the_window_refuses_it(table: Path) -> None:
+    def append_only() -> int:
+        return delta.set_properties(table, {"delta.appendOnly": "true"})
+
+    with pytest.raises(UnsupportedTable, match="append-only"):
+        _commit_in_the_window(table, append_only, list(range(1, 10)), data_change=True)
     assert _live(table) == {"a.parquet", "b.parquet"}
 
 

@@ -603,27 +603,10 @@ def commit(
         _check_same_metadata(
             open_table(location, read_version), table, removes, location, written=True
         )
-    missing = connector.missing_reason(spark)
     vectors = bool(
         removes and set(_deleted_rows(table, location, list(live))).intersection(removes)
     )
-    writes = connector.writes_features(spark) if missing is None else None
-
-    def plan(t: DeltaTable) -> Committer:
-        """Who commits to ``t`` (the table now): its properties and protocol decide."""
-        return plan_commit(
-            location,
-            t.protocol().writer_features or (),
-            dict(t.metadata().configuration),
-            _kind_of(removes, data_change),
-            removes_deletion_vectors=vectors,
-            removes_foreign_paths=any(not delta_rs_can_remove(p) for p in removes),
-            connector=missing is None,
-            connector_missing=missing or "",
-            in_use=features_in_use(t.schema().to_json()),
-            connector_writes=writes,
-        )
-
+    plan = _planner(location, removes, data_change, spark, vectors=vectors)
     committer = plan(table)
     if committer is Committer.CONNECTOR:
         # a transaction from the version planned against, so that Delta's checker fails
@@ -666,11 +649,41 @@ def commit(
     )
 
 
+def _planner(
+    location: str,
+    removes: Sequence[str],
+    data_change: bool,
+    spark: Any,
+    *,
+    vectors: bool,
+) -> Callable[[DeltaTable], Committer]:
+    """Who commits to a table as it is (its properties and protocol decide): the check
+    a commit makes first, and again after each race it lost (:func:`plan_commit`)."""
+    missing = connector.missing_reason(spark)
+    writes = connector.writes_features(spark) if missing is None else None
+
+    def plan(t: DeltaTable) -> Committer:
+        return plan_commit(
+            location,
+            t.protocol().writer_features or (),
+            dict(t.metadata().configuration),
+            _kind_of(removes, data_change),
+            removes_deletion_vectors=vectors,
+            removes_foreign_paths=any(not delta_rs_can_remove(p) for p in removes),
+            connector=missing is None,
+            connector_missing=missing or "",
+            in_use=features_in_use(t.schema().to_json()),
+            connector_writes=writes,
+        )
+
+    return plan
+
+
 def _commit_delta_rs(
     location: str,
     table: DeltaTable,
     live: Mapping[str, tuple[int, dict[str, str | None]]],
-    plan: Callable[[DeltaTable], Committer],
+    plan: Callable[[DeltaTable], Committer] | None = None,
     *,
     adds: Sequence[WrittenFile],
     removes: Sequence[str],
@@ -690,6 +703,8 @@ def _commit_delta_rs(
     (an OPTIMIZE; checked with deltalake 1.6.6), and committing over it
     duplicates the rewritten rows.
     """
+    if plan is None:
+        plan = _planner(location, removes, data_change, None, vectors=False)
     info: dict[str, Any] = {COMMIT_INFO_KEY: {"operation": operation}}
     if data_change and adds and not removes:
         # a blind append (nothing read, nothing removed): Delta's conflict checker then lets
@@ -716,18 +731,6 @@ def _commit_delta_rs(
                 raise LakelayoutError(
                     f"commit to '{location}' failed: {exc}; nothing was committed"
                 ) from exc
-            if removes:
-                # a winner that removed a file this commit removes, even one that added it
-                # back (a DELETE with a deletion vector re-adds the path): the rows this
-                # commit planned on changed; committing brought deleted rows back (review)
-                hit, unchanged = conflict_winners(location, base, newest.version(), removes)
-                if any(c.removed & set(removes) for c in hit):
-                    raise CommitConflict(
-                        f"a concurrent commit to '{location}' removed files this commit "
-                        f"removes; winner: {describe_winners(hit)}; nothing was committed",
-                        winners=hit,
-                        rows_unchanged=unchanged,
-                    ) from exc
             # what the files depend on changed: they cannot be committed
             _check_same_metadata(first, newest, removes, location, written=True)
             # a property or the protocol another writer changed (a cluster_by, the online
@@ -736,8 +739,20 @@ def _commit_delta_rs(
             # delta-rs can no longer make goes back to the caller to plan again
             if plan(newest) is not Committer.DELTA_RS:
                 _check_same_metadata(first, newest, removes, location, rows_unchanged=True)
+            live = _check_removes_live(newest, removes, read_version, location)
+            if removes:
+                # a winner that removed a file this commit removes and added the path back
+                # (a DELETE with a deletion vector): the rows this commit planned on
+                # changed; committing brought deleted rows back (a review)
+                hit, unchanged = conflict_winners(location, base, newest.version(), removes)
+                if any(c.removed & set(removes) for c in hit):
+                    raise CommitConflict(
+                        f"a concurrent commit to '{location}' removed files this commit "
+                        f"removes; winner: {describe_winners(hit)}; nothing was committed",
+                        winners=hit,
+                        rows_unchanged=unchanged,
+                    ) from exc
             table = newest
-            live = _check_removes_live(table, removes, read_version, location)
             time.sleep(random.uniform(0.0, 0.002 * (attempt + 1)))
             continue
         return base + 1  # the only version this attempt could take
