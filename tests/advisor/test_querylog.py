@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -365,3 +366,35 @@ def test_the_decision_log_is_maintained_every_25_versions(tmp_path: Path) -> Non
     result = decisions.maintain(max_rows=2)
     assert result.records_deleted == ql.MAINTAIN_EVERY - 1
     assert [r["reason"] for r in decisions.rows()] == [f"r{ql.MAINTAIN_EVERY - 1}", "due"]
+
+
+def test_records_being_flushed_are_read_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flush took the records out of memory before its commit put them on disk: a
+    reader in between (the advisor reads with flush=False) saw none of them, and decided
+    on "only 0 queries logged" (a CI run). Now they are read from memory until the
+    commit, and once after it. The commit is held in the window by wrapping the log's
+    append (it then runs as it is)."""
+    import threading
+
+    uri = _table(tmp_path)
+    log = ql.QueryLog(uri)
+    for i in range(3):
+        log.record(ql.QueryRecord(table_version=0, predicate=f"a > {i}"))
+    real, entered, go = ql._append, threading.Event(), threading.Event()
+
+    def slow(path: str, rows: Any) -> None:
+        entered.set()
+        assert go.wait(30)
+        real(path, rows)
+
+    monkeypatch.setattr(ql, "_append", slow)
+    flusher = threading.Thread(target=log.flush)
+    flusher.start()
+    assert entered.wait(30)
+    assert log.read(flush=False).num_rows == 3  # in flight: from memory
+    go.set()
+    flusher.join()
+    assert log.pending() == 0
+    assert log.read(flush=False).num_rows == 3  # committed: from disk, once

@@ -192,6 +192,9 @@ def log_path(table_uri: str) -> str:
 @dataclass
 class _Queue:
     rows: list[dict[str, Any]] = field(default_factory=list)
+    #: rows taken by a flush that has not committed them yet: still this process's to
+    #: read (a reader saw them neither queued nor on disk: the advisor once counted 0)
+    in_flight: list[dict[str, Any]] = field(default_factory=list)
     since: float = 0.0
     flushes: int = 0
     retention_days: float = DEFAULT_RETENTION_DAYS
@@ -232,10 +235,11 @@ class _Writer:
             return self._added.get(table_uri, 0)
 
     def queued(self, table_uri: str) -> list[dict[str, Any]]:
-        """A copy of the records of ``table_uri`` not written yet."""
+        """A copy of the records of ``table_uri`` not written yet (being written included:
+        a reader dedupes them against the log by session and sequence number)."""
         with self._lock:
             queue = self._queues.get(table_uri)
-            return list(queue.rows) if queue else []
+            return [*queue.in_flight, *queue.rows] if queue else []
 
     def pending(self, table_uri: str) -> int:
         with self._lock:
@@ -311,14 +315,15 @@ class _Writer:
             if queue.rows:
                 queue.since = now
             limits = (queue.retention_days, queue.max_records)
+            queue.in_flight.extend(rows)
         if not rows:
             return 0
-        if not os.path.isdir(os.path.join(uri, "_delta_log")):
-            logger.info(
-                "query log: table %s is no longer there; %d records dropped", uri, len(rows)
-            )
-            return 0
         try:
+            if not os.path.isdir(os.path.join(uri, "_delta_log")):
+                logger.info(
+                    "query log: table %s is no longer there; %d records dropped", uri, len(rows)
+                )
+                return 0
             _append(log_path(uri), rows)
         except Exception as exc:  # a failing log never fails anything else
             logger.warning("query log of %s: flush of %d records failed: %s", uri, len(rows), exc)
@@ -327,6 +332,10 @@ class _Writer:
                 if len(queue.rows) > MAX_PENDING:
                     del queue.rows[: len(queue.rows) - MAX_PENDING]
             return 0
+        finally:
+            with self._lock:
+                taken = {id(r) for r in rows}
+                queue.in_flight = [r for r in queue.in_flight if id(r) not in taken]
         queue.flushes += 1
         # the log's version counts every process's flushes: a process that flushes a few
         # times (the CLI, a cron job) maintains too, on the flush that reaches a multiple
@@ -449,13 +458,21 @@ class QueryLog:
 
         if flush:
             self.flush()
+        # memory first, then the log: a record a flush commits in between is in both (and
+        # kept once), never in neither
+        queued = [] if flush else _WRITER.queued(self.table_uri)
         parts = []
         if self.exists():
             parts.append(_with_schema(delta.read_rows(self.path)))
-        if not flush:
-            queued = _WRITER.queued(self.table_uri)
-            if queued:
-                parts.append(pa.Table.from_pylist(queued, schema=SCHEMA))
+        if queued:
+            written = (
+                set(zip(parts[0]["session"].to_pylist(), parts[0]["seq"].to_pylist(), strict=True))
+                if parts
+                else set()
+            )
+            fresh = [r for r in queued if (r["session"], r["seq"]) not in written]
+            if fresh:
+                parts.append(pa.Table.from_pylist(fresh, schema=SCHEMA))
         data = pa.concat_tables(parts) if parts else SCHEMA.empty_table()
         if since is not None:
             data = data.filter(pc.greater_equal(data["ts"], pa.scalar(_utc(since), SCHEMA[0].type)))
