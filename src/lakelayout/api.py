@@ -906,15 +906,15 @@ def _check_table_schema(schema: pa.Schema) -> None:
     """Before anything is written: no two top-level columns whose names differ only in
     case (Delta's names are case-insensitive), and a Delta type for every column
     (SchemaMismatch naming it); delta-rs raised a bare Exception for both (an audit)."""
-    seen: dict[str, str] = {}
-    for name in schema.names:
-        other = seen.get(name.lower())
-        if other is not None:
-            raise SchemaMismatch(
-                f"columns {other!r} and {name!r}: a Delta table's column names are "
-                "case-insensitive, so they name one column; rename one"
-            )
-        seen[name.lower()] = name
+    from lakelayout.table.schema import duplicate_names
+
+    repeated = duplicate_names(schema.names)
+    if repeated:
+        first = next(n for n in schema.names if n.lower() == repeated[0].lower())
+        raise SchemaMismatch(
+            f"columns {first!r} and {repeated[0]!r}: a Delta table's column names are "
+            "case-insensitive, so they name one column; rename one"
+        )
     delta.delta_arrow_schema(schema)
 
 

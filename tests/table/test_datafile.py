@@ -405,3 +405,12 @@ def test_timestamp_spellings_keep_zone_less_values_and_name_moments_spelled_both
     assert (
         timestamp_spellings(TableFormat.plain(pa.schema([("d", pa.date32())]), ["d"]), logged) == ()
     )
+    # the ends of TIMESTAMP: spelled back as the log spelled them
+    ends = [{"ts": "0001-01-01 00:00:00"}, {"ts": "9999-12-31 23:59:59.999999"}]
+    spelled = dataclasses.replace(fmt, spellings=timestamp_spellings(fmt, ends))
+    for text, moment in zip(
+        ("0001-01-01 00:00:00", "9999-12-31 23:59:59.999999"),
+        (dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999)),
+        strict=True,
+    ):
+        assert spelled.partition_value("ts", moment.replace(tzinfo=dt.timezone.utc)) == text

@@ -19,8 +19,8 @@ each flush is one Delta append, and delta-rs retries an append whose
 version was taken by another writer (appends never conflict).
 
 The flush that takes a log version that is a multiple of
-:data:`MAINTAIN_EVERY` (in whichever process: short-lived ones too), and
-every that many flushes of one process, *maintain* the log: records older than the
+:data:`MAINTAIN_EVERY` (in whichever process: short-lived ones too)
+*maintains* the log: records older than the
 retention (``lakelayout.queryLog.retentionDays``, default 30) or beyond the
 newest ``lakelayout.queryLog.maxRecords`` (default 100,000) are deleted and
 the small files of many appends are compacted, both in one rewrite of the
@@ -85,7 +85,7 @@ FLUSH_RECORDS = 200
 FLUSH_SECONDS = 5.0
 #: records kept per table while flushes fail (the oldest are dropped beyond it)
 MAX_PENDING = 10_000
-#: maintenance (retention, compaction, vacuum) runs every this many flushes of a table
+#: maintenance (retention, compaction, vacuum) runs every this many versions of a log
 MAINTAIN_EVERY = 25
 #: a queued record whose query is being timed waits for its run time this long at most
 MAX_HOLD_SECONDS = 600.0
@@ -196,7 +196,6 @@ class _Queue:
     #: read (a reader saw them neither queued nor on disk: the advisor once counted 0)
     in_flight: list[dict[str, Any]] = field(default_factory=list)
     since: float = 0.0
-    flushes: int = 0
     retention_days: float = DEFAULT_RETENTION_DAYS
     max_records: int = DEFAULT_MAX_RECORDS
 
@@ -336,10 +335,10 @@ class _Writer:
             with self._lock:
                 taken = {id(r) for r in rows}
                 queue.in_flight = [r for r in queue.in_flight if id(r) not in taken]
-        queue.flushes += 1
         # the log's version counts every process's flushes: a process that flushes a few
         # times (the CLI, a cron job) maintains too, on the flush that reaches a multiple
-        if queue.flushes % MAINTAIN_EVERY == 0 or maintenance_due(log_path(uri)):
+        # (a count of this process's own flushes did it twice as often in a long-lived one)
+        if maintenance_due(log_path(uri)):
             try:
                 with delta_rs_panics(uri):
                     maintain(uri, retention_days=limits[0], max_records=limits[1])

@@ -108,7 +108,7 @@ def check_append_schema(table_schema: pa.Schema, df_schema: pa.Schema) -> None:
     """
     table_cols = {f.name.lower(): f for f in table_schema}
     data_cols = {f.name.lower(): f for f in df_schema}
-    duplicates = _duplicates(f.name for f in df_schema)
+    duplicates = duplicate_names(f.name for f in df_schema)
     problems: list[str] = []
     if duplicates:
         problems.append(f"duplicate columns (case-insensitive) {duplicates}")
@@ -134,7 +134,9 @@ def check_append_schema(table_schema: pa.Schema, df_schema: pa.Schema) -> None:
         raise SchemaMismatch("data does not fit the table schema: " + "; ".join(problems))
 
 
-def _duplicates(names: Iterable[str]) -> list[str]:
+def duplicate_names(names: Iterable[str]) -> list[str]:
+    """The names that repeat an earlier one, compared as Delta compares column names
+    (case-insensitively)."""
     seen: set[str] = set()
     dups: list[str] = []
     for name in names:
