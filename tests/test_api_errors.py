@@ -333,3 +333,24 @@ def test_vacuum_bounds_and_a_vacuumed_version(spark: Any, tmp_path: Path) -> Non
     with pytest.raises(TableCorrupt, match=r"version 0 of .* can no longer be read.*VACUUM"):
         t.scan(version=0)
     assert t.scan().df.count() == 5
+
+
+def test_a_damaged_data_file_is_named_and_nothing_is_written(spark: Any, tmp_path: Path) -> None:
+    """A truncated data file made DELETE raise Spark's Py4JJavaError and OPTIMIZE
+    pyarrow's ArrowInvalid (an audit of stop 63 left it open). Now each names the file
+    as TableCorrupt, and the table stays at its version."""
+    from lakelayout.errors import TableCorrupt
+
+    df = spark.range(300).selectExpr("id", "cast(id % 7 as int) k").repartitionByRange(3, "id")
+    t = Table.create(str(tmp_path / "t"), df)
+    damaged = sorted(t.snapshot().files.paths)[0]
+    with open(tmp_path / "t" / damaged, "r+b") as handle:
+        handle.truncate(os.path.getsize(tmp_path / "t" / damaged) // 2)
+    for verb in (
+        lambda: t.delete("id < 5"),  # Spark's reader (plain files)
+        lambda: t.optimize.zorder(["k"]),  # pyarrow on the driver (the sample)
+        lambda: t.optimize.run(),  # pyarrow in the Spark tasks (compaction)
+    ):
+        with pytest.raises(TableCorrupt, match=os.path.basename(damaged).split("-c000")[0]):
+            verb()
+        assert t.history(1)[0]["version"] == 0

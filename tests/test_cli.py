@@ -191,3 +191,17 @@ def test_an_error_from_a_spark_task_is_one_line(tmp_path: Path) -> None:
     assert _reason(RuntimeError("[DIVIDE_BY_ZERO] Division by zero.\n  at x")) == (
         "[DIVIDE_BY_ZERO] Division by zero."
     )
+
+
+def test_describe_names_partition_columns(tmp_path: Path) -> None:
+    """describe said nothing of a table's partitioning and showed its partition column
+    with statistics in 0 of N files, though every file carries its exact value."""
+    data = pa.table({"id": list(range(60)), "day": [f"d{i % 3}" for i in range(60)]})
+    t = Table.create(str(tmp_path / "t"), data, partition_by=["day"])
+    d = t.describe()
+    assert d.partition_columns == ["day"] and d.files == 3
+    assert {c.name: c.files_with_min_max for c in d.coverage} == {"id": 3, "day": 3}
+    result = runner.invoke(app, ["describe", t.uri])
+    assert result.exit_code == 0, result.output
+    assert "partitioned by: day" in result.output
+    assert "│ day (partition) │ string │     3/3 │" in result.output

@@ -53,6 +53,18 @@ def test_sql_surface(spark: Any, tmp_path: Path) -> None:
     assert m.operation == "zorder" and m.rows_added == 2000
     m = lakelayout.sql(spark, "OPTIMIZE events", warehouse=wh)
     assert m.operation == "compaction" and m.commits == 0
+    # Delta's grammar: ZORDER BY without parentheses, and comments between clauses (both
+    # were refused as unsupported statements)
+    m = lakelayout.sql(
+        spark,
+        "-- nightly\nOPTIMIZE plain /* all of it */ ZORDER BY b, a -- two columns\n;",
+        warehouse=wh,
+    )
+    assert m.operation == "zorder" and m.rows_added == 2000
+    rows = lakelayout.sql(
+        spark, "SELECT a FROM plain WHERE b = 3 /* or 4 */ -- and a comment", warehouse=wh
+    )
+    assert rows.count() == 154  # ids 3, 16, ..., 1992
 
 
 def test_create_never_moves_a_name_the_catalog_holds(spark: Any, tmp_path: Path) -> None:

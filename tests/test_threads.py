@@ -162,3 +162,30 @@ def test_appends_that_lose_to_property_changes_commit(tmp_path: Path) -> None:
         for i in range(1000 * (1 + w * 20 + j), 1000 * (1 + w * 20 + j) + 5)
     ]
     assert ids == sorted(expected)
+
+
+@pytest.mark.spark
+def test_sql_creates_from_threads_keep_every_name_and_if_not_exists_waits(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Threads creating tables through lakelayout.sql: the catalog file was read and
+    written back by each (a table's name could be lost), and of two CREATE TABLE IF NOT
+    EXISTS of one name one failed with TableExists while the other created it."""
+    import lakelayout
+    from lakelayout.sql import Catalog
+
+    for round_ in range(3):
+        wh = str(tmp_path / f"wh{round_}")
+
+        def create(i: int, wh: str = wh) -> Any:
+            if i < 4:
+                return lakelayout.sql(spark, f"CREATE TABLE t{i} (a INT) USING delta", warehouse=wh)
+            return lakelayout.sql(
+                spark, "CREATE TABLE IF NOT EXISTS same (a INT) USING delta", warehouse=wh
+            )
+
+        got = _together(6, create)
+        assert all(isinstance(g, Table) for g in got), got
+        assert got[4].uri == got[5].uri
+        assert sorted(Catalog(wh).entries()) == ["same", "t0", "t1", "t2", "t3"]
+        assert DeltaTable(got[4].uri).version() == 0

@@ -143,6 +143,9 @@ class TableDescription:
     properties: dict[str, str]
     coverage: list[ColumnCoverage]
     history: list[dict[str, Any]] = field(default_factory=list)
+    #: the partition columns; their coverage counts every file (the partition value in
+    #: the log is each file's exact value, null included), not Parquet statistics
+    partition_columns: list[str] = field(default_factory=list)
 
 
 class Table:
@@ -347,10 +350,13 @@ class Table:
         files = snap.files
         sizes = files.sizes
         coverage = []
+        partitions = list(snap.table_format.partition_columns)
         for column in snap.schema:
             stats = files.columns.get(stats_key([column.name]))
             with_bounds = with_nulls = 0
-            if stats is not None:
+            if column.name in partitions:
+                with_bounds = with_nulls = len(files)
+            elif stats is not None:
                 known = np.asarray(stats.min.is_valid()) & np.asarray(stats.max.is_valid())
                 with_bounds = int(known.sum())
                 with_nulls = int((stats.null_count >= 0).sum())
@@ -367,6 +373,7 @@ class Table:
             properties=dict(snap.configuration),
             coverage=coverage,
             history=self.history(history) if history > 0 else [],
+            partition_columns=partitions,
         )
 
     # ------------------------------------------------------------ writing

@@ -132,6 +132,8 @@ def describe(
         f"{d.files:,} files, {d.rows:,} rows, {_fmt_bytes(d.bytes)} "
         f"(files from {_fmt_bytes(d.smallest_file)} to {_fmt_bytes(d.largest_file)})"
     )
+    if d.partition_columns:
+        console.print("partitioned by: " + ", ".join(d.partition_columns))
     if d.properties:
         console.print("properties: " + ", ".join(f"{k}={v}" for k, v in d.properties.items()))
     cov = RichTable(title="statistics coverage (files with stats)")
@@ -139,7 +141,7 @@ def describe(
         cov.add_column(name, justify="left" if name in ("column", "type") else "right")
     for c in d.coverage:
         cov.add_row(
-            c.name,
+            c.name + (" (partition)" if c.name in d.partition_columns else ""),
             c.dtype,
             f"{c.files_with_min_max}/{d.files}",
             f"{c.files_with_null_count}/{d.files}",

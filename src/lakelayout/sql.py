@@ -66,7 +66,9 @@ _CREATE = re.compile(
 )
 _ALTER = re.compile(rf"^ALTER\s+TABLE\s+{_NAME}\s+CLUSTER\s+BY\s+(?P<spec>.+)$", re.I | re.S)
 _OPTIMIZE = re.compile(
-    rf"^OPTIMIZE\s+{_NAME}(?P<full>\s+FULL)?(?:\s+ZORDER\s+BY\s*\((?P<zorder>.*)\))?$",
+    rf"^OPTIMIZE\s+{_NAME}(?P<full>\s+FULL)?"
+    # Delta's grammar takes ZORDER BY (a, b) and ZORDER BY a, b (names only without parens)
+    r"(?:\s+ZORDER\s+BY\s*(?:\((?P<zorder>.*)\)|(?P<bare>[A-Za-z_`][^()]*)))?$",
     re.I | re.S,
 )
 _DESCRIBE = re.compile(rf"^(?:DESCRIBE|DESC)\s+DETAIL\s+{_NAME}$", re.I | re.S)
@@ -115,12 +117,17 @@ class Catalog:
     def register(self, name: str, location: str) -> None:
         if name.lower().startswith("delta.`"):
             return
-        entries = self.entries()
-        entries[_unquote(name).lower()] = location
+        from filelock import FileLock
+
         self.warehouse.mkdir(parents=True, exist_ok=True)
-        temp = self.file.with_name(f".{CATALOG_FILE}.{uuid.uuid4().hex}.tmp")
-        temp.write_text(json.dumps(entries, indent=2, sort_keys=True), encoding="utf-8")
-        os.replace(temp, self.file)
+        # two creates at once (threads or processes) each read the file and wrote it
+        # back with only their own name: one table was lost from the catalog
+        with FileLock(str(self.file.with_name(f".{CATALOG_FILE}.lock"))):
+            entries = self.entries()
+            entries[_unquote(name).lower()] = location
+            temp = self.file.with_name(f".{CATALOG_FILE}.{uuid.uuid4().hex}.tmp")
+            temp.write_text(json.dumps(entries, indent=2, sort_keys=True), encoding="utf-8")
+            os.replace(temp, self.file)
 
     def default_location(self, name: str) -> str:
         return str(self.warehouse / _unquote(name))
@@ -134,7 +141,7 @@ def sql(
     spark: SparkSession, text: str, *, warehouse: str | os.PathLike[str] = "spark-warehouse"
 ) -> Any:
     """Run one lakelayout SQL statement (see the module docstring)."""
-    statement = text.strip().rstrip(";").strip()
+    statement = _without_comments(text).strip().rstrip(";").strip()
     catalog = Catalog(warehouse)
     for pattern, handler in _HANDLERS:
         match = pattern.match(statement)
@@ -162,6 +169,23 @@ def split_expressions(text: str) -> list[str]:
     except ParseError as exc:
         raise PredicateError(f"cannot parse column list ({text}): {exc}") from exc
     return [e.sql(dialect="spark") for e in select.expressions]
+
+
+_LEXEMES = re.compile(
+    r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`(?:[^`]|``)*`"  # literals, quoted names
+    r"|(?P<comment>--[^\n]*|/\*.*?\*/)",
+    re.S,
+)
+
+
+def _without_comments(text: str) -> str:
+    """``text`` with its ``-- line`` and ``/* block */`` comments replaced by a space
+    (outside string literals and quoted names), as Spark's lexer skips them.
+
+    >>> _without_comments("OPTIMIZE t -- nightly\\nZORDER BY (a) /* two */")
+    'OPTIMIZE t  \\nZORDER BY (a)  '
+    """
+    return _LEXEMES.sub(lambda m: " " if m.group("comment") else m.group(0), text)
 
 
 def _without_quoted(text: str) -> str:
@@ -200,16 +224,42 @@ def _create(spark: SparkSession, catalog: Catalog, m: re.Match[str]) -> Table:
     where = location or catalog.default_location(name)
     if m.group("ine") and _exists(where):
         return Table(where, spark=spark)
-    table = Table.create(
-        where,
-        schema=schema,
-        spark=spark,
-        cluster_by=cluster,
-        partition_by=partition,
-        name=_unquote(name),
-    )
+    try:
+        table = Table.create(
+            where,
+            schema=schema,
+            spark=spark,
+            cluster_by=cluster,
+            partition_by=partition,
+            name=_unquote(name),
+        )
+    except TableExists:
+        if not m.group("ine"):
+            raise
+        table = Table(_created_elsewhere(where), spark=spark)
     catalog.register(name, table.uri)
     return table
+
+
+#: how long CREATE TABLE IF NOT EXISTS waits for a table another writer is creating
+CREATE_WAIT_SECONDS = 60.0
+
+
+def _created_elsewhere(where: str) -> str:
+    """``where`` once the table another writer is creating there exists (CREATE TABLE IF
+    NOT EXISTS lost the race to create it: one of two threads failed with TableExists;
+    found by an audit). TableExists again when none appears in CREATE_WAIT_SECONDS."""
+    import time
+
+    deadline = time.monotonic() + CREATE_WAIT_SECONDS
+    while not _exists(where):
+        if time.monotonic() > deadline:
+            raise TableExists(
+                f"another writer claimed '{where}' but no table appeared there in "
+                f"{CREATE_WAIT_SECONDS:.0f} s (a create failed and left its claim?)"
+            )
+        time.sleep(0.05)
+    return where
 
 
 #: the clauses CREATE TABLE takes after ``USING delta``, in any order, each at most once
@@ -321,15 +371,20 @@ def _create_like(spark: SparkSession, catalog: Catalog, m: re.Match[str]) -> Tab
         for k, v in source.properties.items()
         if k in (MIN_CUBE_SIZE, TARGET_CUBE_SIZE, TARGET_FILE_SIZE) and v
     }
-    table = Table.create(
-        where,
-        schema=source.schema,
-        spark=spark,
-        cluster_by=source.clustering_columns,
-        partition_by=list(source.snapshot().table_format.partition_columns) or None,
-        properties=carried or None,
-        name=_unquote(name),
-    )
+    try:
+        table = Table.create(
+            where,
+            schema=source.schema,
+            spark=spark,
+            cluster_by=source.clustering_columns,
+            partition_by=list(source.snapshot().table_format.partition_columns) or None,
+            properties=carried or None,
+            name=_unquote(name),
+        )
+    except TableExists:
+        if not m.group("ine"):
+            raise
+        table = Table(_created_elsewhere(where), spark=spark)
     catalog.register(name, table.uri)
     return table
 
@@ -351,10 +406,11 @@ def _optimize(spark: SparkSession, catalog: Catalog, m: re.Match[str]) -> Any:
     from lakelayout.api import Table
 
     table = Table(catalog.location(m.group("name")), spark=spark)
-    if m.group("zorder") is not None:
+    columns = m.group("zorder") if m.group("zorder") is not None else m.group("bare")
+    if columns is not None:
         if m.group("full"):
             raise InvalidOption("OPTIMIZE ... FULL cannot be combined with ZORDER BY")
-        return table.optimize.zorder(split_expressions(m.group("zorder")))
+        return table.optimize.zorder(split_expressions(columns))
     return table.optimize.run(full=bool(m.group("full")))
 
 

@@ -104,8 +104,11 @@ def _matching(matched: DataFrame, where: str) -> list[Any]:
     naming the predicate (nothing is written yet)."""
     from pyspark.errors import PySparkException
 
+    from lakelayout.table.writer import task_errors
+
     try:
-        return matched.groupBy(FILE_COLUMN).count().collect()
+        with task_errors():  # a damaged data file: TableCorrupt naming it
+            return matched.groupBy(FILE_COLUMN).count().collect()
     except PySparkException as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise PredicateError(

@@ -37,6 +37,7 @@ Pure: pyarrow and numpy only.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import decimal as _decimal
 import functools
@@ -54,7 +55,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from lakelayout.errors import InvalidOption, UnsupportedTable
+from lakelayout.errors import InvalidOption, TableCorrupt, UnsupportedTable
 
 #: Parquet field metadata key pyarrow writes as the field id
 PARQUET_FIELD_ID = b"PARQUET:field_id"
@@ -363,10 +364,13 @@ def read_data_file(
     out_schema = pa.schema(wanted)
     physical = {f.name: fmt.physical.field(fmt.schema.get_field_index(f.name)) for f in wanted}
     deleted = np.asarray(file.deleted_rows, dtype=np.int64)
-    with filesystem.open_input_file(file_location(root, file.path)) as handle:
-        # INT96 (Delta's connector writes timestamps so) read as microseconds: the
-        # nanosecond default overflows outside 1677-2262
-        parquet = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
+    with _unreadable(root, file.path):
+        handle = filesystem.open_input_file(file_location(root, file.path))
+    with handle:
+        with _unreadable(root, file.path):
+            # INT96 (Delta's connector writes timestamps so) read as microseconds: the
+            # nanosecond default overflows outside 1677-2262
+            parquet = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
         present = set(parquet.schema_arrow.names)
         read = [
             physical[f.name].name
@@ -374,7 +378,12 @@ def read_data_file(
             if not fmt.is_partition(f.name) and physical[f.name].name in present
         ]
         offset = 0
-        for raw in parquet.iter_batches(batch_rows, columns=read):
+        batches = parquet.iter_batches(batch_rows, columns=read)
+        while True:
+            with _unreadable(root, file.path):
+                raw = next(batches, None)
+            if raw is None:
+                break
             n = raw.num_rows
             arrays = []
             for f in wanted:
@@ -392,6 +401,21 @@ def read_data_file(
             offset += n
             if batch.num_rows:
                 yield batch
+
+
+@contextlib.contextmanager
+def _unreadable(root: str, path: str) -> Iterator[None]:
+    """TableCorrupt naming the data file when pyarrow cannot open or decode it (a
+    truncated or overwritten file raised pyarrow's ArrowInvalid from OPTIMIZE; found
+    by an audit). Nothing has been written when a read fails."""
+    try:
+        yield
+    except (OSError, pa.ArrowException) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        what = "is missing" if isinstance(exc, FileNotFoundError) else "cannot be read"
+        raise TableCorrupt(
+            f"data file {path} of '{root}' {what} ({reason}); the Delta log lists it"
+        ) from None
 
 
 def _constant(value: Any, dtype: pa.DataType, n: int) -> pa.Array:

@@ -662,6 +662,10 @@ def statistics_columns(schema: pa.Schema) -> list[str]:
 
 
 _WORKER_ERROR = re.compile(r"lakelayout\.errors\.(\w+): ([^\n]*)")
+#: Spark's reader failing on a data file (truncated, overwritten, not Parquet)
+_FAILED_READ = re.compile(
+    r"\[FAILED_READ_FILE[.\w]*\][^\n]*?reading file (?P<file>\S+?)\.?(?:\s|$)"
+)
 
 
 @contextlib.contextmanager
@@ -672,6 +676,8 @@ def task_errors() -> Iterator[None]:
     traceback; the last ``lakelayout.errors.<Class>: message`` line there is
     raised again as that class, so callers (and the CLI) see a one-line error.
     Jobs run before any commit, so such a failure leaves the table as it was.
+    Spark's own reader failing on a data file (``FAILED_READ_FILE``) is a
+    :class:`~lakelayout.errors.TableCorrupt` naming the file.
     """
     try:
         yield
@@ -679,6 +685,12 @@ def task_errors() -> Iterator[None]:
         raise
     except Exception as exc:
         found = _WORKER_ERROR.findall(str(exc))
+        unreadable = _FAILED_READ.search(str(exc))
+        if not found and unreadable is not None:
+            raise errors.TableCorrupt(
+                f"data file {unreadable.group('file')} cannot be read by Spark (it is "
+                "damaged or not Parquet); the Delta log lists it, nothing was written"
+            ) from None
         if not found:
             raise
         name, message = found[-1]
