@@ -718,3 +718,29 @@ def test_families_are_checked_by_name_and_a_string_is_a_comma_separated_list() -
         check_families(123)  # type: ignore[arg-type]
     with pytest.raises(InvalidOption, match=r"a layout family is a name, got 1"):
         check_families([1])  # type: ignore[list-item]
+
+
+def test_history_keeps_the_input_paths_of_the_newest_rewrites_only(sample: pa.Table) -> None:
+    """Every switch kept every path it rewrote in state.json for the table's life; the
+    newest KEEP_INPUTS finished rewrites keep them now, older ones their counts."""
+    from lakelayout.online.engine import KEEP_INPUTS
+
+    rng = np.random.default_rng(3)
+    config = OnlineConfig(alpha=4.0, window=30, interval=10, max_states=2, seed=0)
+    engine = OnlineEngine(config, sample, fitter(sample, ["qdtree"]))
+    drive(engine, sample, [on_x(rng) for _ in range(40)])
+    for n in range(KEEP_INPUTS + 5):
+        record = engine.begin_catch_up(0.1)
+        record.inputs = [f"part-{n}-{i}.parquet" for i in range(3)]
+        pending = engine.begin_catch_up(0.1) if n == KEEP_INPUTS + 4 else None
+        if pending is not None:  # a pending rewrite keeps its inputs whatever its age
+            pending.inputs = ["pending.parquet"]
+            engine.history.remove(pending)
+            engine.history.insert(0, pending)
+        engine.committed(record, files_removed=3)
+    finished = [h for h in engine.history if h.status == "done"]
+    kept = [h for h in finished if h.inputs]
+    assert len(kept) == KEEP_INPUTS and kept == finished[-KEEP_INPUTS:]
+    assert kept[-1].inputs == [f"part-{KEEP_INPUTS + 4}-{i}.parquet" for i in range(3)]
+    assert all(h.files_removed == 3 for h in finished if h.kind == "catch-up")
+    assert engine.history[0].status == "pending" and engine.history[0].inputs == ["pending.parquet"]

@@ -208,6 +208,10 @@ Fitter = Callable[[Sequence[Predicate]], Sequence[Candidate]]
 CATCH_UP_MIN_SHARE = 0.05
 
 
+#: finished rewrites whose input paths history keeps (older ones keep their counts)
+KEEP_INPUTS = 16
+
+
 @dataclass
 class Switch:
     """One switch of the table's layout, as history reports it."""
@@ -232,6 +236,7 @@ class Switch:
     error: str = ""
     #: the table version the rewrite planned against, the files it rewrites, its process id
     read_version: int | None = None
+    #: the files it rewrites (emptied once KEEP_INPUTS newer rewrites have finished)
     inputs: list[str] = field(default_factory=list)
     owner: int = 0
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -578,6 +583,11 @@ class OnlineEngine:
         record.finished = time.time()
         for key, value in metrics.items():
             setattr(record, key, value)
+        # a finished rewrite's input paths are history only: the newest KEEP_INPUTS keep
+        # them (state.json grew by every file of every switch, for the table's life)
+        finished = [s for s in self.history if s.status != "pending"]
+        for old in finished[:-KEEP_INPUTS]:
+            old.inputs = []
 
     # ------------------------------------------------------------------ reports
 
