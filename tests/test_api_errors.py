@@ -245,6 +245,48 @@ CALLS: list[tuple[str, Callable[[Table, Path], Any], str]] = [
         lambda t, p: t.optimize.zorder("id"),
         "optimize.zorder: columns must be a list of strings, got str",
     ),
+    # an audit: these failed with an AttributeError after the rewrite wrote its files,
+    # or took the string "no" as True
+    (
+        "delete(hooks=)",
+        lambda t, p: t.delete("id = 1", hooks="x"),
+        "Table.delete: hooks must be an OptimizeHooks or None, got str",
+    ),
+    (
+        "delete(retry=)",
+        lambda t, p: t.delete("id = 1", retry=5),
+        "Table.delete: retry must be a RetryPolicy or None, got int",
+    ),
+    (
+        "optimize.compact(hooks=)",
+        lambda t, p: t.optimize.compact(hooks=1),
+        "optimize.compact: hooks must be an OptimizeHooks or None, got int",
+    ),
+    (
+        "optimize.zorder(hooks=)",
+        lambda t, p: t.optimize.zorder(["id"], hooks=1),
+        "optimize.zorder: hooks must be an OptimizeHooks or None, got int",
+    ),
+    (
+        "optimize.auto(apply=)",
+        lambda t, p: t.optimize.auto(apply="no"),
+        "optimize.auto: apply must be True or False, got str",
+    ),
+    (
+        "advisor.auto(apply=)",
+        lambda t, p: t.advisor.auto(apply="no"),
+        "advisor.auto: apply must be True or False, got str",
+    ),
+    (
+        "online.wait(str)",
+        lambda t, p: t.online.wait("x"),
+        "online.wait: timeout must be a number of seconds or None, got str",
+    ),
+    (
+        "online.wait(-1)",
+        lambda t, p: t.online.wait(-1),
+        "online.wait: timeout must be >= 0 seconds, got -1",
+    ),
 ]
 
 
@@ -253,10 +295,12 @@ def test_wrong_argument_types_name_the_argument(
     table: Table, tmp_path: Path, label: str, call: Callable[[Table, Path], Any], message: str
 ) -> None:
     before = table.version
+    files = set(os.listdir(table.uri))
     with pytest.raises(InvalidOption) as err:
         call(table, tmp_path)
     assert str(err.value) == message
     assert table.version == before
+    assert set(os.listdir(table.uri)) == files  # no data file written
     assert not (tmp_path / "n").exists()
 
 

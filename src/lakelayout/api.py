@@ -193,7 +193,9 @@ class Table:
     ) -> Table:
         """Create a Delta table at ``uri`` from a DataFrame, or empty from a schema.
 
-        All files of ``df`` are committed in one transaction (version 0).
+        All files of ``df`` are committed in one transaction: version 0, or version 1
+        when ``properties`` holds lakelayout's own (``lakelayout.*``), which version 0
+        creates the empty table with.
         ``df`` may also be a ``pyarrow.Table`` (e.g. from pandas or polars): its
         rows are written in this process by the same writer Spark tasks run, with
         no Spark job (as delta-rs' ``write_deltalake`` does); the table's types
@@ -646,10 +648,13 @@ class Table:
         re-plans and retries (``retry``: attempts and backoff); ``retries`` in
         the metrics counts how often. See :mod:`lakelayout.table.conflicts`.
         """
+        from lakelayout.cluster import OptimizeHooks
         from lakelayout.cluster.delete import delete
-        from lakelayout.table.conflicts import DEFAULT_RETRY
+        from lakelayout.table.conflicts import DEFAULT_RETRY, RetryPolicy
 
         args.require_str(where, "where", "Table.delete")
+        args.require_instance(hooks, OptimizeHooks, "hooks", "Table.delete", optional=True)
+        args.require_instance(retry, RetryPolicy, "retry", "Table.delete", optional=True)
         return delete(
             self.uri,
             self.spark,

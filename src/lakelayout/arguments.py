@@ -71,6 +71,27 @@ def require_bool(value: object, name: str, where: str) -> None:
         raise _fail(where, name, "True or False", value, False)
 
 
+def require_instance(
+    value: object, kind: type, name: str, where: str, *, optional: bool = False
+) -> None:
+    """An instance of ``kind`` (or None when ``optional``): hooks, retry policies."""
+    if value is None and optional:
+        return
+    if not isinstance(value, kind):
+        article = "an" if kind.__name__[0] in "AEIOU" else "a"
+        raise _fail(where, name, f"{article} {kind.__name__}", value, optional)
+
+
+def require_seconds(value: object, name: str, where: str, *, optional: bool = False) -> None:
+    """A number of seconds >= 0 (int or float, not a bool; None when ``optional``)."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _fail(where, name, "a number of seconds", value, optional)
+    if not value >= 0:  # (NaN too)
+        raise InvalidOption(f"{where}: {name} must be >= 0 seconds, got {value}")
+
+
 def require_names(value: object, name: str, where: str, *, optional: bool = False) -> None:
     """A list or tuple of strings (a single string is refused: it is not a list of names)."""
     if value is None and optional:

@@ -81,6 +81,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
+from lakelayout import arguments as args
 from lakelayout.cluster.config import block_roll_size
 from lakelayout.errors import InvalidOption, LakelayoutError, StateLocked, StateUnreadable
 from lakelayout.expr.nodes import Predicate
@@ -1530,10 +1531,14 @@ class Online:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for a background rewrite of this process; True when none is running."""
+        args.require_seconds(timeout, "timeout", "online.wait", optional=True)
         return self._ctl.wait(timeout)
 
     def set_hooks(self, hooks: OptimizeHooks | None) -> None:
         """Callbacks around the rewrites' commits (progress, tests): see ``OptimizeHooks``."""
+        from lakelayout.cluster import OptimizeHooks
+
+        args.require_instance(hooks, OptimizeHooks, "hooks", "online.set_hooks", optional=True)
         self._ctl.hooks = hooks
 
     def _document(self) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
+from lakelayout import arguments as args
 from lakelayout.advisor.analyzer import Analysis, AnalyzerConfig, analyze
 from lakelayout.advisor.benefit import BenefitConfig
 from lakelayout.advisor.columns import column_shares, query_shares
@@ -582,6 +583,7 @@ class Advisor:
         if it fails the table is as it was (and the error is in the result and
         the decision log, not raised).
         """
+        args.require_bool(apply, "apply", "advisor.auto")
         started = time.perf_counter()
         snap = self.table.snapshot()
         version = snap.version
@@ -1427,6 +1429,7 @@ class AutoOptimizer(Optimizer):
 
     def auto(self, *, apply: bool = True) -> AutoResult:
         """Optimize now if the benefit exceeds the cost (with margin); else say why not."""
+        args.require_bool(apply, "apply", "optimize.auto")
         return self._table.advisor.auto(trigger="manual", apply=apply)
 
 

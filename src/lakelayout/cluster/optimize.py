@@ -248,6 +248,7 @@ class Optimizer:
         """
         args.require_bool(full, "full", "optimize.run")
         args.require_bool(one_file_per_block, "one_file_per_block", "optimize.run")
+        _check_hooks(hooks, "optimize.run")
         ctx = self._ctx()
         columns = ctx.clustering()
         if columns is None and full:
@@ -263,6 +264,7 @@ class Optimizer:
 
     def compact(self, *, hooks: OptimizeHooks | None = None) -> OptimizeMetrics:
         """Bin-pack files smaller than ``lakelayout.minFileSize`` into target-size files."""
+        _check_hooks(hooks, "optimize.compact")
         return _compact(self._ctx(), hooks or NO_HOOKS)
 
     def zorder(
@@ -281,6 +283,7 @@ class Optimizer:
         """
         args.require_names(columns, "columns", "optimize.zorder")
         args.require_bool(one_file_per_block, "one_file_per_block", "optimize.zorder")
+        _check_hooks(hooks, "optimize.zorder")
         return self._curve(columns, "zorder", hooks, one_file_per_block)
 
     def hilbert(
@@ -293,6 +296,7 @@ class Optimizer:
         """Like :meth:`zorder` with the Hilbert curve (Z-order for a single column)."""
         args.require_names(columns, "columns", "optimize.hilbert")
         args.require_bool(one_file_per_block, "one_file_per_block", "optimize.hilbert")
+        _check_hooks(hooks, "optimize.hilbert")
         return self._curve(columns, "hilbert", hooks, one_file_per_block)
 
     def apply(
@@ -330,6 +334,7 @@ class Optimizer:
         if not isinstance(layout, Layout):
             raise InvalidOption(f"apply() needs a fitted Layout, got {type(layout).__name__}")
         args.require_bool(one_file_per_block, "one_file_per_block", "optimize.apply")
+        _check_hooks(hooks, "optimize.apply")
         args.require_int(target_file_size, "target_file_size", "optimize.apply", optional=True)
         if target_file_size is not None and target_file_size <= 0:
             raise InvalidOption(
@@ -378,6 +383,12 @@ class Optimizer:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _check_hooks(hooks: object, where: str) -> None:
+    """hooks must be OptimizeHooks: another value failed with an AttributeError at the
+    first callback, after the rewrite's files were written (found by an audit)."""
+    args.require_instance(hooks, OptimizeHooks, "hooks", where, optional=True)
 
 
 def _roll_size(ctx: _Context, one_file_per_block: bool) -> int:
