@@ -754,3 +754,37 @@ def test_a_commit_retry_stops_at_a_winner_that_deleted_with_a_vector(
     assert raced and m.yielded, m
     got = sorted(r.v for r in spark.read.format("delta").load(path).collect())
     assert got == [2, 3, 4, 5, 6]
+
+
+def test_float_statistics_of_a_column_widened_to_double_keep_every_row(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Type widening FLOAT -> DOUBLE: the old file's statistics are FLOAT text (-2.7 for
+    the FLOAT nearest -2.7, which is -2.7000000476837158): read as a DOUBLE bound, the
+    scan skipped the file and DELETE left its row (found by an audit; Delta's own
+    skipping drops the row too). Every bound of such a column is widened now."""
+    path = str(tmp_path / "t")
+    spark.sql(
+        "SELECT CAST(v AS FLOAT) f, named_struct('g', CAST(v AS FLOAT)) s, k FROM VALUES "
+        "(-2.7, 1), (0.1, 2), (3.4028235E38, 3), (1.0E-45, 4) AS t(v, k)"
+    ).repartition(1).write.format("delta").save(path)
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableTypeWidening'='true')")
+    spark.sql(f"ALTER TABLE delta.`{path}` CHANGE COLUMN f TYPE DOUBLE")
+    spark.sql(f"ALTER TABLE delta.`{path}` CHANGE COLUMN s.g TYPE DOUBLE")
+    t = Table(path, spark=spark)
+    t.append(spark.sql("SELECT 5.5D f, named_struct('g', 5.5D) s, 5 k"))  # a DOUBLE file
+    spark.conf.set("spark.databricks.delta.stats.skipping", "false")
+    try:
+        reference = spark.read.format("delta").load(path)
+        assert reference.count() == 5
+        for where in (
+            "f < -2.7", "f > 0.1", "s.g < -2.7", "s.g > 0.1", "f > 3.4028234E38",
+            "f > 1.4E-45 AND f < 1.0E-44", "f > 5.4",
+        ):  # fmt: skip
+            expected = reference.where(where).count()
+            assert expected > 0, where
+            assert t.scan(where).df.count() == expected, where
+    finally:
+        spark.conf.unset("spark.databricks.delta.stats.skipping")
+    t.delete("f < -2.7 OR s.g > 0.1")
+    assert sorted(r["k"] for r in spark.read.format("delta").load(path).collect()) == [4]

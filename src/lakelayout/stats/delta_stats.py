@@ -156,6 +156,35 @@ def from_delta_stats(
     )
 
 
+def widen_float_bounds(files: FileStats, keys: Sequence[str]) -> FileStats:
+    """``files`` with the DOUBLE bounds of ``keys`` (statistics keys) made true for files
+    written while the column was FLOAT (see :func:`lakelayout.table.features.float_widened`).
+
+    Such a file's bound is the shortest decimal text of a FLOAT value ``v``; read as a
+    DOUBLE ``d``, ``v`` is ``float32(d)`` exactly. Each min becomes ``min(d, v)`` and each
+    max ``max(d, v)``, which holds whichever type the file was written in (a FLOAT
+    outside its range is infinite: that bound only loosens).
+    """
+    columns = dict(files.columns)
+    for key in keys:
+        stats = columns.get(key)
+        if stats is None or not pa.types.is_float64(stats.min.type):
+            continue
+        columns[key] = ColumnStats(
+            _widened(stats.min, np.minimum), _widened(stats.max, np.maximum), stats.null_count
+        )
+    return replace(files, columns=columns)
+
+
+def _widened(bounds: pa.Array, pick: Any) -> pa.Array:
+    valid = np.asarray(bounds.is_valid(), dtype=bool)
+    values = np.asarray(bounds.fill_null(0.0).to_numpy(zero_copy_only=False), dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        as_float = values.astype(np.float32).astype(np.float64)
+    out = np.where(np.isnan(values), values, pick(values, as_float))
+    return pa.array(out, pa.float64(), mask=~valid)
+
+
 # ---------------------------------------------------------------- from_add_actions helpers
 
 

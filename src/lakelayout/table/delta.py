@@ -64,7 +64,8 @@ from lakelayout.errors import (
     TableNotFound,
     UnsupportedTable,
 )
-from lakelayout.stats.delta_stats import from_add_actions
+from lakelayout.stats.bounds import stats_key
+from lakelayout.stats.delta_stats import from_add_actions, widen_float_bounds
 from lakelayout.stats.model import FileStats
 from lakelayout.table import connector
 from lakelayout.table.conflicts import CommitSummary
@@ -86,6 +87,7 @@ from lakelayout.table.features import (
     check_readable,
     delta_rs_adds_features,
     features_in_use,
+    float_widened,
     has_not_null,
     plan_commit,
 )
@@ -1111,6 +1113,9 @@ def read_snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Sn
     if fmt.column_mapping:
         actions = _logical_stats_names(actions, fmt)
     files = from_add_actions(actions, schema, partition_columns=fmt.partition_columns)
+    widened = float_widened(delta_schema.to_json())
+    if widened:
+        files = widen_float_bounds(files, [stats_key(p) for p in widened])
     created = (
         datetime.fromtimestamp(meta.created_time / 1000, tz=timezone.utc)
         if meta.created_time

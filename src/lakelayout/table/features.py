@@ -278,6 +278,36 @@ def _schema_nodes(schema_json: str) -> Iterator[Any]:
             stack.extend(node.get("fields") or [])
 
 
+def float_widened(schema_json: str) -> list[tuple[str, ...]]:
+    """Paths of the struct leaves (logical names) that type widening changed from FLOAT to
+    DOUBLE (``delta.typeChanges`` in the field's metadata).
+
+    The files written before the change keep FLOAT values, and their statistics are
+    the shortest decimal text of a FLOAT (``-2.7`` for the FLOAT nearest -2.7, which
+    as a DOUBLE is -2.7000000476837158): read as a DOUBLE the bound is off by up to
+    half a FLOAT ulp on the wrong side, and a scan skipped the file's matching rows
+    (found by an audit). Delta 4 records no version with the change, so every file's
+    bounds of such a column are widened (:func:`lakelayout.stats.delta_stats.widen_float_bounds`).
+    """
+    out: list[tuple[str, ...]] = []
+    stack: list[tuple[tuple[str, ...], Any]] = [((), json.loads(schema_json))]
+    while stack:
+        prefix, struct = stack.pop()
+        for field in struct.get("fields") or []:
+            path = (*prefix, str(field.get("name")))
+            kind = field.get("type")
+            if isinstance(kind, dict) and kind.get("type") == "struct":
+                stack.append((path, kind))
+                continue
+            changes = (field.get("metadata") or {}).get("delta.typeChanges") or []
+            if any(
+                isinstance(c, dict) and c.get("fromType") == "float" and not c.get("fieldPath")
+                for c in changes
+            ):
+                out.append(path)
+    return out
+
+
 def is_true(value: str | None) -> bool:
     """Whether a table property's value means true (``"true"`` in any case, spaces around)."""
     return (value or "").strip().lower() == "true"
