@@ -398,3 +398,36 @@ def test_a_damaged_data_file_is_named_and_nothing_is_written(spark: Any, tmp_pat
         with pytest.raises(TableCorrupt, match=os.path.basename(damaged).split("-c000")[0]):
             verb()
         assert t.history(1)[0]["version"] == 0
+
+
+def test_a_column_named_like_an_internal_one_is_refused_before_it_is_overwritten(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A user column ``__ll_file`` was dropped by scan(measure=True), decided which files
+    DELETE rewrote, and had its values replaced by file names in rewrites (an audit).
+    Such names are refused at create; a table another writer made with one is read, and
+    every verb that adds lakelayout's columns to its rows refuses it first."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from lakelayout.errors import UnsupportedTable
+
+    data = pa.table({"id": list(range(20)), "__LL_file": [f"v{i}" for i in range(20)]})
+    with pytest.raises(SchemaMismatch, match="column '__LL_file': names starting with '__ll_'"):
+        Table.create(str(tmp_path / "ours"), data)
+    assert not (tmp_path / "ours").exists()
+    path = str(tmp_path / "theirs")
+    write_deltalake(path, data)
+    t = Table(path, spark=spark)
+    assert t.scan("`__LL_file` = 'v3'").df.count() == 1  # a plain read keeps the column
+    for verb in (
+        lambda: t.scan("`__LL_file` = 'v3'", measure=True),
+        lambda: t.delete("`__LL_file` = 'v3'"),
+        lambda: t.optimize.zorder(["id"]),
+    ):
+        with pytest.raises(UnsupportedTable, match="column '__LL_file' starts with '__ll_'"):
+            verb()
+    rows = spark.read.format("delta").load(path).collect()
+    assert t.version == 0 and sorted(r["__LL_file"] for r in rows) == sorted(
+        data["__LL_file"].to_pylist()
+    )

@@ -918,8 +918,14 @@ def _check_table_schema(schema: pa.Schema) -> None:
     """Before anything is written: no two top-level columns whose names differ only in
     case (Delta's names are case-insensitive), and a Delta type for every column
     (SchemaMismatch naming it); delta-rs raised a bare Exception for both (an audit)."""
-    from lakelayout.table.schema import duplicate_names
+    from lakelayout.table.schema import RESERVED_PREFIX, duplicate_names
 
+    reserved = [n for n in schema.names if n.lower().startswith(RESERVED_PREFIX)]
+    if reserved:
+        raise SchemaMismatch(
+            f"column {reserved[0]!r}: names starting with {RESERVED_PREFIX!r} are the columns "
+            "lakelayout adds to rows while it reads and rewrites them; rename it"
+        )
     repeated = duplicate_names(schema.names)
     if repeated:
         first = next(n for n in schema.names if n.lower() == repeated[0].lower())

@@ -69,6 +69,7 @@ from lakelayout.table.conflicts import waiting_operations
 from lakelayout.table.datafile import file_location
 from lakelayout.table.features import Kind
 from lakelayout.table.reader import check_files_exist
+from lakelayout.table.schema import check_reserved
 from lakelayout.table.writer import DATA_PAGE_BYTES, parquet_codec, row_group_size
 
 #: the file size a rewrite rolls at with ``one_file_per_block``: never reached
@@ -192,6 +193,7 @@ def load_context(uri: str, spark: SparkSession, catalog: IndexCatalog | None = N
 
 def _load_context(uri: str, spark: SparkSession, clock: StepClock) -> _Context:
     snap = delta.snapshot(uri)
+    check_reserved(snap.schema.names, "a rewrite")
     store = ProvenanceStore(uri)
     paths = [str(p) for p in snap.files.paths]
     # Delta's own cubes (ZCUBE_ID tags) count as cubes; lakelayout's sidecar wins

@@ -39,6 +39,7 @@ from lakelayout.table.datafile import (
     is_plain_path,
     read_data_file,
 )
+from lakelayout.table.schema import check_reserved
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -68,6 +69,8 @@ def read_table_files(
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
+    if with_file:
+        check_reserved(fmt.schema.names, "reading rows with their file")
     schema = _output_schema(fmt.schema, with_file)
     if not files:
         # an empty Arrow table becomes a local relation Spark counts without a job

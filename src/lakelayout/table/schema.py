@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-from lakelayout.errors import SchemaMismatch, closest
+from lakelayout.errors import SchemaMismatch, UnsupportedTable, closest
 
 #: table property: how many leading leaf columns Delta readers take statistics from
 STATS_COLUMNS = "delta.dataSkippingNumIndexedCols"
@@ -132,6 +132,28 @@ def check_append_schema(table_schema: pa.Schema, df_schema: pa.Schema) -> None:
             )
     if problems:
         raise SchemaMismatch("data does not fit the table schema: " + "; ".join(problems))
+
+
+#: the prefix of the columns lakelayout adds to rows while it reads or rewrites them
+#: (``__ll_file``, ``__ll_block``, ...): a table column so named would be overwritten
+RESERVED_PREFIX = "__ll_"
+
+
+def check_reserved(names: Iterable[str], action: str) -> None:
+    """UnsupportedTable naming a column whose name starts with :data:`RESERVED_PREFIX`
+    (case-insensitively, as Spark resolves names) before ``action`` reads any row.
+
+    A user column ``__ll_file`` was dropped from ``scan(measure=True)``, decided
+    DELETE's files instead of its own values, and had every row's value replaced
+    by the data file's name in a rewrite (found by an audit).
+    """
+    found = [n for n in names if n.lower().startswith(RESERVED_PREFIX)]
+    if found:
+        raise UnsupportedTable(
+            f"column {found[0]!r} starts with {RESERVED_PREFIX!r}, the prefix of the columns "
+            f"lakelayout adds to rows while it reads or rewrites them: {action} would "
+            "overwrite it; rename the column"
+        )
 
 
 def duplicate_names(names: Iterable[str]) -> list[str]:
