@@ -788,3 +788,18 @@ def test_float_statistics_of_a_column_widened_to_double_keep_every_row(
         spark.conf.unset("spark.databricks.delta.stats.skipping")
     t.delete("f < -2.7 OR s.g > 0.1")
     assert sorted(r["k"] for r in spark.read.format("delta").load(path).collect()) == [4]
+
+
+def test_a_widened_partition_column_delta_rs_cannot_read_is_named(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A DECIMAL(4,2) partition column widened to DECIMAL(10,4) keeps '0.50' in the log,
+    which delta-rs cannot parse as the new type: Table() raised its raw DeltaError."""
+    path = str(tmp_path / "t")
+    spark.sql("SELECT 1 k, CAST(0.5 AS DECIMAL(4,2)) d").write.format("delta").partitionBy(
+        "d"
+    ).save(path)
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableTypeWidening'='true')")
+    spark.sql(f"ALTER TABLE delta.`{path}` CHANGE COLUMN d TYPE DECIMAL(10,4)")
+    with pytest.raises(UnsupportedTable, match=r"fails on a value in the log \(.*'0\.50'"):
+        Table(path, spark=spark)

@@ -332,6 +332,16 @@ def _latest(location: str) -> DeltaTable:
     except TableNotFoundError as exc:
         raise TableNotFound(f"no Delta table at '{location}'") from exc
     except DeltaError as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if "Failed to parse value" in reason:
+            # e.g. a partition column Delta widened (DATE -> TIMESTAMP_NTZ, DECIMAL(4,2) ->
+            # DECIMAL(10,4)) keeps the old type's partition values, which delta-rs cannot
+            # read as the new type (an audit); Delta's connector reads them
+            raise UnsupportedTable(
+                f"'{location}' cannot be read by lakelayout: delta-rs, which reads the "
+                f"Delta log for it, fails on a value in the log ({reason}); a partition "
+                "column whose type Delta widened is one cause"
+            ) from exc
         if "Unsupported" not in str(exc) and "unsupported" not in str(exc):
             raise
         raise UnsupportedTable(f"'{location}' cannot be read by lakelayout: {exc}") from exc
