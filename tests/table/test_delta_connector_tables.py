@@ -803,3 +803,28 @@ def test_a_widened_partition_column_delta_rs_cannot_read_is_named(
     spark.sql(f"ALTER TABLE delta.`{path}` CHANGE COLUMN d TYPE DECIMAL(10,4)")
     with pytest.raises(UnsupportedTable, match=r"fails on a value in the log \(.*'0\.50'"):
         Table(path, spark=spark)
+
+
+def test_delta_clustering_columns_are_logical_names_under_column_mapping(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Delta keeps its clustering columns under their physical names: lakelayout named
+    `col-<uuid>` as the clustering column (OPTIMIZE failed on it), and after RENAME a TO
+    a2 plus a new column a it clustered by the new a (an audit)."""
+    path = str(tmp_path / "t")
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` (a INT, c INT) USING delta CLUSTER BY (a) "
+        "TBLPROPERTIES ('delta.columnMapping.mode' = 'name')"
+    )
+    spark.sql(
+        f"INSERT INTO delta.`{path}` SELECT CAST(id AS INT), CAST(id % 7 AS INT) FROM range(50)"
+    )
+    assert Table(path, spark=spark).clustering_columns == ["a"]
+    spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN a TO a2")
+    spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS (a STRING)")
+    spark.sql(f"INSERT INTO delta.`{path}` SELECT CAST(id AS INT), 1, 'x' FROM range(50, 60)")
+    t = Table(path, spark=spark)
+    assert t.clustering_columns == ["a2"] == t.detail().clustering_columns
+    m = t.optimize.run(full=True)
+    assert m.clustering_columns == ("a2",)
+    assert spark.read.format("delta").load(path).count() == 60

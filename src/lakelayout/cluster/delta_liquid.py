@@ -73,7 +73,16 @@ def clustering_columns(snap: Snapshot, spark: SparkSession | None) -> list[str] 
     if not raw:
         return None
     columns = json.loads(raw).get("clusteringColumns") or []
-    return [".".join(str(part) for part in column) for column in columns] or None
+    return [_logical(snap, [str(part) for part in column]) for column in columns] or None
+
+
+def _logical(snap: Snapshot, parts: Sequence[str]) -> str:
+    """A column Delta's clustering names by its physical names (column mapping), as the
+    dotted logical name lakelayout uses; as it is when no column has those names. The
+    physical names were reported as the clustering columns and OPTIMIZE failed on them,
+    or after a RENAME clustered by the column that took the old name (an audit)."""
+    logical = snap.table_format.logical_path(parts)
+    return ".".join(logical if logical is not None else parts)
 
 
 def cube_provenance(snap: Snapshot, spark: SparkSession | None) -> dict[str, FileProvenance]:
@@ -87,7 +96,7 @@ def cube_provenance(snap: Snapshot, spark: SparkSession | None) -> dict[str, Fil
         cube = tags.get(CUBE_TAG)
         if not cube:
             continue
-        try:
+        try:  # logical names (Delta writes them so; its domain metadata holds physical ones)
             columns = tuple(str(c) for c in json.loads(tags.get(COLUMNS_TAG) or "[]"))
         except json.JSONDecodeError:
             columns = ()

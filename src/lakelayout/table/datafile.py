@@ -116,6 +116,26 @@ class TableFormat:
         """The physical name of top-level column ``name`` (logical, table spelling)."""
         return str(self.physical.field(self.schema.get_field_index(name)).name)
 
+    def logical_path(self, physical: Sequence[str]) -> tuple[str, ...] | None:
+        """The logical names of the struct path whose physical names are ``physical``
+        (Delta keeps clustering columns so under column mapping); None when no column
+        has them. Without column mapping the names are the same.
+
+        >>> TableFormat.plain(pa.schema([("a", pa.int32())])).logical_path(["a"])
+        ('a',)
+        """
+        logical, stored = pa.struct(list(self.schema)), pa.struct(list(self.physical))
+        out: list[str] = []
+        for part in physical:
+            if not (pa.types.is_struct(logical) and pa.types.is_struct(stored)):
+                return None
+            at = next((i for i in range(stored.num_fields) if stored.field(i).name == part), -1)
+            if at < 0:
+                return None
+            out.append(logical.field(at).name)
+            logical, stored = logical.field(at).type, stored.field(at).type
+        return tuple(out)
+
     def binding(self, columns: Iterable[str] | None = None) -> dict[str, str]:
         """What each of ``columns`` (top-level, logical; None: all) is stored as: its
         physical name and type, nested physical names included.
