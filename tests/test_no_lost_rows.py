@@ -502,3 +502,45 @@ def test_property_extreme_values_never_drop_a_matching_file(
         keep = might_match(t._bind(text, snap.schema), snap.files)
         assert_kept_every_match(names, keep, truth, k, text)
     assert_scan_is_the_filter(t, checked[0])
+
+
+@pytest.mark.spark
+def test_spark_own_zone_rules_and_case_mappings_decide_what_lakelayout_cannot(
+    spark: Any, tmp_path: Any
+) -> None:
+    """Two tables of one-row files where lakelayout's answer came from data Spark does not
+    share (an audit): Python's zone database (Europe/Oslo was UTC+2 in 1960 for it, UTC+1
+    for the JVM) and Python's Unicode 14 case tables ('ƛ' has an upper case since Unicode
+    16). Scans skipped the matching file; DELETE dropped whole files Spark says do not
+    match. Both are left to Spark now."""
+    stamps = [
+        dt.datetime(1960, 6, 1, 12, tzinfo=dt.timezone.utc),
+        dt.datetime(2000, 6, 1, 12, tzinfo=dt.timezone.utc),
+    ]
+    names = ["ƛ", "\ua7cc", "plain"]
+    path = str(tmp_path / "t")
+    data = pa.table(
+        {"ts": pa.array(stamps + [stamps[1]], pa.timestamp("us", tz="UTC")), "name": names}
+    )
+    t = Table.create(path, data.slice(0, 1))
+    t.append(data.slice(1, 1))
+    t.append(data.slice(2, 1))
+    assert len(Table(path).snapshot().files) == 3
+    spark.conf.set("spark.sql.session.timeZone", "Europe/Oslo")
+    try:
+        reference = spark.read.format("delta").load(path)
+        local = reference.where("name = 'ƛ'").selectExpr("cast(ts as string)").first()[0]
+        for where in (
+            f"ts = TIMESTAMP'{local}'", "hour(ts) = 13", "upper(name) = '\uA7DC'",
+            "lower(name) = '\uA7CD'", "name ILIKE '\uA7CD'",
+        ):  # fmt: skip
+            expected = reference.where(where).count()
+            assert expected == 1, where
+            assert Table(path, spark=spark).scan(where).df.count() == expected, where
+        t = Table(path, spark=spark)
+        where = "hour(ts) = 14 OR lower(name) = '\uA7CC'"  # the two rows of 2000 only
+        assert reference.where(where).count() == 2
+        t.delete(where)
+        assert [r["name"] for r in spark.read.format("delta").load(path).collect()] == ["ƛ"]
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")

@@ -116,7 +116,11 @@ def test_a_timestamp_against_a_date_or_ntz_term_is_not_modelled() -> None:
 
 
 def test_session_time_zone_changes_hour() -> None:
-    assert rows("hour(ts) = 8", timezone="Asia/Tokyo") == [3, 5, 8, 11]
+    # the edge table holds times before 1970: in a region zone they are left to Spark
+    # (the zone databases of Python and of the JVM differ there; an audit)
+    with pytest.raises(PredicateError, match="not evaluated outside Spark"):
+        rows("hour(ts) = 8", timezone="Asia/Tokyo")
+    assert rows("hour(ts) = 8", timezone="+09:00") == [3, 5, 8, 11]
     assert rows("ts < TIMESTAMP '1970-01-01 09:00:00'", timezone="Asia/Tokyo") == [5]
 
 

@@ -19,6 +19,7 @@ predicates raise: only Spark can evaluate them.
 from __future__ import annotations
 
 import decimal
+import unicodedata
 from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
@@ -27,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelayout.errors import PredicateError
+from lakelayout.expr import temporal
 from lakelayout.expr.nodes import (
     And,
     BoolConst,
@@ -349,6 +351,7 @@ def _cast(value: Value, target: pa.DataType, ctx: _Context) -> Value:
         if target.tz is None:
             return naive
         arr = _as_array(naive, ctx)
+        _check_trusted(arr.cast(pa.timestamp(target.unit, tz="UTC")), ctx)
         return pc.assume_timezone(arr, ctx.timezone).cast(target)
     if pa.types.is_null(value.type):
         return pa.scalar(None, target) if isinstance(value, pa.Scalar) else value.cast(target)
@@ -440,10 +443,25 @@ def _abs(term: Func, v: _Values) -> Value:
 
 
 def _local_temporal(value: Value, ctx: _Context) -> Value:
-    """Timestamps as wall-clock time in the session zone (Spark's datetime functions)."""
+    """Timestamps as wall-clock time in the session zone (Spark's datetime functions);
+    PredicateError for one before 1970 in a region zone (:func:`temporal.check_trusted`)."""
     if pa.types.is_timestamp(value.type) and value.type.tz is not None:
+        _check_trusted(value, ctx)
         return value.cast(pa.timestamp(value.type.unit, tz=ctx.timezone))
     return value
+
+
+def _check_trusted(value: Value, ctx: _Context) -> None:
+    if temporal.trusted_zone(temporal.zone(ctx.timezone)):
+        return
+    earliest = pc.min(_as_array(value, ctx).cast(pa.timestamp("us", tz="UTC"))).as_py()
+    if earliest is None:
+        return
+    micros = temporal.timestamp_micros(earliest)
+    try:
+        temporal.check_trusted(temporal.zone(ctx.timezone), micros)
+    except temporal.UncertainOffset as err:
+        raise PredicateError(f"not evaluated outside Spark: {err}") from None
 
 
 def _date_part(term: Func, v: _Values) -> Value:
@@ -498,7 +516,40 @@ def _case_mapped(
     common case) takes Arrow's kernel; the rest goes through Python's methods."""
     if pc.all(pc.string_is_ascii(values)).as_py() is not False:
         return ascii_fn(values)
-    return pa.array([None if x is None else full(x) for x in values.to_pylist()], pa.string())
+    texts = values.to_pylist()
+    for text in texts:
+        doubt = uncertain_case(text or "")
+        if doubt is not None:
+            raise PredicateError(
+                f"the case mapping of {doubt!r} (U+{ord(doubt):04X}) may differ between "
+                f"Python's Unicode {unicodedata.unidata_version} tables and Spark's (ICU): "
+                "not evaluated outside Spark"
+            )
+    return pa.array([None if x is None else full(x) for x in texts], pa.string())
+
+
+def uncertain_case(text: str) -> str | None:
+    """The first character of ``text`` whose upper or lower case Python's Unicode tables
+    may not know as Spark does (None: every mapping is shared).
+
+    Spark 4.2 maps case with ICU (Unicode 17), Python 3.11 with Unicode 14: 'ƛ' has an
+    upper case since Unicode 16 (U+A7DC), so a file holding it was skipped for
+    ``upper(s) = '\ua7dc'`` and DELETE removed rows Spark kept (an audit). Unicode's
+    case-pair stability keeps every mapping Python knows; a newer version only adds
+    mappings to characters that had none: ones Python does not know (unassigned) and
+    cased letters without a partner.
+    """
+    for ch in text:
+        if ch < "\x80":
+            continue
+        category = unicodedata.category(ch)
+        if (
+            category == "Cn"
+            or (category == "Ll" and ch.upper() == ch)
+            or (category == "Lu" and ch.lower() == ch)
+        ):
+            return ch
+    return None
 
 
 def _length(term: Func, v: _Values) -> Value:

@@ -55,6 +55,7 @@ from sqlglot.tokens import TokenType
 
 from lakelayout.errors import InvalidOption, LakelayoutError, PredicateError, closest
 from lakelayout.expr import coerce, numbers
+from lakelayout.expr.evaluate import uncertain_case
 from lakelayout.expr.like import shape, tokenize
 from lakelayout.expr.nodes import (
     FLIPPED_OP,
@@ -79,7 +80,7 @@ from lakelayout.expr.nodes import (
     TermCompare,
 )
 from lakelayout.expr.normalize import canonical_args, normalize
-from lakelayout.expr.temporal import FarTimestamp, NonDeterministic
+from lakelayout.expr.temporal import FarTimestamp, NonDeterministic, UncertainOffset
 from lakelayout.expr.types import (
     arithmetic_type,
     common_type,
@@ -632,7 +633,12 @@ class Binder:
             bound = coerce.compare(op, term, lit, self.timezone, via=via, list_type=list_type)
         except coerce.TypeMismatch as err:
             raise PredicateError(f"type mismatch in {_text(whole)!r}: {err}") from None
-        except (coerce.Unrepresentable, NonDeterministic, numbers.NotModelled) as err:
+        except (
+            coerce.Unrepresentable,
+            NonDeterministic,
+            numbers.NotModelled,
+            UncertainOffset,
+        ) as err:
             raise Unsupported(str(err)) from None
         return _fold_literal_compare(bound)
 
@@ -749,6 +755,11 @@ class Binder:
             raise Unsupported("LIKE on a non-string value")
         text = pattern.value
         if isinstance(node, exp.ILike):
+            doubt = uncertain_case(text)
+            if doubt is not None:  # Spark lower-cases the pattern with its own tables
+                raise Unsupported(
+                    f"ILIKE pattern with {doubt!r}, whose case Spark may map otherwise"
+                )
             term, text = _case_func("lower", term), text.lower()
         try:
             form = shape(tokenize(text, escape))
@@ -1146,6 +1157,8 @@ def _cast_literal(node: exp.Cast, timezone: str) -> Literal | None:
         value = _convert(inner, target, timezone)
     except NonDeterministic as err:
         raise Unsupported(str(err), nondeterministic=True) from None
+    except UncertainOffset as err:
+        raise Unsupported(str(err)) from None
     except (ValueError, decimal.InvalidOperation, ArithmeticError):
         raise PredicateError(f"cannot cast {inner.sql()} to {spark_type_name(target)}") from None
     return Literal(value, target)

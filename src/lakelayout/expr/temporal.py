@@ -271,12 +271,49 @@ def _fixed_offset(text: str, name: str) -> dt.timezone:
     return dt.timezone(sign * dt.timedelta(hours=hours, minutes=minutes, seconds=seconds))
 
 
+class UncertainOffset(Exception):
+    """A region zone's offset before 1970, which Spark's rules may not share."""
+
+
+#: the first time (micros since the epoch, an instant or a wall-clock time) whose offsets
+#: lakelayout trusts in a region zone: tzdata keeps the history exact from 1970 on
+TRUSTED_FROM = 0
+
+
+def trusted_zone(tz: dt.tzinfo) -> bool:
+    """Whether ``tz``'s offsets are the same in every time zone database: a fixed offset or
+    UTC (``Etc/...``), not a region zone."""
+    key = getattr(tz, "key", None)
+    return key is None or key.startswith("Etc/") or key in _UTC_KEYS
+
+
+_UTC_KEYS = frozenset({"UTC", "UCT", "GMT", "Universal", "Zulu", "Greenwich"})
+
+
+def check_trusted(tz: dt.tzinfo, micros: int) -> None:
+    """UncertainOffset for a time before 1970 in a region zone.
+
+    Python reads the system's zone database (Debian's tzdata), Spark the JVM's own:
+    before 1970 they disagree for some zones (tzdata keeps only post-1970 history
+    exact; Europe/Oslo in 1960 was UTC+1 for Spark, UTC+2 here), and a literal
+    ``TIMESTAMP'1960-06-01 13:00'`` bound to another instant than Spark's skipped the
+    file holding it (found by an audit). Such times are left to Spark.
+    """
+    if micros < TRUSTED_FROM and not trusted_zone(tz):
+        raise UncertainOffset(
+            f"a time before 1970 in the time zone {getattr(tz, 'key', tz)}, whose offsets "
+            "there may differ between Python's zone database and Spark's"
+        )
+
+
 def offset_micros(tz: dt.tzinfo, wall: int) -> int:
     """UTC offset (microseconds) of ``tz`` at the wall-clock time ``wall`` (micros since epoch).
 
     An ambiguous wall time takes the earlier offset and a skipped one the
     offset before the gap (``fold=0``), as Java's ``ZonedDateTime.of`` does.
+    UncertainOffset before 1970 in a region zone (:func:`check_trusted`).
     """
+    check_trusted(tz, wall)
     days = wall // MICROS_PER_DAY
     year, month, day = civil_from_days(days)
     shift = 0
@@ -360,6 +397,8 @@ __all__ = [
     "InvalidTimestamp",
     "NonDeterministic",
     "TimestampValue",
+    "UncertainOffset",
+    "check_trusted",
     "civil_from_days",
     "days_from_civil",
     "is_timestamp_value",
@@ -369,5 +408,6 @@ __all__ = [
     "timestamp_value",
     "to_utc_micros",
     "to_wall_micros",
+    "trusted_zone",
     "zone",
 ]
