@@ -431,3 +431,30 @@ def test_a_column_named_like_an_internal_one_is_refused_before_it_is_overwritten
     assert t.version == 0 and sorted(r["__LL_file"] for r in rows) == sorted(
         data["__LL_file"].to_pylist()
     )
+
+
+def test_odd_column_names_and_a_bad_size_property(spark: Any, tmp_path: Path) -> None:
+    """From an audit of table shapes: a column named _metadata hid Spark's file metadata
+    (measured scans and DELETE raised AnalysisException); cluster_by([' lead']) stripped
+    the name and refused it as unknown; lakelayout.targetFileSize='abc' raised int()'s
+    ValueError."""
+    import pyarrow as pa
+
+    data = pa.table({"id": list(range(100)), "_metadata": [f"m{i}" for i in range(100)]})
+    t = Table.create(str(tmp_path / "meta"), data)
+    assert t.scan("id < 10", measure=True).df.count() == 10
+    m = t.delete("id % 5 = 0")
+    assert m.rows_removed - m.rows_added == 20
+    left = spark.read.format("delta").load(t.uri)
+    assert left.count() == 80 and left.where("_metadata = concat('m', id)").count() == 80
+
+    spaced = Table.create(
+        str(tmp_path / "spaced"), pa.table({" lead": [3, 1, 2], "lead2": [1, 2, 3]})
+    )
+    spaced.cluster_by([" lead"])
+    assert spaced.clustering_columns == [" lead"]
+    assert spaced.optimize.run(full=True).rows_added == 3
+
+    with pytest.raises(InvalidOption, match="lakelayout.targetFileSize must be a number of bytes"):
+        Table.create(str(tmp_path / "size"), data, properties={"lakelayout.targetFileSize": "abc"})
+    assert not (tmp_path / "size").exists()

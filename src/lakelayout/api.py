@@ -66,10 +66,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: table property holding the target size of written files, in bytes
-TARGET_FILE_SIZE = "lakelayout.targetFileSize"
-DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
-
 
 @dataclass(frozen=True)
 class WriteMetrics:
@@ -232,6 +228,9 @@ class Table:
         args.require_names(partition_by, "partition_by", where, optional=True)
         if (df is None) == (schema is None):
             raise InvalidOption("Table.create needs exactly one of df= or schema=")
+        from lakelayout.cluster.config import TARGET_FILE_SIZE
+        from lakelayout.cluster.config import target_file_size as target_file_size_of
+
         root = normalize_uri(uri)
         delta.ensure_new_location(root)  # no table, no stray files: before anything is written
         config = dict(properties or {})
@@ -277,9 +276,8 @@ class Table:
             delta.create_table, root, table_schema, name=name, description=description,
             configuration=config or None, partition_by=partitions,
         )  # fmt: skip
-        size = _check_target_size(
-            target_file_size or int(config.get(TARGET_FILE_SIZE, DEFAULT_TARGET_FILE_SIZE))
-        )
+        # (lakelayout.targetFileSize 'abc' raised int()'s raw ValueError: an audit)
+        size = _check_target_size(target_file_size or target_file_size_of(config))
         options = dict(
             target_file_size=size,
             row_group_bytes=row_group_size(config),
@@ -823,8 +821,9 @@ class Table:
         )
 
     def _target_file_size(self, snap: Snapshot) -> int:
-        raw = snap.configuration.get(TARGET_FILE_SIZE)
-        return int(raw) if raw else DEFAULT_TARGET_FILE_SIZE
+        from lakelayout.cluster.config import target_file_size
+
+        return target_file_size(snap.configuration)
 
     def __repr__(self) -> str:
         return f"Table({self.uri!r})"

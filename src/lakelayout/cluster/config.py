@@ -104,7 +104,13 @@ def validate_clustering(
             f"cluster_by takes a list of columns, not the string {columns!r}; "
             f"write cluster_by=[{columns!r}]"
         )
-    entries = [str(c).strip() for c in columns]
+    names = {f.name for f in schema}
+    # a column whose name has spaces around it is that column (' lead' was stripped to
+    # 'lead', refused as unknown with ' lead' suggested: an audit)
+    entries = [
+        f"`{c.replace('`', '``')}`" if c in names and c != c.strip() else c.strip()
+        for c in map(str, columns)
+    ]
     if not entries:
         raise InvalidOption("cluster_by needs at least one column; use None for CLUSTER BY NONE")
     if len(entries) > max_columns:

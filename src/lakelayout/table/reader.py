@@ -76,7 +76,10 @@ def read_table_files(
         # an empty Arrow table becomes a local relation Spark counts without a job
         # (from an empty list it builds an RDD: 2x the time of a zero-file scan)
         return spark.createDataFrame(schema.empty_table(), from_arrow_schema(schema))
-    if not needs_log(fmt, files) and not any(c in _GLOB for c in root):
+    # a table column named _metadata hides Spark's file metadata column (an audit:
+    # AnalysisException reading its file_name): such rows are read by the pyarrow tasks
+    hidden = with_file and any(n.lower() == "_metadata" for n in fmt.schema.names)
+    if not needs_log(fmt, files) and not any(c in _GLOB for c in root) and not hidden:
         from pyspark.errors import AnalysisException
 
         locations = [file_location(root, f.path) for f in files]
