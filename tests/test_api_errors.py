@@ -455,6 +455,40 @@ def test_odd_column_names_and_a_bad_size_property(spark: Any, tmp_path: Path) ->
     assert spaced.clustering_columns == [" lead"]
     assert spaced.optimize.run(full=True).rows_added == 3
 
-    with pytest.raises(InvalidOption, match="lakelayout.targetFileSize must be a number of bytes"):
+    with pytest.raises(
+        InvalidOption, match=r"lakelayout\.targetFileSize must be a number of bytes"
+    ):
         Table.create(str(tmp_path / "size"), data, properties={"lakelayout.targetFileSize": "abc"})
     assert not (tmp_path / "size").exists()
+
+
+def test_table_properties_are_known_names_with_good_values_at_create(tmp_path: Path) -> None:
+    """An unknown lakelayout.* name was stored and ignored (tragetFileSize left the default
+    in force) and bad sizes were refused only by the first OPTIMIZE (an audit)."""
+    import re
+
+    import pyarrow as pa
+
+    from lakelayout.cluster.config import KNOWN_PROPERTIES
+    from lakelayout.errors import LakelayoutError
+
+    data = pa.table({"id": [1, 2]})
+    for properties, message in (
+        ({"lakelayout.tragetFileSize": "1024"}, "unknown table property 'lakelayout.tragetFileSize'. Did you mean 'lakelayout.targetFileSize'?"),
+        ({"lakelayout.minCubeSize": "-1"}, "lakelayout.minCubeSize must be positive, got -1"),
+        ({"lakelayout.minFileSize": "zz"}, "lakelayout.minFileSize must be a number of bytes, got 'zz'"),
+        ({"lakelayout.smallRewriteSize": "0"}, "lakelayout.smallRewriteSize must be positive, got 0"),
+        ({"lakelayout.clusteringColumns": '["g"]'}, "cannot cluster by 'g'"),
+        ({"lakelayout.clusteringColumns": "g"}, "lakelayout.clusteringColumns is not JSON"),
+    ):  # fmt: skip
+        with pytest.raises(LakelayoutError) as err:
+            Table.create(str(tmp_path / "t"), data, properties=properties)
+        assert message in str(err.value)
+        assert not (tmp_path / "t").exists()
+    # the list holds every property name the package spells
+    source = Path(__file__).parents[1] / "src" / "lakelayout"
+    pattern = r'"(lakelayout\.(?:[a-z]+[A-Z][A-Za-z]*|online)(?:\.[a-z][A-Za-z]*)?)"'
+    spelled = {n for f in source.rglob("*.py") for n in re.findall(pattern, f.read_text())}
+    assert len(spelled) >= 12 and spelled <= KNOWN_PROPERTIES, spelled - KNOWN_PROPERTIES
+    ok = Table.create(str(tmp_path / "ok"), data, properties={"lakelayout.minFileSize": "100"})
+    assert ok.version == 1 and ok.properties["lakelayout.minFileSize"] == "100"

@@ -228,6 +228,7 @@ class Table:
         args.require_names(partition_by, "partition_by", where, optional=True)
         if (df is None) == (schema is None):
             raise InvalidOption("Table.create needs exactly one of df= or schema=")
+        from lakelayout.cluster import config as cluster_config
         from lakelayout.cluster.config import TARGET_FILE_SIZE
         from lakelayout.cluster.config import target_file_size as target_file_size_of
 
@@ -251,6 +252,11 @@ class Table:
         if auto_optimize:
             config["lakelayout.autoOptimize"] = "true"
         check_file_properties(config)  # an empty table too: its appends would fail
+        cluster_config.check_properties(config)
+        if cluster_by is None and cluster_config.parse_clustering(config) is not None:
+            cluster_config.validate_clustering(
+                cluster_config.parse_clustering(config), table_schema
+            )
         if any(key.startswith("lakelayout.online") for key in config):
             from lakelayout.online_table import check_properties
 

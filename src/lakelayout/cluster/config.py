@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from lakelayout.errors import InvalidOption, LakelayoutError
+from lakelayout.errors import InvalidOption, LakelayoutError, closest
 from lakelayout.layouts.ranks import Dimension, domain_type
 
 CLUSTERING_COLUMNS = "lakelayout.clusteringColumns"
@@ -180,6 +180,45 @@ def block_roll_size(config: Mapping[str, str]) -> int:
 def small_rewrite_size(config: Mapping[str, str]) -> int:
     """``lakelayout.smallRewriteSize``: the largest input rewritten without a shuffle."""
     return _positive_int(config, SMALL_REWRITE_SIZE) or DEFAULT_SMALL_REWRITE_SIZE
+
+
+#: every table property lakelayout reads (tests/test_api_errors.py checks the list against
+#: the names the package spells): another ``lakelayout.*`` name is a misspelling
+KNOWN_PROPERTIES = frozenset(
+    {
+        CLUSTERING_COLUMNS,
+        MIN_CUBE_SIZE,
+        TARGET_CUBE_SIZE,
+        MIN_FILE_SIZE,
+        TARGET_FILE_SIZE,
+        SMALL_REWRITE_SIZE,
+        "lakelayout.rowGroupSize",
+        "lakelayout.parquetCodec",
+        "lakelayout.autoOptimize",
+        "lakelayout.autoOptimize.minBytes",
+        "lakelayout.queryLog.enabled",
+        "lakelayout.queryLog.retentionDays",
+        "lakelayout.queryLog.maxRecords",
+        "lakelayout.online",
+        "lakelayout.online.alpha",
+    }
+)
+
+
+def check_properties(config: Mapping[str, str]) -> None:
+    """InvalidOption for a ``lakelayout.*`` name lakelayout does not read (it was stored
+    and ignored: ``tragetFileSize`` left the 128 MiB default in force) and for a bad
+    file or cube size, before anything is written (an audit: they were refused only at
+    the first OPTIMIZE)."""
+    for key in config:
+        if key.lower().startswith("lakelayout.") and key not in KNOWN_PROPERTIES:
+            raise InvalidOption(
+                f"unknown table property {key!r}." + closest(key, sorted(KNOWN_PROPERTIES))
+            )
+    target = target_file_size(config)
+    min_file_size(config, target)
+    small_rewrite_size(config)
+    cube_sizes(config, table_bytes=0, target_file=target)
 
 
 def rewrite_shuffles(nbytes: int, small_bytes: int, *, partitioned: bool) -> bool:
