@@ -138,6 +138,19 @@ def test_map_element_access() -> None:
     assert rows("element_at(m, 'k') IS NULL", table) == [1, 2]
 
 
+def test_a_map_key_spark_casts_is_left_to_spark() -> None:
+    """Spark casts a map access's key to the key type (mi[1.5] reads key 1); lakelayout
+    refused mi[1.5], mi['1.5'] and mi[4294967297] as keys that "cannot exist" (an audit).
+    They are opaque now (files kept); a key that is one value of the type still binds."""
+    from lakelayout.expr.nodes import Opaque
+
+    schema = pa.schema([("mi", pa.map_(pa.int32(), pa.string()))])
+    for sql in ("mi[1.5] = 'a'", "mi['1.5'] = 'a'", "mi[4294967297] = 'a'"):
+        assert any(isinstance(n, Opaque) for n in parse_predicate(sql, schema).walk()), sql
+    bound = parse_predicate("mi[1] = 'a'", schema)
+    assert not any(isinstance(n, Opaque) for n in bound.walk())
+
+
 def test_decimal_and_string_view_columns() -> None:
     table = pa.table(
         {

@@ -995,14 +995,16 @@ class Binder:
         key = self.term(node.expressions[0])
         if not isinstance(key, Literal) or key.value is None:
             raise Unsupported("map access with a non-literal key")
+        # Spark casts the key to the map's key type (mi[1.5] reads key 1, mi['1'] key 1);
+        # lakelayout binds it as `key = literal`: where the two differ (the comparison
+        # can never hold, or Spark's comparison type is another) the access is left to
+        # Spark (it was refused as a key that "cannot exist": an audit)
         try:
             bound = coerce.compare("=", Column("key", dtype.key_type), key, self.timezone)
-        except coerce.TypeMismatch as err:
-            raise PredicateError(f"type mismatch in {_text(node)!r}: {err}") from None
-        except numbers.NotModelled as err:
-            raise Unsupported(str(err)) from None
+        except (coerce.TypeMismatch, numbers.NotModelled) as err:
+            raise Unsupported(f"map key {key.sql()}: {err}") from None
         if bound == BoolConst(False):
-            raise PredicateError(f"map key {key.sql()} cannot exist in {_text(node)!r}")
+            raise Unsupported(f"map key {key.sql()} that Spark casts to the key type")
         if not _is_equality(bound):
             raise Unsupported("map key that is not one value of the key type")
         assert isinstance(bound, Compare)
