@@ -771,7 +771,10 @@ class _Controller:
         stopped = False
         try:
             self._blocks = max(1, len(snap.files))
-            if fits:
+            if not _same_columns(engine.sample.schema, snap.schema):  # the schema was replaced
+                engine.drop_unbound(snap.schema)
+                self._resample(table, snap, engine)
+            elif fits:
                 self._maybe_resample(table, snap, engine)
             real = functools.partial(
                 table_costs,
@@ -827,10 +830,13 @@ class _Controller:
         base = int(self.document.get("sample_base_rows", 0))
         if not due or abs(rows - base) <= RESAMPLE_GROWTH * max(base, 1) or rows == 0:
             return
+        self._resample(table, snap, engine)
+
+    def _resample(self, table: Table, snap: Snapshot, engine: OnlineEngine) -> None:
         sample = _take_sample(table, snap, int(self.document.get("sample_rows", SAMPLE_ROWS)))
         self.store.write_sample(sample)
         engine.replace_sample(sample)
-        self.document["sample_base_rows"] = rows
+        self.document["sample_base_rows"] = int(snap.files.total_rows)
 
     def _maybe_rewrite(self, table: Table, snap: Snapshot) -> None:
         """Start the rewrite to the reorganizer's state if it differs from the table's; or
@@ -1203,6 +1209,18 @@ def _committed(uri: str, record: Switch, snap: Snapshot, layout: Layout | None) 
     if not new.any():
         return False
     return bool((laid_out_by(uri, snap.files, layout) & new).any())
+
+
+def _same_columns(sample: pa.Schema, schema: pa.Schema) -> bool:
+    """Whether the sample has the table's columns with the same Delta types (a sample read
+    back through Spark or Parquet may differ in Arrow details: nullability, string
+    views, zone spelling)."""
+    from lakelayout.table.schema import delta_type_name
+
+    def columns(s: pa.Schema) -> list[tuple[str, str]]:
+        return [(f.name.lower(), delta_type_name(f.type)) for f in s]
+
+    return columns(sample) == columns(schema)
 
 
 def _take_sample(table: Table, snap: Snapshot, rows: int) -> pa.Table:

@@ -744,3 +744,24 @@ def test_history_keeps_the_input_paths_of_the_newest_rewrites_only(sample: pa.Ta
     assert kept[-1].inputs == [f"part-{KEEP_INPUTS + 4}-{i}.parquet" for i in range(3)]
     assert all(h.files_removed == 3 for h in finished if h.kind == "catch-up")
     assert engine.history[0].status == "pending" and engine.history[0].inputs == ["pending.parquet"]
+
+
+def test_states_whose_layouts_no_longer_bind_are_dropped(sample: pa.Table) -> None:
+    """After the table's schema was replaced (a column cut on became a string), the states
+    stayed and were drawn: every switch to one failed in its rewrite (an audit). They are
+    removed (Alg. 4) now; the state the table is in stays."""
+    rng = np.random.default_rng(3)
+    config = OnlineConfig(alpha=4.0, window=30, interval=10, max_states=4, seed=0)
+    engine = OnlineEngine(config, sample, fitter(sample, ["qdtree", "hilbert"]))
+    drive(engine, sample, [on_x(rng) for _ in range(60)] + [on_y(rng) for _ in range(60)])
+    laid_out = [s for s, m in engine.manager.states.items() if m.layout is not None]
+    assert len(laid_out) >= 2
+    assert engine.drop_unbound(sample.schema) == []  # the same schema: every state binds
+    strings = pa.schema([pa.field(f.name, pa.string()) for f in sample.schema])
+    dropped = engine.drop_unbound(strings)
+    assert dropped and set(dropped) <= set(laid_out) - {engine.applied}
+    for sid, m in engine.manager.states.items():  # what stays routes rows of the new schema
+        if m.layout is not None and sid != engine.applied:
+            m.layout.assign(strings.empty_table())
+    assert set(engine.manager.states) == set(engine.decider.states)
+    assert engine.applied in engine.manager.states

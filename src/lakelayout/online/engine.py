@@ -333,6 +333,31 @@ class OnlineEngine:
 
     # ------------------------------------------------------------------ pricing
 
+    def drop_unbound(self, schema: pa.Schema) -> list[str]:
+        """Remove the states whose layouts cannot route rows of ``schema`` (a column they cut
+        on is gone or of another type: the table's schema was replaced); their ids.
+
+        Such a state was kept and drawn: every switch to it ran a rewrite that failed in
+        its tasks (an audit: Delta overwrote the table with ``c`` a STRING, and the
+        history filled with failed switches). The state the table is in, the one a
+        pending rewrite goes to, and the last remaining one stay.
+        """
+        empty = schema.empty_table()
+        keep = {self.applied, *(() if self.pending is None else (self.pending.target,))}
+        dropped = []
+        for sid, state in list(self.manager.states.items()):
+            if state.layout is None or sid in keep or len(self.manager.states) <= 1:
+                continue
+            try:
+                state.layout.assign(empty)
+            except Exception:  # any failure to route: the layout does not bind
+                self.manager.remove(sid)
+                step = self.decider.remove_state(sid)
+                if step.switched:
+                    self._pending_reason = step.reason
+                dropped.append(sid)
+        return dropped
+
     def replace_sample(self, sample: pa.Table) -> None:
         """Price virtual files on a new sample from now on (the table changed)."""
         self.sample = sample
