@@ -245,6 +245,11 @@ CALLS: list[tuple[str, Callable[[Table, Path], Any], str]] = [
         lambda t, p: t.optimize.zorder("id"),
         "optimize.zorder: columns must be a list of strings, got str",
     ),
+    (
+        "optimize.hilbert([])",
+        lambda t, p: t.optimize.hilbert([]),
+        "optimize.hilbert needs at least one column to order by",
+    ),
     # an audit: these failed with an AttributeError after the rewrite wrote its files,
     # or took the string "no" as True
     (

@@ -361,6 +361,8 @@ class Optimizer:
         hooks: OptimizeHooks | None,
         one_file_per_block: bool,
     ) -> OptimizeMetrics:
+        if not columns:  # (was refused with a message about cluster_by: an audit)
+            raise InvalidOption(f"optimize.{family} needs at least one column to order by")
         ctx = self._ctx()
         clustered = ctx.clustering()
         if clustered is not None:
