@@ -396,6 +396,7 @@ def test_a_damaged_data_file_is_named_and_nothing_is_written(spark: Any, tmp_pat
     with open(tmp_path / "t" / damaged, "r+b") as handle:
         handle.truncate(os.path.getsize(tmp_path / "t" / damaged) // 2)
     for verb in (
+        lambda: t.scan("id < 5", measure=True),  # the measuring job (a review)
         lambda: t.delete("id < 5"),  # Spark's reader (plain files)
         lambda: t.optimize.zorder(["k"]),  # pyarrow on the driver (the sample)
         lambda: t.optimize.run(),  # pyarrow in the Spark tasks (compaction)

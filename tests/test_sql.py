@@ -191,3 +191,23 @@ def test_select_distinct_and_create_refusals(spark: Any, tmp_path: Path) -> None
         spark, f"CREATE TABLE named (`comment` STRING) USING delta LOCATION '{named}'", warehouse=wh
     )
     assert Table(str(named)).schema.names == ["comment"]
+
+
+def test_if_not_exists_on_a_folder_holding_files_fails_at_once(spark: Any, tmp_path: Path) -> None:
+    """CREATE TABLE IF NOT EXISTS at a LOCATION holding files but no table waited 60 s for
+    a create race and then blamed another writer (a review): LocationNotEmpty at once."""
+    import time
+
+    from lakelayout.errors import LocationNotEmpty
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "part-0.parquet").write_bytes(b"x")
+    started = time.monotonic()
+    with pytest.raises(LocationNotEmpty, match=r"part-0\.parquet"):
+        lakelayout.sql(
+            spark,
+            f"CREATE TABLE IF NOT EXISTS t (a INT) USING delta LOCATION '{data}'",
+            warehouse=str(tmp_path / "wh"),
+        )
+    assert time.monotonic() - started < 30

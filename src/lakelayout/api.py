@@ -814,8 +814,12 @@ class Table:
             ) from None
 
     def _measure(self, filtered: DataFrame, snap: Snapshot, kept: FileStats) -> Measured:
-        """Count matching rows per kept file with one Spark job."""
-        rows = filtered.groupBy(FILE_COLUMN).count().collect()
+        """Count matching rows per kept file with one Spark job (a damaged data file is
+        TableCorrupt naming it)."""
+        from lakelayout.table.writer import task_errors
+
+        with task_errors():
+            rows = filtered.groupBy(FILE_COLUMN).count().collect()
         matching = {str(r[FILE_COLUMN]): int(r["count"]) for r in rows}
         relevant = [
             max(snap.live_rows(str(p)), 0) for p in kept.paths if matching.get(str(p), 0) > 0

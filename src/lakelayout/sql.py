@@ -44,7 +44,14 @@ from typing import TYPE_CHECKING, Any
 import sqlglot
 from sqlglot.errors import ParseError
 
-from lakelayout.errors import InvalidOption, PredicateError, TableExists, TableNotFound, closest
+from lakelayout.errors import (
+    InvalidOption,
+    LocationNotEmpty,
+    PredicateError,
+    TableExists,
+    TableNotFound,
+    closest,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -233,8 +240,9 @@ def _create(spark: SparkSession, catalog: Catalog, m: re.Match[str]) -> Table:
             partition_by=partition,
             name=_unquote(name),
         )
-    except TableExists:
-        if not m.group("ine"):
+    except TableExists as exc:
+        # (LocationNotEmpty is a TableExists too: a folder holding files is no race)
+        if not m.group("ine") or isinstance(exc, LocationNotEmpty):
             raise
         table = Table(_created_elsewhere(where), spark=spark)
     catalog.register(name, table.uri)
@@ -381,8 +389,9 @@ def _create_like(spark: SparkSession, catalog: Catalog, m: re.Match[str]) -> Tab
             properties=carried or None,
             name=_unquote(name),
         )
-    except TableExists:
-        if not m.group("ine"):
+    except TableExists as exc:
+        # (LocationNotEmpty is a TableExists too: a folder holding files is no race)
+        if not m.group("ine") or isinstance(exc, LocationNotEmpty):
             raise
         table = Table(_created_elsewhere(where), spark=spark)
     catalog.register(name, table.uri)

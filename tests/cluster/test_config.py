@@ -94,3 +94,16 @@ def test_a_rewrite_shuffles_above_the_small_size_and_on_partitioned_tables() -> 
     assert not cfg.rewrite_shuffles(100, 100, partitioned=False)
     assert cfg.rewrite_shuffles(101, 100, partitioned=False)
     assert cfg.rewrite_shuffles(1, 100, partitioned=True)
+
+
+def test_a_target_cube_size_alone_holds_as_the_table_grows() -> None:
+    """targetCubeSize set without minCubeSize passed Table.create and failed every
+    OPTIMIZE once the default minimum (an eighth of the table) passed it (a review)."""
+    from lakelayout.cluster.config import cube_sizes
+
+    config = {"lakelayout.targetCubeSize": "9000"}
+    for table_bytes in (0, 10**6, 10**12):
+        sizes = cube_sizes(config, table_bytes=table_bytes, target_file=1024)
+        assert sizes.target_cube_size == 9000 and sizes.min_cube_size <= 9000
+    with pytest.raises(InvalidOption, match="must be >="):
+        cube_sizes({**config, "lakelayout.minCubeSize": "10000"}, table_bytes=0, target_file=1024)

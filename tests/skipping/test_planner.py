@@ -193,3 +193,33 @@ def test_partition_values_prune_first_and_are_reported_apart(tmp_path: Path) -> 
     data_only = run("x > 100")
     assert data_only.skipped_by[PARTITION] == 0 and data_only.skipped_by[MINMAX] == 6
     assert PARTITION not in plan(parse_predicate("p = 'a'", snap.schema), files).skipped_by
+
+
+def test_values_only_spark_decides_leave_their_own_files_undecided() -> None:
+    """One single-valued file from 1960 (whose offset in a region zone only the JVM's
+    zone rules decide) or holding 'ƛ' (whose upper case Python's Unicode 14 lacks) made
+    the exact decision give up for every file (a review): only those files are kept now."""
+    import datetime as dt
+
+    from lakelayout.expr.parse import parse_predicate
+    from lakelayout.skipping.planner import plan
+    from lakelayout.stats.blocks import block_stats
+
+    utc = dt.timezone.utc
+    stamps = [dt.datetime(1960, 6, 1, 12, tzinfo=utc)] + [
+        dt.datetime(2000 + i, 6, 1, 12, tzinfo=utc) for i in range(5)
+    ]
+    sample = pa.table(
+        {
+            "ts": pa.array(stamps, pa.timestamp("us", tz="UTC")),
+            "s": ["ƛ", "a", "b", "c", "d", "e"],
+        }
+    )
+    files = block_stats(sample, np.arange(6))
+    for sql in ("hour(ts) = 15", "upper(s) = 'X'"):
+        kept = plan(
+            parse_predicate(sql, sample.schema, timezone="Europe/Oslo"),
+            files,
+            timezone="Europe/Oslo",
+        ).keep
+        assert kept.tolist() == [True, False, False, False, False, False], sql

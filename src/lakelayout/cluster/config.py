@@ -287,6 +287,10 @@ def cube_sizes(config: Mapping[str, str], *, table_bytes: int, target_file: int)
         min_size = min(MIN_CUBE_SIZE_CAP, relative)
     else:
         min_size = explicit_min
+    if explicit_min is None and explicit_target is not None:
+        # only the target set: the default minimum grows with the table and passed it
+        # (OPTIMIZE of a grown table refused what Table.create accepted: a review)
+        min_size = min(min_size, explicit_target)
     target = explicit_target or int(min_size * TARGET_CUBE_RATIO)
     if target < min_size:
         raise InvalidOption(

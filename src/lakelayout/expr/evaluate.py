@@ -461,7 +461,7 @@ def _check_trusted(value: Value, ctx: _Context) -> None:
     try:
         temporal.check_trusted(temporal.zone(ctx.timezone), micros)
     except temporal.UncertainOffset as err:
-        raise PredicateError(f"not evaluated outside Spark: {err}") from None
+        raise PredicateError(f"{LEFT_TO_SPARK}: {err}") from None
 
 
 def _date_part(term: Func, v: _Values) -> Value:
@@ -523,9 +523,14 @@ def _case_mapped(
             raise PredicateError(
                 f"the case mapping of {doubt!r} (U+{ord(doubt):04X}) may differ between "
                 f"Python's Unicode {unicodedata.unidata_version} tables and Spark's (ICU): "
-                "not evaluated outside Spark"
+                f"{LEFT_TO_SPARK}"
             )
     return pa.array([None if x is None else full(x) for x in texts], pa.string())
+
+
+#: the words of a PredicateError for a value whose answer only Spark knows (callers that
+#: evaluate file values leave those files undecided)
+LEFT_TO_SPARK = "not evaluated outside Spark"
 
 
 def uncertain_case(text: str) -> str | None:

@@ -312,6 +312,8 @@ def _bind_term(
     try:
         with _headroom(depth, sql, "expression"):
             term = binder.term(node)
+    except UncertainOffset as err:
+        raise PredicateError(f"unsupported expression {sql.strip()!r}: {err}") from None
     except Unsupported as err:
         if err.nondeterministic:
             raise PredicateError(
@@ -523,7 +525,7 @@ class Binder:
             return And(kids) if isinstance(node, exp.And) else Or(kids)
         try:
             return self._leaf(node)
-        except Unsupported:
+        except (Unsupported, UncertainOffset):  # (an offset only Spark knows: any path)
             return self.opaque(node)
 
     def _leaf(self, node: exp.Expression) -> Predicate:

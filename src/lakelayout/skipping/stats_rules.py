@@ -57,7 +57,7 @@ import pyarrow.compute as pc
 
 from lakelayout.errors import LakelayoutError, PredicateError
 from lakelayout.expr.coerce import coerce_literal, zone
-from lakelayout.expr.evaluate import evaluable, evaluate, evaluate_term
+from lakelayout.expr.evaluate import LEFT_TO_SPARK, evaluable, evaluate, evaluate_term
 from lakelayout.expr.like import escape_like, like_prefix
 from lakelayout.expr.nodes import (
     And,
@@ -551,13 +551,36 @@ def decide_on_single_values(leaf: Predicate, stats: FileStats, timezone: str) ->
     owners, table = _combinations(files, value_sets)
     renamed = _on_placeholders(leaf, list(columns))
     try:
-        hits = evaluate(renamed, table, timezone=timezone)
+        hits, known = _evaluate_known(renamed, table, timezone)
     except (PredicateError, pa.ArrowException, TypeError, ValueError, OverflowError):
         _give_up()
         return None
-    any_row = np.bincount(owners, weights=hits, minlength=n) > 0
-    misses = np.bincount(owners, weights=~hits, minlength=n)
+    unknown = np.bincount(owners, weights=~known, minlength=n) > 0
+    decided &= ~unknown
+    any_row = np.bincount(owners, weights=hits & known, minlength=n) > 0
+    misses = np.bincount(owners, weights=~hits & known, minlength=n)
     return Decided(decided, any_row & decided, (misses == 0) & decided)
+
+
+def _evaluate_known(
+    pred: Predicate, table: pa.Table, timezone: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """``pred`` on every row of ``table``, and which rows it was evaluated on: rows whose
+    values only Spark can decide (:data:`LEFT_TO_SPARK`: a time before 1970 in a region
+    zone, a letter whose case a newer Unicode may map) are found by halving and left
+    unknown; one such value no longer undecided every file (a review). Other errors
+    propagate (the caller gives up)."""
+    try:
+        return evaluate(pred, table, timezone=timezone), np.ones(table.num_rows, dtype=bool)
+    except PredicateError as err:
+        if LEFT_TO_SPARK not in str(err):
+            raise
+        if table.num_rows <= 1:
+            return np.zeros(table.num_rows, dtype=bool), np.zeros(table.num_rows, dtype=bool)
+    half = table.num_rows // 2
+    first = _evaluate_known(pred, table.slice(0, half), timezone)
+    second = _evaluate_known(pred, table.slice(half), timezone)
+    return np.concatenate([first[0], second[0]]), np.concatenate([first[1], second[1]])
 
 
 def _combinations(
