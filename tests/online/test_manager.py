@@ -763,5 +763,12 @@ def test_states_whose_layouts_no_longer_bind_are_dropped(sample: pa.Table) -> No
     for sid, m in engine.manager.states.items():  # what stays routes rows of the new schema
         if m.layout is not None and sid != engine.applied:
             m.layout.assign(strings.empty_table())
+    # the table's own layout stays, but no catch-up applies it to rows it cannot route
+    # (each would fail in its rewrite); with a sample of the old schema one is due
+    assert engine.layout_of(engine.applied) is not None
+    engine.unlaid_extra = 1e9
+    assert engine.wants_catch_up(0.5)
+    engine.replace_sample(strings.empty_table())
+    assert not engine.wants_catch_up(0.5)
     assert set(engine.manager.states) == set(engine.decider.states)
     assert engine.applied in engine.manager.states

@@ -256,6 +256,16 @@ class Switch:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def _routes(layout: Layout, schema: pa.Schema) -> bool:
+    """Whether ``layout`` can route rows of ``schema`` (a column it cuts on may be gone or
+    of another type since the table's schema was replaced)."""
+    try:
+        layout.assign(schema.empty_table())
+    except Exception:  # any failure to route: the layout does not bind
+        return False
+    return True
+
+
 def make_decider(config: OnlineConfig, states: Sequence[str], initial: str) -> Decider:
     if config.policy == "oreo":
         return Reorganizer(
@@ -342,15 +352,12 @@ class OnlineEngine:
         history filled with failed switches). The state the table is in, the one a
         pending rewrite goes to, and the last remaining one stay.
         """
-        empty = schema.empty_table()
         keep = {self.applied, *(() if self.pending is None else (self.pending.target,))}
         dropped = []
         for sid, state in list(self.manager.states.items()):
             if state.layout is None or sid in keep or len(self.manager.states) <= 1:
                 continue
-            try:
-                state.layout.assign(empty)
-            except Exception:  # any failure to route: the layout does not bind
+            if not _routes(state.layout, schema):
                 self.manager.remove(sid)
                 step = self.decider.remove_state(sid)
                 if step.switched:
@@ -534,13 +541,15 @@ class OnlineEngine:
         table's bytes) out with it once the queries' extra cost reading them reached what
         rewriting them costs (:meth:`catch_up_cost`). Never while a rewrite is pending or
         the decider wants another state, nor for the table as it was (no layout)."""
+        layout = self.layout_of(self.applied)
         return (
             self.config.catch_up
             and share > 0.0
             and self.pending is None
             and not self.wants_switch()
-            and self.layout_of(self.applied) is not None
+            and layout is not None
             and self.unlaid_extra >= self.catch_up_cost(share)
+            and _routes(layout, self.sample.schema)
         )
 
     def begin_catch_up(self, share: float) -> Switch:
