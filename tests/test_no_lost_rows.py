@@ -26,7 +26,7 @@ from lakelayout.api import Table
 from lakelayout.skipping.stats_rules import might_match
 
 from .cluster.helpers import differing_rows
-from .expr.predicates import extreme_predicates, extreme_table
+from .expr.predicates import extreme_predicates, extreme_table, session_zone
 
 pytestmark = pytest.mark.spark
 
@@ -526,8 +526,7 @@ def test_spark_own_zone_rules_and_case_mappings_decide_what_lakelayout_cannot(
     t.append(data.slice(1, 1))
     t.append(data.slice(2, 1))
     assert len(Table(path).snapshot().files) == 3
-    spark.conf.set("spark.sql.session.timeZone", "Europe/Oslo")
-    try:
+    with session_zone(spark, "Europe/Oslo"):
         reference = spark.read.format("delta").load(path)
         local = reference.where("name = 'ƛ'").selectExpr("cast(ts as string)").first()[0]
         for where in (
@@ -542,5 +541,3 @@ def test_spark_own_zone_rules_and_case_mappings_decide_what_lakelayout_cannot(
         assert reference.where(where).count() == 2
         t.delete(where)
         assert [r["name"] for r in spark.read.format("delta").load(path).collect()] == ["ƛ"]
-    finally:
-        spark.conf.set("spark.sql.session.timeZone", "UTC")

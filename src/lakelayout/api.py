@@ -229,14 +229,12 @@ class Table:
         if (df is None) == (schema is None):
             raise InvalidOption("Table.create needs exactly one of df= or schema=")
         from lakelayout.cluster import config as cluster_config
-        from lakelayout.cluster.config import TARGET_FILE_SIZE
-        from lakelayout.cluster.config import target_file_size as target_file_size_of
 
         root = normalize_uri(uri)
         delta.ensure_new_location(root)  # no table, no stray files: before anything is written
         config = dict(properties or {})
         if target_file_size is not None:
-            config[TARGET_FILE_SIZE] = str(_check_target_size(target_file_size))
+            config[cluster_config.TARGET_FILE_SIZE] = str(_check_target_size(target_file_size))
         table_schema = schema if schema is not None else _schema_of_data(df)  # type: ignore[arg-type]
         _check_table_schema(table_schema)
         partitions = check_partition_columns(partition_by, table_schema)
@@ -253,7 +251,7 @@ class Table:
             config["lakelayout.autoOptimize"] = "true"
         check_file_properties(config)  # an empty table too: its appends would fail
         cluster_config.check_properties(config)
-        if cluster_by is None and cluster_config.parse_clustering(config) is not None:
+        if cluster_by is None:  # clustering columns given as the property itself
             cluster_config.validate_clustering(
                 cluster_config.parse_clustering(config), table_schema
             )
@@ -283,7 +281,7 @@ class Table:
             configuration=config or None, partition_by=partitions,
         )  # fmt: skip
         # (lakelayout.targetFileSize 'abc' raised int()'s raw ValueError: an audit)
-        size = _check_target_size(target_file_size or target_file_size_of(config))
+        size = _check_target_size(target_file_size or cluster_config.target_file_size(config))
         options = dict(
             target_file_size=size,
             row_group_bytes=row_group_size(config),
@@ -927,9 +925,9 @@ def _check_table_schema(schema: pa.Schema) -> None:
     """Before anything is written: no two top-level columns whose names differ only in
     case (Delta's names are case-insensitive), and a Delta type for every column
     (SchemaMismatch naming it); delta-rs raised a bare Exception for both (an audit)."""
-    from lakelayout.table.schema import RESERVED_PREFIX, duplicate_names
+    from lakelayout.table.schema import RESERVED_PREFIX, duplicate_names, reserved_names
 
-    reserved = [n for n in schema.names if n.lower().startswith(RESERVED_PREFIX)]
+    reserved = reserved_names(schema.names)
     if reserved:
         raise SchemaMismatch(
             f"column {reserved[0]!r}: names starting with {RESERVED_PREFIX!r} are the columns "

@@ -8,14 +8,30 @@ timestamps around midnight, decimals with scale.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
+from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 from hypothesis import strategies as st
 
 UTC = dt.timezone.utc
 NAN = float("nan")
+
+
+@contextlib.contextmanager
+def session_zone(spark: Any, zone: str) -> Iterator[None]:
+    """The Spark session's time zone set to ``zone`` for the block, then back."""
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    try:
+        yield
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", before)
+
+
 INF = float("inf")
 
 

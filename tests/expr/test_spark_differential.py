@@ -31,6 +31,7 @@ from .predicates import (
     planner_predicates,
     planner_table,
     predicates,
+    session_zone,
 )
 
 pytestmark = pytest.mark.spark
@@ -208,12 +209,8 @@ OLD_TIMES = pa.table(
     ],
 )
 def test_times_before_1970_where_zone_databases_differ(spark: Any, sql: str, zone: str) -> None:
-    before = spark.conf.get("spark.sql.session.timeZone")
-    spark.conf.set("spark.sql.session.timeZone", zone)
-    try:
+    with session_zone(spark, zone):
         check(spark, spark.createDataFrame(OLD_TIMES), sql, OLD_TIMES)
-    finally:
-        spark.conf.set("spark.sql.session.timeZone", before)
 
 
 @settings(
@@ -297,12 +294,8 @@ def test_planner_corner_matches_spark(spark: Any, planner_frame: Any, sql: str) 
     ],
 )
 def test_planner_corner_in_another_session_zone(spark: Any, planner_frame: Any, sql: str) -> None:
-    before = spark.conf.get("spark.sql.session.timeZone")
-    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
-    try:
+    with session_zone(spark, "America/New_York"):
         check(spark, planner_frame, sql, PLANNER)
-    finally:
-        spark.conf.set("spark.sql.session.timeZone", before)
 
 
 @settings(

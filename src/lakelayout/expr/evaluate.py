@@ -452,14 +452,14 @@ def _local_temporal(value: Value, ctx: _Context) -> Value:
 
 
 def _check_trusted(value: Value, ctx: _Context) -> None:
-    if temporal.trusted_zone(temporal.zone(ctx.timezone)):
+    tz = temporal.zone(ctx.timezone)
+    if temporal.trusted_zone(tz):
         return
     earliest = pc.min(_as_array(value, ctx).cast(pa.timestamp("us", tz="UTC"))).as_py()
     if earliest is None:
         return
-    micros = temporal.timestamp_micros(earliest)
     try:
-        temporal.check_trusted(temporal.zone(ctx.timezone), micros)
+        temporal.check_trusted(tz, temporal.timestamp_micros(earliest))
     except temporal.UncertainOffset as err:
         raise PredicateError(f"{LEFT_TO_SPARK}: {err}") from None
 
@@ -516,16 +516,17 @@ def _case_mapped(
     common case) takes Arrow's kernel; the rest goes through Python's methods."""
     if pc.all(pc.string_is_ascii(values)).as_py() is not False:
         return ascii_fn(values)
-    texts = values.to_pylist()
-    for text in texts:
-        doubt = uncertain_case(text or "")
+    out: list[str | None] = []
+    for text in values.to_pylist():
+        doubt = None if text is None else uncertain_case(text)
         if doubt is not None:
             raise PredicateError(
                 f"the case mapping of {doubt!r} (U+{ord(doubt):04X}) may differ between "
                 f"Python's Unicode {unicodedata.unidata_version} tables and Spark's (ICU): "
                 f"{LEFT_TO_SPARK}"
             )
-    return pa.array([None if x is None else full(x) for x in texts], pa.string())
+        out.append(None if text is None else full(text))
+    return pa.array(out, pa.string())
 
 
 #: the words of a PredicateError for a value whose answer only Spark knows (callers that

@@ -1114,16 +1114,17 @@ def read_snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Sn
     location = normalize_uri(uri)
     table = open_table(location, version)
     delta_schema = table.schema()
-    check_readable(location, table.protocol().reader_features or (), delta_schema.to_json())
+    schema_json = delta_schema.to_json()
+    check_readable(location, table.protocol().reader_features or (), schema_json)
     schema = _without_field_metadata(pa.schema(delta_schema.to_arrow()))
     meta = table.metadata()
     configuration = dict(meta.configuration)
-    fmt = table_format(schema, delta_schema.to_json(), meta.partition_columns, configuration)
+    fmt = table_format(schema, schema_json, meta.partition_columns, configuration)
     actions = pa.table(table.get_add_actions(flatten=False))
     if fmt.column_mapping:
         actions = _logical_stats_names(actions, fmt)
     files = from_add_actions(actions, schema, partition_columns=fmt.partition_columns)
-    widened = float_widened(delta_schema.to_json())
+    widened = float_widened(schema_json)
     if widened:
         files = widen_float_bounds(files, [stats_key(p) for p in widened])
     created = (
@@ -1147,7 +1148,7 @@ def read_snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Sn
         format=fmt,
         data_files=_data_files(table, actions, fmt, location),
         writer_features=tuple(table.protocol().writer_features or ()),
-        features_in_use=features_in_use(delta_schema.to_json()),
+        features_in_use=features_in_use(schema_json),
         partition_spellings=_spellings(table, fmt),
     )
 

@@ -139,6 +139,12 @@ def check_append_schema(table_schema: pa.Schema, df_schema: pa.Schema) -> None:
 RESERVED_PREFIX = "__ll_"
 
 
+def reserved_names(names: Iterable[str]) -> list[str]:
+    """The names starting with :data:`RESERVED_PREFIX`, case-insensitively (as Spark
+    resolves names)."""
+    return [n for n in names if n.lower().startswith(RESERVED_PREFIX)]
+
+
 def check_reserved(names: Iterable[str], action: str) -> None:
     """UnsupportedTable naming a column whose name starts with :data:`RESERVED_PREFIX`
     (case-insensitively, as Spark resolves names) before ``action`` reads any row.
@@ -147,7 +153,7 @@ def check_reserved(names: Iterable[str], action: str) -> None:
     DELETE's files instead of its own values, and had every row's value replaced
     by the data file's name in a rewrite (found by an audit).
     """
-    found = [n for n in names if n.lower().startswith(RESERVED_PREFIX)]
+    found = reserved_names(names)
     if found:
         raise UnsupportedTable(
             f"column {found[0]!r} starts with {RESERVED_PREFIX!r}, the prefix of the columns "
