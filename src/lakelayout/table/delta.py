@@ -552,9 +552,9 @@ def _check_removes_live(
         return {}
     live = _live_files(table)
     gone = [path for path in removes if path not in live]
-    if not gone:
+    if not gone and (read_version is None or read_version == current):
         return live
-    if read_version is not None and read_version == current:
+    if gone and read_version is not None and read_version == current:
         raise InvalidOption(
             f"cannot remove {gone[:5]}: not live files of '{location}' at version {current}"
         )
@@ -563,6 +563,30 @@ def _check_removes_live(
     unchanged = False
     if read_version is not None:
         found, unchanged = conflict_winners(location, read_version, current, removes)
+    if not gone:
+        # every path is live, but a commit since read_version removed one of them and
+        # added the path back: its rows changed (a RESTORE that took a deletion vector
+        # away, a DELETE that added one). Removing it now drops rows this commit never
+        # read: a compaction over such a RESTORE lost the rows it brought back (an audit)
+        hit = [c for c in found if c.removed & set(removes)]
+        if not hit and unchanged:
+            return live
+        # (no hit but not unchanged: a commit in between could not be read, cleaned up
+        # by log retention; what it did is unknown, and unknown is never harmless)
+        again = sorted(set().union(*(c.removed for c in hit)).intersection(removes))
+        what = (
+            f"replaced {len(again)} file(s) this commit removes, e.g. '{again[0]}' (removed "
+            "and added again under the same path: its rows may have changed)"
+            if again
+            else "may have changed files this commit removes (a commit in between can no "
+            "longer be read)"
+        )
+        raise CommitConflict(
+            f"a concurrent commit to '{location}'{since} (now at version {current}) {what}; "
+            f"winner: {describe_winners(hit)}; nothing was committed",
+            winners=tuple(hit),
+            rows_unchanged=unchanged,
+        )
     raise CommitConflict(
         f"a concurrent commit to '{location}'{since} (now at version {current}) removed "
         f"{len(gone)} file(s) this commit removes, e.g. '{gone[0]}'; winner: "
