@@ -395,7 +395,9 @@ class Table:
         args.require_data(df, "df", "Table.append")
         args.require_int(target_file_size, "target_file_size", "Table.append", optional=True)
         started = time.perf_counter()
-        snap = self.snapshot()
+        # the latest version without its files (an append reads no existing row): one load
+        # of the log, reused by the commit
+        snap = delta.head(self.uri)
         check_append_schema(snap.schema, _schema_of_data(df, table=snap.schema))
         # refuse before writing (Arrow data: no Spark session is started for the check)
         spark = self._spark if isinstance(df, pa.Table) else self.spark
@@ -414,6 +416,7 @@ class Table:
             codec=parquet_codec(snap.configuration),
         )
         version, retries = self._commit_append(files, snap, spark) if files else (snap.version, 0)
+        delta.release(snap)
         self.indexes.record_written(files, indexes, snap.table_format)
         metrics = WriteMetrics(
             version=version,
@@ -427,7 +430,7 @@ class Table:
         return metrics
 
     def _commit_append(
-        self, files: Sequence[WrittenFile], snap: Snapshot, spark: SparkSession | None
+        self, files: Sequence[WrittenFile], snap: delta.TableHead, spark: SparkSession | None
     ) -> tuple[int, int]:
         """Commit appended files; (version, retries).
 
@@ -441,9 +444,14 @@ class Table:
 
         def attempt(n: int) -> int:
             if n > 0:
-                check_append_schema(delta.snapshot(self.uri).schema, snap.schema)
+                check_append_schema(delta.head(self.uri).schema, snap.schema)
             return delta.commit(
-                self.uri, adds=files, read_version=snap.version, operation="WRITE", spark=spark
+                self.uri,
+                adds=files,
+                read_version=snap.version,
+                operation="WRITE",
+                spark=spark,
+                table=snap.table if n == 0 else None,
             )
 
         try:
@@ -828,7 +836,7 @@ class Table:
             rows_in_relevant_files=sum(relevant),
         )
 
-    def _target_file_size(self, snap: Snapshot) -> int:
+    def _target_file_size(self, snap: Snapshot | delta.TableHead) -> int:
         from lakelayout.cluster.config import target_file_size
 
         return target_file_size(snap.configuration)

@@ -181,6 +181,30 @@ class Snapshot:
         return any(f.has_deletions for f in self.data_files.values())
 
 
+@dataclass(frozen=True)
+class TableHead:
+    """A table's latest version without its files: what a commit that only adds
+    files (an append) needs to know, read with one load of the log by delta-rs
+    and no per-file statistics (:func:`head`).
+
+    ``table`` is the delta-rs table it was read from, which :func:`commit`
+    reuses (``table=``) instead of loading the log again. An append to a table
+    of 20,000 files read the full :class:`Snapshot` and loaded the log a
+    second time to commit: ~3x delta-rs's own append of the same rows.
+    """
+
+    uri: str
+    version: int
+    schema: pa.Schema
+    configuration: Mapping[str, str]
+    table_format: TableFormat
+    writer_features: tuple[str, ...]
+    features_in_use: frozenset[str] | None
+    table: DeltaTable = field(repr=False, compare=False)
+    #: the schema as the log holds it (Delta's JSON: column mapping, type changes)
+    schema_json: str = field(default="", repr=False, compare=False)
+
+
 # --------------------------------------------------------------------------- helpers
 
 
@@ -607,6 +631,7 @@ def commit(
     spark: Any = None,
     add_tags: Mapping[str, Mapping[str, str]] | None = None,
     clustered: bool = False,
+    table: DeltaTable | None = None,
 ) -> int:
     """Add and remove files in ONE Delta transaction; the new version.
 
@@ -626,13 +651,24 @@ def commit(
     ``add_tags`` and ``clustered`` passed on to the adds; without the
     connector it raises :class:`UnsupportedTable` (callers check with
     :func:`check_commit` before writing anything).
+
+    ``table`` is the delta-rs table at ``read_version`` as the caller read it
+    (:attr:`TableHead.table`), for a commit that removes nothing: the log is
+    not loaded again. When another commit came first, the attempt at the next
+    version fails and the table is reloaded and checked as always.
     """
     location = normalize_uri(uri)
     removes = list(removes)
     _check_unique_paths(adds, removes)
     if len(set(removes)) != len(removes):
         raise InvalidOption("a file is removed twice in one commit")
-    table = open_table(location)
+    if table is not None and (removes or table.version() != read_version):
+        raise InvalidOption(
+            "commit(table=...) takes the table at read_version, for a commit that removes "
+            "no file"
+        )
+    if table is None:
+        table = open_table(location)
     live = _check_removes_live(table, removes, read_version, location)
     if read_version is not None and read_version != table.version():
         # the files were written for the table at ``read_version``
@@ -862,7 +898,7 @@ def _kind_of(removes: Sequence[str], data_change: bool) -> Kind:
 
 
 def check_commit(
-    snap: Snapshot,
+    snap: Snapshot | TableHead,
     kind: Kind,
     *,
     removes: Sequence[str] = (),
@@ -874,7 +910,11 @@ def check_commit(
     with a deletion vector needs Delta's connector (see
     :mod:`lakelayout.table.features`).
     """
-    with_vectors = any(snap.data_file(p).has_deletions for p in removes)
+    if removes and not isinstance(snap, Snapshot):
+        raise InvalidOption("check_commit of files to remove needs the table's Snapshot")
+    with_vectors = isinstance(snap, Snapshot) and any(
+        snap.data_file(p).has_deletions for p in removes
+    )
     missing = connector.missing_reason(spark)
     return plan_commit(
         snap.uri,
@@ -1100,6 +1140,7 @@ def forget_snapshots() -> None:
     with _SNAPSHOTS_LOCK:
         _SNAPSHOTS.clear()
         _VERSIONS.clear()
+        _HEADS.clear()
 
 
 def commit_identity(uri: str, version: int) -> tuple[int, int, int] | None:
@@ -1133,17 +1174,82 @@ def latest_commit(uri: str) -> tuple[int, int, int] | None:
     return commit_identity(uri, version)
 
 
-def read_snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Snapshot:
-    """:func:`snapshot` read from the log every time (no kept snapshot is used or kept)."""
+#: delta-rs tables of this many local tables kept loaded for appends (0: none; see head())
+HEAD_TABLES = 8
+_HEADS: OrderedDict[str, tuple[tuple[int, int, int], DeltaTable]] = OrderedDict()
+
+
+def head(uri: str | os.PathLike[str]) -> TableHead:
+    """The latest version's schema, properties and protocol (:class:`TableHead`),
+    refused as :func:`snapshot` refuses a table lakelayout cannot read.
+
+    The delta-rs table it holds belongs to the caller. Give it back with
+    :func:`release` after the commit: the next head of that (local) table then
+    loads only the commits made since (delta-rs ``update_incremental``), not
+    the whole log; loading 20,000 files' log took ~0.1 s, an update ~0.02 s.
+    A table kept is used only while the commit file of its version is the
+    same file (as for kept snapshots): a table deleted and created again at
+    the path, or a log cleaned up, is loaded anew. Each kept table is handed
+    to one caller at a time; callers in other threads load their own.
+    """
     location = normalize_uri(uri)
-    table = open_table(location, version)
+    with _SNAPSHOTS_LOCK:
+        kept = _HEADS.pop(location, None)
+    table = None
+    if kept is not None and commit_identity(location, kept[1].version()) == kept[0]:
+        try:
+            kept[1].update_incremental()
+            table = kept[1]
+        except Exception:  # any failure: the log is loaded anew below
+            table = None
+    if table is None:
+        table = open_table(location)
+    return _head_of(location, table)
+
+
+def release(top: TableHead) -> None:
+    """Keep ``top``'s delta-rs table for the next :func:`head` of its table."""
+    if HEAD_TABLES <= 0:
+        return
+    try:
+        key = commit_identity(top.uri, top.table.version())
+    except Exception:  # a table that cannot say its version is not kept
+        return
+    if key is None:
+        return
+    with _SNAPSHOTS_LOCK:
+        _HEADS[top.uri] = (key, top.table)
+        _HEADS.move_to_end(top.uri)
+        while len(_HEADS) > HEAD_TABLES:
+            _HEADS.popitem(last=False)
+
+
+def _head_of(location: str, table: DeltaTable) -> TableHead:
     delta_schema = table.schema()
     schema_json = delta_schema.to_json()
     check_readable(location, table.protocol().reader_features or (), schema_json)
     schema = _without_field_metadata(pa.schema(delta_schema.to_arrow()))
     meta = table.metadata()
     configuration = dict(meta.configuration)
-    fmt = table_format(schema, schema_json, meta.partition_columns, configuration)
+    return TableHead(
+        uri=location,
+        version=table.version(),
+        schema=schema,
+        configuration=configuration,
+        table_format=table_format(schema, schema_json, meta.partition_columns, configuration),
+        writer_features=tuple(table.protocol().writer_features or ()),
+        features_in_use=features_in_use(schema_json),
+        table=table,
+        schema_json=schema_json,
+    )
+
+
+def read_snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Snapshot:
+    """:func:`snapshot` read from the log every time (no kept snapshot is used or kept)."""
+    location = normalize_uri(uri)
+    table = open_table(location, version)
+    top = _head_of(location, table)
+    schema, fmt, meta, schema_json = top.schema, top.table_format, table.metadata(), top.schema_json
     actions = pa.table(table.get_add_actions(flatten=False))
     if fmt.column_mapping:
         actions = _logical_stats_names(actions, fmt)
@@ -1158,10 +1264,10 @@ def read_snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Sn
     )
     return Snapshot(
         uri=location,
-        version=table.version(),
+        version=top.version,
         schema=schema,
         files=files,
-        configuration=configuration,
+        configuration=top.configuration,
         metadata=TableMetadata(
             id=str(meta.id),
             name=meta.name,
@@ -1171,8 +1277,8 @@ def read_snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Sn
         ),
         format=fmt,
         data_files=_data_files(table, actions, fmt, location),
-        writer_features=tuple(table.protocol().writer_features or ()),
-        features_in_use=features_in_use(schema_json),
+        writer_features=top.writer_features,
+        features_in_use=top.features_in_use,
         partition_spellings=_spellings(table, fmt),
     )
 
