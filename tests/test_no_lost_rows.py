@@ -541,3 +541,41 @@ def test_spark_own_zone_rules_and_case_mappings_decide_what_lakelayout_cannot(
         assert reference.where(where).count() == 2
         t.delete(where)
         assert [r["name"] for r in spark.read.format("delta").load(path).collect()] == ["ƛ"]
+
+
+def test_dates_compared_with_strings_as_strings_lose_no_row(spark: Any, tmp_path: Any) -> None:
+    """Under ``spark.sql.legacy.typeCoercion.datetimeToString.enabled`` (ANSI off) Spark
+    compares a DATE or TIMESTAMP with a string as strings: ``dt < '2024-1-5'`` holds for
+    2024-01-10 ('2024-01-10' < '2024-1-5'). lakelayout skipped files comparing dates: a
+    scan lost rows and a DELETE removed whole files Spark keeps (an audit)."""
+    day = dt.datetime(2024, 1, 10, 12, tzinfo=dt.timezone.utc)
+    rows = [(k, (day if k < 5 else day - dt.timedelta(days=7))) for k in range(10)]
+    data = [(k, moment.date(), moment) for k, moment in rows]
+    schema = "k INT, dt DATE, ts TIMESTAMP"
+    t = Table.create(str(tmp_path / "t"), spark.createDataFrame(data[:5], schema))
+    t.append(spark.createDataFrame(data[5:], schema))
+    predicates = [
+        "dt < '2024-1-5'",
+        "dt > '2024-1-5'",
+        "ts < '2024-1-5'",
+        "dt IN ('2024-1-10', '2024-01-03')",
+        "dt BETWEEN '2024-1-1' AND '2024-1-5'",
+        "k > 2 AND dt <= '2024-1-9'",
+    ]
+    ansi = spark.conf.get("spark.sql.ansi.enabled")
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    spark.conf.set("spark.sql.legacy.typeCoercion.datetimeToString.enabled", "true")
+    try:
+        delta = spark.read.format("delta").load(t.uri)
+        for pred in predicates:
+            want = sorted(r.k for r in delta.where(pred).collect())
+            assert sorted(r.k for r in t.scan(pred).df.collect()) == want, pred
+        assert sorted(r.k for r in delta.where("dt < '2024-1-5'").collect()) == list(range(10))
+        pred = "dt > '2024-1-5'"  # no row in Spark's reading
+        keep = sorted(r.k for r in delta.where(f"NOT ({pred}) OR ({pred}) IS NULL").collect())
+        t.delete(pred)
+        assert sorted(r.k for r in spark.read.format("delta").load(t.uri).collect()) == keep
+        assert keep == list(range(10))
+    finally:
+        spark.conf.unset("spark.sql.legacy.typeCoercion.datetimeToString.enabled")
+        spark.conf.set("spark.sql.ansi.enabled", ansi)

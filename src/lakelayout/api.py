@@ -767,9 +767,17 @@ class Table:
     def _bind(self, where: str | None, schema: pa.Schema, timezone: str | None = None) -> Predicate:
         if where is None:
             return BoolConst(True)
+        from lakelayout.table.session import compares_dates_as_strings
+
         zone = timezone or self._timezone(start=True)
         functions = self.indexes.functions()  # st_within_box and registered UDFs
-        return parse_predicate(where, schema, functions=functions, timezone=zone)
+        return parse_predicate(
+            where,
+            schema,
+            functions=functions,
+            timezone=zone,
+            string_dates=compares_dates_as_strings(self._spark),
+        )
 
     def _timezone(self, *, start: bool) -> str:
         """The session time zone; without a session (and ``start`` False) UTC, as spark_session sets."""

@@ -109,3 +109,22 @@ def test_function_return_types_may_be_aliases_and_bad_ones_are_named() -> None:
         parse_predicate("g(u) = 'x'", schema, functions={3: "string"})  # type: ignore[dict-item]
     with pytest.raises(InvalidOption, match="expected a pyarrow schema, got dict"):
         parse_predicate("u = 'x'", {"u": pa.string()})  # type: ignore[arg-type]
+
+
+def test_dates_against_strings_are_left_to_spark_where_it_compares_them_as_strings() -> None:
+    schema = pa.schema([*SCHEMA, ("d", pa.date32()), ("s", pa.string())])
+    text = "a > 3 AND d < '2024-1-5' AND ts IN ('2024-01-01', '2024-1-2') AND d > DATE'2020-01-01'"
+    plain = parse_predicate(text, schema)
+    assert not plain.has_opaque()
+    legacy = parse_predicate(text, schema, string_dates=True)
+    assert legacy is not plain and legacy is parse_predicate(text, schema, string_dates=True)
+    leaves = [n for n in legacy.walk() if isinstance(n, Opaque)]
+    # the two comparisons with strings, as Spark reads them; the rest still modelled
+    assert sorted(o.sql() for o in leaves) == [
+        "(d < '2024-1-5')",
+        "(ts IN ('2024-01-01', '2024-1-2'))",
+    ]
+    assert "a > 3" in legacy.sql() and "d > DATE '2020-01-01'" in legacy.sql()
+    # a date against a string column too; numbers against strings are not concerned
+    assert parse_predicate("d = s", schema, string_dates=True).has_opaque()
+    assert not parse_predicate("a = '7'", schema, string_dates=True).has_opaque()

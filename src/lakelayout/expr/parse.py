@@ -179,8 +179,14 @@ def parse_predicate(
     *,
     functions: Functions | None = None,
     timezone: str = "UTC",
+    string_dates: bool = False,
 ) -> Predicate:
     """Parse, bind and normalize a Spark SQL boolean expression against ``schema``.
+
+    ``string_dates``: the session compares DATE and TIMESTAMP values with strings
+    as strings (:func:`lakelayout.table.session.compares_dates_as_strings`); such
+    comparisons are then left to Spark (opaque): lakelayout models the date
+    comparison of Spark's default rules only.
 
     The same text bound again with an equal schema, the same functions and
     time zone is the same (immutable) predicate, and a text that failed
@@ -193,7 +199,8 @@ def parse_predicate(
     >>> parse_predicate("l_quantity BETWEEN 1 AND 10.5", schema).sql()
     '(l_quantity <= 10 AND l_quantity >= 1)'
     """
-    return _remembered(_bind_predicate, sql, schema, functions, timezone)
+    bind = _bind_predicate_string_dates if string_dates else _bind_predicate
+    return _remembered(bind, sql, schema, functions, timezone)
 
 
 _T = TypeVar("_T", Predicate, Term)
@@ -279,12 +286,25 @@ _MEMO = _Memo(8192)
 
 
 def _bind_predicate(
-    sql: str, schema: pa.Schema, functions: Mapping[str, pa.DataType], timezone: str
+    sql: str,
+    schema: pa.Schema,
+    functions: Mapping[str, pa.DataType],
+    timezone: str,
+    *,
+    string_dates: bool = False,
 ) -> Predicate:
     node, depth = _parse(sql, "predicate")
     with _headroom(depth, sql, "predicate"):
-        binder = Binder(schema, functions, timezone, "predicate")
+        binder = Binder(schema, functions, timezone, "predicate", string_dates=string_dates)
         return normalize(binder.predicate(node))
+
+
+def _bind_predicate_string_dates(
+    sql: str, schema: pa.Schema, functions: Mapping[str, pa.DataType], timezone: str
+) -> Predicate:
+    """:func:`_bind_predicate` where dates compare with strings as strings (remembered
+    apart: the binder is part of the key)."""
+    return _bind_predicate(sql, schema, functions, timezone, string_dates=True)
 
 
 def parse_term(
@@ -494,6 +514,12 @@ def _short(sql: str, limit: int = 80) -> str:
 # ---------------------------------------------------------------- binding
 
 
+def _date_against_string(left: Expr, right: Expr) -> bool:
+    """One side a DATE or TIMESTAMP, the other a string (a literal, a column, a call)."""
+    kinds = {family(_dtype(left)), family(_dtype(right))}
+    return "string" in kinds and bool(kinds & {"date", "timestamp"})
+
+
 class Binder:
     """Binds one sqlglot tree to a schema; ``what`` names the text in error messages."""
 
@@ -503,12 +529,16 @@ class Binder:
         functions: Mapping[str, pa.DataType] | None,
         timezone: str,
         what: str,
+        *,
+        string_dates: bool = False,
     ) -> None:
         self.fields = {f.name.lower(): f for f in schema}
         #: already by lower-case name with Arrow types (:func:`_remembered` normalizes them)
         self.functions = dict(functions or {})
         self.timezone = timezone
         self.what = what
+        #: DATE / TIMESTAMP against a string compares as strings: left to Spark
+        self.string_dates = string_dates
         coerce.zone(timezone)
 
     # ------------------------------------------------------------ predicates
@@ -602,6 +632,8 @@ class Binder:
         """
         if _is_null(left) or _is_null(right):
             return NULL
+        if self.string_dates and _date_against_string(left, right):
+            raise Unsupported("a date compared with a string, as strings in this session")
         if isinstance(left, Literal) and not isinstance(right, Literal):
             left, right, op = right, left, FLIPPED_OP[op]
         if isinstance(right, Literal):
@@ -631,6 +663,8 @@ class Binder:
         ``via="in"`` with the whole list's ``list_type`` for IN lists; where
         Spark would round the term's own values the comparison stays opaque.
         """
+        if self.string_dates and _date_against_string(term, lit):
+            raise Unsupported("a date compared with a string, as strings in this session")
         try:
             bound = coerce.compare(op, term, lit, self.timezone, via=via, list_type=list_type)
         except coerce.TypeMismatch as err:

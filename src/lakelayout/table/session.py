@@ -169,6 +169,29 @@ def is_connect(spark: Any) -> bool:
 _PARALLELISM: dict[int, tuple[Any, int]] = {}
 
 
+#: the Spark setting under which a DATE or TIMESTAMP compares with a string as strings
+DATES_AS_STRINGS = "spark.sql.legacy.typeCoercion.datetimeToString.enabled"
+
+
+def compares_dates_as_strings(spark: Any) -> bool:
+    """Whether ``spark`` compares DATE / TIMESTAMP values with strings as strings.
+
+    With ``spark.sql.legacy.typeCoercion.datetimeToString.enabled`` (and ANSI
+    off, where Spark 4 honours it), ``dt < '2024-1-5'`` compares the text of
+    ``dt`` with ``'2024-1-5'``; lakelayout's skipping compares dates, and lost
+    rows (an audit: a scan returned 5 of 10, a DELETE removed rows Spark keeps).
+    Taken as set whatever ANSI says: leaving such comparisons to Spark is never
+    wrong. None (no session): False.
+    """
+    if spark is None:
+        return False
+    try:
+        value = spark.conf.get(DATES_AS_STRINGS, "false")
+    except Exception:  # a session that cannot say: assume the legacy rule
+        return True
+    return str(value).strip().lower() == "true"
+
+
 def default_parallelism(spark: SparkSession) -> int:
     """How many tasks a job should have by default, on classic and Connect sessions alike.
 
