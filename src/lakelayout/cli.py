@@ -54,15 +54,6 @@ def _at_least(value: int, low: int, option: str) -> None:
         raise InvalidOption(f"{option} must be >= {low}, got {value}")
 
 
-def _operation(commit: dict[str, Any]) -> str:
-    """A commit's operation as lakelayout names it (delta-rs records its own commits as
-    WRITE: an OPTIMIZE or DELETE of lakelayout's would read so), else as recorded."""
-    ours = commit.get("lakelayout")
-    if isinstance(ours, dict) and ours.get("operation"):
-        return str(ours["operation"])
-    return str(commit.get("operation"))
-
-
 def _when(millis: Any) -> str:
     """A commit timestamp (milliseconds since the epoch) in UTC, ISO 8601."""
     if not isinstance(millis, int | float) or isinstance(millis, bool):
@@ -152,7 +143,7 @@ def describe(
         for name in ("version", "timestamp", "operation"):
             hist.add_column(name)
         for h in d.history:
-            hist.add_row(str(h.get("version")), _when(h.get("timestamp")), _operation(h))
+            hist.add_row(str(h.get("version")), _when(h.get("timestamp")), str(h.get("operation")))
         console.print(hist)
 
 

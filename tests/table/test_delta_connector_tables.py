@@ -239,6 +239,45 @@ def test_a_restore_that_takes_a_deletion_vector_away_mid_rewrite_stops_the_commi
     assert t.to_df().count() == expected.count()
 
 
+def test_a_shallow_clone_is_read_and_rewritten_and_its_source_never_touched(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Delta's SHALLOW CLONE names the source's files by absolute URIs (``file:/...``, one
+    slash): lakelayout took them for relative paths and called every file missing, and
+    delta-rs could not read the clone's history (``readVersion: -1``) (an audit)."""
+    src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
+    Table.create(src, source(spark, 0, 40).repartition(4))
+    before = {p: p.read_bytes() for p in Path(src).rglob("*") if p.is_file()}
+    spark.sql(f"CREATE TABLE delta.`{dst}` SHALLOW CLONE delta.`{src}`")
+    clone = Table(dst)
+    assert all(p.startswith("file:") for p in clone.snapshot().files.paths)
+    assert_same_as_delta(spark, dst, source(spark, 0, 40))
+    assert clone.scan("id < 10").df.count() == 10
+    clone.delete("id < 10")
+    clone.optimize.compact()
+    assert_same_as_delta(spark, dst, source(spark, 10, 30))
+    assert [h["operation"] for h in clone.history()] == ["OPTIMIZE", "DELETE", "CLONE"]
+    assert clone.history(1)[0]["version"] == clone.version
+    assert clone.describe().rows == 30
+    clone.vacuum(retain_hours=0, force=True)
+    assert_same_as_delta(spark, dst, source(spark, 10, 30))
+    after = {p: p.read_bytes() for p in Path(src).rglob("*") if p.is_file()}
+    assert after == before  # not a byte of the source changed, not a file removed
+    assert_same_as_delta(spark, src, source(spark, 0, 40))
+
+
+def test_the_history_of_a_converted_table(spark: Any, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    source(spark, 0, 20).write.parquet(path)
+    spark.sql(f"CONVERT TO DELTA parquet.`{path}`")
+    t = Table(path)
+    t.append(source(spark, 20, 5))
+    assert [h["operation"] for h in t.history()] == ["WRITE", "CONVERT"]
+    assert [h["version"] for h in t.history(1)] == [1]
+    assert t.describe(history=5).history[-1]["operation"] == "CONVERT"
+    assert_same_as_delta(spark, path, source(spark, 0, 25))
+
+
 # --------------------------------------------------------------------------- column mapping
 
 

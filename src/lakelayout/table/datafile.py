@@ -44,6 +44,7 @@ import functools
 import itertools
 import json
 import math
+import re
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -346,13 +347,23 @@ def file_location(root: str, path: str) -> str:
 
     Log paths are URI-encoded: ``a%20b`` names the file ``a b``.
 
+    An absolute path is a URI with a scheme: ``file:///src/f.parquet``, or
+    ``file:/src/f.parquet`` as Delta's connector writes a SHALLOW CLONE's paths
+    into the source table (taken for relative ones, every file of a clone was
+    "missing": an audit). A relative path never has one: Delta escapes ``:``.
+
     >>> file_location("/data/t", "p=a%20b%253A/f.parquet")
     '/data/t/p=a b%3A/f.parquet'
+    >>> file_location("/data/t", "file:/data/src/a%20b.parquet")
+    '/data/src/a b.parquet'
     """
-    if "://" in path:
-        parsed = urllib.parse.urlparse(path)
-        return urllib.parse.unquote(parsed.path)
+    if _SCHEME.match(path):
+        return urllib.parse.unquote(urllib.parse.urlparse(path).path)
     return f"{root.rstrip('/')}/{urllib.parse.unquote(path)}"
+
+
+#: a URI scheme (RFC 3986), two characters at least (``C:`` is a drive, not a scheme)
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]+:")
 
 
 def is_plain_path(path: str) -> bool:

@@ -30,6 +30,7 @@ right after creation.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import random
 import re
@@ -99,6 +100,7 @@ from lakelayout.table.location import (
     local_path,
     normalize_uri,
     prepare_location,
+    resolve_location,
 )
 
 #: key of lakelayout's own entry in a commit's ``commitInfo``
@@ -377,19 +379,19 @@ def _open_version(location: str, version: int) -> DeltaTable:
     if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= newest:
         raise LakelayoutError(
             f"version {version!r} of '{location}' does not exist; "
-            f"available versions: {_oldest_version(latest)}..{newest}"
+            f"available versions: {_oldest_version(latest, location)}..{newest}"
         )
     try:
         return DeltaTable(location, version=version)
     except DeltaError as exc:
         raise LakelayoutError(
             f"version {version} of '{location}' cannot be loaded ({exc}); "
-            f"available versions: {_oldest_version(latest)}..{newest}"
+            f"available versions: {_oldest_version(latest, location)}..{newest}"
         ) from exc
 
 
-def _oldest_version(table: DeltaTable) -> int:
-    versions = [entry.get("version") for entry in table.history()]
+def _oldest_version(table: DeltaTable, location: str) -> int:
+    versions = [entry.get("version") for entry in _commit_infos(table, location, None)]
     known = [v for v in versions if isinstance(v, int)]
     return min(known) if known else table.version()
 
@@ -664,8 +666,7 @@ def commit(
         raise InvalidOption("a file is removed twice in one commit")
     if table is not None and (removes or table.version() != read_version):
         raise InvalidOption(
-            "commit(table=...) takes the table at read_version, for a commit that removes "
-            "no file"
+            "commit(table=...) takes the table at read_version, for a commit that removes no file"
         )
     if table is None:
         table = open_table(location)
@@ -1040,7 +1041,6 @@ def read_rows(uri: str | os.PathLike[str], version: int | None = None) -> pa.Tab
     three-line script), where reading the same files with pyarrow did not (0 of 30).
     """
     from lakelayout.table.datafile import read_data_file
-    from lakelayout.table.location import resolve_location
 
     snap = snapshot(uri, version)
     fmt = snap.table_format
@@ -1453,7 +1453,67 @@ def _deleted_rows(table: DeltaTable, location: str, paths: Sequence[str]) -> dic
 
 
 def history(uri: str | os.PathLike[str], limit: int | None = None) -> list[dict[str, Any]]:
-    """Commit infos, newest first (``version``, ``operation``, ``lakelayout`` …)."""
+    """Commit infos, newest first (``version``, ``operation``, ``lakelayout`` …).
+
+    ``operation`` is the operation as lakelayout names it (:func:`operation_of`);
+    what the log records is kept as ``recordedOperation`` when it differs.
+    """
     if limit is not None and limit <= 0:
         raise InvalidOption(f"history limit must be positive, got {limit}")
-    return [dict(entry) for entry in open_table(uri).history(limit)]
+    location = normalize_uri(uri)
+    out = []
+    for entry in _commit_infos(open_table(location), location, limit):
+        commit = dict(entry)
+        named = operation_of(commit)
+        if named != commit.get("operation"):
+            commit["recordedOperation"] = commit.get("operation")
+            commit["operation"] = named
+        out.append(commit)
+    return out
+
+
+def _commit_infos(table: DeltaTable, location: str, limit: int | None) -> list[dict[str, Any]]:
+    """``table.history(limit)``; where delta-rs cannot parse a commit's information,
+    read from the log's commit files, newest first, as far back as they are kept.
+
+    delta-rs 1.6.6 fails on the ``readVersion: -1`` Delta's connector writes for
+    CONVERT TO DELTA and SHALLOW CLONE (an audit: ``describe()`` and ``history()``
+    of such a table raised its raw DeltaProtocolError).
+    """
+    try:
+        return [dict(entry) for entry in table.history(limit)]
+    except DeltaError as exc:
+        failure = exc
+    filesystem, root = resolve_location(location)
+    out: list[dict[str, Any]] = []
+    version = table.version()
+    while version >= 0 and (limit is None or len(out) < limit):
+        try:
+            with filesystem.open_input_stream(f"{root}/_delta_log/{version:020d}.json") as f:
+                lines = f.read().decode("utf-8").splitlines()
+        except OSError:
+            break  # cleaned up by log retention: the history kept ends here
+        info: dict[str, Any] = {}
+        for line in lines:
+            action = json.loads(line) if line.strip() else {}
+            if isinstance(action.get("commitInfo"), dict):
+                info = dict(action["commitInfo"])
+        out.append({**info, "version": version})
+        version -= 1
+    if not out:
+        raise UnsupportedTable(
+            f"the history of '{location}' cannot be read: delta-rs fails on it ({failure}) "
+            "and its newest commit file cannot be read"
+        ) from failure
+    return out
+
+
+def operation_of(commit: Mapping[str, Any]) -> str:
+    """A commit's operation as lakelayout names it: delta-rs records every commit
+    lakelayout makes through it as WRITE (an OPTIMIZE or DELETE would read so);
+    lakelayout's own name is in ``commitInfo.lakelayout.operation``. Other
+    writers' commits: as recorded."""
+    ours = commit.get(COMMIT_INFO_KEY)
+    if isinstance(ours, Mapping) and ours.get("operation"):
+        return str(ours["operation"])
+    return str(commit.get("operation"))
