@@ -179,9 +179,7 @@ def test_the_files_a_query_skips_are_priced_per_file_too() -> None:
         # arrival order: every window reads every file now; after, its share of the blocks
         assert b.files_now_per_query == pytest.approx(FILES)
         assert 0 < b.files_after_per_query < b.files_now_per_query
-        assert b.files_after_per_query == pytest.approx(
-            b.bytes_after_per_query / b.candidate_bytes * b.files_after
-        )
+        assert b.files_after_per_query <= b.files_after
         skipped = b.files_now_per_query - b.files_after_per_query
         assert b.saving_seconds - a.saving_seconds == pytest.approx(0.05 * skipped)
     # where the bytes alone do not pay, the files do
@@ -190,6 +188,26 @@ def test_the_files_a_query_skips_are_priced_per_file_too() -> None:
     horizon = best.cost_seconds * 1.5 / best.saving_seconds * 0.9  # bytes alone: just short
     assert not _decide(inputs, bytes_only, horizon).rewrite
     assert _decide(inputs, per_file, horizon).rewrite
+
+
+def test_a_block_of_many_targets_is_priced_as_the_files_it_is_written_as() -> None:
+    """A Qd-tree cut by one query has a few blocks of many targets each; the rewrite cuts
+    each into files of twice the target, and a query on a block reads all of them (an
+    audit: priced as one file per block, 32 files read now -> 2.9 after, where the queries
+    then read 12.6)."""
+    from lakelayout.advisor.estimate import files_per_block, files_written
+
+    assert files_per_block(np.array([0, 1, 10, 11, 40]), 10).tolist() == [1, 1, 1, 2, 4]
+    assert files_written(np.array([0, 10, 11, 40]), 10) == 7  # an empty block writes nothing
+    inputs = _inputs(["ts < 960"] * 30, scale=200)  # ~96% of the rows: one cut
+    rec = _run(inputs, horizon_queries=100)
+    target = inputs.target_file_size
+    roll = 2 * target
+    tree = next(e for e in rec.estimates if e.family == "qdtree")
+    assert tree.files_after >= inputs.candidate_files.total_bytes / roll
+    # each query reads the big block, all its files: about as many as it reads now
+    assert tree.files_after_per_query >= 0.9 * tree.files_after * 0.96 - 1
+    assert tree.files_after_per_query > 0.4 * tree.files_now_per_query
 
 
 def _decide(inputs: Inputs, model: CostModel, horizon: float) -> Recommendation:
@@ -204,6 +222,32 @@ def test_the_rate_of_the_log_sets_the_expected_queries() -> None:
     assert rate.per_hour == pytest.approx(7)
     given = expected_queries(stamps, BenefitConfig(horizon_queries=10))
     assert given.expected_queries == 10 and given.basis == "given horizon in queries"
+
+
+def test_the_rate_is_measured_up_to_the_decision() -> None:
+    """A burst long ago is not a rate that goes on (an audit: 60 queries 20 days before
+    the advisor ran were priced as 59 an hour for the week ahead, and paid a rewrite)."""
+    stamps = [T0 + dt.timedelta(seconds=i) for i in range(60)]  # a burst within a minute
+    config = BenefitConfig(horizon_seconds=7 * 24 * 3600)
+    at_once = expected_queries(stamps, config, now=stamps[-1] + dt.timedelta(seconds=5))
+    assert at_once.expected_queries == pytest.approx(59 * 7 * 24)  # an hour at least
+    assert expected_queries(stamps, config).expected_queries == at_once.expected_queries
+    later = expected_queries(stamps, config, now=stamps[-1] + dt.timedelta(days=20))
+    span = 20 * 24 * 3600 + 59
+    assert later.span_seconds == pytest.approx(span)
+    assert later.expected_queries == pytest.approx(59 / span * 7 * 24 * 3600)  # ~20.6
+    assert "the last query was 480 h ago" in later.basis
+    # a clock behind the log's (another machine's queries): the window's own span
+    behind = expected_queries(stamps, config, now=T0 - dt.timedelta(days=1))
+    assert behind.expected_queries == at_once.expected_queries
+    # the decision follows: the burst pays a rewrite just after it, not 20 days later
+    burst = _inputs(_windows(60), scale=20)  # pays after ~52 queries
+    assert _run(burst).rewrite
+    last = burst.timestamps[-1]
+    assert _run(dataclasses.replace(burst, now=last + dt.timedelta(minutes=1))).rewrite
+    stale = _run(dataclasses.replace(burst, now=last + dt.timedelta(days=20)))
+    assert not stale.rewrite and stale.rate is not None and "480 h ago" in stale.rate.basis
+    assert any("480 h ago" in line for line in stale.lines())
 
 
 def test_too_few_queries_and_nothing_to_cluster() -> None:
@@ -257,6 +301,16 @@ def test_decide_prefers_the_largest_net_saving() -> None:
     assert chosen is not None and best is not None and chosen.family == "b"
     chosen, best, reason = decide([est("a", 10, 9)])
     assert chosen is None and best is not None and "saving ≤ cost × 1.5" in reason
+    # no byte saved: no layout, and a saving from fewer files is said to be compaction's
+    flat = dataclasses.replace(
+        est("z", 40, 1), bytes_after_per_query=5.0, files_now_per_query=8, files_after_per_query=2
+    )
+    chosen, best, reason = decide([flat])
+    assert chosen is None and best is flat and reason.startswith("no rewrite")
+    assert "comes from reading fewer files (8.0 -> 2.0 per query) only" in reason
+    assert "compaction" in reason
+    none = dataclasses.replace(flat, saving_seconds=0.0)
+    assert "fewer files" not in decide([none])[2]
 
 
 def test_virtual_files_and_the_one_bytes_function() -> None:

@@ -384,6 +384,7 @@ class Advisor:
             read_shares=query_shares(window.columns, shares),
             parallelism=default_parallelism(self.table.spark),
             partition_columns=snap.table_format.partition_columns,
+            now=dt.datetime.now(dt.UTC),
         )
 
     def _column_shares(self, snap: Snapshot, files: FileStats) -> dict[str, float]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -276,6 +277,11 @@ class Candidate:
     #: of ``fit_seconds``, routing the sample's rows (``layout.route``: each row's block
     #: and its sort key inside the block): what a rewrite's tasks do to every row
     route_sample_seconds: float = 0.0
+    #: the sample's rows in each block (:func:`files_written` prices the files from them)
+    block_rows: np.ndarray | None = None
+    #: per query, the share of the files the rewrite writes that it reads (blocks cut
+    #: into files, :func:`by_files`); None: not asked for (``fractions`` stands in)
+    file_fractions: np.ndarray | None = None
 
     def describe(self) -> str:
         parts = []
@@ -296,8 +302,14 @@ def candidates(
     *,
     indexes: Sequence[Index] = (),
     families: Sequence[str] = FAMILIES,
+    rows_per_file: float | None = None,
 ) -> list[Candidate]:
-    """Every family that fits the chosen features, fitted on ``sample`` and estimated."""
+    """Every family that fits the chosen features, fitted on ``sample`` and estimated.
+
+    ``rows_per_file``: the sample's rows a written file holds at most (the roll
+    size's share of the sample); given, each candidate also gets the share of
+    its written files every query reads (``file_fractions``).
+    """
     curve = [f.key for f in analysis.of("curve", "chosen") if not f.calls_udf]
     sop = [f for f in analysis.of("sop", "chosen") if not f.calls_udf]
     sop_workload: list[Predicate] = []
@@ -331,6 +343,7 @@ def candidates(
             routing = time.perf_counter()
             blocks = np.asarray(cand.layout.route(sample)[0], dtype=np.int64)
             cand.route_sample_seconds = time.perf_counter() - routing
+            cand.block_rows = np.bincount(blocks) if len(blocks) else np.zeros(0, np.int64)
             fitted.append((cand, virtual_files(sample, blocks, indexes)))
         except Exception as exc:  # one family that cannot be fitted must not sink the others
             cand.layout, cand.error = None, f"{type(exc).__name__}: {exc}"
@@ -338,16 +351,52 @@ def candidates(
         out.append(cand)
     # every candidate's virtual files priced together (one planner call per query); if
     # that fails, one by one, so that a candidate that cannot be priced sinks only itself
+    sets = [f for _, f in fitted]
+    if rows_per_file is not None:  # the same blocks weighed by their files, planned alike
+        sets += [by_files(f, rows_per_file) for f in sets]
     try:
-        shares: list[np.ndarray] | None = stacked_fractions([f for _, f in fitted], predicates)
+        shares: list[np.ndarray] | None = stacked_fractions(sets, predicates)
     except Exception:
         shares = None
     for k, (cand, files) in enumerate(fitted):
         try:
             cand.fractions = shares[k] if shares is not None else files.fractions(predicates)
+            if rows_per_file is not None:
+                cand.file_fractions = (
+                    shares[len(fitted) + k]
+                    if shares is not None
+                    else by_files(files, rows_per_file).fractions(predicates)
+                )
         except Exception as exc:
             cand.layout, cand.error = None, f"{type(exc).__name__}: {exc}"
     return out
+
+
+def by_files(files: VirtualFiles, rows_per_file: float) -> VirtualFiles:
+    """``files`` weighed by the files each block is written as (:func:`files_per_block`):
+    its :meth:`~VirtualFiles.fractions` are then, per query, the share of the written
+    files the query reads."""
+    counts = files_per_block(files.stats.num_records, rows_per_file)
+    return dataclasses.replace(files, stats=dataclasses.replace(files.stats, sizes=counts))
+
+
+def files_written(block_rows: np.ndarray, rows_per_file: float) -> int:
+    """The files a rewrite into blocks holding ``block_rows`` of the sample writes."""
+    rows = np.asarray(block_rows)
+    return max(1, int(files_per_block(rows[rows > 0], rows_per_file).sum()))
+
+
+def files_per_block(block_rows: np.ndarray, rows_per_file: float) -> np.ndarray:
+    """How many files each block of ``block_rows`` sample rows is written as: one, or
+    one per ``rows_per_file`` rows (the roll size's share of the sample: the advisor's
+    rewrites roll at twice the target size).
+
+    A tree or SOP layout can have far fewer blocks than the target asks for;
+    pricing each block as one file counted 2.9 files read per query after a
+    rewrite whose queries read 12.6 (an audit).
+    """
+    rows = np.maximum(np.asarray(block_rows, dtype=np.float64), 0.0)
+    return np.maximum(1.0, np.ceil(rows / max(float(rows_per_file), 1e-9))).astype(np.int64)
 
 
 _Fit = Callable[[pa.Table], Layout]

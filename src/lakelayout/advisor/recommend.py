@@ -32,14 +32,17 @@ from lakelayout.advisor.estimate import (
     FAMILIES,
     Candidate,
     additional_indexes,
+    by_files,
     candidates,
     collect_seconds_per_row,
+    files_written,
     per_distinct,
     read_plan,
     stacked_fractions,
     virtual_files,
 )
 from lakelayout.advisor.filters import leaf_filters
+from lakelayout.cluster.config import BLOCK_ROLL_FACTOR
 from lakelayout.errors import InvalidOption
 from lakelayout.expr.nodes import Predicate
 from lakelayout.layouts.base import Layout, placed_blocks
@@ -90,6 +93,9 @@ class Inputs:
     parallelism: int = 1
     #: the table's partition columns (each file holds one value of them: no feature)
     partition_columns: tuple[str, ...] = ()
+    #: when the advisor decides: the query rate is measured up to it (None: up to the
+    #: window's last query, as if it had just run)
+    now: dt.datetime | None = None
 
 
 Sampler = Callable[[], tuple[pa.Table, np.ndarray]]
@@ -175,7 +181,7 @@ class Recommendation:
                 f"estimated {a['estimated_saved_bytes_per_query'] / 2**20:,.2f}"
                 + _expected_share(a.get("priced_persistence", 1.0))
             )
-        if self.rate is not None and self.rate.persistence != 1.0:
+        if self.rate is not None and (self.rate.persistence != 1.0 or self.rate.idle_seconds):
             out.append(f"  expected queries: {self.rate.basis}")
         return out
 
@@ -268,7 +274,7 @@ def _recommend(
         return Recommendation(
             f"no rewrite: only {n} queries logged, the advisor waits for {cfg.min_queries}"
         )
-    rate = expected_queries_of(inputs.timestamps, cfg)
+    rate = expected_queries_of(inputs.timestamps, cfg, now=inputs.now)
     if inputs.persistence is not None:
         rate = rate.persisting(inputs.persistence.factor, inputs.persistence.describe())
     rec = Recommendation("", rate=rate)
@@ -371,8 +377,18 @@ def _recommend(
     fitting = time.perf_counter()
     rec.priced_queries = len(predicates)
     indexes = [*inputs.indexes, *rec.new_indexes]
+    # the advisor's rewrites roll each block's files at twice the target (Advisor.apply):
+    # a block the size of many targets is several files, each read by a query on it
+    roll = BLOCK_ROLL_FACTOR * inputs.target_file_size
+    rows_per_file = roll * sample.num_rows / max(1, nbytes)
     rec.candidates = candidates(
-        analysis, predicates, sample, blocks, indexes=indexes, families=families
+        analysis,
+        predicates,
+        sample,
+        blocks,
+        indexes=indexes,
+        families=families,
+        rows_per_file=rows_per_file,
     )
 
     def price(
@@ -381,6 +397,7 @@ def _recommend(
         kept: np.ndarray | None = None,
         kept_fractions: np.ndarray | None = None,
         kept_share: float | None = None,
+        file_fractions_after: np.ndarray | None = None,
     ) -> Estimate:
         assert cand.layout is not None
         rows = np.asarray(files.num_records)
@@ -394,6 +411,9 @@ def _recommend(
             if per_row is None:
                 per_row = cand.route_sample_seconds / sample.num_rows
             route = spread_over_tasks(per_row, rewritten, written, parallelism)
+        files_after = cand.layout.n_blocks
+        if cand.block_rows is not None:
+            files_after = files_written(cand.block_rows, rows_per_file)
         return estimate(
             cand.family,
             cand.describe(),
@@ -403,7 +423,7 @@ def _recommend(
             candidate_bytes=nbytes,
             candidate_files=len(files),
             candidate_values=values,
-            files_after=cand.layout.n_blocks,
+            files_after=files_after,
             other_bytes=inputs.other_bytes,
             model=model,
             expected=rate.expected_queries,
@@ -420,12 +440,13 @@ def _recommend(
             kept_share=kept_share,
             collect_seconds=collect,
             route_seconds=route,
+            file_fractions_after=file_fractions_after,
         )
 
     for cand in rec.candidates:
         if cand.fractions is None or cand.layout is None:
             continue
-        rec.estimates.append(price(cand, cand.fractions))
+        rec.estimates.append(price(cand, cand.fractions, file_fractions_after=cand.file_fractions))
     chosen, best, reason = decide(
         rec.estimates, {c.family: c.error for c in rec.candidates if c.error}
     )
@@ -447,7 +468,10 @@ def _recommend(
             kept_read = _file_fractions(predicates, files.take(kept))
             # weighed as the sample weighs them (the virtual files' bytes are its rows)
             share = 1.0 - float(moved.mean())
-            partial = price(cand, rest.fractions(predicates), kept, kept_read, share)
+            rest_read, rest_files = stacked_fractions(
+                [rest, by_files(rest, rows_per_file)], predicates
+            )
+            partial = price(cand, rest_read, kept, kept_read, share, rest_files)
             if partial.pays and partial.net_seconds >= chosen.net_seconds:
                 paths = files.paths
                 rec.keep = {str(paths[k]): int(placed[k]) for k in np.flatnonzero(kept)}
