@@ -579,3 +579,33 @@ def test_dates_compared_with_strings_as_strings_lose_no_row(spark: Any, tmp_path
     finally:
         spark.conf.unset("spark.sql.legacy.typeCoercion.datetimeToString.enabled")
         spark.conf.set("spark.sql.ansi.enabled", ansi)
+
+
+def test_timestamp_literals_of_a_timestamp_ntz_session_lose_no_row(
+    spark: Any, tmp_path: Any
+) -> None:
+    """With ``spark.sql.timestampType=TIMESTAMP_NTZ``, ``TIMESTAMP '...'`` is a TIMESTAMP_NTZ;
+    lakelayout bound it as an instant in the session zone, and a TIMESTAMP_NTZ value in a
+    daylight-saving gap (02:30 on 2024-03-10 in Los Angeles) skipped its file (an audit)."""
+    wall = [dt.datetime(2024, 3, 10, 2, 30), dt.datetime(2024, 3, 9, 12, 0)]
+    schema = "k INT, n TIMESTAMP_NTZ"
+    t = Table.create(str(tmp_path / "t"), spark.createDataFrame([(0, wall[0])], schema))
+    t.append(spark.createDataFrame([(1, wall[1])], schema))
+    predicates = [
+        "n = TIMESTAMP '2024-03-10 02:30:00'",
+        "n = CAST('2024-03-10 02:30:00' AS TIMESTAMP)",
+        "n >= TIMESTAMP '2024-03-10 02:00:00' AND n < TIMESTAMP '2024-03-10 03:00:00'",
+    ]
+    kind = spark.conf.get("spark.sql.timestampType", "TIMESTAMP_LTZ")
+    with session_zone(spark, "America/Los_Angeles"):
+        spark.conf.set("spark.sql.timestampType", "TIMESTAMP_NTZ")
+        try:
+            delta = spark.read.format("delta").load(t.uri)
+            for pred in predicates:
+                want = sorted(r.k for r in delta.where(pred).collect())
+                assert want == [0], pred
+                assert sorted(r.k for r in t.scan(pred).df.collect()) == want, pred
+            t.delete(predicates[0])
+            assert [r.k for r in spark.read.format("delta").load(t.uri).collect()] == [1]
+        finally:
+            spark.conf.set("spark.sql.timestampType", kind)

@@ -767,16 +767,12 @@ class Table:
     def _bind(self, where: str | None, schema: pa.Schema, timezone: str | None = None) -> Predicate:
         if where is None:
             return BoolConst(True)
-        from lakelayout.table.session import compares_dates_as_strings
+        from lakelayout.table.session import session_rules
 
         zone = timezone or self._timezone(start=True)
         functions = self.indexes.functions()  # st_within_box and registered UDFs
         return parse_predicate(
-            where,
-            schema,
-            functions=functions,
-            timezone=zone,
-            string_dates=compares_dates_as_strings(self._spark),
+            where, schema, functions=functions, timezone=zone, session=session_rules(self._spark)
         )
 
     def _timezone(self, *, start: bool) -> str:

@@ -11,6 +11,7 @@ from lakelayout.errors import InvalidOption, PredicateError
 from lakelayout.expr import parse as parse_module
 from lakelayout.expr import parse_predicate, parse_term
 from lakelayout.expr.nodes import Opaque
+from lakelayout.expr.parse import SessionRules
 
 SCHEMA = pa.schema([("a", pa.int64()), ("ts", pa.timestamp("us", tz="UTC"))])
 
@@ -116,8 +117,8 @@ def test_dates_against_strings_are_left_to_spark_where_it_compares_them_as_strin
     text = "a > 3 AND d < '2024-1-5' AND ts IN ('2024-01-01', '2024-1-2') AND d > DATE'2020-01-01'"
     plain = parse_predicate(text, schema)
     assert not plain.has_opaque()
-    legacy = parse_predicate(text, schema, string_dates=True)
-    assert legacy is not plain and legacy is parse_predicate(text, schema, string_dates=True)
+    legacy = parse_predicate(text, schema, session=SessionRules(string_dates=True))
+    assert legacy is not plain and legacy is parse_predicate(text, schema, session=SessionRules(string_dates=True))
     leaves = [n for n in legacy.walk() if isinstance(n, Opaque)]
     # the two comparisons with strings, as Spark reads them; the rest still modelled
     assert sorted(o.sql() for o in leaves) == [
@@ -126,5 +127,27 @@ def test_dates_against_strings_are_left_to_spark_where_it_compares_them_as_strin
     ]
     assert "a > 3" in legacy.sql() and "d > DATE '2020-01-01'" in legacy.sql()
     # a date against a string column too; numbers against strings are not concerned
-    assert parse_predicate("d = s", schema, string_dates=True).has_opaque()
-    assert not parse_predicate("a = '7'", schema, string_dates=True).has_opaque()
+    assert parse_predicate("d = s", schema, session=SessionRules(string_dates=True)).has_opaque()
+    assert not parse_predicate("a = '7'", schema, session=SessionRules(string_dates=True)).has_opaque()
+
+
+def test_timestamp_names_timestamp_ntz_where_the_session_says_so() -> None:
+    schema = pa.schema([("n", pa.timestamp("us")), ("d", pa.date32())])
+    text = "n = TIMESTAMP '2024-03-10 02:30:00'"
+    ntz = SessionRules(ntz_timestamps=True)
+    # in Los Angeles 02:30 on 2024-03-10 does not exist: as an instant it is 03:30 local,
+    # which no TIMESTAMP_NTZ value 02:30 equals; as TIMESTAMP_NTZ it is that value
+    zone = "America/Los_Angeles"
+    plain = parse_predicate(text, schema, timezone=zone)
+    bound = parse_predicate(text, schema, timezone=zone, session=ntz)
+    assert bound is not plain and bound is parse_predicate(text, schema, timezone=zone, session=ntz)
+    same = parse_predicate("n = TIMESTAMP_NTZ '2024-03-10 02:30:00'", schema, timezone=zone)
+    assert bound.sql() == same.sql() != plain.sql()
+    cast = parse_predicate(
+        "n = CAST('2024-03-10 02:30:00' AS TIMESTAMP)", schema, timezone=zone, session=ntz
+    )
+    assert cast.sql() == same.sql()
+    # a DATE made a timestamp of the session's kind: left to Spark
+    assert parse_predicate(
+        "date_trunc('DAY', d) = TIMESTAMP '2024-01-01 00:00:00'", schema, session=ntz
+    ).has_opaque()

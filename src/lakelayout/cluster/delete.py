@@ -56,7 +56,7 @@ from lakelayout.table import delta
 from lakelayout.table.conflicts import DEFAULT_RETRY, RetryPolicy, run_with_retries
 from lakelayout.table.features import Kind
 from lakelayout.table.reader import read_table_files, spark_where
-from lakelayout.table.session import compares_dates_as_strings
+from lakelayout.table.session import session_rules
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -81,10 +81,10 @@ def delete(
     """
     started = time.perf_counter()
     timezone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
-    strings = compares_dates_as_strings(spark)
+    rules = session_rules(spark)
     snap = delta.snapshot(uri)
     # errors before any job
-    predicate = parse_predicate(where, snap.schema, timezone=timezone, string_dates=strings)
+    predicate = parse_predicate(where, snap.schema, timezone=timezone, session=rules)
     # Spark's analyser checks the text too, even what lakelayout models: a predicate it
     # answers from statistics alone never reaches Spark, and text Spark refuses must
     # not delete (or silently not delete) anything
@@ -157,8 +157,7 @@ def _delete_once(
     from pyspark.sql import functions as F
 
     ctx = load_context(uri, spark, indexes)
-    strings = compares_dates_as_strings(spark)
-    predicate = parse_predicate(where, ctx.schema, timezone=timezone, string_dates=strings)
+    predicate = parse_predicate(where, ctx.schema, timezone=timezone, session=session_rules(spark))
     files = ctx.snap.files
     maybe = might_match(predicate, files, timezone=timezone)
     whole = maybe & all_rows_match(predicate, files, timezone=timezone)

@@ -44,6 +44,7 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import pyarrow as pa
@@ -179,14 +180,12 @@ def parse_predicate(
     *,
     functions: Functions | None = None,
     timezone: str = "UTC",
-    string_dates: bool = False,
+    session: SessionRules | None = None,
 ) -> Predicate:
     """Parse, bind and normalize a Spark SQL boolean expression against ``schema``.
 
-    ``string_dates``: the session compares DATE and TIMESTAMP values with strings
-    as strings (:func:`lakelayout.table.session.compares_dates_as_strings`); such
-    comparisons are then left to Spark (opaque): lakelayout models the date
-    comparison of Spark's default rules only.
+    ``session``: the Spark settings of the session the predicate runs in that
+    change what it means (:class:`SessionRules`; None: Spark's defaults).
 
     The same text bound again with an equal schema, the same functions and
     time zone is the same (immutable) predicate, and a text that failed
@@ -199,8 +198,47 @@ def parse_predicate(
     >>> parse_predicate("l_quantity BETWEEN 1 AND 10.5", schema).sql()
     '(l_quantity <= 10 AND l_quantity >= 1)'
     """
-    bind = _bind_predicate_string_dates if string_dates else _bind_predicate
-    return _remembered(bind, sql, schema, functions, timezone)
+    return _remembered(_binder_for(session), sql, schema, functions, timezone)
+
+
+@dataclass(frozen=True)
+class SessionRules:
+    """Spark settings that change what a predicate means, read from the session it runs
+    in (:func:`lakelayout.table.session.session_rules`).
+
+    ``string_dates``: a DATE or TIMESTAMP compares with a string as strings
+    (``spark.sql.legacy.typeCoercion.datetimeToString.enabled``): such comparisons
+    are left to Spark (opaque); lakelayout compared dates, and a scan lost rows.
+    ``ntz_timestamps``: ``TIMESTAMP`` names TIMESTAMP_NTZ
+    (``spark.sql.timestampType=TIMESTAMP_NTZ``): ``TIMESTAMP '...'`` and
+    ``CAST(... AS TIMESTAMP)`` are bound as TIMESTAMP_NTZ; read as instants in the
+    session zone, a value in a daylight-saving gap skipped its file (an audit).
+    """
+
+    string_dates: bool = False
+    ntz_timestamps: bool = False
+
+
+_BINDERS: dict[SessionRules, Callable[[str, pa.Schema, Mapping[str, pa.DataType], str], Predicate]]
+_BINDERS = {}
+
+
+def _binder_for(
+    rules: SessionRules | None,
+) -> Callable[[str, pa.Schema, Mapping[str, pa.DataType], str], Predicate]:
+    """The bind function of ``rules`` (one per rules: the memo keys on it)."""
+    if rules is None or rules == SessionRules():
+        return _bind_predicate
+    found = _BINDERS.get(rules)
+    if found is None:
+
+        def bind(
+            sql: str, schema: pa.Schema, functions: Mapping[str, pa.DataType], timezone: str
+        ) -> Predicate:
+            return _bind_predicate(sql, schema, functions, timezone, rules=rules)
+
+        found = _BINDERS.setdefault(rules, bind)
+    return found
 
 
 _T = TypeVar("_T", Predicate, Term)
@@ -291,20 +329,26 @@ def _bind_predicate(
     functions: Mapping[str, pa.DataType],
     timezone: str,
     *,
-    string_dates: bool = False,
+    rules: SessionRules | None = None,
 ) -> Predicate:
     node, depth = _parse(sql, "predicate")
+    rules = rules or SessionRules()
+    if rules.ntz_timestamps:
+        node = _ntz_timestamps(node)
     with _headroom(depth, sql, "predicate"):
-        binder = Binder(schema, functions, timezone, "predicate", string_dates=string_dates)
+        binder = Binder(schema, functions, timezone, "predicate", string_dates=rules.string_dates)
+        binder.ntz_timestamps = rules.ntz_timestamps
         return normalize(binder.predicate(node))
 
 
-def _bind_predicate_string_dates(
-    sql: str, schema: pa.Schema, functions: Mapping[str, pa.DataType], timezone: str
-) -> Predicate:
-    """:func:`_bind_predicate` where dates compare with strings as strings (remembered
-    apart: the binder is part of the key)."""
-    return _bind_predicate(sql, schema, functions, timezone, string_dates=True)
+def _ntz_timestamps(node: exp.Expression) -> exp.Expression:
+    """``node`` with the type ``TIMESTAMP`` read as TIMESTAMP_NTZ (sqlglot reads Spark's
+    ``TIMESTAMP`` as TIMESTAMPTZ; ``TIMESTAMP_LTZ`` stays)."""
+    copy = node.copy()
+    for kind in list(copy.find_all(exp.DataType)):
+        if kind.this == exp.DataType.Type.TIMESTAMPTZ:
+            kind.set("this", exp.DataType.Type.TIMESTAMPNTZ)
+    return copy
 
 
 def parse_term(
@@ -539,6 +583,9 @@ class Binder:
         self.what = what
         #: DATE / TIMESTAMP against a string compares as strings: left to Spark
         self.string_dates = string_dates
+        #: the session's TIMESTAMP is TIMESTAMP_NTZ (the tree's types were mapped):
+        #: what converts a DATE to a timestamp of the session's kind is left to Spark
+        self.ntz_timestamps = False
         coerce.zone(timezone)
 
     # ------------------------------------------------------------ predicates
@@ -1053,6 +1100,8 @@ class Binder:
         fam = family(_dtype(arg))
         if fam not in ("date", "timestamp") or not unit_name:
             raise Unsupported("date_trunc() of a non-temporal value")
+        if fam == "date" and self.ntz_timestamps:
+            raise Unsupported("date_trunc() of a DATE where TIMESTAMP is TIMESTAMP_NTZ")
         dtype = _dtype(arg) if fam == "timestamp" else pa.timestamp("us", tz="UTC")
         return Func("date_trunc", (Literal(unit_name, pa.string()), arg), dtype)
 

@@ -58,6 +58,8 @@ from lakelayout.errors import EnvironmentProblem, InvalidOption
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from lakelayout.expr.parse import SessionRules
+
 #: lowest Java major version Spark 4 runs on
 MIN_JAVA_MAJOR = 17
 #: environment variable overriding the default master URL
@@ -171,6 +173,27 @@ _PARALLELISM: dict[int, tuple[Any, int]] = {}
 
 #: the Spark setting under which a DATE or TIMESTAMP compares with a string as strings
 DATES_AS_STRINGS = "spark.sql.legacy.typeCoercion.datetimeToString.enabled"
+
+
+def session_rules(spark: Any) -> SessionRules:
+    """The settings of ``spark`` that change what a predicate means
+    (:class:`~lakelayout.expr.parse.SessionRules`); Spark's defaults without a session."""
+    from lakelayout.expr.parse import SessionRules
+
+    if spark is None:
+        return SessionRules()
+    try:
+        kind = str(spark.conf.get(TIMESTAMP_TYPE, "TIMESTAMP_LTZ") or "")
+    except Exception:  # a session that cannot say: the rule that leaves more to Spark
+        kind = "TIMESTAMP_NTZ"
+    return SessionRules(
+        string_dates=compares_dates_as_strings(spark),
+        ntz_timestamps=kind.strip().upper() == "TIMESTAMP_NTZ",
+    )
+
+
+#: the Spark setting that makes ``TIMESTAMP`` name TIMESTAMP_NTZ
+TIMESTAMP_TYPE = "spark.sql.timestampType"
 
 
 def compares_dates_as_strings(spark: Any) -> bool:
