@@ -541,15 +541,14 @@ def test_appends_that_would_break_a_column_rule_are_refused_on_legacy_protocols(
                                        'delta.minWriterVersion' = '4')"""
     )
     spark.sql(f"INSERT INTO delta.`{generated}` (id, x) VALUES (1, 1)")
-    spark.sql(f"CREATE TABLE delta.`{limited}` (id INT, v VARCHAR(3), c CHAR(4)) USING delta")
-    spark.sql(f"INSERT INTO delta.`{limited}` VALUES (1, 'abc', 'abcd')")
+    spark.sql(f"CREATE TABLE delta.`{limited}` (id INT, v VARCHAR(3)) USING delta")
+    spark.sql(f"INSERT INTO delta.`{limited}` VALUES (1, 'abc')")
     assert _protocol(generated)[:2] == (1, 4)
     i32 = pa.int32()
     cases = [
         (generated, pa.table({"id": pa.array([3], i32), "x": pa.array([3], i32),
                               "g": pa.array([999], i32)}), "generated columns"),
-        (limited, pa.table({"id": pa.array([2], i32), "v": ["toolong"], "c": ["ok"]}),
-         "CHAR/VARCHAR"),
+        (limited, pa.table({"id": pa.array([2], i32), "v": ["toolong"]}), "CHAR/VARCHAR"),
     ]  # fmt: skip
     for path, rows, why in cases:
         table = Table(path, spark=spark)
@@ -561,6 +560,49 @@ def test_appends_that_would_break_a_column_rule_are_refused_on_legacy_protocols(
         assert table.snapshot().version == before
         assert sorted(p.name for p in Path(path).rglob("*.parquet")) == files
         assert spark.read.format("delta").load(path).count() == 1
+
+
+def test_strings_spark_compares_by_other_rules_than_their_bytes_are_refused(
+    spark: Any, tmp_path: Path
+) -> None:
+    """CHAR(n) (Spark pads it with spaces on read and in comparisons) and collated strings
+    (UTF8_LCASE compares without case): lakelayout read and compared the stored bytes, so
+    ``c = 'abc'`` found no row stored as 'abc' in a CHAR(5), and a DELETE on a UTF8_LCASE
+    column removed one of two matching rows (an audit). Refused by name, nothing written."""
+    from lakelayout.errors import SchemaMismatch
+
+    padded, collated = str(tmp_path / "char"), str(tmp_path / "lcase")
+    spark.sql(f"CREATE TABLE delta.`{padded}` (id INT, c CHAR(5), v VARCHAR(5)) USING delta")
+    spark.sql(f"INSERT INTO delta.`{padded}` VALUES (1, 'abc', 'abc')")
+    check = "spark.databricks.delta.schema.typeCheck.enabled"
+    spark.conf.set(check, "false")  # Delta 4.4 writes a collated column only so
+    try:
+        spark.sql(
+            f"CREATE TABLE delta.`{collated}` (id INT, s STRING COLLATE UTF8_LCASE) USING delta"
+        )
+        spark.sql(f"INSERT INTO delta.`{collated}` VALUES (1, 'abc'), (2, 'ABC')")
+    finally:
+        spark.conf.unset(check)
+    for path, why in (
+        (padded, r"column 'c' is CHAR\(5\)"),
+        (collated, "collation spark.UTF8_LCASE"),
+    ):
+        t = Table(path, spark=spark)
+        files = sorted(p.name for p in Path(path).rglob("*.parquet"))
+        for attempt in (
+            lambda: t.scan("id = 1"),
+            lambda: t.delete("id = 1"),
+            lambda: t.optimize.compact(),
+        ):
+            with pytest.raises(UnsupportedTable, match=why):
+                attempt()
+        assert sorted(p.name for p in Path(path).rglob("*.parquet")) == files
+    assert spark.read.format("delta").load(collated).where("s = 'abc'").count() == 2
+    # and a DataFrame with a collated column is not written as plain strings
+    df = spark.sql("SELECT 1 AS id, 'abc' COLLATE UTF8_LCASE AS s")
+    with pytest.raises(SchemaMismatch, match="column 's' .*UTF8_LCASE"):
+        Table.create(str(tmp_path / "new"), df)
+    assert not (tmp_path / "new").exists()
 
 
 def test_rewrites_and_deletes_are_refused_under_row_tracking(spark: Any, tmp_path: Path) -> None:

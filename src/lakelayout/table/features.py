@@ -228,6 +228,40 @@ def check_readable(
             f"'{location}' needs reader features {unknown}, which lakelayout does not "
             f"support (it reads {sorted(READS)})"
         )
+    if schema_json is not None:
+        odd = string_rules(schema_json)
+        if odd:
+            raise UnsupportedTable(
+                f"'{location}' cannot be read by lakelayout: {'; '.join(odd)}. Spark compares "
+                "these strings by rules lakelayout's reader and skipping do not follow "
+                "(they compare the stored strings byte by byte); read the table with "
+                "Spark's Delta reader (spark.read.format('delta'))"
+            )
+
+
+def string_rules(schema_json: str) -> list[str]:
+    """The columns of a Delta schema whose strings Spark reads or compares by rules other
+    than their bytes: a collation (``__COLLATIONS``: UTF8_LCASE compares without case)
+    and CHAR(n) (``__CHAR_VARCHAR_TYPE_STRING``: padded with spaces on read and in
+    comparisons). lakelayout read such columns as plain strings: a scan lost rows and a
+    DELETE removed nothing (an audit). VARCHAR(n) compares as a plain string."""
+    out: list[str] = []
+    for node in _schema_nodes(schema_json):
+        metadata = node.get("metadata") if isinstance(node, dict) else None
+        if not isinstance(metadata, dict):
+            continue
+        name = node.get("name")
+        collations = metadata.get("__COLLATIONS")
+        if isinstance(collations, dict):
+            out += [
+                f"column '{path}' has collation {c}"
+                for path, c in collations.items()
+                if not str(c).upper().endswith("UTF8_BINARY")  # byte order: as lakelayout
+            ]
+        declared = str(metadata.get("__CHAR_VARCHAR_TYPE_STRING") or "")
+        if declared.lower().startswith("char"):
+            out.append(f"column '{name}' is {declared.upper()}")
+    return sorted(set(out))
 
 
 #: column metadata keys that show a column uses a feature of :data:`APPEND_REFUSED`

@@ -209,6 +209,7 @@ def spark_to_arrow_schema(schema: StructType) -> pa.Schema:
     for spark_field in schema.fields:
         if "variant" in spark_field.dataType.simpleString().lower().replace(" ", ""):
             _refuse_variant(spark_field)
+        _refuse_collation(spark_field)
         try:
             arrow_type = to_arrow_type(spark_field.dataType, timezone="UTC")
         except Exception as exc:  # pyspark raises several types for unsupported types
@@ -218,6 +219,21 @@ def spark_to_arrow_schema(schema: StructType) -> pa.Schema:
             ) from exc
         fields.append(pa.field(spark_field.name, arrow_type, nullable=spark_field.nullable))
     return pa.schema(fields)
+
+
+def _refuse_collation(spark_field: Any) -> None:
+    """SchemaMismatch when ``spark_field``'s type holds a string with a collation other
+    than byte order (``STRING COLLATE UTF8_LCASE``): Arrow has no collation, the column
+    would silently compare byte by byte (an audit); Delta's connector refuses it too."""
+    text = spark_field.dataType.simpleString()
+    collations = re.findall(r"collate\s+([A-Za-z0-9_.]+)", text, flags=re.IGNORECASE)
+    odd = sorted({c for c in collations if not c.upper().endswith("UTF8_BINARY")})
+    if odd:
+        raise SchemaMismatch(
+            f"column '{spark_field.name}' has type {text}: a collation ({', '.join(odd)}) "
+            "lakelayout cannot keep (it compares strings byte by byte); cast the column "
+            "to STRING, and compare with COLLATE in a query where needed"
+        )
 
 
 def _refuse_variant(spark_field: Any) -> None:
