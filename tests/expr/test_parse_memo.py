@@ -118,7 +118,9 @@ def test_dates_against_strings_are_left_to_spark_where_it_compares_them_as_strin
     plain = parse_predicate(text, schema)
     assert not plain.has_opaque()
     legacy = parse_predicate(text, schema, session=SessionRules(string_dates=True))
-    assert legacy is not plain and legacy is parse_predicate(text, schema, session=SessionRules(string_dates=True))
+    assert legacy is not plain and legacy is parse_predicate(
+        text, schema, session=SessionRules(string_dates=True)
+    )
     leaves = [n for n in legacy.walk() if isinstance(n, Opaque)]
     # the two comparisons with strings, as Spark reads them; the rest still modelled
     assert sorted(o.sql() for o in leaves) == [
@@ -128,7 +130,9 @@ def test_dates_against_strings_are_left_to_spark_where_it_compares_them_as_strin
     assert "a > 3" in legacy.sql() and "d > DATE '2020-01-01'" in legacy.sql()
     # a date against a string column too; numbers against strings are not concerned
     assert parse_predicate("d = s", schema, session=SessionRules(string_dates=True)).has_opaque()
-    assert not parse_predicate("a = '7'", schema, session=SessionRules(string_dates=True)).has_opaque()
+    assert not parse_predicate(
+        "a = '7'", schema, session=SessionRules(string_dates=True)
+    ).has_opaque()
 
 
 def test_timestamp_names_timestamp_ntz_where_the_session_says_so() -> None:

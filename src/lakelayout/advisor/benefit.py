@@ -341,7 +341,7 @@ def estimate(
         if not 0 <= kept_share < 1:
             raise InvalidOption(f"estimate(): kept_share must be in [0, 1), got {kept_share}")
         written = max(1, round(files_after * (1 - kept_bytes / max(1, candidate_bytes))))
-        rest, kept_read = fractions_after, kept_fractions
+        kept_read = kept_fractions
         fractions_after = kept_share * kept_fractions + (1 - kept_share) * fractions_after
     now = float(np.mean(fractions_now)) if len(fractions_now) else 1.0
     after = float(np.mean(fractions_after)) if len(fractions_after) else 1.0

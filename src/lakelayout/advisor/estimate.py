@@ -30,9 +30,9 @@ them). Pure: no pyspark.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-import dataclasses
 from dataclasses import dataclass, field
 from typing import TypeVar
 

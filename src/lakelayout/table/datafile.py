@@ -408,6 +408,7 @@ def read_data_file(
             for f in wanted
             if not fmt.is_partition(f.name) and physical[f.name].name in present
         ]
+        check_calendar(parquet, read, root, file.path)
         offset = 0
         batches = parquet.iter_batches(batch_rows, columns=read)
         while True:
@@ -432,6 +433,69 @@ def read_data_file(
             offset += n
             if batch.num_rows:
                 yield batch
+
+
+#: footer keys Spark writes into a file whose dates or timestamps it rebased into the
+#: hybrid Julian calendar (``spark.sql.parquet.*RebaseModeInWrite=LEGACY``)
+LEGACY_CALENDAR_KEYS = (b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96")
+#: from this day on the hybrid calendar and the proleptic Gregorian one agree (the
+#: calendars meet in 1582; Spark rebases timestamps by the zone rules of the JVM up to
+#: 1900, so the earlier years are all taken as moved)
+_SAME_CALENDAR_FROM = _dt.date(1900, 1, 1)
+
+
+def check_calendar(parquet: pq.ParquetFile, columns: Sequence[str], root: str, path: str) -> None:
+    """UnsupportedTable when ``parquet`` was written with Spark's legacy calendar and
+    its ``columns`` (physical top-level names) may hold a date or timestamp before 1900.
+
+    Spark reads such a file back by rebasing those values; pyarrow reads the stored
+    days, so a rewrite moved 1000-01-01 to 1000-01-06 for good, and an index built
+    from it skipped the row (an audit). A value whose footer statistics are missing
+    (INT96 has none) counts as early.
+    """
+    keys = parquet.metadata.metadata or {}
+    dates, int96 = (key in keys for key in LEGACY_CALENDAR_KEYS)
+    if not (dates or int96):
+        return
+    wanted = set(columns)
+    schema = parquet.schema
+    early: set[str] = set()
+    for j in range(parquet.metadata.num_columns):
+        leaf = schema.column(j)
+        top = leaf.path.split(".", 1)[0]
+        if leaf.physical_type == "INT96":
+            rebased = int96  # INT96 timestamps: int96RebaseModeInWrite
+        else:  # DATE and INT64 timestamps: datetimeRebaseModeInWrite
+            rebased = dates and str(leaf.logical_type).upper().startswith(("DATE", "TIMESTAMP"))
+        if top not in wanted or not rebased or top in early:
+            continue
+        for g in range(parquet.metadata.num_row_groups):
+            if _before_1900(parquet.metadata.row_group(g).column(j).statistics):
+                early.add(top)
+                break
+    if early:
+        raise UnsupportedTable(
+            f"data file {path} of '{root}' was written by Spark in the legacy hybrid Julian "
+            f"calendar (datetimeRebaseModeInWrite / int96RebaseModeInWrite LEGACY), and its "
+            f"column(s) {sorted(early)} may hold values before 1900: lakelayout reads files "
+            "with pyarrow, which does not rebase them, and they would move by days. Rewrite "
+            "the table with Spark first (its reader rebases them), e.g. an OPTIMIZE by Delta"
+        )
+
+
+def _before_1900(stats: Any) -> bool:
+    """Whether a column chunk's statistics allow a value before 1900 (unknown: yes)."""
+    if stats is None or not stats.has_min_max:
+        return True
+    try:
+        low = stats.min
+        if isinstance(low, _dt.datetime):
+            return low.replace(tzinfo=None) < _dt.datetime(1900, 1, 1)
+        if isinstance(low, _dt.date):
+            return low < _SAME_CALENDAR_FROM
+    except (ValueError, OverflowError, TypeError):
+        return True
+    return True
 
 
 @contextlib.contextmanager
