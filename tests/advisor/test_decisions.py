@@ -12,6 +12,7 @@ import dataclasses
 import datetime as dt
 import functools
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -301,6 +302,11 @@ def test_decide_prefers_the_largest_net_saving() -> None:
     assert chosen is not None and best is not None and chosen.family == "b"
     chosen, best, reason = decide([est("a", 10, 9)])
     assert chosen is None and best is not None and "saving ≤ cost × 1.5" in reason
+    # the point the margin asks for and the break-even the candidate lines show, both named
+    payback = best.payback_queries
+    assert payback is not None
+    assert f"chosen after {math.ceil(payback * 1.5):,} expected queries" in reason
+    assert f"breaks even after {math.ceil(payback):,}" in reason
     # no byte saved: no layout, and a saving from fewer files is said to be compaction's
     flat = dataclasses.replace(
         est("z", 40, 1), bytes_after_per_query=5.0, files_now_per_query=8, files_after_per_query=2

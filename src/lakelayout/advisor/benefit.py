@@ -453,8 +453,14 @@ def decide(
     if best.pays:
         tail = f" (pays back after {math.ceil(payback):,} queries)" if payback is not None else ""
         return best, best, f"rewrite: {words}; saving > cost × {best.margin:g}{tail}"
-    need = "never" if payback is None else f"after {math.ceil(payback * best.margin):,} queries"
-    return None, best, f"no rewrite: {words}; saving ≤ cost × {best.margin:g} (it would pay {need})"
+    if payback is None:
+        need = "it would never pay back"
+    else:  # the point the margin asks for, and the break-even the candidate lines show
+        need = (
+            f"it would be chosen after {math.ceil(payback * best.margin):,} expected queries; "
+            f"it breaks even after {math.ceil(payback):,}"
+        )
+    return None, best, f"no rewrite: {words}; saving ≤ cost × {best.margin:g} ({need})"
 
 
 def _mib(n: float) -> str:
