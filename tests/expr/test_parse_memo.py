@@ -155,3 +155,12 @@ def test_timestamp_names_timestamp_ntz_where_the_session_says_so() -> None:
     assert parse_predicate(
         "date_trunc('DAY', d) = TIMESTAMP '2024-01-01 00:00:00'", schema, session=ntz
     ).has_opaque()
+    # to_timestamp() and timestamp() both read as a cast to TIMESTAMP: which it was is lost
+    assert parse_predicate(
+        "n >= to_timestamp('2024-03-10 02:00:00')", schema, timezone=zone, session=ntz
+    ).has_opaque()
+    # date_trunc of a TIMESTAMP_NTZ is an instant of the session zone, in any session
+    for rules in (None, ntz):
+        assert parse_predicate(
+            "date_trunc('HOUR', n) = TIMESTAMP '2024-03-10 02:00:00'", schema, session=rules
+        ).has_opaque()

@@ -408,7 +408,7 @@ def read_data_file(
             for f in wanted
             if not fmt.is_partition(f.name) and physical[f.name].name in present
         ]
-        check_calendar(parquet, read, root, file.path)
+        legacy_int96 = check_calendar(parquet, read, root, file.path)
         offset = 0
         batches = parquet.iter_batches(batch_rows, columns=read)
         while True:
@@ -416,6 +416,8 @@ def read_data_file(
                 raw = next(batches, None)
             if raw is None:
                 break
+            for name in legacy_int96:
+                _check_int96_values(raw.column(name), name, root, file.path)
             n = raw.num_rows
             arrays = []
             for f in wanted:
@@ -444,22 +446,27 @@ LEGACY_CALENDAR_KEYS = (b"org.apache.spark.legacyDateTime", b"org.apache.spark.l
 _SAME_CALENDAR_FROM = _dt.date(1900, 1, 1)
 
 
-def check_calendar(parquet: pq.ParquetFile, columns: Sequence[str], root: str, path: str) -> None:
+def check_calendar(
+    parquet: pq.ParquetFile, columns: Sequence[str], root: str, path: str
+) -> set[str]:
     """UnsupportedTable when ``parquet`` was written with Spark's legacy calendar and
-    its ``columns`` (physical top-level names) may hold a date or timestamp before 1900.
+    its ``columns`` (physical top-level names) may hold a date or timestamp before 1900;
+    the top-level INT96 timestamp columns of such a file, whose values the reader checks
+    as it reads them (:func:`_check_int96_values`: INT96 has no footer statistics).
 
     Spark reads such a file back by rebasing those values; pyarrow reads the stored
     days, so a rewrite moved 1000-01-01 to 1000-01-06 for good, and an index built
-    from it skipped the row (an audit). A value whose footer statistics are missing
-    (INT96 has none) counts as early.
+    from it skipped the row (an audit). A column chunk of values without footer
+    statistics counts as early; one of NULLs only holds no value at all.
     """
     keys = parquet.metadata.metadata or {}
     dates, int96 = (key in keys for key in LEGACY_CALENDAR_KEYS)
     if not (dates or int96):
-        return
+        return set()
     wanted = set(columns)
     schema = parquet.schema
     early: set[str] = set()
+    by_value: set[str] = set()
     for j in range(parquet.metadata.num_columns):
         leaf = schema.column(j)
         top = leaf.path.split(".", 1)[0]
@@ -469,22 +476,47 @@ def check_calendar(parquet: pq.ParquetFile, columns: Sequence[str], root: str, p
             rebased = dates and str(leaf.logical_type).upper().startswith(("DATE", "TIMESTAMP"))
         if top not in wanted or not rebased or top in early:
             continue
+        if leaf.physical_type == "INT96" and leaf.path == top:
+            by_value.add(top)
+            continue
         for g in range(parquet.metadata.num_row_groups):
-            if _before_1900(parquet.metadata.row_group(g).column(j).statistics):
+            if _before_1900(parquet.metadata.row_group(g).column(j)):
                 early.add(top)
                 break
     if early:
-        raise UnsupportedTable(
-            f"data file {path} of '{root}' was written by Spark in the legacy hybrid Julian "
-            f"calendar (datetimeRebaseModeInWrite / int96RebaseModeInWrite LEGACY), and its "
-            f"column(s) {sorted(early)} may hold values before 1900: lakelayout reads files "
-            "with pyarrow, which does not rebase them, and they would move by days. Rewrite "
-            "the table with Spark first (its reader rebases them), e.g. an OPTIMIZE by Delta"
-        )
+        raise _legacy_calendar(root, path, sorted(early))
+    return by_value
 
 
-def _before_1900(stats: Any) -> bool:
-    """Whether a column chunk's statistics allow a value before 1900 (unknown: yes)."""
+def _legacy_calendar(root: str, path: str, columns: Sequence[str]) -> UnsupportedTable:
+    return UnsupportedTable(
+        f"data file {path} of '{root}' was written by Spark in the legacy hybrid Julian "
+        f"calendar (datetimeRebaseModeInWrite / int96RebaseModeInWrite LEGACY), and its "
+        f"column(s) {list(columns)} may hold values before 1900: lakelayout reads files "
+        "with pyarrow, which does not rebase them, and they would move by days. Rewrite "
+        "the table with Spark first (its reader rebases them), e.g. an OPTIMIZE by Delta"
+    )
+
+
+#: 1900-01-01T00:00:00 in microseconds since the epoch
+_MICROS_1900 = -2_208_988_800_000_000
+
+
+def _check_int96_values(
+    column: pa.Array | pa.ChunkedArray, name: str, root: str, path: str
+) -> None:
+    """UnsupportedTable when a legacy INT96 column read holds a value before 1900."""
+    micros = pc.min(column.cast(pa.timestamp("us")).cast(pa.int64()))
+    if micros.is_valid and micros.as_py() < _MICROS_1900:
+        raise _legacy_calendar(root, path, [name])
+
+
+def _before_1900(chunk: Any) -> bool:
+    """Whether a column chunk may hold a value before 1900: by its footer statistics
+    (none on a chunk that holds values: yes; NULLs only: no)."""
+    stats = chunk.statistics
+    if stats is not None and stats.has_null_count and stats.null_count == chunk.num_values:
+        return False
     if stats is None or not stats.has_min_max:
         return True
     try:
