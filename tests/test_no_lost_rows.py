@@ -616,3 +616,38 @@ def test_timestamp_literals_of_a_timestamp_ntz_session_lose_no_row(
             assert [r.k for r in spark.read.format("delta").load(t.uri).collect()] == [1]
         finally:
             spark.conf.set("spark.sql.timestampType", kind)
+
+
+def test_without_ansi_predicates_spark_answers_by_legacy_casts_match_spark(
+    spark: Any, tmp_path: Any
+) -> None:
+    """With ``spark.sql.ansi.enabled=false`` Spark answers ``i = '1.5'`` or ``s = 7`` by its
+    legacy casts; lakelayout refused 16 such predicates with an ANSI message (an audit).
+    They are left to Spark: the same rows, and a DELETE removes what Spark matches."""
+    data = [(k, str(k % 9), dt.date(2024, 1, 1 + k % 28)) for k in range(60)]
+    schema = "i INT, s STRING, d DATE"
+    t = Table.create(str(tmp_path / "t"), spark.createDataFrame(data[:30], schema))
+    t.append(spark.createDataFrame(data[30:], schema))
+    predicates = [
+        "i = '1.5'",
+        "i IN ('50', 'x')",
+        "s = 7",
+        "s > 1",
+        "d = '2024-13-01'",
+        "CAST('x' AS INT) IS NULL AND i < 3",
+        "i > 40 AND s = 5",
+    ]
+    ansi = spark.conf.get("spark.sql.ansi.enabled")
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        delta = spark.read.format("delta").load(t.uri)
+        for pred in predicates:
+            want = sorted(r.i for r in delta.where(pred).collect())
+            assert sorted(r.i for r in t.scan(pred).df.collect()) == want, pred
+        pred = "i > 40 AND s = 5"
+        keep = sorted(r.i for r in delta.where(f"NOT ({pred}) OR ({pred}) IS NULL").collect())
+        assert len(keep) < 60
+        t.delete(pred)
+        assert sorted(r.i for r in spark.read.format("delta").load(t.uri).collect()) == keep
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", ansi)

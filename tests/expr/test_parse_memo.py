@@ -164,3 +164,24 @@ def test_timestamp_names_timestamp_ntz_where_the_session_says_so() -> None:
         assert parse_predicate(
             "date_trunc('HOUR', n) = TIMESTAMP '2024-03-10 02:00:00'", schema, session=rules
         ).has_opaque()
+
+
+def test_without_ansi_the_legacy_casts_spark_answers_are_left_to_it() -> None:
+    from lakelayout.errors import PredicateError as Refused
+
+    schema = pa.schema([("i", pa.int32()), ("s", pa.string()), ("d", pa.date32())])
+    legacy = SessionRules(ansi=False)
+    texts = [
+        "i = '1.5'",
+        "i IN ('50', 'x')",
+        "s = 7",
+        "d = '2024-13-01'",
+        "CAST('x' AS INT) IS NULL",
+    ]
+    for text in texts:
+        with pytest.raises(Refused):  # ANSI (Spark 4's default): Spark raises at run time
+            parse_predicate(text, schema)
+        bound = parse_predicate(f"i > 0 AND {text}", schema, session=legacy)
+        assert bound.has_opaque() and "i > 0" in bound.sql(), text
+    # what both modes read alike is still modelled
+    assert not parse_predicate("i = '5' AND d < '2024-1-5'", schema, session=legacy).has_opaque()

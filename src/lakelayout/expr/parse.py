@@ -163,6 +163,11 @@ _SPARK_CAST_TYPES: dict[Any, pa.DataType] = {
 }
 
 
+class CastFailed(PredicateError):
+    """A literal that cannot be cast to its type: an error under ANSI; without ANSI Spark
+    casts it to NULL (:attr:`SessionRules.ansi`)."""
+
+
 class Unsupported(Exception):
     """Valid Spark that lakelayout does not model; becomes Opaque in a predicate."""
 
@@ -209,6 +214,9 @@ class SessionRules:
     ``string_dates``: a DATE or TIMESTAMP compares with a string as strings
     (``spark.sql.legacy.typeCoercion.datetimeToString.enabled``): such comparisons
     are left to Spark (opaque); lakelayout compared dates, and a scan lost rows.
+    ``ansi``: Spark's ANSI mode; where it is off, the type mismatches lakelayout refuses
+    (ANSI's errors) are answered by Spark with legacy casts, and are left to Spark
+    (an audit found 16 such predicates refused).
     ``ntz_timestamps``: ``TIMESTAMP`` names TIMESTAMP_NTZ
     (``spark.sql.timestampType=TIMESTAMP_NTZ``): ``TIMESTAMP '...'`` and
     ``CAST(... AS TIMESTAMP)`` are bound as TIMESTAMP_NTZ; read as instants in the
@@ -217,6 +225,9 @@ class SessionRules:
 
     string_dates: bool = False
     ntz_timestamps: bool = False
+    #: ``spark.sql.ansi.enabled``: off, a comparison or cast Spark answers by its legacy
+    #: rules (``i = '1.5'``, ``CAST('x' AS INT)`` is NULL) is left to Spark, not refused
+    ansi: bool = True
 
 
 _BINDERS: dict[SessionRules, Callable[[str, pa.Schema, Mapping[str, pa.DataType], str], Predicate]]
@@ -338,6 +349,7 @@ def _bind_predicate(
     with _headroom(depth, sql, "predicate"):
         binder = Binder(schema, functions, timezone, "predicate", string_dates=rules.string_dates)
         binder.ntz_timestamps = rules.ntz_timestamps
+        binder.ansi = rules.ansi
         return normalize(binder.predicate(node))
 
 
@@ -586,6 +598,8 @@ class Binder:
         #: the session's TIMESTAMP is TIMESTAMP_NTZ (the tree's types were mapped):
         #: what converts a DATE to a timestamp of the session's kind is left to Spark
         self.ntz_timestamps = False
+        #: Spark's ANSI mode: off, type mismatches are Spark's legacy casts, left to it
+        self.ansi = True
         coerce.zone(timezone)
 
     # ------------------------------------------------------------ predicates
@@ -715,6 +729,8 @@ class Binder:
         try:
             bound = coerce.compare(op, term, lit, self.timezone, via=via, list_type=list_type)
         except coerce.TypeMismatch as err:
+            if not self.ansi:
+                raise Unsupported(f"a legacy (non-ANSI) comparison: {err}") from None
             raise PredicateError(f"type mismatch in {_text(whole)!r}: {err}") from None
         except (
             coerce.Unrepresentable,
@@ -795,6 +811,8 @@ class Binder:
         except numbers.NotModelled as err:
             raise Unsupported(str(err)) from None
         except numbers.BadLiteral as err:
+            if not self.ansi:
+                raise Unsupported(f"a legacy (non-ANSI) comparison: {err}") from None
             raise PredicateError(f"type mismatch in {_text(node)!r}: {err}") from None
 
     def _is(self, node: exp.Expression) -> Predicate:
@@ -922,7 +940,12 @@ class Binder:
             # timestamp(x) (TIMESTAMP_LTZ) as this cast: which one the text had is lost (a
             # review found to_timestamp bound as an instant, and rows lost)
             raise Unsupported("to_timestamp() / timestamp() where TIMESTAMP is TIMESTAMP_NTZ")
-        lit = literal_of(node, self.timezone)
+        try:
+            lit = literal_of(node, self.timezone)
+        except CastFailed as err:
+            if self.ansi:
+                raise
+            raise Unsupported(f"a legacy (non-ANSI) cast: {err}") from None
         if lit is not None:
             return lit
         if isinstance(node, exp.Column | exp.Dot) and _column_parts(node) is not None:
@@ -1262,7 +1285,7 @@ def _cast_literal(node: exp.Cast, timezone: str) -> Literal | None:
     except UncertainOffset as err:
         raise Unsupported(str(err)) from None
     except (ValueError, decimal.InvalidOperation, ArithmeticError):
-        raise PredicateError(f"cannot cast {inner.sql()} to {spark_type_name(target)}") from None
+        raise CastFailed(f"cannot cast {inner.sql()} to {spark_type_name(target)}") from None
     return Literal(value, target)
 
 

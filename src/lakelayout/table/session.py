@@ -186,10 +186,19 @@ def session_rules(spark: Any) -> SessionRules:
         kind = str(spark.conf.get(TIMESTAMP_TYPE, "TIMESTAMP_LTZ") or "")
     except Exception:  # a session that cannot say: the rule that leaves more to Spark
         kind = "TIMESTAMP_NTZ"
+    try:
+        ansi = str(spark.conf.get(ANSI, "true") or "true").strip().lower() != "false"
+    except Exception:  # a session that cannot say: ANSI, Spark 4's default
+        ansi = True
     return SessionRules(
         string_dates=compares_dates_as_strings(spark),
         ntz_timestamps=kind.strip().upper() == "TIMESTAMP_NTZ",
+        ansi=ansi,
     )
+
+
+#: Spark's ANSI mode (on by default in Spark 4)
+ANSI = "spark.sql.ansi.enabled"
 
 
 #: the Spark setting that makes ``TIMESTAMP`` name TIMESTAMP_NTZ
