@@ -19,7 +19,7 @@ import pytest
 from deltalake import DeltaTable
 
 from lakelayout.api import Table
-from lakelayout.errors import TableExists
+from lakelayout.errors import LocationNotEmpty, TableExists
 from lakelayout.skipping.indexes import BloomFilter, MinMax, Prefix, ValueList
 
 
@@ -118,6 +118,23 @@ def test_a_create_refused_by_another_creators_claim_touches_nothing(tmp_path: Pa
         delta.claim_location(str(path))  # one that passed the check together with it
     assert sorted(os.listdir(path)) == ["_lakelayout"]
     assert os.listdir(path / "_lakelayout") == ["theirs"]
+    # further along: its log folder and data files written, its commit not yet there
+    (path / "_delta_log").mkdir()
+    (path / "ll-part-0.parquet").write_text("x")
+    (path / "p=1").mkdir()
+    with pytest.raises(TableExists, match=r"another Table\.create is creating a table"):
+        Table.create(str(path), _rows(0, 5))
+    # a file no create writes: the folder is someone's data, not a create under way
+    (path / "notes.csv").write_text("x")
+    with pytest.raises(LocationNotEmpty, match=r"notes\.csv"):
+        Table.create(str(path), _rows(0, 5))
+    assert sorted(os.listdir(path)) == [
+        "_delta_log",
+        "_lakelayout",
+        "ll-part-0.parquet",
+        "notes.csv",
+        "p=1",
+    ]
 
 
 @pytest.mark.spark

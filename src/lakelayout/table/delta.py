@@ -65,7 +65,7 @@ from lakelayout.errors import (
     TableNotFound,
     UnsupportedTable,
 )
-from lakelayout.stats.bounds import stats_key
+from lakelayout.stats.bounds import LAKELAYOUT_FILE_PREFIX, stats_key
 from lakelayout.stats.delta_stats import from_add_actions, widen_float_bounds
 from lakelayout.stats.model import FileStats
 from lakelayout.table import connector
@@ -250,7 +250,7 @@ def ensure_new_location(uri: str | os.PathLike[str]) -> None:
         )
     ensure_absent(location)
     entries = existing_entries(location)
-    if [e.rstrip("/") for e in entries] == [STATE_FOLDER]:  # another create's claim
+    if _creating(entries):  # another create's claim, and what it wrote so far
         _claimed(location)
     if entries:
         shown = ", ".join(entries[:5]) + (
@@ -282,6 +282,22 @@ def claim_location(uri: str | os.PathLike[str]) -> None:
         os.mkdir(os.path.join(root, STATE_FOLDER))
     except FileExistsError:
         _claimed(location)
+
+
+def _creating(entries: Sequence[str]) -> bool:
+    """Whether a folder holding ``entries`` (:func:`existing_entries`) is a table another
+    create is writing: its ``_lakelayout`` claim, and nothing but what a create writes
+    before its first commit lands (the log folder, lakelayout's data files, partition
+    folders). Only the claim was recognised: a loser that looked once the winner had made
+    ``_delta_log/`` was told the folder was not empty, and CREATE TABLE IF NOT EXISTS from
+    two threads failed (1 run in 4)."""
+    names = [e.rstrip("/") for e in entries]
+    return STATE_FOLDER in names and all(
+        name in (STATE_FOLDER, "_delta_log")
+        or name.startswith(LAKELAYOUT_FILE_PREFIX)
+        or (entry.endswith("/") and "=" in name)
+        for name, entry in zip(names, entries, strict=True)
+    )
 
 
 def _claimed(location: str) -> NoReturn:
