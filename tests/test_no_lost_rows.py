@@ -26,7 +26,7 @@ from lakelayout.api import Table
 from lakelayout.skipping.stats_rules import might_match
 
 from .cluster.helpers import differing_rows
-from .expr.predicates import extreme_predicates, extreme_table, session_zone
+from .expr.predicates import extreme_predicates, extreme_table, session_conf, session_zone
 
 pytestmark = pytest.mark.spark
 
@@ -543,6 +543,26 @@ def test_spark_own_zone_rules_and_case_mappings_decide_what_lakelayout_cannot(
         assert [r["name"] for r in spark.read.format("delta").load(path).collect()] == ["ƛ"]
 
 
+def _two_files(spark: Any, path: Any, rows: list[Any], schema: str, first: int) -> Table:
+    """A table of ``rows`` in two files: the first ``first`` rows, then the rest."""
+    t = Table.create(str(path), spark.createDataFrame(rows[:first], schema))
+    t.append(spark.createDataFrame(rows[first:], schema))
+    return t
+
+
+def _as_spark(spark: Any, t: Table, predicates: list[str], delete: str) -> list[int]:
+    """Every scan of ``predicates`` returns Spark's rows (column ``k``), then ``delete``
+    leaves the rows Spark does not match; those rows."""
+    reference = spark.read.format("delta").load(t.uri)
+    for pred in predicates:
+        want = sorted(r.k for r in reference.where(pred).collect())
+        assert sorted(r.k for r in t.scan(pred).df.collect()) == want, pred
+    keep = sorted(r.k for r in reference.where(f"NOT ({delete}) OR ({delete}) IS NULL").collect())
+    t.delete(delete)
+    assert sorted(r.k for r in spark.read.format("delta").load(t.uri).collect()) == keep
+    return keep
+
+
 def test_dates_compared_with_strings_as_strings_lose_no_row(spark: Any, tmp_path: Any) -> None:
     """Under ``spark.sql.legacy.typeCoercion.datetimeToString.enabled`` (ANSI off) Spark
     compares a DATE or TIMESTAMP with a string as strings: ``dt < '2024-1-5'`` holds for
@@ -551,9 +571,7 @@ def test_dates_compared_with_strings_as_strings_lose_no_row(spark: Any, tmp_path
     day = dt.datetime(2024, 1, 10, 12, tzinfo=dt.timezone.utc)
     rows = [(k, (day if k < 5 else day - dt.timedelta(days=7))) for k in range(10)]
     data = [(k, moment.date(), moment) for k, moment in rows]
-    schema = "k INT, dt DATE, ts TIMESTAMP"
-    t = Table.create(str(tmp_path / "t"), spark.createDataFrame(data[:5], schema))
-    t.append(spark.createDataFrame(data[5:], schema))
+    t = _two_files(spark, tmp_path / "t", data, "k INT, dt DATE, ts TIMESTAMP", 5)
     predicates = [
         "dt < '2024-1-5'",
         "dt > '2024-1-5'",
@@ -562,23 +580,15 @@ def test_dates_compared_with_strings_as_strings_lose_no_row(spark: Any, tmp_path
         "dt BETWEEN '2024-1-1' AND '2024-1-5'",
         "k > 2 AND dt <= '2024-1-9'",
     ]
-    ansi = spark.conf.get("spark.sql.ansi.enabled")
-    spark.conf.set("spark.sql.ansi.enabled", "false")
-    spark.conf.set("spark.sql.legacy.typeCoercion.datetimeToString.enabled", "true")
-    try:
-        delta = spark.read.format("delta").load(t.uri)
-        for pred in predicates:
-            want = sorted(r.k for r in delta.where(pred).collect())
-            assert sorted(r.k for r in t.scan(pred).df.collect()) == want, pred
-        assert sorted(r.k for r in delta.where("dt < '2024-1-5'").collect()) == list(range(10))
-        pred = "dt > '2024-1-5'"  # no row in Spark's reading
-        keep = sorted(r.k for r in delta.where(f"NOT ({pred}) OR ({pred}) IS NULL").collect())
-        t.delete(pred)
-        assert sorted(r.k for r in spark.read.format("delta").load(t.uri).collect()) == keep
-        assert keep == list(range(10))
-    finally:
-        spark.conf.unset("spark.sql.legacy.typeCoercion.datetimeToString.enabled")
-        spark.conf.set("spark.sql.ansi.enabled", ansi)
+    legacy = {
+        "spark.sql.ansi.enabled": "false",
+        "spark.sql.legacy.typeCoercion.datetimeToString.enabled": "true",
+    }
+    with session_conf(spark, legacy):
+        reference = spark.read.format("delta").load(t.uri)
+        assert sorted(r.k for r in reference.where("dt < '2024-1-5'").collect()) == list(range(10))
+        # no row in Spark's reading: every row stays
+        assert _as_spark(spark, t, predicates, "dt > '2024-1-5'") == list(range(10))
 
 
 def test_timestamp_literals_of_a_timestamp_ntz_session_lose_no_row(
@@ -588,9 +598,7 @@ def test_timestamp_literals_of_a_timestamp_ntz_session_lose_no_row(
     lakelayout bound it as an instant in the session zone, and a TIMESTAMP_NTZ value in a
     daylight-saving gap (02:30 on 2024-03-10 in Los Angeles) skipped its file (an audit)."""
     wall = [dt.datetime(2024, 3, 10, 2, 30), dt.datetime(2024, 3, 9, 12, 0)]
-    schema = "k INT, n TIMESTAMP_NTZ"
-    t = Table.create(str(tmp_path / "t"), spark.createDataFrame([(0, wall[0])], schema))
-    t.append(spark.createDataFrame([(1, wall[1])], schema))
+    t = _two_files(spark, tmp_path / "t", list(enumerate(wall)), "k INT, n TIMESTAMP_NTZ", 1)
     predicates = [
         "n = TIMESTAMP '2024-03-10 02:30:00'",
         "n = CAST('2024-03-10 02:30:00' AS TIMESTAMP)",
@@ -603,19 +611,15 @@ def test_timestamp_literals_of_a_timestamp_ntz_session_lose_no_row(
         "date_trunc('HOUR', n) = TIMESTAMP '2024-03-10 02:00:00'",
         "n >= timestamp('2024-03-10 02:00:00')",
     ]
-    kind = spark.conf.get("spark.sql.timestampType", "TIMESTAMP_LTZ")
-    with session_zone(spark, "America/Los_Angeles"):
-        spark.conf.set("spark.sql.timestampType", "TIMESTAMP_NTZ")
-        try:
-            delta = spark.read.format("delta").load(t.uri)
-            for pred in predicates + others:
-                want = sorted(r.k for r in delta.where(pred).collect())
-                assert want == [0] or pred in others, pred
-                assert sorted(r.k for r in t.scan(pred).df.collect()) == want, pred
-            t.delete(predicates[0])
-            assert [r.k for r in spark.read.format("delta").load(t.uri).collect()] == [1]
-        finally:
-            spark.conf.set("spark.sql.timestampType", kind)
+    ntz = {
+        "spark.sql.session.timeZone": "America/Los_Angeles",
+        "spark.sql.timestampType": "TIMESTAMP_NTZ",
+    }
+    with session_conf(spark, ntz):
+        reference = spark.read.format("delta").load(t.uri)
+        for pred in predicates:  # the row in the gap matches each of them
+            assert [r.k for r in reference.where(pred).collect()] == [0], pred
+        assert _as_spark(spark, t, predicates + others, predicates[0]) == [1]
 
 
 def test_without_ansi_predicates_spark_answers_by_legacy_casts_match_spark(
@@ -625,29 +629,15 @@ def test_without_ansi_predicates_spark_answers_by_legacy_casts_match_spark(
     legacy casts; lakelayout refused 16 such predicates with an ANSI message (an audit).
     They are left to Spark: the same rows, and a DELETE removes what Spark matches."""
     data = [(k, str(k % 9), dt.date(2024, 1, 1 + k % 28)) for k in range(60)]
-    schema = "i INT, s STRING, d DATE"
-    t = Table.create(str(tmp_path / "t"), spark.createDataFrame(data[:30], schema))
-    t.append(spark.createDataFrame(data[30:], schema))
+    t = _two_files(spark, tmp_path / "t", data, "k INT, s STRING, d DATE", 30)
     predicates = [
-        "i = '1.5'",
-        "i IN ('50', 'x')",
+        "k = '1.5'",
+        "k IN ('50', 'x')",
         "s = 7",
         "s > 1",
         "d = '2024-13-01'",
-        "CAST('x' AS INT) IS NULL AND i < 3",
-        "i > 40 AND s = 5",
+        "CAST('x' AS INT) IS NULL AND k < 3",
+        "k > 40 AND s = 5",
     ]
-    ansi = spark.conf.get("spark.sql.ansi.enabled")
-    spark.conf.set("spark.sql.ansi.enabled", "false")
-    try:
-        delta = spark.read.format("delta").load(t.uri)
-        for pred in predicates:
-            want = sorted(r.i for r in delta.where(pred).collect())
-            assert sorted(r.i for r in t.scan(pred).df.collect()) == want, pred
-        pred = "i > 40 AND s = 5"
-        keep = sorted(r.i for r in delta.where(f"NOT ({pred}) OR ({pred}) IS NULL").collect())
-        assert len(keep) < 60
-        t.delete(pred)
-        assert sorted(r.i for r in spark.read.format("delta").load(t.uri).collect()) == keep
-    finally:
-        spark.conf.set("spark.sql.ansi.enabled", ansi)
+    with session_conf(spark, {"spark.sql.ansi.enabled": "false"}):
+        assert len(_as_spark(spark, t, predicates, "k > 40 AND s = 5")) < 60

@@ -22,14 +22,25 @@ NAN = float("nan")
 
 
 @contextlib.contextmanager
-def session_zone(spark: Any, zone: str) -> Iterator[None]:
-    """The Spark session's time zone set to ``zone`` for the block, then back."""
-    before = spark.conf.get("spark.sql.session.timeZone")
-    spark.conf.set("spark.sql.session.timeZone", zone)
+def session_conf(spark: Any, settings: dict[str, str]) -> Iterator[None]:
+    """The Spark session's ``settings`` for the block, then back as they were (unset
+    where they were not set)."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        spark.conf.set("spark.sql.session.timeZone", before)
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def session_zone(spark: Any, zone: str) -> contextlib.AbstractContextManager[None]:
+    """The Spark session's time zone set to ``zone`` for the block, then back."""
+    return session_conf(spark, {"spark.sql.session.timeZone": zone})
 
 
 INF = float("inf")

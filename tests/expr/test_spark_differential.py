@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lakelayout.errors import PredicateError
 from lakelayout.expr import evaluate, parse_predicate
@@ -31,6 +32,7 @@ from .predicates import (
     planner_predicates,
     planner_table,
     predicates,
+    session_conf,
     session_zone,
 )
 
@@ -581,3 +583,74 @@ def test_nested_string_reference_is_sparks(spark: Any, tmp_path: Any) -> None:
     for k, (chain, pattern, ilike) in enumerate(cases):
         ours_like = [nested_like(chain, pattern, t, ilike=ilike) for t in texts]
         assert got.column(f"t{k}").to_pylist() == ours_like, tests[k]
+
+
+# ------------------------------------------- sessions whose settings change what a text means
+
+#: the session settings :class:`lakelayout.expr.parse.SessionRules` follows
+SESSIONS = [
+    {  # a DATE or TIMESTAMP compared with a string as strings
+        "spark.sql.ansi.enabled": "false",
+        "spark.sql.legacy.typeCoercion.datetimeToString.enabled": "true",
+    },
+    {  # TIMESTAMP names TIMESTAMP_NTZ, in a zone with daylight saving
+        "spark.sql.timestampType": "TIMESTAMP_NTZ",
+        "spark.sql.session.timeZone": "America/Los_Angeles",
+    },
+    {"spark.sql.ansi.enabled": "false"},  # Spark's legacy casts
+]
+
+
+def check_in_session(spark: Any, frame: Any, table: Any, sql: str, conf: dict[str, str]) -> None:
+    """In a session with ``conf``, what lakelayout binds with the session's rules and does
+    not leave to Spark selects Spark's rows (a refusal loses none, nor does a failure)."""
+    from lakelayout.table.session import session_rules
+
+    with session_conf(spark, conf):
+        timezone = spark.conf.get("spark.sql.session.timeZone")
+        try:
+            pred = parse_predicate(
+                sql, table.schema, timezone=timezone, session=session_rules(spark)
+            )
+        except PredicateError:
+            return
+        if any(isinstance(node, Opaque) for node in pred.walk()):
+            return  # never lets a file be skipped
+        try:
+            ours = [int(i) for i in np.flatnonzero(evaluate(pred, table, timezone=timezone))]
+        except PredicateError:
+            return
+        theirs = spark_rows(spark, frame, sql)
+        if isinstance(theirs, str):
+            return  # Spark fails the query: no rows to lose
+        assert ours == theirs, (
+            f"{sql!r} in {conf}: lakelayout {ours} != Spark {theirs} ({pred.sql()})"
+        )
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(sql=extreme_predicates(), conf=st.sampled_from(SESSIONS))
+def test_random_extreme_predicates_in_other_sessions_match_spark(
+    spark: Any, extreme_frame: Any, sql: str, conf: dict[str, str]
+) -> None:
+    """38-digit decimals, extreme dates and timestamps, NULL in IN lists (the extreme
+    table), bound with the rules of a legacy, a TIMESTAMP_NTZ and an ANSI-off session."""
+    check_in_session(spark, extreme_frame, EXTREME, sql, conf)
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(sql=predicates(max_leaves=3), conf=st.sampled_from(SESSIONS))
+def test_random_predicates_in_other_sessions_match_spark(
+    spark: Any, frame: Any, sql: str, conf: dict[str, str]
+) -> None:
+    """String literals against dates and numbers, casts, NULLs and NaN (the edge table)
+    in the same sessions."""
+    check_in_session(spark, frame, TABLE, sql, conf)

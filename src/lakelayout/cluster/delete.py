@@ -50,7 +50,7 @@ from lakelayout.cluster.optimize_metrics import OptimizeMetrics
 from lakelayout.cluster.provenance import FileProvenance
 from lakelayout.cluster.rewrite import FILE_COLUMN, Router, read_files, write_routed
 from lakelayout.errors import PredicateError
-from lakelayout.expr.parse import parse_predicate
+from lakelayout.expr.parse import SessionRules, parse_predicate
 from lakelayout.skipping.stats_rules import all_rows_match, might_match
 from lakelayout.table import delta
 from lakelayout.table.conflicts import DEFAULT_RETRY, RetryPolicy, run_with_retries
@@ -95,7 +95,7 @@ def delete(
     metrics, retries = run_with_retries(
         uri,
         "DELETE",
-        lambda _: _delete_once(uri, spark, where, hooks or NO_HOOKS, timezone, indexes),
+        lambda _: _delete_once(uri, spark, where, hooks or NO_HOOKS, timezone, rules, indexes),
         policy=retry,
     )
     return _finish(replace(metrics, retries=retries), started)
@@ -151,13 +151,14 @@ def _delete_once(
     where: str,
     hooks: OptimizeHooks,
     timezone: str,
+    rules: SessionRules,
     indexes: IndexCatalog | None,
 ) -> OptimizeMetrics:
     """One attempt: plan on the latest version, rewrite, commit (CommitConflict on a race)."""
     from pyspark.sql import functions as F
 
     ctx = load_context(uri, spark, indexes)
-    predicate = parse_predicate(where, ctx.schema, timezone=timezone, session=session_rules(spark))
+    predicate = parse_predicate(where, ctx.schema, timezone=timezone, session=rules)
     files = ctx.snap.files
     maybe = might_match(predicate, files, timezone=timezone)
     whole = maybe & all_rows_match(predicate, files, timezone=timezone)

@@ -347,9 +347,7 @@ def _bind_predicate(
     if rules.ntz_timestamps:
         node = _ntz_timestamps(node)
     with _headroom(depth, sql, "predicate"):
-        binder = Binder(schema, functions, timezone, "predicate", string_dates=rules.string_dates)
-        binder.ntz_timestamps = rules.ntz_timestamps
-        binder.ansi = rules.ansi
+        binder = Binder(schema, functions, timezone, "predicate", rules=rules)
         return normalize(binder.predicate(node))
 
 
@@ -586,20 +584,16 @@ class Binder:
         timezone: str,
         what: str,
         *,
-        string_dates: bool = False,
+        rules: SessionRules | None = None,
     ) -> None:
         self.fields = {f.name.lower(): f for f in schema}
         #: already by lower-case name with Arrow types (:func:`_remembered` normalizes them)
         self.functions = dict(functions or {})
         self.timezone = timezone
         self.what = what
-        #: DATE / TIMESTAMP against a string compares as strings: left to Spark
-        self.string_dates = string_dates
-        #: the session's TIMESTAMP is TIMESTAMP_NTZ (the tree's types were mapped):
-        #: what converts a DATE to a timestamp of the session's kind is left to Spark
-        self.ntz_timestamps = False
-        #: Spark's ANSI mode: off, type mismatches are Spark's legacy casts, left to it
-        self.ansi = True
+        #: the session's settings that change what the text means (with NTZ timestamps
+        #: the tree's TIMESTAMP types were mapped by :func:`_ntz_timestamps` already)
+        self.rules = rules or SessionRules()
         coerce.zone(timezone)
 
     # ------------------------------------------------------------ predicates
@@ -693,7 +687,7 @@ class Binder:
         """
         if _is_null(left) or _is_null(right):
             return NULL
-        if self.string_dates and _date_against_string(left, right):
+        if self.rules.string_dates and _date_against_string(left, right):
             raise Unsupported("a date compared with a string, as strings in this session")
         if isinstance(left, Literal) and not isinstance(right, Literal):
             left, right, op = right, left, FLIPPED_OP[op]
@@ -724,12 +718,12 @@ class Binder:
         ``via="in"`` with the whole list's ``list_type`` for IN lists; where
         Spark would round the term's own values the comparison stays opaque.
         """
-        if self.string_dates and _date_against_string(term, lit):
+        if self.rules.string_dates and _date_against_string(term, lit):
             raise Unsupported("a date compared with a string, as strings in this session")
         try:
             bound = coerce.compare(op, term, lit, self.timezone, via=via, list_type=list_type)
         except coerce.TypeMismatch as err:
-            if not self.ansi:
+            if not self.rules.ansi:
                 raise Unsupported(f"a legacy (non-ANSI) comparison: {err}") from None
             raise PredicateError(f"type mismatch in {_text(whole)!r}: {err}") from None
         except (
@@ -811,7 +805,7 @@ class Binder:
         except numbers.NotModelled as err:
             raise Unsupported(str(err)) from None
         except numbers.BadLiteral as err:
-            if not self.ansi:
+            if not self.rules.ansi:
                 raise Unsupported(f"a legacy (non-ANSI) comparison: {err}") from None
             raise PredicateError(f"type mismatch in {_text(node)!r}: {err}") from None
 
@@ -932,7 +926,7 @@ class Binder:
         if isinstance(node, exp.Paren):
             return self.term(node.this)
         if (
-            self.ntz_timestamps
+            self.rules.ntz_timestamps
             and isinstance(node, exp.Cast)
             and node.to.this == exp.DataType.Type.TIMESTAMP
         ):
@@ -943,7 +937,7 @@ class Binder:
         try:
             lit = literal_of(node, self.timezone)
         except CastFailed as err:
-            if self.ansi:
+            if self.rules.ansi:
                 raise
             raise Unsupported(f"a legacy (non-ANSI) cast: {err}") from None
         if lit is not None:
@@ -1133,7 +1127,7 @@ class Binder:
         fam = family(arg_type)
         if fam not in ("date", "timestamp") or not unit_name:
             raise Unsupported("date_trunc() of a non-temporal value")
-        if fam == "date" and self.ntz_timestamps:
+        if fam == "date" and self.rules.ntz_timestamps:
             raise Unsupported("date_trunc() of a DATE where TIMESTAMP is TIMESTAMP_NTZ")
         if isinstance(arg_type, pa.TimestampType) and arg_type.tz is None:
             # Spark's date_trunc returns TIMESTAMP: a TIMESTAMP_NTZ is first read as an

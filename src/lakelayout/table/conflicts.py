@@ -73,10 +73,16 @@ class CommitSummary:
 
 def read_commit(location: str, version: int) -> CommitSummary:
     """The commit ``version`` of the table at ``location`` (its JSON commit file)."""
+    return summarize(version, commit_actions(location, version))
+
+
+def commit_actions(location: str, version: int) -> list[dict[str, Any]]:
+    """The actions of commit ``version`` of the table at ``location``, from its JSON
+    commit file (OSError when the file is gone, ValueError when it is not JSON)."""
     filesystem, root = resolve_location(location)
     with filesystem.open_input_stream(f"{root}/_delta_log/{version:020d}.json") as stream:
         text = stream.read().decode("utf-8")
-    return summarize(version, (json.loads(line) for line in text.splitlines() if line.strip()))
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def summarize(version: int, actions: Iterable[dict[str, Any]]) -> CommitSummary:

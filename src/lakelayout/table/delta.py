@@ -30,7 +30,6 @@ right after creation.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import random
 import re
@@ -69,7 +68,7 @@ from lakelayout.stats.bounds import LAKELAYOUT_FILE_PREFIX, stats_key
 from lakelayout.stats.delta_stats import from_add_actions, widen_float_bounds
 from lakelayout.stats.model import FileStats
 from lakelayout.table import connector
-from lakelayout.table.conflicts import CommitSummary
+from lakelayout.table.conflicts import CommitSummary, commit_actions
 from lakelayout.table.conflicts import describe as describe_winners
 from lakelayout.table.conflicts import winners as conflict_winners
 from lakelayout.table.datafile import (
@@ -1500,21 +1499,15 @@ def _commit_infos(table: DeltaTable, location: str, limit: int | None) -> list[d
         return [dict(entry) for entry in table.history(limit)]
     except DeltaError as exc:
         failure = exc
-    filesystem, root = resolve_location(location)
     out: list[dict[str, Any]] = []
     version = table.version()
     while version >= 0 and (limit is None or len(out) < limit):
         try:
-            with filesystem.open_input_stream(f"{root}/_delta_log/{version:020d}.json") as f:
-                lines = f.read().decode("utf-8").splitlines()
+            actions = commit_actions(location, version)
         except OSError:
             break  # cleaned up by log retention: the history kept ends here
-        info: dict[str, Any] = {}
-        for line in lines:
-            action = json.loads(line) if line.strip() else {}
-            if isinstance(action.get("commitInfo"), dict):
-                info = dict(action["commitInfo"])
-        out.append({**info, "version": version})
+        infos = [a["commitInfo"] for a in actions if isinstance(a.get("commitInfo"), dict)]
+        out.append({**(infos[-1] if infos else {}), "version": version})
         version -= 1
     if not out:
         raise UnsupportedTable(

@@ -173,55 +173,43 @@ _PARALLELISM: dict[int, tuple[Any, int]] = {}
 
 #: the Spark setting under which a DATE or TIMESTAMP compares with a string as strings
 DATES_AS_STRINGS = "spark.sql.legacy.typeCoercion.datetimeToString.enabled"
-
-
-def session_rules(spark: Any) -> SessionRules:
-    """The settings of ``spark`` that change what a predicate means
-    (:class:`~lakelayout.expr.parse.SessionRules`); Spark's defaults without a session."""
-    from lakelayout.expr.parse import SessionRules
-
-    if spark is None:
-        return SessionRules()
-    try:
-        kind = str(spark.conf.get(TIMESTAMP_TYPE, "TIMESTAMP_LTZ") or "")
-    except Exception:  # a session that cannot say: the rule that leaves more to Spark
-        kind = "TIMESTAMP_NTZ"
-    try:
-        ansi = str(spark.conf.get(ANSI, "true") or "true").strip().lower() != "false"
-    except Exception:  # a session that cannot say: ANSI, Spark 4's default
-        ansi = True
-    return SessionRules(
-        string_dates=compares_dates_as_strings(spark),
-        ntz_timestamps=kind.strip().upper() == "TIMESTAMP_NTZ",
-        ansi=ansi,
-    )
-
-
+#: the Spark setting that makes ``TIMESTAMP`` name TIMESTAMP_NTZ
+TIMESTAMP_TYPE = "spark.sql.timestampType"
 #: Spark's ANSI mode (on by default in Spark 4)
 ANSI = "spark.sql.ansi.enabled"
 
 
-#: the Spark setting that makes ``TIMESTAMP`` name TIMESTAMP_NTZ
-TIMESTAMP_TYPE = "spark.sql.timestampType"
+def session_rules(spark: Any) -> SessionRules:
+    """The settings of ``spark`` that change what a predicate means
+    (:class:`~lakelayout.expr.parse.SessionRules`); Spark's defaults without a session.
 
-
-def compares_dates_as_strings(spark: Any) -> bool:
-    """Whether ``spark`` compares DATE / TIMESTAMP values with strings as strings.
-
-    With ``spark.sql.legacy.typeCoercion.datetimeToString.enabled`` (and ANSI
-    off, where Spark 4 honours it), ``dt < '2024-1-5'`` compares the text of
-    ``dt`` with ``'2024-1-5'``; lakelayout's skipping compares dates, and lost
-    rows (an audit: a scan returned 5 of 10, a DELETE removed rows Spark keeps).
-    Taken as set whatever ANSI says: leaving such comparisons to Spark is never
-    wrong. None (no session): False.
+    With ``spark.sql.legacy.typeCoercion.datetimeToString.enabled`` (and ANSI off,
+    where Spark 4 honours it), ``dt < '2024-1-5'`` compares the text of ``dt`` with
+    ``'2024-1-5'``; lakelayout's skipping compared dates, and lost rows (an audit: a
+    scan returned 5 of 10, a DELETE removed rows Spark keeps). It is taken as set
+    whatever ANSI says: leaving such comparisons to Spark is never wrong. A setting
+    the session cannot say is taken as the rule that leaves more to Spark (ANSI:
+    Spark 4's default).
     """
+    from lakelayout.expr.parse import SessionRules
+
     if spark is None:
-        return False
+        return SessionRules()
+    return SessionRules(
+        string_dates=_setting(spark, DATES_AS_STRINGS, "false", unknown="true") == "true",
+        ntz_timestamps=_setting(spark, TIMESTAMP_TYPE, "timestamp_ltz", unknown="timestamp_ntz")
+        == "timestamp_ntz",
+        ansi=_setting(spark, ANSI, "true", unknown="true") != "false",
+    )
+
+
+def _setting(spark: Any, key: str, default: str, *, unknown: str) -> str:
+    """``key``'s value in ``spark`` in lower case (``default`` when not set, ``unknown``
+    when the session cannot be asked)."""
     try:
-        value = spark.conf.get(DATES_AS_STRINGS, "false")
-    except Exception:  # a session that cannot say: assume the legacy rule
-        return True
-    return str(value).strip().lower() == "true"
+        return str(spark.conf.get(key, default) or default).strip().lower()
+    except Exception:
+        return unknown
 
 
 def default_parallelism(spark: SparkSession) -> int:
