@@ -183,5 +183,10 @@ def test_without_ansi_the_legacy_casts_spark_answers_are_left_to_it() -> None:
             parse_predicate(text, schema)
         bound = parse_predicate(f"i > 0 AND {text}", schema, session=legacy)
         assert bound.has_opaque() and "i > 0" in bound.sql(), text
-    # what both modes read alike is still modelled
-    assert not parse_predicate("i = '5' AND d < '2024-1-5'", schema, session=legacy).has_opaque()
+    # a string against another type follows other coercions without ANSI (a DECIMAL(38, 0)
+    # against a 38-digit string: a property test found a row lakelayout matched and Spark
+    # did not): left to Spark; the rest of the predicate is still modelled
+    mixed = parse_predicate("i = '5' AND d < '2024-1-5' AND i > 0", schema, session=legacy)
+    opaque = sorted(n.sql() for n in mixed.walk() if isinstance(n, Opaque))
+    assert opaque == ["(d < '2024-1-5')", "(i = '5')"]
+    assert "i > 0" in mixed.sql()

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from lakelayout.errors import PredicateError
@@ -632,6 +632,9 @@ def check_in_session(spark: Any, frame: Any, table: Any, sql: str, conf: dict[st
     max_examples=EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@example(  # a 38-digit string against a DECIMAL(38, 0) without ANSI: not a double compare
+    sql="d38_0 = '99999999999999999999999999999999999999'", conf=SESSIONS[2]
 )
 @given(sql=extreme_predicates(), conf=st.sampled_from(SESSIONS))
 def test_random_extreme_predicates_in_other_sessions_match_spark(
