@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakelayout.api import Table
+from lakelayout.errors import PredicateError
 from lakelayout.skipping.stats_rules import might_match
 
 from .cluster.helpers import differing_rows
@@ -641,3 +642,30 @@ def test_without_ansi_predicates_spark_answers_by_legacy_casts_match_spark(
     ]
     with session_conf(spark, {"spark.sql.ansi.enabled": "false"}):
         assert len(_as_spark(spark, t, predicates, "k > 40 AND s = 5")) < 60
+
+
+def test_under_ansi_a_string_column_spark_casts_per_value_is_left_to_spark(
+    spark: Any, tmp_path: Any
+) -> None:
+    """Under ANSI (Spark's default) ``zip = 12345`` on a STRING column casts each value:
+    Spark answers where every value casts. lakelayout refused it ("cannot compare STRING
+    with 5"), and ``bin = 'a'`` too. They are left to Spark: the same rows, and a DELETE
+    removes what Spark matches; where a value does not cast, Spark's query fails and the
+    DELETE removes nothing."""
+    data = [(k, str(k % 9), bytes([97 + k % 3])) for k in range(60)]
+    t = _two_files(spark, tmp_path / "t", data, "k INT, s STRING, bin BINARY", 30)
+    predicates = [
+        "s = 7",
+        "s > 2.5",
+        "3 > s",
+        "s IN (1, 2)",
+        "s < 1e1",
+        "bin = 'a'",
+        "k > 40 AND s = 5",
+    ]
+    with session_conf(spark, {"spark.sql.ansi.enabled": "true"}):
+        assert len(_as_spark(spark, t, predicates, "k > 40 AND s = 5")) == 57  # 41, 50, 59
+        t.append(spark.createDataFrame([(60, "x", b"z")], "k INT, s STRING, bin BINARY"))
+        with pytest.raises(PredicateError, match=r"could not evaluate.*CAST_INVALID_INPUT"):
+            t.delete("s = 1")
+        assert spark.read.format("delta").load(t.uri).count() == 58

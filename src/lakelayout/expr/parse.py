@@ -574,6 +574,22 @@ def _string_against(left: Expr, right: Expr, others: Collection[str]) -> bool:
     return "string" in kinds and bool(kinds & set(others))
 
 
+#: literals Spark's ANSI rules compare with a STRING term by casting each of the term's
+#: values (``zip = 12345``, ``s > DATE '2024-01-01'``): valid where every value casts, a
+#: failed query where one does not; the string's own order is no guide to the cast's
+_CAST_PER_VALUE = {"string": ("int", "decimal", "float", "date", "timestamp", "bool")}
+
+
+def _cast_per_value(term: Expr, lit: Literal) -> bool:
+    """Whether Spark (ANSI) compares ``term`` with ``lit`` by casting the term's values,
+    which lakelayout leaves to Spark; a BINARY term against a string literal is compared
+    with the literal's bytes (``bin = 'a'``)."""
+    term_family, lit_family = family(_dtype(term)), family(_dtype(lit))
+    if term_family == "binary":
+        return lit_family == "string"
+    return lit_family in _CAST_PER_VALUE.get(term_family, ())
+
+
 #: what a string compared with is coerced to by other rules than ANSI's when ANSI is off
 #: (a DECIMAL(38, 0) against a 38-digit string: ANSI compares doubles, Spark without ANSI
 #: did not, and a property test found a row lakelayout matched and Spark did not)
@@ -737,6 +753,8 @@ class Binder:
         except coerce.TypeMismatch as err:
             if not self.rules.ansi:
                 raise Unsupported(f"a legacy (non-ANSI) comparison: {err}") from None
+            if _cast_per_value(term, lit):
+                raise Unsupported(f"{err}: Spark casts each value of the term") from None
             raise PredicateError(f"type mismatch in {_text(whole)!r}: {err}") from None
         except (
             coerce.Unrepresentable,
