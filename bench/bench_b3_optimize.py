@@ -27,9 +27,10 @@ the rows they write, and one more contender is timed:
   rewrite that collects nothing, then ``t.indexes.refresh()`` reading the new
   files again (ratio ``zorder / zorder-refresh``: what collecting saves).
 
-The JVM and Python workers are warmed first; repeats are interleaved and the
-order of contenders rotates every repeat, so drift on a shared machine hits
-all of them alike. Printed: median seconds, the ratio of each lakelayout verb
+The JVM and Python workers are warmed first; repeats are interleaved in
+balanced orders (each order followed by its reverse: every contender's mean place is
+the middle; ``balanced_orders``), so drift on a shared machine hits all of them
+alike. Printed: median seconds, the ratio of each lakelayout verb
 to delta-rs and to plain Spark (goal: <= 1 for both), the steps of the last
 lakelayout run (``metrics.steps``: plan, sample, fit, rewrite, provenance,
 commit, and the rewrite job's task seconds), and the peak memory of the
@@ -60,6 +61,7 @@ from lakelayout.api import Table
 from lakelayout.cluster.optimize import Optimizer
 from lakelayout.cluster.optimize_metrics import STEPS, TASK_STEPS
 from lakelayout.cluster.rewrite import sample_rows
+from lakelayout.evaluation.replay import balanced_orders
 from lakelayout.layouts import LinearLayout, PandoLayout, QdTreeLayout
 from lakelayout.layouts.base import Layout
 from lakelayout.skipping.indexes import BloomFilter, Index, MinMax, Prefix, ValueList
@@ -204,7 +206,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, nargs="+", default=[200_000])
     ap.add_argument("--dims", type=int, default=3, help="clustering columns (2-4)")
     ap.add_argument("--target-mb", type=int, default=128, help="target file size")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=4)
     ap.add_argument("--only", nargs="+", default=[*LAKELAYOUT, *PEERS], help="contenders to run")
     ap.add_argument(
         "--indexes", action="store_true", help=f"declare skipping indexes; adds {REFRESHED}"
@@ -227,8 +229,7 @@ def main() -> None:
             for name in names:  # warm every code path once
                 run.contender(name)()
             times: dict[str, list[float]] = {n: [] for n in names}
-            for rep in range(args.repeats):
-                order = names[rep % len(names) :] + names[: rep % len(names)]
+            for order in balanced_orders(names, args.repeats):
                 for name in order:
                     times[name].append(run.contender(name)())
             medians = {n: statistics.median(ts) for n, ts in times.items()}

@@ -11,8 +11,8 @@ For each ``--files`` size a table of that many one-row files is made once,
 then copied: one copy is appended to by lakelayout, one by delta-rs given the
 path (``write_deltalake(path, ...)``, which loads the log each time) and one
 by delta-rs given a ``DeltaTable`` the caller holds. Every writer appends the
-same one-row Arrow table ``--repeats`` times, interleaved and in rotated
-order, after one untimed append each (imports, first loads). Printed: median
+same one-row Arrow table ``--repeats`` times, interleaved in balanced
+orders (each order, then its reverse), after one untimed append each (imports, first loads). Printed: median
 seconds per append and lakelayout / delta-rs. No Spark job runs.
 
     .venv/bin/python bench/bench_b8_append_files.py --files 1000,10000,40000
@@ -35,6 +35,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import AddAction
 
 from lakelayout.api import Table
+from lakelayout.evaluation.replay import balanced_orders
 from lakelayout.table import delta
 
 
@@ -81,8 +82,8 @@ def run(tmp: str, size: int, repeats: int) -> None:
         write()
     times: dict[str, list[float]] = {name: [] for name in writers}
     names = list(writers)
-    for r in range(repeats):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
+    for order in balanced_orders(names, repeats):
+        for name in order:
             t0 = time.perf_counter()
             writers[name]()
             times[name].append(time.perf_counter() - t0)
@@ -101,7 +102,7 @@ def run(tmp: str, size: int, repeats: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", default="1000,10000,40000", help="table sizes, comma separated")
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=8)
     opts = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="b8-append-") as tmp:
         for size in (int(s) for s in opts.files.split(",")):

@@ -22,8 +22,8 @@ written by
   ``create`` / ``append`` from a DataFrame.
 
 ``df`` is cached and counted first, so every Spark writer reads the same rows
-from memory. The JVM and workers are warmed, repeats interleaved, the order
-rotated. Printed: median seconds and the ratios ``create / parquet`` (goal
+from memory. The JVM and workers are warmed, repeats interleaved in
+balanced orders (``balanced_orders``: each order, then its reverse). Printed: median seconds and the ratios ``create / parquet`` (goal
 <= 1.2) and ``create / delta-rs`` (goal <= 1), for DataFrame and Arrow input,
 and each DataFrame writer over ``delta-rs-df``.
 
@@ -45,6 +45,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from lakelayout.api import Table
+from lakelayout.evaluation.replay import balanced_orders
 from lakelayout.table.session import spark_session
 from lakelayout.table.writer import PARQUET_CODEC, arrow_schema_of
 
@@ -60,7 +61,7 @@ def make_data(spark: Any, rows: int) -> Any:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=500_000)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=4)
     ap.add_argument(
         "--partitions",
         type=int,
@@ -148,8 +149,8 @@ def main() -> None:
         writer()
     names = list(writers)
     times: dict[str, list[float]] = {n: [] for n in names}
-    for rep in range(args.repeats):
-        for name in names[rep % len(names) :] + names[: rep % len(names)]:
+    for order in balanced_orders(names, args.repeats):
+        for name in order:
             times[name].append(writers[name]())
     medians = {n: statistics.median(ts) for n, ts in times.items()}
     print(

@@ -39,6 +39,7 @@ from lakelayout.evaluation import workloads
 from lakelayout.evaluation.datasets import tpch_dataset
 from lakelayout.evaluation.delta_oss import require_connector
 from lakelayout.evaluation.policies import INSERT_TARGET, most_queried
+from lakelayout.evaluation.replay import balanced_orders
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.table.session import spark_session
 
@@ -51,8 +52,9 @@ def optimize_rounds(
     copies: dict[str, str] = {}
     made: dict[str, int] = {}
     rounds = args.warmup + args.repeats
-    for r in range(rounds):
-        order = METHODS[r % len(METHODS) :] + METHODS[: r % len(METHODS)]
+    # warm-up rounds in the given order, then the counted rounds balanced (balanced_orders)
+    orders = [list(METHODS)] * args.warmup + balanced_orders(list(METHODS), args.repeats)
+    for r, order in enumerate(orders):
         for name in order:
             path = os.path.join(work, f"{name}-{r}")
             shutil.copytree(base, path)
@@ -98,7 +100,7 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=0.1)
     ap.add_argument("--rows-per-file", type=int, default=20_000)
     ap.add_argument("--queries", type=int, default=39)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=4)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work-dir", type=Path, default=None)
@@ -122,7 +124,7 @@ def main() -> None:
         print(
             f"TPC-H {args.scale}: {ds.rows:,} rows, {len(snap.files)} files "
             f"({snap.files.total_bytes / 2**20:.1f} MiB); clustering on {', '.join(columns)}; "
-            f"{args.warmup} warm-up + {args.repeats} counted rounds, order rotating"
+            f"{args.warmup} warm-up + {args.repeats} counted rounds, order balanced"
         )
         seconds, copies, made = optimize_rounds(spark, base, work, columns, files, args)
         print("\nB3: OPTIMIZE seconds (median of counted rounds; files written)")

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from lakelayout.evaluation.replay import balanced_orders
 from lakelayout.skipping.indexes import BloomFilter
 from lakelayout.skipping.store import MetadataStore, atomic_write_text
 from lakelayout.stats.model import FileStats
@@ -81,7 +82,7 @@ def megabytes(store: MetadataStore) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=40)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=6)
     parser.add_argument("--segments", type=int, default=MetadataStore.max_segments)
     args = parser.parse_args()
     if not 2 <= args.segments <= args.files // 2:
@@ -133,9 +134,9 @@ def main() -> None:
             (f"read-{args.segments}", lambda: segmented.read(files, ["bloom_k"]), None),
         ]
         timings: dict[str, list[float]] = {name: [] for name, _, _ in steps}
-        for rep in range(args.repeats):
-            order = steps[rep % len(steps) :] + steps[: rep % len(steps)]
-            for name, step, after in order:
+        by_name = {name: (name, step, after) for name, step, after in steps}
+        for names in balanced_orders(list(by_name), args.repeats):
+            for name, step, after in (by_name[n] for n in names):
                 start = time.perf_counter()
                 step()
                 timings[name].append(time.perf_counter() - start)

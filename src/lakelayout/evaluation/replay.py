@@ -516,6 +516,34 @@ def rotated_orders(names: Sequence[str], events: int, seed: int) -> list[list[st
     return out
 
 
+def balanced_orders(names: Sequence[str], repeats: int) -> list[list[str]]:
+    """The order of ``names`` in each of ``repeats`` interleaved repeats of a bench, such
+    that no contender is systematically early or late.
+
+    Repeats come in pairs: an order, then the same order reversed, so that over a pair
+    every contender's mean place is the middle, ``(n - 1) / 2``, whatever ``n`` and
+    however few the repeats; each pair starts the order at another place, so who runs
+    after whom changes too. With an odd ``repeats`` the last repeat has no partner.
+    (Rotating one place per repeat, with fewer repeats than contenders, left the last
+    contenders late in every repeat.)
+
+    >>> balanced_orders(["a", "b", "c"], 4)
+    [['a', 'b', 'c'], ['c', 'b', 'a'], ['b', 'c', 'a'], ['a', 'c', 'b']]
+    >>> orders = balanced_orders(list("abcdefgh"), 2)
+    >>> {name: sum(o.index(name) for o in orders) / 2 for name in "ah"}
+    {'a': 3.5, 'h': 3.5}
+    """
+    names = list(names)
+    n = len(names)
+    pairs = max(1, (repeats + 1) // 2)
+    out: list[list[str]] = []
+    for rep in range(repeats):
+        shift = (rep // 2) * n // pairs if n else 0
+        order = names[shift:] + names[:shift]
+        out.append(order if rep % 2 == 0 else order[::-1])
+    return out
+
+
 # --------------------------------------------------------------------------- one policy's lane
 
 
