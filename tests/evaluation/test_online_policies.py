@@ -174,6 +174,23 @@ def test_a_drifting_replay_under_the_online_policies_and_oracles(
     assert static["totals"]["fit_seconds"] == optimal["totals"]["fit_seconds"] > 0
     assert rows["offline-optimal"]["switches"] == planned
     assert all(r["rewrite_scans"] == pytest.approx(4.0 * r["rewrites"]) for r in rows.values())
+    # the online policies' own time is in their totals (an audit: it was in none); each is
+    # charged every window fit it used, whichever policy made it first (the fits are shared)
+    fits = {}
+    for name in ("oreo", "greedy", "regret"):
+        overheads = runs[name]["overheads"]
+        kinds = {o["kind"] for o in overheads}
+        assert {"online start", "online observe", "online decision", "online fit"} <= kinds
+        fits[name] = sum(o["seconds"] for o in overheads if o["kind"] == "online fit")
+        deciding = runs[name]["totals"]["overhead_seconds"]
+        assert deciding == pytest.approx(sum(o["seconds"] for o in overheads)) and deciding > 0
+        spent = runs[name]["totals"]
+        assert rows[name]["total_seconds"] == pytest.approx(
+            spent["query_cost_seconds"] + spent["rewrite_seconds"] + deciding
+        )
+    assert fits["oreo"] == pytest.approx(fits["greedy"]) == pytest.approx(fits["regret"])
+    assert fits["oreo"] > 0
+    assert not runs["static"]["overheads"] and rows["static"]["deciding_scans"] == 0
     assert rows["static"]["static_over_this"] == pytest.approx(1.0)
     assert rows["offline-optimal"]["this_over_optimal"] == pytest.approx(1.0)
 

@@ -56,7 +56,8 @@ import os
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
@@ -134,6 +135,11 @@ class Policy:
     knows = ""
     #: whether the policy runs Delta Lake's own Spark connector (checked before the replay)
     needs_delta_connector = False
+    #: a deciding policy's own seconds not handed to ``ctx.record_overhead`` (the replay
+    #: adds them), and every second it charged: (stream position, what, seconds); set by
+    #: the policies that charge (:meth:`_overhead`)
+    overhead_seconds: float
+    overhead_events: list[tuple[int, str, float]]
 
     def cluster_by(self, ctx: Context) -> list[str] | None:
         """Liquid clustering columns to create the table with (None: not clustered)."""
@@ -177,6 +183,19 @@ class Policy:
 
     def may_reorganize(self, ctx: Context) -> None:
         """Called before every query; rewrite through ``ctx.rewrite`` if wanted."""
+
+    def _overhead(self, ctx: Context, kind: str, seconds: float) -> None:
+        """Charge ``seconds`` of the policy's own work to its total: through
+        ``ctx.record_overhead`` when the context has it, else summed in the policy's
+        ``overhead_seconds`` for the replay to add (the policy keeps ``overhead_seconds``
+        and ``overhead_events``, which it sets)."""
+        record = getattr(ctx, "record_overhead", None)
+        position = int(getattr(ctx, "position", -1))
+        self.overhead_events.append((position, kind, seconds))
+        if callable(record):
+            record(kind, seconds)
+        else:
+            self.overhead_seconds += seconds
 
 
 #: layout fits tried by :func:`fit_with_blocks` to reach the wanted block count
@@ -653,7 +672,9 @@ class OnlineSettings:
 #: (sample id, window SQL, blocks, families) -> (the sample, fitted candidates), shared by
 #: all online policies and oracles of a replay (they see the same windows of the same
 #: stream); the sample is held and checked, so a later sample with a reused id never hits
-_FITS: dict[tuple[int, tuple[str, ...], int, tuple[str, ...]], tuple[pa.Table, list[Candidate]]]
+_FITS: dict[
+    tuple[int, tuple[str, ...], int, tuple[str, ...]], tuple[pa.Table, list[Candidate], float]
+]
 _FITS = {}
 #: sample id -> (the sample, α, how it was obtained): one α for every policy of a replay
 _ALPHAS: dict[int, tuple[pa.Table, float, str]] = {}
@@ -665,10 +686,20 @@ def window_candidates(
     ctx: Context, predicates: Sequence[Predicate], blocks: int, families: Sequence[str]
 ) -> list[Candidate]:
     """Candidates fitted on ``predicates`` with about ``blocks`` blocks (cached per replay)."""
+    return timed_window_candidates(ctx, predicates, blocks, families)[0]
+
+
+def timed_window_candidates(
+    ctx: Context, predicates: Sequence[Predicate], blocks: int, families: Sequence[str]
+) -> tuple[list[Candidate], float]:
+    """:func:`window_candidates` and the seconds fitting them took when they were made:
+    the cache spares the replay's time, not a policy's bill (each online policy is
+    charged the fit as if it had made it)."""
     sample = ctx.sample()
     key = (id(sample), tuple(p.sql() for p in predicates), blocks, tuple(families))
     cached = _FITS.get(key)
     if cached is None or cached[0] is not sample:
+        started = time.perf_counter()
         found = fit_candidates(
             sample,
             predicates,
@@ -676,8 +707,8 @@ def window_candidates(
             families=families,
             sizer=lambda fit, wanted: fit_with_blocks(fit, wanted, max_fits=ONLINE_MAX_FITS),
         )
-        cached = _FITS[key] = (sample, found)
-    return cached[1]
+        cached = _FITS[key] = (sample, found, time.perf_counter() - started)
+    return cached[1], cached[2]
 
 
 def replay_alpha(ctx: Context, settings: OnlineSettings) -> tuple[float, str]:
@@ -744,14 +775,21 @@ def apply_blocks(
 
 
 def _rewrite_to(
-    ctx: Context, layout: Layout, label: str, *, keep_files: bool = True, split_blocks: bool = True
+    ctx: Context,
+    layout: Layout,
+    label: str,
+    *,
+    keep_files: bool = True,
+    split_blocks: bool = True,
+    run: Callable[[str, Callable[[], OptimizeMetrics]], None] | None = None,
 ) -> None:
     """Rewrite the files not already laid out by ``layout`` (:func:`apply_blocks`; see
     :func:`~lakelayout.online_table.plan_switch`: a file whose statistics put it in one
     block is kept, and recorded as that block). ``keep_files=False``: every file
     ``layout`` did not write is rewritten (what switches did before they kept files;
     for comparisons); ``split_blocks=False``: one file per block however large (what
-    switches wrote before they cut large blocks; for comparisons)."""
+    switches wrote before they cut large blocks; for comparisons). ``run``: the rewrite
+    to call (default ``ctx.rewrite``)."""
     from lakelayout.online_table import laid_out_by, plan_switch
 
     snap = latest_snapshot(ctx)
@@ -766,7 +804,7 @@ def _rewrite_to(
             return apply_blocks(ctx, layout, files, keep)
         return ctx.table.optimize.apply(layout, files, one_file_per_block=True, keep=keep)
 
-    ctx.rewrite(f"switch to {label}", write)
+    (run or ctx.rewrite)(f"switch to {label}", write)
 
 
 _ONLINE_DESCRIPTIONS = {
@@ -785,6 +823,14 @@ class OnlinePolicy(Policy):
     Inserts made after a switch are laid out by a catch-up, as on a live table
     (:meth:`~lakelayout.online.engine.OnlineEngine.wants_catch_up`; off with
     ``catch_up=False``), or else by the next switch.
+
+    Their own time counts in their total, as the advisor's does
+    (``ctx.record_overhead``): every hook is timed, less the rewrites (timed by
+    ``ctx.rewrite``) and α's measurement (a calibration before the stream, as
+    ``lakelayout calibrate`` is the advisor's). Each policy prices queries with a
+    cost book of its own, and is charged each window fit the seconds it took when
+    it was made, whichever policy made it first: what the replay shares to save
+    its own time no policy gets for free.
     """
 
     knows = "online"
@@ -797,22 +843,70 @@ class OnlinePolicy(Policy):
         self.alpha_note = ""
         self.description = f"[online] {_ONLINE_DESCRIPTIONS[kind]}"
         self._unlaid: UnlaidFiles | None = None  # made with the first catch-up account
+        #: seconds not handed to ``ctx.record_overhead`` (the replay adds them)
+        self.overhead_seconds = 0.0
+        #: every second charged: (stream position, what, seconds)
+        self.overhead_events: list[tuple[int, str, float]] = []
+        #: within a hook: seconds not charged (rewrites, α, fits run), fit seconds charged
+        self._apart = 0.0
+        self._fitted = 0.0
+
+    @contextmanager
+    def _deciding(self, ctx: Context, kind: str) -> Iterator[None]:
+        """Charge the block's seconds as ``kind`` overhead, less what it set apart, and the
+        window fits it used as ``online fit``."""
+        started = time.perf_counter()
+        self._apart = self._fitted = 0.0
+        try:
+            yield
+        finally:
+            self._overhead(ctx, kind, max(0.0, time.perf_counter() - started - self._apart))
+            if self._fitted > 0:
+                self._overhead(ctx, "online fit", self._fitted)
+
+    def _set_apart(self, started: float) -> None:
+        self._apart += time.perf_counter() - started
+
+    def _rewrite(self, ctx: Context, kind: str, action: Callable[[], OptimizeMetrics]) -> None:
+        started = time.perf_counter()
+        try:
+            ctx.rewrite(kind, action)
+        finally:
+            self._set_apart(started)
 
     def on_insert(self, ctx: Context, new_files: Sequence[str]) -> None:
         if self.engine is not None:
             return
+        with self._deciding(ctx, "online start"):
+            self._start(ctx)
+
+    def _start(self, ctx: Context) -> None:
+        from lakelayout.online.costs import CostBook
+
+        started = time.perf_counter()
         alpha, self.alpha_note = replay_alpha(ctx, self.settings)
+        self._set_apart(started)
         families = self.settings.families
 
         def fit(predicates: Sequence[Predicate]) -> list[Candidate]:
-            return window_candidates(ctx, predicates, max(1, ctx.files_inserted), families)
+            began = time.perf_counter()
+            found, seconds = timed_window_candidates(
+                ctx, predicates, max(1, ctx.files_inserted), families
+            )
+            self._set_apart(began)
+            self._fitted += seconds
+            return found
 
         self.engine = OnlineEngine(
-            self.settings.config(self.kind, alpha), ctx.sample(), fit, book=cost_book(ctx)
+            self.settings.config(self.kind, alpha), ctx.sample(), fit, book=CostBook(ctx.sample())
         )
         self._describe()
 
     def on_query(self, ctx: Context, query: Query) -> None:
+        with self._deciding(ctx, "online observe"):
+            self._observe(ctx, query)
+
+    def _observe(self, ctx: Context, query: Query) -> None:
         from lakelayout.online.costs import table_costs
 
         engine = self.engine
@@ -840,9 +934,14 @@ class OnlinePolicy(Policy):
         return self._unlaid
 
     def may_reorganize(self, ctx: Context) -> None:
-        engine = self.engine
-        if engine is None:
+        if self.engine is None:
             return
+        with self._deciding(ctx, "online decision"):
+            self._may_switch(ctx)
+
+    def _may_switch(self, ctx: Context) -> None:
+        engine = self.engine
+        assert engine is not None
         if not engine.wants_switch():
             self._may_catch_up(ctx)
             return
@@ -855,6 +954,7 @@ class OnlinePolicy(Policy):
             record.target_label,
             keep_files=self.settings.keep_files,
             split_blocks=self.settings.split_blocks,
+            run=lambda kind, action: self._rewrite(ctx, kind, action),
         )
         engine.committed(record)
         self._describe()
@@ -878,8 +978,10 @@ class OnlinePolicy(Policy):
         rewrite, share = planned
         record = engine.begin_catch_up(share)
         files = [str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if r]
-        ctx.rewrite(
-            f"catch-up in {record.target_label}", lambda: apply_blocks(ctx, layout, files, keep)
+        self._rewrite(
+            ctx,
+            f"catch-up in {record.target_label}",
+            lambda: apply_blocks(ctx, layout, files, keep),
         )
         engine.committed(record)
         self._describe()
@@ -1189,15 +1291,6 @@ class AutoPolicy(Policy):
             f"advisor ({advisor.cost_model().source} cost model): {len(self.decisions)} "
             f"decisions, rewrites: {done}"
         )
-
-    def _overhead(self, ctx: Context, kind: str, seconds: float) -> None:
-        record = getattr(ctx, "record_overhead", None)
-        position = int(getattr(ctx, "position", -1))
-        self.overhead_events.append((position, kind, seconds))
-        if callable(record):
-            record(kind, seconds)
-        else:
-            self.overhead_seconds += seconds
 
 
 #: policies fitted on the whole workload, future queries included: they know what the
