@@ -15,6 +15,8 @@ import pytest
 from deltalake import DeltaTable
 from deltalake import Schema as DeltaSchema
 from deltalake.transaction import AddAction, create_table_with_add_actions
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lakelayout.expr.like import like_prefix
 from lakelayout.expr.nodes import (
@@ -409,3 +411,64 @@ def test_in_list_on_38_digit_decimals_is_exact() -> None:
     assert all_rows_match(
         In(d, tuple(Literal(v, dtype) for v in hit), negated=True), files
     ).tolist() == [False]
+
+
+# ---------------------------------------------------------------- decimal IN lists (B5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    scale=st.integers(0, 38),
+    unscaled=st.lists(
+        st.lists(
+            st.one_of(
+                st.integers(-(10**38) + 1, 10**38 - 1),
+                st.sampled_from([0, 1, -1, 2**63, -(2**63), 2**64 - 1, -(2**64), 10**38 - 1]),
+            ),
+            min_size=1,
+            max_size=6,
+        ),
+        min_size=3,
+        max_size=3,
+    ),
+    offset=st.integers(0, 2),
+)
+def test_decimal_ranks_order_as_the_decimals_do(
+    scale: int, unscaled: list[list[int]], offset: int
+) -> None:
+    """An IN list of decimals is searched by exact ranks of the 16-byte values (a high
+    and a low word): every pair of values across the arrays orders and ties as the
+    decimals do, 38 digits and sliced arrays included."""
+    from lakelayout.skipping.stats_rules import _sortable_together
+
+    dtype = pa.decimal128(38, scale)
+    arrays = []
+    for values in unscaled:
+        whole = pa.array([Decimal(f"{v}E-{scale}") for v in values], dtype)
+        arrays.append(whole.slice(min(offset, len(whole) - 1)))
+    decimals = [v for a in arrays for v in a.to_pylist()]
+    ranks = [int(r) for part in _sortable_together(*arrays) for r in part]
+    for i, a in enumerate(decimals):
+        for j, b in enumerate(decimals):
+            assert (a < b) == (ranks[i] < ranks[j]) and (a == b) == (ranks[i] == ranks[j])
+
+
+def test_a_decimal_in_list_keeps_the_files_whose_range_holds_a_value() -> None:
+    """The ranked search keeps exactly the files whose [min, max] holds a listed value,
+    at 38 digits, where doubles would merge neighbours."""
+    dtype = pa.decimal128(38, 0)
+    top = 10**38 - 1
+    values = [top - 5, top - 4, top - 3, 0, 10, -top, -top + 1, None]
+    blocks = np.array([0, 0, 1, 2, 2, 3, 3, 4])
+    files = block_stats(
+        pa.table({"d": pa.array([None if v is None else Decimal(v) for v in values], dtype)}),
+        blocks,
+    )
+    listed = (Literal(Decimal(top - 3), dtype), Literal(Decimal(-top), dtype))
+    assert might_match(In(Column("d", dtype), listed), files).tolist() == [
+        False,
+        True,
+        False,
+        True,
+        False,  # only NULLs: IN never holds
+    ]

@@ -846,11 +846,11 @@ def _range_holds_any(b: Bounds, values: Sequence[pa.Scalar]) -> np.ndarray:
     if len(array) > IN_LIST_CAP:
         low, high = array[0], array[len(array) - 1]
         return b.low_vs("<=", high, True) & b.high_vs(">=", low, True)
-    sorted_values = _sortable(array)
     low_known = _vector(pc.is_valid(b.low), False)
     high_known = _vector(pc.is_valid(b.high), False)
-    lows = _sortable(pc.fill_null(b.low, array[0]))
-    highs = _sortable(pc.fill_null(b.high, array[0]))
+    sorted_values, lows, highs = _sortable_together(
+        array, pc.fill_null(b.low, array[0]), pc.fill_null(b.high, array[0])
+    )
     first = np.searchsorted(sorted_values, lows, side="left")
     first = np.where(low_known, first, 0)
     exists = first < len(sorted_values)
@@ -859,12 +859,42 @@ def _range_holds_any(b: Bounds, values: Sequence[pa.Scalar]) -> np.ndarray:
     return np.asarray(exists & (~high_known | fits), dtype=bool)
 
 
+def _sortable_together(*arrays: pa.Array | pa.ChunkedArray) -> list[np.ndarray]:
+    """:func:`_sortable` of each of ``arrays`` (one type), comparable across them.
+
+    Decimals of up to 38 digits without nulls become their exact ranks in the
+    values of all the arrays together: each 16-byte value is a signed high word
+    and an unsigned low word (two's complement, one scale for one type), sorted
+    by the pair. A rank compares as the decimal does, and numpy searches int64
+    about 30× faster than ``Decimal`` objects (B5: an IN list of 50 decimals
+    over 100,000 files took 0.15 s).
+    """
+    flat = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]
+    if not pa.types.is_decimal128(flat[0].type) or any(a.null_count for a in flat):
+        return [_sortable(a) for a in flat]
+    words = np.concatenate(
+        [
+            np.frombuffer(a.buffers()[1], dtype="<u8").reshape(-1, 2)[a.offset : a.offset + len(a)]
+            for a in flat
+        ]
+    )
+    low, high = words[:, 0], words[:, 1].view("<i8")
+    order = np.lexsort((low, high))
+    ordered_low, ordered_high = low[order], high[order]
+    step = (ordered_low[1:] != ordered_low[:-1]) | (ordered_high[1:] != ordered_high[:-1])
+    ranks = np.empty(len(order), dtype=np.int64)
+    ranks[order] = np.concatenate(([0], np.cumsum(step)))
+    bounds = np.cumsum([0, *(len(a) for a in flat)])
+    return [ranks[bounds[i] : bounds[i + 1]] for i in range(len(flat))]
+
+
 def _sortable(arr: pa.Array) -> np.ndarray:
     """A numpy array ordered like the Arrow values (physical ints for dates and times).
 
     Decimals become Python ``Decimal`` objects (exact; numpy compares them as
     objects): Arrow's cast to float64 is not correctly rounded, and 38-digit
-    values one unit apart share a double, which would blur the search.
+    values one unit apart share a double, which would blur the search
+    (:func:`_sortable_together` ranks DECIMAL(p ≤ 38) exactly and faster).
     """
     t = arr.type
     if pa.types.is_decimal(t):
