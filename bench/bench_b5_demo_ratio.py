@@ -1,9 +1,9 @@
 """B5 (second half): pruning time as a share of scan time on the demo table.
 
 Builds the `make demo` table (TPC-H lineitem, scale 0.1, ~32 files in arrival
-order) and, for every demo predicate, times the pruning step (``Table.plan``:
-snapshot read, parse + bind, the scan planner over the snapshot with the
-index catalog and layout provenance) and the Spark scan of the kept files
+order) and, for every demo predicate, times the pruning step (``Table.plan`` on a
+snapshot read before the clock starts: parse + bind, the scan planner over
+the snapshot with the index catalog and layout provenance) and the Spark scan of the kept files
 (count of matching rows). Goal: pruning <= 2% of the scan. One run; figures
 printed.
 
