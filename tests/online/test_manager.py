@@ -118,6 +118,30 @@ def test_a_drifting_workload_gets_a_new_state_after_the_template_switch(sample: 
     assert AS_IS not in engine.manager.states  # left once a rewrite away from it committed
 
 
+def test_queries_served_while_a_switch_is_written_cost_the_table_as_it_is(
+    sample: pa.Table,
+) -> None:
+    """A switch is drawn (the decider is in its target) but not yet committed: the queries
+    served meanwhile read the table as it is, and the reported query cost is theirs, not
+    the target's estimate (an audit: under half of what the scans read)."""
+    rng = np.random.default_rng(1)
+    config = OnlineConfig(alpha=4.0, window=60, interval=30, epsilon=0.08, max_states=6, seed=0)
+    engine = OnlineEngine(config, sample, fitter(sample, ["qdtree"]))
+    arrival = Arrival(sample)
+    sqls = iter([on_x(rng) for _ in range(400)])
+    while not engine.wants_switch():
+        engine.observe(sql := next(sqls), parse_predicate(sql, sample.schema), arrival)
+    record = engine.begin()
+    assert engine.applied == AS_IS and engine.decider.current == record.target
+    before = engine.query_cost
+    during = [parse_predicate(next(sqls), sample.schema) for _ in range(10)]
+    for predicate in during:
+        engine.observe(predicate.sql(), predicate, arrival)
+    read = float(arrival(during).sum())
+    assert engine.query_cost - before == pytest.approx(read)
+    assert read > 2 * float(engine.virtual(record.target).costs(during).sum())
+
+
 @pytest.mark.parametrize("join", [False, True])
 def test_with_mid_phase_join_the_new_template_s_state_is_drawable_in_its_phase(
     sample: pa.Table, join: bool
