@@ -384,6 +384,7 @@ def test_status_and_history_survive_a_restart(spark: Any, tmp_path: Path) -> Non
         **SETTINGS,
         admission_sample=15,
         half_life=30,
+        gamma=1.0,  # the predictor's weights are read only when draws are not uniform
         predictor="recent",
         predictor_weight="inverse",
         mid_phase_join=True,
@@ -871,6 +872,15 @@ def test_scans_feed_nothing_until_enabled_and_bad_options_write_nothing(
         t.online.enable(alpha=2.0, predictor_weight="skip")
     with pytest.raises(InvalidOption, match="seed must be >= 0"):
         t.online.enable(alpha=2.0, seed=-1)
+    # options the chosen policy never reads are named, not echoed back by status() (an audit)
+    with pytest.raises(InvalidOption, match=r"ignore: gamma \(policy 'greedy' draws no state\)"):
+        t.online.enable(alpha=2.0, policy="greedy", gamma=4.0)
+    with pytest.raises(InvalidOption, match=r"predictor_window \(read with predictor='recent'"):
+        t.online.enable(alpha=2.0, gamma=1.0, predictor_window=30)
+    with pytest.raises(InvalidOption, match=r"predictor_weight \(gamma=0 draws uniformly\)"):
+        t.online.enable(alpha=2.0, predictor_weight="inverse")
+    with pytest.raises(InvalidOption, match=r"half_life \(read with admission_sample > 0"):
+        t.online.enable(alpha=2.0, half_life=10)
     version = t.version
     with pytest.raises(InvalidOption, match="never enabled"):
         t.online.disable()

@@ -1470,6 +1470,11 @@ class Online:
             half_life=half_life,
             catch_up=catch_up,
         )
+        unused = config.unused()
+        if unused:
+            raise InvalidOption(
+                f"options this online policy would ignore: {'; '.join(unused)}; leave them out"
+            )
         chosen = check_families(families)
         if isinstance(sample_rows, bool) or not isinstance(sample_rows, int) or sample_rows < 100:
             raise InvalidOption(f"sample_rows must be an integer >= 100, got {sample_rows!r}")

@@ -177,6 +177,30 @@ class OnlineConfig:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def unused(self) -> list[str]:
+        """The options set away from their defaults that this policy never reads (named
+        with the reason): greedy and regret draw nothing, a uniform draw (``gamma=0``)
+        weighs no state, ``predictor_window`` is read by ``predictor="recent"`` only and
+        ``half_life`` by the time-biased ``admission_sample`` only."""
+        fields = self.__dataclass_fields__
+
+        def changed(name: str) -> bool:
+            return bool(getattr(self, name) != fields[name].default)
+
+        draw = ("gamma", "predictor", "predictor_window", "predictor_weight", "mid_phase_join")
+        out = []
+        if self.policy != "oreo":
+            out += [f"{n} (policy {self.policy!r} draws no state)" for n in draw if changed(n)]
+        else:
+            weights = ("predictor", "predictor_window", "predictor_weight")
+            if self.gamma == 0:
+                out += [f"{n} (gamma=0 draws uniformly)" for n in weights if changed(n)]
+            elif changed("predictor_window") and self.predictor != "recent":
+                out.append("predictor_window (read with predictor='recent' only)")
+        if changed("half_life") and self.admission_sample == 0:
+            out.append("half_life (read with admission_sample > 0 only)")
+        return out
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> OnlineConfig:
         known = {f for f in cls.__dataclass_fields__}
