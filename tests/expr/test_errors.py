@@ -10,7 +10,7 @@ import pytest
 
 from lakelayout.errors import PredicateError
 from lakelayout.expr import And, Or, evaluate, parse_predicate, parse_term
-from lakelayout.expr.parse import MAX_NESTING
+from lakelayout.expr.parse import MAX_NESTING, MAX_TERM_NESTING
 
 SCHEMA = pa.schema(
     [
@@ -230,8 +230,8 @@ def _alternating(levels: int) -> str:
         ("NOT " * MAX_NESTING + "a < 2", "a < 2"),
         ("NOT " * (MAX_NESTING - 1) + "a < 2", "a >= 2"),
         ("NOT (" * (MAX_NESTING // 2) + "a < 2" + ")" * (MAX_NESTING // 2), "a < 2"),
-        ("abs(" * (MAX_NESTING - 1) + "a" + ")" * (MAX_NESTING - 1) + " > 3", None),
-        ("(" * (MAX_NESTING - 1) + "a" + " + 1)" * (MAX_NESTING - 1) + " > 3", None),
+        ("abs(" * MAX_TERM_NESTING + "a" + ")" * MAX_TERM_NESTING + " > 3", None),
+        ("(" * MAX_TERM_NESTING + "a" + " + 1)" * MAX_TERM_NESTING + " > 3", None),
     ],
     ids=["parentheses", "nots", "nots-odd", "not-parentheses", "functions", "arithmetic"],
 )
@@ -239,6 +239,51 @@ def test_nesting_up_to_the_limit_binds(sql: str, expected: str | None) -> None:
     pred = parse_predicate(sql, NEST)
     if expected is not None:
         assert pred.sql() == expected
+
+
+_TERMS = {
+    "functions": lambda n: "abs(" * n + "a" + ")" * n + " > 3",
+    "arithmetic": lambda n: "(" * n + "a" + " + 1)" * n + " > 3",
+    "negation": lambda n: "-(" * n + "a" + ")" * n + " > 3",
+    "unary minus": lambda n: "- " * n + "a < 0",
+    "casts": lambda n: "CAST(" * n + "a" + " AS BIGINT)" * n + " = 3",
+}
+
+
+@pytest.mark.parametrize("shape", list(_TERMS))
+def test_terms_nest_up_to_their_limit_and_every_consumer_copes(shape: str) -> None:
+    """Functions, casts and arithmetic nest at most MAX_TERM_NESTING deep: past about 245
+    levels the planner and the renderer failed under Python's default recursion limit
+    with a raw RecursionError (an audit), at 250 where the parser accepted 256. At the
+    limit, inside boolean nesting up to the parentheses' limit, with 150 frames already
+    on the stack, binding, pruning, evaluation and rendering work."""
+    import sys
+
+    from lakelayout.skipping.stats_rules import all_rows_match, might_match
+    from lakelayout.stats.blocks import block_stats
+
+    table = pa.table({"a": pa.array([1, 300], pa.int32()), "b": pa.array([0, 0], pa.int32())})
+    files = block_stats(table, np.array([0, 1]))
+    levels = (MAX_NESTING - MAX_TERM_NESTING) // 2 - 1
+    text = _TERMS[shape](MAX_TERM_NESTING)
+    for k in range(levels):
+        text = f"(a > {k} {'AND' if k % 2 else 'OR'} ({text}))"
+
+    def deep(frames: int) -> None:
+        if frames:
+            return deep(frames - 1)
+        assert sys.getrecursionlimit() <= 1000
+        pred = parse_predicate(text, NEST)
+        truth = evaluate(pred, table)
+        assert not (truth & ~might_match(pred, files)).any()
+        assert not (all_rows_match(pred, files) & ~truth).any()
+        assert parse_predicate(pred.sql(), NEST) == pred
+        return None
+
+    deep(150)
+    deeper = _TERMS[shape](MAX_TERM_NESTING + 1)
+    with pytest.raises(PredicateError, match=f"{MAX_TERM_NESTING + 1} levels deep; lakelayout"):
+        parse_predicate(deeper, NEST)
 
 
 def test_alternating_and_or_up_to_the_limit_binds_and_prunes() -> None:

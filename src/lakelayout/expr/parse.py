@@ -348,7 +348,24 @@ def _bind_predicate(
         node = _ntz_timestamps(node)
     with _headroom(depth, sql, "predicate"):
         binder = Binder(schema, functions, timezone, "predicate", rules=rules)
-        return normalize(binder.predicate(node))
+        bound = normalize(binder.predicate(node))
+    _check_term_nesting(bound, sql, "predicate")
+    return bound
+
+
+def _check_term_nesting(bound: Expr, sql: str, what: str) -> None:
+    """PredicateError when functions nest deeper than :data:`MAX_TERM_NESTING` in ``bound``."""
+    deepest, stack = 0, [(bound, 0)]
+    while stack:
+        node, depth = stack.pop()
+        depth += isinstance(node, Func)
+        deepest = max(deepest, depth)
+        stack.extend((child, depth) for child in node.children())
+    if deepest > MAX_TERM_NESTING:
+        raise PredicateError(
+            f"{what} {_short(sql)!r} nests functions, casts or arithmetic {deepest} levels "
+            f"deep; lakelayout accepts at most {MAX_TERM_NESTING}"
+        )
 
 
 def _ntz_timestamps(node: exp.Expression) -> exp.Expression:
@@ -397,6 +414,7 @@ def _bind_term(
         raise PredicateError(f"unsupported expression {sql.strip()!r}: {err}") from None
     if not term.columns():
         raise PredicateError(f"expression {sql.strip()!r} references no column")
+    _check_term_nesting(term, sql, "expression")
     return term
 
 
@@ -412,6 +430,14 @@ nested arithmetic groups; lakelayout takes every form up to 256 levels and
 names the limit past it. Flat AND / OR chains are not nesting: Spark took
 50,000 terms, and lakelayout flattens them without recursion.
 """
+
+MAX_TERM_NESTING = 64
+"""The deepest nesting of functions, casts and arithmetic (``abs(abs(...))``,
+``-(-(...))``, ``CAST(CAST(...))``) in a bound predicate or expression. Past
+about 245 levels the planner's, evaluator's and renderer's recursion (under
+Python's default limit, where scans, DELETE and the advisor run them) failed
+with a raw RecursionError (an audit); the evaluator takes about five frames a
+level. A unary ``- - - i`` chain counts although it has no parentheses."""
 
 #: Python frames sqlglot's recursive-descent parser and the binder may use at
 #: :data:`MAX_NESTING` (about 21 per level of parentheses), with room to spare.
