@@ -205,3 +205,14 @@ def test_describe_names_partition_columns(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "partitioned by: day" in result.output
     assert "│ day (partition) │ string │     3/3 │" in result.output
+
+
+def test_log_clips_a_huge_predicate_and_says_how_long_it_was() -> None:
+    """``lakelayout log`` printed a logged 70,000-term OR whole: 5.7 MB (an audit)."""
+    from lakelayout.cli import LOG_PREDICATE_CHARS, _clipped
+
+    text = " OR ".join(f"i = {k}" for k in range(70_000))
+    shown = _clipped(text)
+    assert shown.startswith(text[:LOG_PREDICATE_CHARS]) and len(shown) < LOG_PREDICATE_CHARS + 40
+    assert shown.endswith(f"… ({len(text):,} characters)")
+    assert _clipped("i < 3") == "i < 3" and _clipped(None) == ""

@@ -452,6 +452,17 @@ def _advisor_table(path: str, model: Path | None) -> object:
     return table
 
 
+#: characters of a logged predicate `lakelayout log` shows (a 70,000-term OR is 5 MB)
+LOG_PREDICATE_CHARS = 500
+
+
+def _clipped(text: str | None) -> str:
+    """``text`` up to :data:`LOG_PREDICATE_CHARS`, then how much was left out."""
+    if text is None or len(text) <= LOG_PREDICATE_CHARS:
+        return text or ""
+    return f"{text[:LOG_PREDICATE_CHARS]}… ({len(text):,} characters)"
+
+
 @app.command("log")
 def log_(
     path: Annotated[str, typer.Argument(help="table location")],
@@ -477,7 +488,7 @@ def log_(
         grid.add_row(
             r["ts"].strftime("%Y-%m-%d %H:%M:%S"),
             str(r["table_version"]),
-            r["predicate"],
+            _clipped(r["predicate"]),
             "*" if r["columns"] is None else ", ".join(r["columns"]),
             f"{r['files_kept']}/{r['files_total']}",
             f"{_fmt_bytes(r['bytes_kept'])} of {_fmt_bytes(r['bytes_total'])}",
