@@ -15,7 +15,7 @@ import pytest
 from deltalake import DeltaTable
 
 from lakelayout.api import Table
-from lakelayout.errors import CommitConflict, InvalidOption, SchemaMismatch
+from lakelayout.errors import CommitConflict, InvalidOption, LakelayoutError, SchemaMismatch
 from lakelayout.skipping.indexes import MinMax
 from lakelayout.table.writer import arrow_data_schema
 
@@ -267,3 +267,28 @@ def test_a_dictionary_encoded_partition_column_is_written(tmp_path: Path) -> Non
     rows = sorted((r["id"], r["p"]) for r in DeltaTable(t.uri).to_pyarrow_table().to_pylist())
     assert rows == [(1, "a"), (1, "a"), (2, "b"), (2, "b"), (3, "a"), (3, "a")]
     assert t.snapshot().table_format.partition_columns == ("p",)
+
+
+def test_an_append_whose_commit_landed_returns_though_delta_rs_failed_after_it(
+    tmp_path: Path,
+) -> None:
+    """delta-rs writes the commit file, then a checkpoint; when the checkpoint fails (a
+    full disk in an audit; here a folder in the checkpoint's place) it raised though the
+    append had committed, and a user's retry added the rows twice. The append names its
+    commit in commitInfo, finds it landed, and returns; an I/O error before the commit is
+    a LakelayoutError that says nothing was committed, and removes the written files."""
+    t = Table.create(
+        str(tmp_path / "t"), pa.table({"id": [1, 2]}), properties={"delta.checkpointInterval": "1"}
+    )
+    log = tmp_path / "t" / "_delta_log"
+    (log / f"{t.version + 1:020d}.checkpoint.parquet").mkdir()
+    t.append(pa.table({"id": [3]}))
+    assert sorted(DeltaTable(t.uri).to_pyarrow_table()["id"].to_pylist()) == [1, 2, 3]
+    assert t.history(1)[0]["lakelayout"]["operation"] == "WRITE"
+    # the next version's commit file cannot be written: a folder in its place
+    (log / f"{t.version + 1:020d}.json").mkdir()
+    data = sorted(p.name for p in (tmp_path / "t").glob("*.parquet"))
+    with pytest.raises(LakelayoutError, match=r"failed: .*; nothing was committed"):
+        t.append(pa.table({"id": [4]}))
+    assert sorted(p.name for p in (tmp_path / "t").glob("*.parquet")) == data
+    assert sorted(DeltaTable(t.uri).to_pyarrow_table()["id"].to_pylist()) == [1, 2, 3]

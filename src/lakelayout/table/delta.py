@@ -30,12 +30,14 @@ right after creation.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import random
 import re
 import threading
 import time
 import urllib.parse
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -101,6 +103,8 @@ from lakelayout.table.location import (
     prepare_location,
     resolve_location,
 )
+
+logger = logging.getLogger(__name__)
 
 #: key of lakelayout's own entry in a commit's ``commitInfo``
 COMMIT_INFO_KEY = "lakelayout"
@@ -793,7 +797,11 @@ def _commit_delta_rs(
     """
     if plan is None:
         plan = _planner(location, removes, data_change, None, vectors=False)
-    info: dict[str, Any] = {COMMIT_INFO_KEY: {"operation": operation}}
+    # a token names this commit in its commit file: delta-rs can fail after the commit
+    # file is written (a checkpoint on a full disk), and the caller must then know it
+    # committed, or a retried append adds its rows twice (an audit)
+    token = uuid.uuid4().hex
+    info: dict[str, Any] = {COMMIT_INFO_KEY: {"operation": operation, "commit": token}}
     if data_change and adds and not removes:
         # a blind append (nothing read, nothing removed): Delta's conflict checker then lets
         # a concurrent DELETE / UPDATE / MERGE commit, as after Delta's own INSERT
@@ -843,6 +851,18 @@ def _commit_delta_rs(
             table = newest
             time.sleep(random.uniform(0.0, 0.002 * (attempt + 1)))
             continue
+        except Exception as exc:  # an I/O error, or delta-rs failing after its commit
+            if _committed(location, base + 1, token):
+                logger.warning(
+                    "committed to '%s' as version %d, but delta-rs then failed: %s",
+                    location,
+                    base + 1,
+                    exc,
+                )
+                return base + 1
+            raise LakelayoutError(
+                f"commit to '{location}' failed: {exc}; nothing was committed"
+            ) from exc
         return base + 1  # the only version this attempt could take
     found, _ = conflict_winners(location, first.version(), DeltaTable(location).version(), removes)
     raise CommitConflict(
@@ -851,6 +871,21 @@ def _commit_delta_rs(
         winners=found,
         rows_unchanged=False,
     )
+
+
+def _committed(location: str, version: int, token: str) -> bool:
+    """Whether commit ``version`` at ``location`` is the one whose commitInfo carries
+    ``token`` (False when it does not exist or cannot be read)."""
+    try:
+        actions = commit_actions(location, version)
+    except (OSError, ValueError):
+        return False
+    for action in actions:
+        info = action.get("commitInfo")
+        ours = info.get(COMMIT_INFO_KEY) if isinstance(info, dict) else None
+        if isinstance(ours, dict) and ours.get("commit") == token:
+            return True
+    return False
 
 
 def _check_same_metadata(
