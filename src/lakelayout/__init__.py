@@ -14,6 +14,7 @@ import importlib
 from typing import Any
 
 from lakelayout.errors import (
+    AfterCommitError,
     CommitConflict,
     EnvironmentProblem,
     InvalidOption,
@@ -50,6 +51,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AfterCommitError",
     "CommitConflict",
     "EnvironmentProblem",
     "InvalidOption",

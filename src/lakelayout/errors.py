@@ -53,6 +53,17 @@ class CommitConflict(LakelayoutError):
         self.rows_unchanged = rows_unchanged
 
 
+class AfterCommitError(LakelayoutError):
+    """The operation committed (``version``), then a step after its commit failed (an
+    ``after_commit`` hook). The table holds the commit: retrying as if nothing had been
+    committed would repeat it. ``metrics`` describe that commit (an ``OptimizeMetrics``)."""
+
+    def __init__(self, message: str, *, version: int, metrics: object = None) -> None:
+        super().__init__(message)
+        self.version = version
+        self.metrics = metrics
+
+
 class LayoutError(LakelayoutError):
     """A layout cannot be fitted, applied or loaded as asked."""
 

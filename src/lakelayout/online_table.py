@@ -74,7 +74,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -83,7 +83,13 @@ from filelock import FileLock, Timeout
 
 from lakelayout import arguments as args
 from lakelayout.cluster.config import block_roll_size
-from lakelayout.errors import InvalidOption, LakelayoutError, StateLocked, StateUnreadable
+from lakelayout.errors import (
+    AfterCommitError,
+    InvalidOption,
+    LakelayoutError,
+    StateLocked,
+    StateUnreadable,
+)
 from lakelayout.expr.nodes import Predicate
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.layouts.base import Layout, file_blocks, keep_floor
@@ -919,6 +925,9 @@ class _Controller:
                 metrics = table.optimize.apply(
                     layout, paths, hooks=self.hooks, target_file_size=roll, keep=keep
                 )
+        except AfterCommitError as exc:  # committed: the table is in the target's layout
+            metrics = cast("OptimizeMetrics", exc.metrics)
+            logger.warning("online state of %s: switch %s: %s", self.uri, record_id, exc)
         except Exception as exc:  # the table is unchanged: the commit did not happen
             error = f"{type(exc).__name__}: {exc}"
         if metrics is not None and metrics.yielded:  # lost its commit: nothing committed

@@ -10,6 +10,7 @@ import pytest
 from lakelayout.api import Table
 from lakelayout.cluster import MIN_CUBE_SIZE, TARGET_CUBE_SIZE, OptimizeHooks
 from lakelayout.cluster.config import SMALL_REWRITE_SIZE
+from lakelayout.errors import AfterCommitError
 
 from .helpers import TARGET, gen, live_paths, same_rows
 
@@ -109,9 +110,11 @@ def test_crash_between_cube_commits_and_concurrent_append(spark: Any, tmp_path: 
     def crash(index: int, version: int) -> None:
         raise RuntimeError(f"crash after cube {index} (version {version})")
 
-    with pytest.raises(RuntimeError, match="crash after cube 0"):
+    # the hook's failure after cube 0's commit says that commit is in the table
+    with pytest.raises(AfterCommitError, match="crash after cube 0") as crashed:
         t.optimize.run(hooks=OptimizeHooks(after_commit=crash))
-    assert t.version == v0 + 1
+    assert isinstance(crashed.value.__cause__, RuntimeError)
+    assert t.version == v0 + 1 == crashed.value.version
     detail = t.detail()
     assert len(detail.cubes) == 1 and detail.unclustered_files > 0
     assert same_rows(t.to_df(version=v0), t.to_df())

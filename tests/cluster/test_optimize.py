@@ -109,6 +109,42 @@ def test_conflicting_commit_leaves_table_unchanged(spark: Any, tmp_path: Path) -
     assert written == set()  # the losing writer's files were cleaned up
 
 
+def test_hooks_hear_every_commit_and_a_failure_after_it_says_it_committed(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``progress`` runs after every commit (compaction, ZORDER, Hilbert and apply never
+    called it); a hook failing after the commit raises AfterCommitError naming the version
+    the table holds, not an error that reads as "nothing committed" (an audit); a
+    before_commit failure leaves no written file behind."""
+    from lakelayout.cluster import OptimizeHooks
+    from lakelayout.errors import AfterCommitError
+
+    t = Table.create(str(tmp_path / "h"), gen(spark, 4000, 3, parts=6), target_file_size=TARGET)
+    heard: list[tuple[int, int]] = []
+    t.optimize.zorder(["a", "b"], hooks=OptimizeHooks(progress=lambda d, n: heard.append((d, n))))
+    t.optimize.hilbert(["a", "b"], hooks=OptimizeHooks(progress=lambda d, n: heard.append((d, n))))
+    assert heard == [(1, 1), (1, 1)]
+
+    def boom(*_: int) -> None:
+        raise RuntimeError("boom")
+
+    files = live_paths(t)
+    on_disk = sorted(p.name for p in Path(t.uri).glob("*.parquet"))
+    with pytest.raises(RuntimeError, match="boom"):
+        t.optimize.zorder(["b", "a"], hooks=OptimizeHooks(before_commit=boom))
+    assert live_paths(t) == files
+    assert sorted(p.name for p in Path(t.uri).glob("*.parquet")) == on_disk
+    with pytest.raises(AfterCommitError) as err:
+        t.optimize.zorder(["b", "a"], hooks=OptimizeHooks(after_commit=boom))
+    assert err.value.version == t.version and live_paths(t) != files
+    assert str(err.value).endswith(
+        f"committed as version {t.version}, then the after_commit hook failed: RuntimeError: boom"
+    )
+    assert err.value.metrics.versions == (t.version,)
+    assert err.value.metrics.files_removed == len(files) and err.value.metrics.rows_added == 4000
+    assert t.to_df().count() == 4000
+
+
 def test_apply_rolls_each_block_at_a_given_target_file_size(spark: Any, tmp_path: Path) -> None:
     t = Table.create(str(tmp_path / "t"), gen(spark, 12_000, 4, parts=4), target_file_size=TARGET)
     v0 = t.version

@@ -26,7 +26,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -58,7 +58,7 @@ from lakelayout.advisor.querylog import QueryLog
 from lakelayout.advisor.recommend import Inputs, Recommendation, recommend
 from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
 from lakelayout.cluster.optimize_metrics import OptimizeMetrics
-from lakelayout.errors import InvalidOption, LakelayoutError
+from lakelayout.errors import AfterCommitError, InvalidOption, LakelayoutError
 from lakelayout.expr.nodes import Predicate
 from lakelayout.skipping.indexes.base import Index
 from lakelayout.skipping.stats_rules import FileStack
@@ -612,6 +612,11 @@ class Advisor:
             else:
                 result.applied = True
             return result.metrics
+        except AfterCommitError as exc:  # committed, then a hook failed: it was applied
+            result.metrics = cast("OptimizeMetrics", exc.metrics)
+            result.applied = True
+            logger.warning("advisor on %s: %s", self.table.uri, exc)
+            return result.metrics
         except Exception as exc:  # the table stays as it was; say so, do not raise
             result.error = f"{type(exc).__name__}: {exc}"
             logger.warning("advisor on %s: rewrite failed: %s", self.table.uri, exc)
@@ -660,6 +665,9 @@ class Advisor:
                 target_file_size=cluster_config.BLOCK_ROLL_FACTOR * int(target),
                 keep=rec.keep,
             )
+        except AfterCommitError:  # committed: the rewritten files' statistics are wanted
+            self._build_statistics(added)
+            raise
         except BaseException:
             self._drop_statistics(added)
             raise

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import math
 import numbers
 import os
@@ -59,7 +60,13 @@ from lakelayout.cluster.rewrite import (
     sample_rows,
     write_routed,
 )
-from lakelayout.errors import CommitConflict, InvalidOption, LayoutError
+from lakelayout.errors import (
+    AfterCommitError,
+    CommitConflict,
+    InvalidOption,
+    LakelayoutError,
+    LayoutError,
+)
 from lakelayout.layouts.base import Layout
 from lakelayout.layouts.hilbert import HilbertLayout
 from lakelayout.layouts.zorder import CurveLayout, ZOrderLayout
@@ -68,6 +75,7 @@ from lakelayout.table.conflicts import describe as describe_winners
 from lakelayout.table.conflicts import waiting_operations
 from lakelayout.table.datafile import file_location
 from lakelayout.table.features import Kind
+from lakelayout.table.location import STATE_FOLDER
 from lakelayout.table.reader import check_files_exist
 from lakelayout.table.schema import check_reserved
 from lakelayout.table.writer import DATA_PAGE_BYTES, parquet_codec, row_group_size
@@ -81,6 +89,8 @@ if TYPE_CHECKING:
     from lakelayout.skipping.catalog import IndexCatalog
     from lakelayout.skipping.indexes.base import Index
     from lakelayout.table.delta import Snapshot
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -578,13 +588,24 @@ def commit_rewrite(
     ``add_tags`` (log path -> tags) go on the adds of a table clustered by
     Delta, which is committed through Delta's connector.
     """
-    with ctx.clock.step("provenance"):
-        ctx.store.record(provenance, removed=())
-    if hooks.before_commit is not None:
-        hooks.before_commit(index)
+    paths = [w.file.path for w in written]
+    try:
+        with ctx.clock.step("provenance"):
+            ctx.store.record(provenance, removed=())
+        if hooks.before_commit is not None:
+            hooks.before_commit(index)
+    except OSError as exc:  # nothing committed: the written files are nobody's
+        _delete_files(ctx.uri, paths)
+        raise LakelayoutError(
+            f"cannot record the rewrite's provenance under {STATE_FOLDER}/ of '{ctx.uri}': "
+            f"{exc}; nothing was committed"
+        ) from exc
+    except BaseException:
+        _delete_files(ctx.uri, paths)
+        raise
     reason = None if data_change else waiting_reason(ctx.uri)
     if reason is not None:
-        _delete_files(ctx.uri, [w.file.path for w in written])
+        _delete_files(ctx.uri, paths)
         raise Yielded(reason)
     try:
         with ctx.clock.step("commit"):
@@ -611,15 +632,29 @@ def commit_rewrite(
         if not _any_live(ctx.uri, [w.file.path for w in written]):
             _delete_files(ctx.uri, [w.file.path for w in written])
         raise
-    with ctx.clock.step("provenance"):
-        ctx.store.record((), removed=removed)
+    # committed: what follows must not read as "nothing was committed" (an audit: online
+    # switches and the advisor recorded a committed rewrite as failed)
+    try:
+        with ctx.clock.step("provenance"):
+            ctx.store.record((), removed=removed)
+    except Exception as exc:  # the removed files' entries stay: they name no live file
+        logger.warning("rewrite of %s committed as version %d; %s", ctx.uri, version, exc)
     if ctx.catalog is not None and ctx.indexes:
         with ctx.clock.step("indexes"):  # a failure leaves the files unindexed: always kept
             ctx.catalog.record_written(
                 [w.file for w in written], ctx.indexes, ctx.snap.table_format
             )
     if hooks.after_commit is not None:
-        hooks.after_commit(index, version)
+        try:
+            hooks.after_commit(index, version)
+        except Exception as exc:
+            done = metrics_for(operation, ctx, removed, written)
+            raise AfterCommitError(
+                f"'{ctx.uri}' committed as version {version}, then the after_commit hook "
+                f"failed: {type(exc).__name__}: {exc}",
+                version=version,
+                metrics=_with_versions(done, (version,)),
+            ) from exc
     return version
 
 
@@ -720,11 +755,23 @@ def _with_versions(m: OptimizeMetrics, versions: tuple[int, ...]) -> OptimizeMet
 
 
 def _done(
-    m: OptimizeMetrics, started: float, hooks: OptimizeHooks, ctx: _Context | None = None
+    m: OptimizeMetrics,
+    started: float,
+    hooks: OptimizeHooks,
+    ctx: _Context | None = None,
+    *,
+    progressed: bool = False,
 ) -> OptimizeMetrics:
-    """``m`` with the operation's seconds (and ``ctx``'s steps: where they went)."""
+    """``m`` with the operation's seconds (and ``ctx``'s steps: where they went).
+
+    ``hooks.progress`` hears of an operation that committed nothing, ``(0, 0)``, and of
+    one whose commits did not report themselves (``progressed``: liquid clustering's
+    cubes do), ``(n, n)`` after its ``n`` commits (compaction, ZORDER and Hilbert, apply
+    never called it; an audit)."""
     if hooks.progress is not None and not m.versions:
         hooks.progress(0, 0)
+    elif hooks.progress is not None and not progressed:
+        hooks.progress(len(m.versions), len(m.versions))
     steps = dict(ctx.clock.seconds) if ctx is not None else {}
     tasks = dict(ctx.clock.task_seconds) if ctx is not None else {}
     seconds = time.perf_counter() - started + steps.get("plan", 0.0)
@@ -987,10 +1034,10 @@ def _liquid(
                 add_tags=tags,
             )
         except Yielded as y:
-            return _done(_yielded(total, y.reason), started, hooks, ctx)
+            return _done(_yielded(total, y.reason), started, hooks, ctx, progressed=True)
         cube = metrics_for("liquid", ctx, paths, written)
         total = total.plus(cube.plus(OptimizeMetrics("liquid", cubes_touched=1)))
         total = _with_versions(total, (version,))
         if hooks.progress is not None:
             hooks.progress(index + 1, len(plan.bins))
-    return _done(total, started, hooks, ctx)
+    return _done(total, started, hooks, ctx, progressed=True)
