@@ -216,3 +216,26 @@ def test_log_clips_a_huge_predicate_and_says_how_long_it_was() -> None:
     assert shown.startswith(text[:LOG_PREDICATE_CHARS]) and len(shown) < LOG_PREDICATE_CHARS + 40
     assert shown.endswith(f"… ({len(text):,} characters)")
     assert _clipped("i < 3") == "i < 3" and _clipped(None) == ""
+
+
+def test_an_interrupt_is_one_line_with_what_had_committed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C ends the CLI with exit code 130 and one line carrying the interruption's notes
+    (an append that committed before it), not tracebacks (an audit)."""
+    import lakelayout.cli as cli
+
+    def interrupted() -> None:
+        stop = KeyboardInterrupt()
+        stop.add_note("the append to 't' had committed as version 3 (do not append it again)")
+        raise stop
+
+    monkeypatch.setattr(cli, "app", interrupted)
+    with pytest.raises(SystemExit) as done:
+        cli.main()
+    assert done.value.code == 130
+    out = capsys.readouterr().out
+    assert "Traceback" not in out
+    assert " ".join(out.split()) == (
+        "interrupted: the append to 't' had committed as version 3 (do not append it again)"
+    )

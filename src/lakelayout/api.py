@@ -763,6 +763,14 @@ class Table:
             after_append(self, metrics.files_added, configuration)
         except Exception as exc:
             logger.warning("advisor on %s after an append: %s", self.uri, exc)
+        except KeyboardInterrupt as stop:
+            # the user stops the process, not the append: it is committed, and whoever
+            # reads the interruption must know so, or a retry appends the rows twice
+            stop.add_note(
+                f"the append to '{self.uri}' had committed as version {metrics.version} "
+                "(do not append it again); the advisor's rewrite after it was interrupted"
+            )
+            raise
 
     def _bind(self, where: str | None, schema: pa.Schema, timezone: str | None = None) -> Predicate:
         if where is None:

@@ -1108,6 +1108,16 @@ def main() -> None:
         os.environ.setdefault(LOG_LEVEL_ENV, "OFF")  # the error is said in one line below
     try:
         app()
+    except KeyboardInterrupt as stop:  # Ctrl-C: one line, and what had committed before it
+        if os.environ.get("LAKELAYOUT_DEBUG"):
+            raise
+        notes = "; ".join(getattr(stop, "__notes__", ()))
+        console.print(
+            Text.assemble(("interrupted", "bold red"), f": {notes}" if notes else ""),
+            soft_wrap=True,
+        )
+        console.file.flush()  # Spark's exit may end the process before buffers are flushed
+        raise SystemExit(130) from None
     except LakelayoutError as exc:  # raised outside a command's own handler
         try:
             _fail(exc)

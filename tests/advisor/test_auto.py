@@ -97,6 +97,32 @@ def test_auto_optimize_on_append_never_loses_rows_and_a_failed_rewrite_changes_n
     assert not set(files_after_append) & set(map(str, t.snapshot().files.paths))
 
 
+def test_an_interrupt_during_the_rewrite_after_an_append_says_the_append_committed(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Ctrl-C during the advisor's rewrite after an append came out of ``append`` as if the
+    append had failed, though it had committed: a retry added its rows twice (an audit).
+    The interruption still stops the caller, and says which version holds the append."""
+    t = _tuned(
+        Table.create(
+            str(tmp_path / "t"), _batch(spark, 0, 6000, 6), auto_optimize=True,
+            target_file_size=20_000,
+        )
+    )  # fmt: skip
+    delta.set_properties(t.uri, {AUTO_MIN_BYTES: "1"})
+    _filtered_scans(t, 12)
+
+    def interrupt(_: int) -> None:
+        raise KeyboardInterrupt
+
+    t.advisor.hooks = OptimizeHooks(before_commit=interrupt)
+    with pytest.raises(KeyboardInterrupt) as stop:
+        t.append(_batch(spark, 6000, 3000, 3))
+    (note,) = stop.value.__notes__
+    assert note.startswith(f"the append to '{t.uri}' had committed as version {t.version} ")
+    assert _ids(t) == list(range(9000))  # the append, once; no rewrite committed
+
+
 def test_a_rewrite_that_yields_to_a_concurrent_delete_is_recorded_as_yielded_not_applied(
     spark: Any, tmp_path: Path
 ) -> None:
