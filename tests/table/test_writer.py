@@ -233,3 +233,23 @@ def test_column_names_with_a_backtick_or_a_dot_are_written_and_rewritten(
     assert sorted(table.column("x`y").to_pylist()) == [2 * i for i in range(60)]
     parted = Table.create(str(tmp_path / "p"), df, partition_by=["a.b"])
     assert sorted(r["a.b"] for r in parted.to_df().collect()) == sorted(i % 3 for i in range(60))
+
+
+def test_a_worker_s_filesystem_error_is_one_lakelayout_error() -> None:
+    """A Spark task's Python worker failing on a full disk surfaced as a raw PythonException
+    holding the worker's traceback (an audit); its last error line is said once."""
+    from lakelayout.errors import LakelayoutError
+    from lakelayout.table.writer import task_errors
+
+    worker = (
+        "An exception was thrown from the Python worker.\nTraceback (most recent call last):\n"
+        '  File "writer.py", line 1, in write\nOSError: [Errno 28] No space left on device\n'
+    )
+    with pytest.raises(LakelayoutError) as err, task_errors():
+        raise RuntimeError(worker)
+    assert str(err.value) == (
+        "a Spark task could not write the table's files: OSError: [Errno 28] No space left on "
+        "device; nothing was committed"
+    )
+    with pytest.raises(RuntimeError, match="ValueError: a bug"), task_errors():
+        raise RuntimeError("Traceback (most recent call last):\nValueError: a bug\n")

@@ -678,6 +678,12 @@ def statistics_columns(schema: pa.Schema) -> list[str]:
 
 
 _WORKER_ERROR = re.compile(r"lakelayout\.errors\.(\w+): ([^\n]*)")
+#: a task's Python worker failing on the filesystem (a full disk: ``[Errno 28]``)
+_WORKER_IO = re.compile(
+    r"^(?:builtins\.)?(OSError|PermissionError|FileNotFoundError|IsADirectoryError|"
+    r"NotADirectoryError|FileExistsError|pyarrow\.lib\.ArrowIOError): ([^\n]*)$",
+    re.MULTILINE,
+)
 #: Spark's reader failing on a data file (truncated, overwritten, not Parquet)
 _FAILED_READ = re.compile(
     r"\[FAILED_READ_FILE[.\w]*\][^\n]*?reading file (?P<file>\S+?)\.?(?:\s|$)"
@@ -693,7 +699,9 @@ def task_errors() -> Iterator[None]:
     raised again as that class, so callers (and the CLI) see a one-line error.
     Jobs run before any commit, so such a failure leaves the table as it was.
     Spark's own reader failing on a data file (``FAILED_READ_FILE``) is a
-    :class:`~lakelayout.errors.TableCorrupt` naming the file.
+    :class:`~lakelayout.errors.TableCorrupt` naming the file; a worker's filesystem
+    error (a full disk) a LakelayoutError with its last line (a raw worker traceback
+    before; an audit).
     """
     try:
         yield
@@ -706,6 +714,13 @@ def task_errors() -> Iterator[None]:
             raise errors.TableCorrupt(
                 f"data file {unreadable.group('file')} cannot be read by Spark (it is "
                 "damaged or not Parquet); the Delta log lists it, nothing was written"
+            ) from None
+        failed_io = _WORKER_IO.findall(str(exc))
+        if not found and failed_io:
+            name, message = failed_io[-1]
+            raise LakelayoutError(
+                f"a Spark task could not write the table's files: {name}: {message.strip()}; "
+                "nothing was committed"
             ) from None
         if not found:
             raise
@@ -795,7 +810,13 @@ def write_arrow(
                 at = ordered.schema.get_field_index(name)
                 ordered = ordered.set_column(at, name, column.cast(column.type.value_type))
         ordered = ordered.sort_by([(c, "ascending") for c in fmt.partition_columns])
-    rows = [row for batch in task(iter(ordered.to_batches())) for row in batch.to_pylist()]
+    try:
+        rows = [row for batch in task(iter(ordered.to_batches())) for row in batch.to_pylist()]
+    except OSError as exc:  # a full disk (an audit: a raw OSError); VACUUM removes what was
+        # written before it (no log names it)
+        raise LakelayoutError(
+            f"writing the table's files failed: {type(exc).__name__}: {exc}; nothing was committed"
+        ) from exc
     return _written(rows, task, bool(collectors))
 
 
