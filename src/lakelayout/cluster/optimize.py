@@ -857,8 +857,15 @@ def _route_layout(
         codec=ctx.codec,
         indexes=ctx.indexes,
     )
-    with ctx.clock.step("provenance"):
-        layout_id = ctx.store.save_layout(layout, _binding(ctx, layout))
+    try:
+        with ctx.clock.step("provenance"):
+            layout_id = ctx.store.save_layout(layout, _binding(ctx, layout))
+    except OSError as exc:  # nothing committed: the written files are nobody's (an audit)
+        _delete_files(ctx.uri, [w.file.path for w in written])
+        raise LakelayoutError(
+            f"cannot record the rewrite's layout under {STATE_FOLDER}/ of '{ctx.uri}': "
+            f"{exc}; nothing was committed"
+        ) from exc
     prov = [
         FileProvenance(
             w.file.path,
