@@ -176,6 +176,28 @@ def test_a_string_column_spark_casts_per_value_is_left_to_spark(sql: str) -> Non
     assert [type(node).__name__ for node in binary.walk()] == ["Opaque"]
 
 
+@pytest.mark.parametrize(
+    ("sql", "fails"),
+    [
+        ("l_quantity >= 0", False),
+        ("month(l_shipdate) = 1 OR lower(l_comment) = 'a'", False),
+        ("CAST(l_quantity AS BIGINT) > 3", False),
+        ("CAST(l_quantity AS STRING) = '3'", False),
+        ("l_comment = 5 OR l_quantity >= 0", True),  # Opaque: Spark casts each string
+        ("l_quantity + 1 > 0 OR l_quantity >= 0", True),  # ANSI overflow
+        ("1 / l_quantity > 0", True),  # division by zero
+        ("CAST(l_comment AS INT) = 3", True),
+        ("CAST(ts AS INT) > 3", True),
+    ],
+)
+def test_what_spark_may_fail_on_is_known(sql: str, fails: bool) -> None:
+    """A DELETE drops a file whole from its statistics only when Spark cannot fail on any
+    of its rows (a review: Spark's and Delta's DELETE fail where lakelayout deleted)."""
+    from lakelayout.expr.evaluate import may_fail_in_spark
+
+    assert may_fail_in_spark(parse_predicate(sql, SCHEMA)) is fails
+
+
 def test_ansi_errors_are_errors() -> None:
     table = pa.table({"a": pa.array([2**31 - 1, 0], pa.int32())})
     with pytest.raises(PredicateError, match="overflow"):

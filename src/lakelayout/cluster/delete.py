@@ -50,6 +50,7 @@ from lakelayout.cluster.optimize_metrics import OptimizeMetrics
 from lakelayout.cluster.provenance import FileProvenance
 from lakelayout.cluster.rewrite import FILE_COLUMN, Router, read_files, write_routed
 from lakelayout.errors import PredicateError
+from lakelayout.expr.evaluate import may_fail_in_spark
 from lakelayout.expr.parse import SessionRules, parse_predicate
 from lakelayout.skipping.stats_rules import all_rows_match, might_match
 from lakelayout.table import delta
@@ -162,6 +163,8 @@ def _delete_once(
     files = ctx.snap.files
     maybe = might_match(predicate, files, timezone=timezone)
     whole = maybe & all_rows_match(predicate, files, timezone=timezone)
+    if may_fail_in_spark(predicate):  # Spark evaluates every file: it may fail on a row
+        whole[:] = False
     dropped = [str(p) for p in files.paths[whole]]
     partial = [str(p) for p in files.paths[maybe & ~whole]]
     touched: list[str] = []

@@ -751,4 +751,50 @@ def evaluable(node: Expr) -> bool:
     return True
 
 
-__all__ = ["compare_values", "evaluable", "evaluate", "evaluate_term"]
+#: functions Spark (ANSI) evaluates without raising on any value of the types they take
+_NEVER_FAIL = frozenset(
+    {
+        "year", "quarter", "month", "dayofmonth", "dayofweek", "dayofyear", "hour",
+        "minute", "second", "lower", "upper", "length", "substring", "coalesce",
+        "date_trunc",
+    }
+)  # fmt: skip
+
+
+def may_fail_in_spark(node: Expr) -> bool:
+    """Whether Spark may raise evaluating ``node`` on some row (ANSI overflow, division by
+    zero, a cast or element that fails, text lakelayout leaves to Spark), so its answer on
+    a file cannot be known from statistics alone: a DELETE must let Spark evaluate every
+    file it would drop whole (Spark's and Delta's DELETE fail; lakelayout deleted a file
+    whose every row satisfied ``i >= 0`` of ``s = 5 OR i >= 0`` though Spark failed on
+    ``s = 5``; a review). Casts to a string, between DATE and TIMESTAMP and between
+    integers widening never fail."""
+    for part in node.walk():
+        if isinstance(part, Opaque):
+            return True
+        if isinstance(part, Func) and part.name not in _NEVER_FAIL:
+            if part.name == "cast" and _cast_never_fails(part):
+                continue
+            return True
+    return False
+
+
+def _cast_never_fails(cast: Func) -> bool:
+    source = getattr(cast.args[0], "dtype", None) if cast.args else None
+    target = cast.dtype
+    if source is None or target is None:
+        return False
+    if is_string(target):
+        return True
+    kinds = (family(source), family(target))
+    if kinds in {("date", "timestamp"), ("timestamp", "date"), ("date", "date")}:
+        return True
+    return (
+        kinds == ("int", "int")
+        and pa.types.is_integer(source)
+        and pa.types.is_integer(target)
+        and target.bit_width >= source.bit_width
+    )
+
+
+__all__ = ["compare_values", "evaluable", "evaluate", "evaluate_term", "may_fail_in_spark"]
