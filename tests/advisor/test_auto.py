@@ -59,6 +59,17 @@ def _tuned(t: Table) -> Table:
     return t
 
 
+def _auto_table(spark: Any, path: Path) -> Table:
+    """A tuned table of 6,000 rows in 6 files with auto-optimize on, any size of append."""
+    t = _tuned(
+        Table.create(
+            str(path), _batch(spark, 0, 6000, 6), auto_optimize=True, target_file_size=20_000
+        )
+    )
+    delta.set_properties(t.uri, {AUTO_MIN_BYTES: "1"})
+    return t
+
+
 def _boom(_: int) -> None:
     raise RuntimeError("injected failure before the rewrite's commit")
 
@@ -66,14 +77,8 @@ def _boom(_: int) -> None:
 def test_auto_optimize_on_append_never_loses_rows_and_a_failed_rewrite_changes_nothing(
     spark: Any, tmp_path: Path
 ) -> None:
-    t = _tuned(
-        Table.create(
-            str(tmp_path / "t"), _batch(spark, 0, 6000, 6), auto_optimize=True,
-            target_file_size=20_000,
-        )
-    )  # fmt: skip
+    t = _auto_table(spark, tmp_path / "t")
     assert t.properties[AUTO_OPTIMIZE] == "true"
-    delta.set_properties(t.uri, {AUTO_MIN_BYTES: "1"})
     _filtered_scans(t, 12)
 
     t.advisor.hooks = OptimizeHooks(before_commit=_boom)
@@ -103,13 +108,7 @@ def test_an_interrupt_during_the_rewrite_after_an_append_says_the_append_committ
     """Ctrl-C during the advisor's rewrite after an append came out of ``append`` as if the
     append had failed, though it had committed: a retry added its rows twice (an audit).
     The interruption still stops the caller, and says which version holds the append."""
-    t = _tuned(
-        Table.create(
-            str(tmp_path / "t"), _batch(spark, 0, 6000, 6), auto_optimize=True,
-            target_file_size=20_000,
-        )
-    )  # fmt: skip
-    delta.set_properties(t.uri, {AUTO_MIN_BYTES: "1"})
+    t = _auto_table(spark, tmp_path / "t")
     _filtered_scans(t, 12)
 
     def interrupt(_: int) -> None:
@@ -153,13 +152,7 @@ def test_the_advisor_leaves_a_table_under_online_reorganization_alone(
     online state's, whose catch-ups lay it out again): while online reorganization is on,
     the append trigger asks nothing and optimize.auto() says why; once it is off, the
     append trigger decides again."""
-    t = _tuned(
-        Table.create(
-            str(tmp_path / "t"), _batch(spark, 0, 6000, 6), auto_optimize=True,
-            target_file_size=20_000,
-        )
-    )  # fmt: skip
-    delta.set_properties(t.uri, {AUTO_MIN_BYTES: "1"})
+    t = _auto_table(spark, tmp_path / "t")
     t.online.enable(alpha=1e9, window=20, interval=10, sample_rows=1000)  # never switches
     _filtered_scans(t, 12)
     m = t.append(_batch(spark, 6000, 3000, 3))
