@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lakelayout.cluster.optimize_metrics import OptimizeMetrics
 
 
 class LakelayoutError(Exception):
@@ -56,9 +60,9 @@ class CommitConflict(LakelayoutError):
 class AfterCommitError(LakelayoutError):
     """The operation committed (``version``), then a step after its commit failed (an
     ``after_commit`` hook). The table holds the commit: retrying as if nothing had been
-    committed would repeat it. ``metrics`` describe that commit (an ``OptimizeMetrics``)."""
+    committed would repeat it. ``metrics`` describe that commit."""
 
-    def __init__(self, message: str, *, version: int, metrics: object = None) -> None:
+    def __init__(self, message: str, *, version: int, metrics: OptimizeMetrics) -> None:
         super().__init__(message)
         self.version = version
         self.metrics = metrics

@@ -74,7 +74,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -926,7 +926,7 @@ class _Controller:
                     layout, paths, hooks=self.hooks, target_file_size=roll, keep=keep
                 )
         except AfterCommitError as exc:  # committed: the table is in the target's layout
-            metrics = cast("OptimizeMetrics", exc.metrics)
+            metrics = exc.metrics
             logger.warning("online state of %s: switch %s: %s", self.uri, record_id, exc)
         except Exception as exc:  # the table is unchanged: the commit did not happen
             error = f"{type(exc).__name__}: {exc}"

@@ -26,7 +26,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -613,7 +613,7 @@ class Advisor:
                 result.applied = True
             return result.metrics
         except AfterCommitError as exc:  # committed, then a hook failed: it was applied
-            result.metrics = cast("OptimizeMetrics", exc.metrics)
+            result.metrics = exc.metrics
             result.applied = True
             logger.warning("advisor on %s: %s", self.table.uri, exc)
             return result.metrics

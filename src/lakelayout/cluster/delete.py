@@ -162,9 +162,10 @@ def _delete_once(
     predicate = parse_predicate(where, ctx.schema, timezone=timezone, session=rules)
     files = ctx.snap.files
     maybe = might_match(predicate, files, timezone=timezone)
-    whole = maybe & all_rows_match(predicate, files, timezone=timezone)
     if may_fail_in_spark(predicate):  # Spark evaluates every file: it may fail on a row
-        whole[:] = False
+        whole = np.zeros_like(maybe)
+    else:
+        whole = maybe & all_rows_match(predicate, files, timezone=timezone)
     dropped = [str(p) for p in files.paths[whole]]
     partial = [str(p) for p in files.paths[maybe & ~whole]]
     touched: list[str] = []

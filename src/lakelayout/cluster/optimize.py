@@ -621,7 +621,7 @@ def commit_rewrite(
                 clustered=add_tags is not None,
             )
     except CommitConflict as exc:
-        _delete_files(ctx.uri, [w.file.path for w in written])
+        _delete_files(ctx.uri, paths)
         if data_change:
             raise
         raise Yielded(f"lost to {describe_winners(exc.winners)}") from exc
@@ -629,8 +629,8 @@ def commit_rewrite(
         # another refusal (a feature Delta's connector cannot write, an I/O error): the
         # files are removed only when the log does not name them; the outcome of a
         # commit that failed half-way is whatever the log says
-        if not _any_live(ctx.uri, [w.file.path for w in written]):
-            _delete_files(ctx.uri, [w.file.path for w in written])
+        if not _any_live(ctx.uri, paths):
+            _delete_files(ctx.uri, paths)
         raise
     # committed: what follows must not read as "nothing was committed" (an audit: online
     # switches and the advisor recorded a committed rewrite as failed)
