@@ -110,6 +110,59 @@ def test_merge_never_loses_rows_on_random_groups() -> None:
     assert block_sizes.min() >= 150
 
 
+def _greedy_reference(
+    vecs: np.ndarray, sizes: np.ndarray, w: np.ndarray, min_size: int
+) -> list[int]:
+    """The greedy merge written plainly: every pair with a small member priced from
+    scratch each step; the largest Δ wins, ties to the lowest small index, then the
+    lowest partner; the survivor is the lower index."""
+    groups = {i: (int(v), float(s)) for i, (v, s) in enumerate(zip(vecs, sizes, strict=True))}
+    owner = list(range(len(vecs)))
+
+    def z(v: int) -> float:
+        return float(sum(wj for j, wj in enumerate(w) if not (v >> j) & 1))
+
+    while len(groups) > 1 and any(s < min_size for _, s in groups.values()):
+        best: tuple[float, int, int] | None = None
+        for x in sorted(groups):
+            vx, sx = groups[x]
+            if sx >= min_size:
+                continue
+            for y in sorted(groups):
+                if y == x:
+                    continue
+                vy, sy = groups[y]
+                d = (sx + sy) * z(vx | vy) - sx * z(vx) - sy * z(vy)
+                if best is None or d > best[0]:
+                    best = (d, x, y)
+        assert best is not None
+        keep, gone = min(best[1], best[2]), max(best[1], best[2])
+        groups[keep] = (groups[keep][0] | groups[gone][0], groups[keep][1] + groups[gone][1])
+        del groups[gone]
+        owner = [keep if o == gone else o for o in owner]
+    survivors = sorted(set(owner))
+    return [survivors.index(o) for o in owner]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.integers(0, 2**6 - 1), min_size=1, max_size=24, unique=True),
+    st.data(),
+)
+def test_merge_is_the_plain_greedy_merge(vectors: list[int], data: st.DataObject) -> None:
+    """The incremental merge (compact live arrays, bests kept between steps) picks the
+    very pairs of the greedy merge recomputed from scratch, ties included (integral
+    weights: exact sums;
+    few bits, weights and sizes make ties common)."""
+    vecs = np.array(vectors, dtype=np.uint64)
+    sizes = np.array(data.draw(st.lists(st.integers(1, 6), min_size=len(vecs), max_size=len(vecs))))
+    w = np.array(data.draw(st.lists(st.integers(0, 2), min_size=6, max_size=6)), dtype=float)
+    min_size = data.draw(st.integers(1, 30))
+    assert merge_groups(vecs, sizes, w, min_size).tolist() == _greedy_reference(
+        vecs, sizes, w, min_size
+    )
+
+
 # ---------------------------------------------------------------- ordering
 
 

@@ -69,19 +69,27 @@ def skipping_cost(block_vectors: np.ndarray, block_sizes: np.ndarray, weights: n
 # ---------------------------------------------------------------- bottom-up merge
 
 
-@dataclass
 class _MergeState:
-    """Groups being merged: OR-vectors, sizes, zero weights and each small group's best pair."""
+    """Groups being merged, kept compact: position i holds the i-th live group (in
+    order of original index), with its OR-vector, size, zero weight, whether it is
+    small, and, when small, its best partner (original index) and that merge's Δ.
 
-    vec: np.ndarray
-    size: np.ndarray
-    z: np.ndarray
-    alive: np.ndarray
-    best_val: np.ndarray
-    best_j: np.ndarray
-    weights: np.ndarray
-    min_size: float
-    table: np.ndarray
+    A merge deletes the absorbed group's position, so every vectorized step works on
+    the live groups only (they fall from thousands to the block count).
+    """
+
+    def __init__(
+        self, vectors: np.ndarray, sizes: np.ndarray, weights: np.ndarray, min_size: float
+    ) -> None:
+        self.table = _byte_tables(np.asarray(weights, dtype=np.float64))
+        self.min_size = float(min_size)
+        self.idx = np.arange(len(vectors), dtype=np.int64)
+        self.vec = np.asarray(vectors, dtype=np.uint64).copy()
+        self.size = np.asarray(sizes, dtype=np.float64).copy()
+        self.z = self.zw(self.vec)
+        self.small = self.size < self.min_size
+        self.best_val = np.full(len(vectors), -np.inf)
+        self.best_j = np.full(len(vectors), -1, dtype=np.int64)
 
     def zw(self, vectors: np.ndarray) -> np.ndarray:
         """:func:`zero_weight` by byte lookup: Σ over bytes p of table[p, byte p of v].
@@ -96,37 +104,70 @@ class _MergeState:
             out = out + self.table[p][chunks[..., p]]
         return np.asarray(out, dtype=np.float64)
 
-    def deltas(self, x: int, rows: np.ndarray | None = None) -> np.ndarray:
-        """Δ C of merging group ``x`` with each group in ``rows`` (default: all)."""
-        if rows is None:
-            zz, sj, zj = self.zw(self.vec | self.vec[x]), self.size, self.z
-        else:
-            zz, sj, zj = self.zw(self.vec[rows] | self.vec[x]), self.size[rows], self.z[rows]
+    def deltas(self, x: int) -> np.ndarray:
+        """Δ C of merging the group at position ``x`` with each live group."""
+        zz = self.zw(self.vec | self.vec[x])
         sx = self.size[x]
-        return np.asarray((sx + sj) * zz - sx * self.z[x] - sj * zj, dtype=np.float64)
+        return np.asarray((sx + self.size) * zz - sx * self.z[x] - self.size * self.z)
 
-    def refresh(self, x: int) -> None:
-        """Recompute the best partner of group ``x`` over every other live group."""
-        self.refresh_many(np.array([x], dtype=np.int64))
-
-    def refresh_many(self, xs: np.ndarray) -> None:
-        """:meth:`refresh` for several groups at once, in slices of a (groups x live) table."""
-        live_idx = np.flatnonzero(self.alive)
-        live = self.vec[live_idx]
-        sj, zj = self.size[live_idx], self.z[live_idx]
-        step = max(1, (1 << 20) // max(1, len(live)))
+    def refresh(self, xs: np.ndarray) -> None:
+        """Recompute the best partner of the groups at positions ``xs`` over every other
+        live group, in slices of a (groups x live) table."""
+        n = len(self.idx)
+        sz = self.size * self.z
+        step = max(1, (1 << 20) // max(1, n))
         for lo in range(0, len(xs), step):
             x = xs[lo : lo + step]
-            zz = self.zw(live[None, :] | self.vec[x][:, None])
+            zz = self.zw(self.vec[None, :] | self.vec[x][:, None])
             sx = self.size[x][:, None]
-            d = (sx + sj[None, :]) * zz - sx * self.z[x][:, None] - (sj * zj)[None, :]
-            d[live_idx[None, :] == x[:, None]] = -np.inf
+            d = (sx + self.size[None, :]) * zz - sx * self.z[x][:, None] - sz[None, :]
+            d[np.arange(len(x)), x] = -np.inf
             j = np.argmax(d, axis=1)
             self.best_val[x] = d[np.arange(len(x)), j]
-            self.best_j[x] = live_idx[j]
+            self.best_j[x] = self.idx[j]
 
-    def small(self) -> np.ndarray:
-        return self.alive & (self.size < self.min_size)
+    def best_pair(self) -> tuple[int, int]:
+        """Positions of the next pair: the small group with the largest Δ (lowest index
+        on ties) and its best partner."""
+        x = int(np.argmax(np.where(self.small, self.best_val, -np.inf)))
+        return x, int(np.searchsorted(self.idx, self.best_j[x]))
+
+    def merge(self, x: int, y: int) -> tuple[int, int]:
+        """Merge the groups at positions ``x`` and ``y`` into the lower one and update
+        the bests; the original indices (kept, absorbed)."""
+        keep, gone = min(x, y), max(x, y)
+        merged = (int(self.idx[keep]), int(self.idx[gone]))
+        self.vec[keep] |= self.vec[gone]
+        self.size[keep] += self.size[gone]
+        self.z[keep] = self.zw(self.vec[keep : keep + 1])[0]
+        self.small[keep] = self.size[keep] < self.min_size
+        for name in ("idx", "vec", "size", "z", "small", "best_val", "best_j"):
+            setattr(self, name, np.delete(getattr(self, name), gone))
+        self._update_bests(keep, merged)
+        return merged
+
+    def _update_bests(self, keep: int, merged: tuple[int, int]) -> None:
+        """Small groups whose best partner vanished are recomputed; others also try ``keep``."""
+        others = self.small.copy()
+        others[keep] = False
+        stale = others & ((self.best_j == merged[0]) | (self.best_j == merged[1]))
+        if stale.any():
+            self.refresh(np.flatnonzero(stale))
+        fresh = np.flatnonzero(others & ~stale)
+        refresh_keep = bool(self.small[keep]) and len(self.idx) > 1
+        if not (len(fresh) or refresh_keep):
+            return
+        row = self.deltas(keep)  # one pass serves both updates below
+        if len(fresh):
+            d = row[fresh]
+            cur_v, cur_j = self.best_val[fresh], self.best_j[fresh]
+            better = (d > cur_v) | ((d == cur_v) & (merged[0] < cur_j))
+            self.best_val[fresh[better]] = d[better]
+            self.best_j[fresh[better]] = merged[0]
+        if refresh_keep:  # as refresh([keep]): keep itself at -inf
+            row[keep] = -np.inf
+            j = int(np.argmax(row))
+            self.best_val[keep], self.best_j[keep] = row[j], self.idx[j]
 
 
 def merge_groups(
@@ -143,30 +184,13 @@ def merge_groups(
     k = len(vectors)
     if k == 0:
         return np.zeros(0, dtype=np.int64)
-    w = np.asarray(weights, dtype=np.float64)
-    vec = np.asarray(vectors, dtype=np.uint64).copy()
-    table = _byte_tables(w)
-    state = _MergeState(
-        vec=vec,
-        size=np.asarray(sizes, dtype=np.float64).copy(),
-        z=zero_weight(vec, w),
-        alive=np.ones(k, dtype=bool),
-        best_val=np.full(k, -np.inf),
-        best_j=np.full(k, -1, dtype=np.int64),
-        weights=w,
-        min_size=float(min_size),
-        table=table,
-    )
-    state.z = state.zw(vec)
+    state = _MergeState(vectors, sizes, weights, float(min_size))
     owner = np.arange(k, dtype=np.int64)
     if k > 1:
-        state.refresh_many(np.flatnonzero(state.small()))
-    while k > 1 and state.small().any() and state.alive.sum() > 1:
-        x, y = _best_pair(state)
-        keep, gone = min(x, y), max(x, y)
-        _merge(state, keep, gone)
+        state.refresh(np.flatnonzero(state.small))
+    while len(state.idx) > 1 and state.small.any():
+        keep, gone = state.merge(*state.best_pair())
         owner[gone] = keep  # a pointer to the survivor; chains resolve below
-        _update_bests(state, keep, (x, y))
     while True:
         up = owner[owner]
         if np.array_equal(up, owner):
@@ -193,46 +217,6 @@ def _byte_tables(weights: np.ndarray) -> np.ndarray:
             absent = ((values >> np.uint64(bit)) & np.uint64(1)) == 0
             out[p] += np.where(absent, w[CHUNK_BITS * p + bit], 0.0)
     return out
-
-
-def _best_pair(state: _MergeState) -> tuple[int, int]:
-    vals = np.where(state.small(), state.best_val, -np.inf)
-    x = int(np.argmax(vals))
-    return x, int(state.best_j[x])
-
-
-def _merge(state: _MergeState, keep: int, gone: int) -> None:
-    state.vec[keep] |= state.vec[gone]
-    state.size[keep] += state.size[gone]
-    state.z[keep] = state.zw(state.vec[keep : keep + 1])[0]
-    state.alive[gone] = False
-    state.best_val[gone] = -np.inf
-
-
-def _update_bests(state: _MergeState, keep: int, merged: tuple[int, int]) -> None:
-    """Small groups whose best partner vanished are recomputed; others also try ``keep``."""
-    small = state.small()
-    small[keep] = False
-    stale = small & np.isin(state.best_j, merged)
-    if stale.any():
-        state.refresh_many(np.flatnonzero(stale))
-    fresh = np.flatnonzero(small & ~stale)
-    refresh_keep = state.size[keep] < state.min_size and bool(state.alive.sum() > 1)
-    if not (len(fresh) or refresh_keep):
-        return
-    live = np.flatnonzero(state.alive)
-    row = np.full(len(state.vec), -np.inf)
-    row[live] = state.deltas(keep, live)  # one pass serves both updates below
-    if len(fresh):
-        d = row[fresh]
-        cur_v, cur_j = state.best_val[fresh], state.best_j[fresh]
-        better = (d > cur_v) | ((d == cur_v) & (keep < cur_j))
-        state.best_val[fresh[better]] = d[better]
-        state.best_j[fresh[better]] = keep
-    if refresh_keep:  # as refresh(keep): dead groups and keep itself at -inf
-        row[keep] = -np.inf
-        j = int(np.argmax(row))
-        state.best_val[keep], state.best_j[keep] = row[j], j
 
 
 # ---------------------------------------------------------------- ordering
