@@ -94,6 +94,7 @@ from lakelayout.expr.nodes import Predicate
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.layouts.base import Layout, file_blocks, keep_floor
 from lakelayout.layouts.base import from_json as layout_from_json
+from lakelayout.layouts.qdtree import CutMemo
 from lakelayout.online.candidates import FAMILIES, check_families, fit_candidates
 from lakelayout.online.costs import fraction_read, table_costs
 from lakelayout.online.engine import OnlineConfig, OnlineEngine, Switch
@@ -564,6 +565,8 @@ class _Controller:
         self._layouts: dict[str, Layout] = {}
         self._named: frozenset[str] | None = None  # what the last save named (None: unknown)
         self._sample_cache: tuple[tuple[int, int], pa.Table] | None = None
+        #: the last window's cut work on the engine's sample, for the next window's fit
+        self._cut_memo = CutMemo()
         self.unlaid = UnlaidFiles(uri)
         #: the queue as the last step saw it before letting go of the lock
         self._looked: frozenset[str] = frozenset()
@@ -604,7 +607,11 @@ class _Controller:
         def fit(predicates: Sequence[Predicate]) -> Any:
             assert self.engine is not None
             return fit_candidates(
-                self.engine.sample, predicates, blocks=self._blocks, families=families
+                self.engine.sample,
+                predicates,
+                blocks=self._blocks,
+                families=families,
+                memo=self._cut_memo,
             )
 
         return fit

@@ -15,7 +15,7 @@ from lakelayout.errors import LayoutError
 from lakelayout.expr.evaluate import evaluate
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.layouts.base import from_json
-from lakelayout.layouts.qdtree import QdTreeLayout
+from lakelayout.layouts.qdtree import CutMemo, QdTreeLayout, Workspace
 
 EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "25"))
 
@@ -267,3 +267,55 @@ def test_blocks_for_never_omits_a_matching_row(
         needed = np.unique(blocks[hit])
         kept = layout.blocks_for(q)
         assert np.isin(needed, kept).all(), (q, layout.describe())
+
+
+def _workspace_facts(ws: Workspace) -> tuple[object, ...]:
+    return (
+        [c.sql() for c in ws.cuts],
+        ws.masks.tobytes(),
+        ws.masks.shape,
+        ws.skip_true.tobytes(),
+        ws.skip_false.tobytes(),
+        ws.skip_true.shape,
+    )
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    stream=st.lists(queries(), min_size=4, max_size=24),
+    window=st.integers(2, 8),
+    step=st.integers(1, 4),
+    seed=st.integers(0, 2**16),
+)
+def test_a_workspace_built_with_the_memo_is_the_one_built_without(
+    stream: list[str], window: int, step: int, seed: int
+) -> None:
+    """Windows sliding over a stream, built with one memo (as the online manager does)
+    and each from scratch: the same cuts, masks and skip outcomes; a new sample object
+    in the middle starts the memo over."""
+    first, second = table(300, seed), table(300, seed + 1)
+    memo = CutMemo()
+    for n, end in enumerate(range(window, len(stream) + step, step)):
+        sample = first if n < 3 else second
+        preds = [parse_predicate(q, sample.schema) for q in stream[max(0, end - window) : end]]
+        assert _workspace_facts(Workspace.build(sample, preds, memo=memo)) == _workspace_facts(
+            Workspace.build(sample, preds)
+        )
+
+
+def test_the_memo_answers_a_repeated_window_and_forgets_older_ones() -> None:
+    sample = table(300, 0)
+    a = [parse_predicate(q, sample.schema) for q in WORKLOAD[:6]]
+    b = [parse_predicate(q, sample.schema) for q in WORKLOAD[6:]]
+    memo = CutMemo()
+    Workspace.build(sample, a, memo=memo)
+    assert memo.hits == 0 and memo.misses > 0
+    misses = memo.misses
+    Workspace.build(sample, a, memo=memo)  # the same window again: nothing recomputed
+    assert memo.misses == misses and memo.hits > 0
+    Workspace.build(sample, b, memo=memo)  # a window sharing no query
+    Workspace.build(sample, a, memo=memo)  # a's entries were dropped by b's build
+    assert memo.misses >= 2 * misses
+    hits = memo.hits
+    Workspace.build(table(300, 0), a, memo=memo)  # an equal but new sample: nothing reused
+    assert memo.hits == hits

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import heapq
 import inspect
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -299,13 +300,22 @@ class Workspace:
     )
 
     @classmethod
-    def build(cls, sample: pa.Table, queries: list[Predicate]) -> Workspace:
-        """Candidate cuts that can be evaluated, split the sample, and skip something."""
+    def build(
+        cls, sample: pa.Table, queries: list[Predicate], *, memo: CutMemo | None = None
+    ) -> Workspace:
+        """Candidate cuts that can be evaluated, split the sample, and skip something.
+
+        ``memo``: what the last build on this sample computed per cut and per (cut,
+        query), reused where this workload repeats it (an online window sliding over
+        a stream); the workspace is the one built without it.
+        """
         from lakelayout.expr.evaluate import Evaluator
 
         ev = Evaluator(sample)
+        build = memo.start(sample) if memo is not None else None
         qkeys = [query_keys(q) for q in queries]
         plans = [plan_query(q) for q in queries]
+        qsql = [q.sql() for q in queries] if build is not None else []
         by_key: dict[str, list[int]] = {}
         for qi, keys in enumerate(qkeys):
             for key in keys:
@@ -316,13 +326,16 @@ class Workspace:
         rows_f: list[np.ndarray] = []
         n = sample.num_rows
         for cut in candidate_cuts(queries):
-            skip_t, skip_f = _skip_rows(cut, plans, by_key)
+            if build is None:
+                skip_t, skip_f = _skip_rows(cut, plans, by_key)
+            else:
+                skip_t, skip_f = build.skip_rows(cut, plans, qsql, by_key)
             if not (skip_t.any() or skip_f.any()):
                 continue
-            try:
-                mask = np.asarray(ev.mask(cut.atom), dtype=bool)
-            except LakelayoutError:
+            found = build.mask(cut, ev) if build is not None else _try_mask(cut, ev)
+            if found is None:
                 continue  # a cut the evaluator cannot compute cannot route rows
+            mask = found
             hits = int(mask.sum())
             if hits in (0, n):
                 continue
@@ -336,6 +349,8 @@ class Workspace:
             masks[:, i] = col
         skip_true = np.array(rows_t, dtype=bool).reshape(len(cuts), q)
         skip_false = np.array(rows_f, dtype=bool).reshape(len(cuts), q)
+        if build is not None:
+            build.finish()
         return cls(plans, cuts, masks, skip_true, skip_false, qkeys, sample, list(queries))
 
     @classmethod
@@ -368,6 +383,115 @@ class Workspace:
         return given
 
 
+def _try_mask(cut: Cut, ev: Evaluator) -> np.ndarray | None:
+    """Where ``cut`` is TRUE on the evaluator's rows; None if it cannot be evaluated."""
+    try:
+        return np.asarray(ev.mask(cut.atom), dtype=bool)
+    except LakelayoutError:
+        return None
+
+
+class CutMemo:
+    """What :meth:`Workspace.build` computed on one sample, for the next build.
+
+    An online layout manager fits candidates every ``interval`` queries on a window of
+    the last ``window`` queries: consecutive windows share most of their queries and
+    cuts, and a build spent most of its time on them again (each cut's mask over the
+    sample, and for each cut and query whether one outcome of the cut rules the query
+    out). The memo keeps, per cut SQL, the mask (None: the evaluator cannot compute
+    it) and, per (cut SQL, query SQL), the two outcomes; a build reads the last
+    finished build's entries and keeps only its own, so the memo holds one window's
+    worth. A build on another sample starts empty. Only facts of the sample and of
+    the two predicates are kept, so a build with the memo equals one without. Builds
+    from several threads each read the last finished build and publish their own.
+    """
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._last: tuple[pa.Table | None, _MemoEntries] = (None, _MemoEntries())
+        #: lookups answered from the last build / computed (for tests and tuning)
+        self.hits = 0
+        self.misses = 0
+
+    def start(self, sample: pa.Table) -> _MemoBuild:
+        """A build on ``sample`` (a new sample starts from nothing)."""
+        with self._guard:
+            last_sample, entries = self._last
+        return _MemoBuild(self, sample, entries if last_sample is sample else _MemoEntries())
+
+    def _publish(self, sample: pa.Table, entries: _MemoEntries, hits: int, misses: int) -> None:
+        with self._guard:
+            self._last = (sample, entries)
+            self.hits += hits
+            self.misses += misses
+
+
+@dataclass
+class _MemoEntries:
+    masks: dict[str, np.ndarray | None] = field(default_factory=dict)
+    skips: dict[tuple[str, str], tuple[bool, bool]] = field(default_factory=dict)
+
+
+class _MemoBuild:
+    """One build's use of a :class:`CutMemo`: reads the last build's entries (never
+    changed once published), records its own, publishes them at :meth:`finish`."""
+
+    def __init__(self, memo: CutMemo, sample: pa.Table, last: _MemoEntries) -> None:
+        self.memo, self.sample, self.last, self.now = memo, sample, last, _MemoEntries()
+        self.hits = self.misses = 0
+
+    def finish(self) -> None:
+        self.memo._publish(self.sample, self.now, self.hits, self.misses)
+
+    def mask(self, cut: Cut, ev: Evaluator) -> np.ndarray | None:
+        key = cut.sql()
+        if key in self.now.masks:
+            return self.now.masks[key]
+        if key in self.last.masks:
+            self.hits += 1
+            found = self.last.masks[key]
+        else:
+            self.misses += 1
+            found = _try_mask(cut, ev)
+        self.now.masks[key] = found
+        return found
+
+    def skip_rows(
+        self, cut: Cut, plans: list[QueryPlan], qsql: list[str], by_key: dict[str, list[int]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`_skip_rows`, each (cut, query) pair looked up before it is computed."""
+        skip_t = np.zeros(len(plans), dtype=bool)
+        skip_f = np.zeros(len(plans), dtype=bool)
+        touched = sorted({qi for key in cut_keys(cut) for qi in by_key.get(key, ())})
+        if not touched:
+            return skip_t, skip_f
+        csql = cut.sql()
+        regions: tuple[Region, Region] | None = None
+        for qi in touched:
+            key = (csql, qsql[qi])
+            got = self.now.skips.get(key)
+            if got is None:
+                got = self.last.skips.get(key)
+                if got is None:
+                    self.misses += 1
+                    if regions is None:
+                        regions = _outcome_regions(cut)
+                    got = (
+                        not may_intersect(plans[qi], regions[0]),
+                        not may_intersect(plans[qi], regions[1]),
+                    )
+                else:
+                    self.hits += 1
+                self.now.skips[key] = got
+            skip_t[qi], skip_f[qi] = got
+        return skip_t, skip_f
+
+
+def _outcome_regions(cut: Cut) -> tuple[Region, Region]:
+    """The regions "cut TRUE" and "cut NOT TRUE"."""
+    return Region().with_outcome(cut.atom, True), Region().with_outcome(cut.atom, False)
+
+
 def _skip_rows(
     cut: Cut, queries: list[QueryPlan], by_key: dict[str, list[int]]
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -376,8 +500,7 @@ def _skip_rows(
     skip_f = np.zeros(len(queries), dtype=bool)
     touched = sorted({qi for key in cut_keys(cut) for qi in by_key.get(key, ())})
     if touched:
-        r_true = Region().with_outcome(cut.atom, True)
-        r_false = Region().with_outcome(cut.atom, False)
+        r_true, r_false = _outcome_regions(cut)
         for qi in touched:
             skip_t[qi] = not may_intersect(queries[qi], r_true)
             skip_f[qi] = not may_intersect(queries[qi], r_false)

@@ -29,7 +29,7 @@ from lakelayout.layouts.base import Layout
 from lakelayout.online.manager import Candidate
 
 if TYPE_CHECKING:
-    from lakelayout.layouts.qdtree import Workspace
+    from lakelayout.layouts.qdtree import CutMemo, Workspace
 
 FAMILIES = ("qdtree", "pando", "hilbert", "sop-z")
 
@@ -101,11 +101,15 @@ class _SharedWorkspace:
     the others: it depends on neither the family nor the block count, and growing never
     modifies it (:meth:`~lakelayout.layouts.qdtree.Workspace.reuse`), so every fit is
     the one it would be alone. A window's fits (two families, up to three block counts
-    each) used to build it up to six times."""
+    each) used to build it up to six times. ``memo``: the last window's cut work on
+    this sample (:class:`~lakelayout.layouts.qdtree.CutMemo`)."""
 
-    def __init__(self, sample: pa.Table, predicates: Sequence[Predicate]) -> None:
+    def __init__(
+        self, sample: pa.Table, predicates: Sequence[Predicate], memo: CutMemo | None = None
+    ) -> None:
         self.sample = sample
         self.predicates = predicates
+        self.memo = memo
         self._built: Workspace | None = None
         self._failed = False
 
@@ -117,7 +121,7 @@ class _SharedWorkspace:
             try:
                 sample = check_sample(self.sample, "qdtree")
                 self._built = Workspace.build(
-                    sample, bind_queries(self.predicates, sample, "qdtree")
+                    sample, bind_queries(self.predicates, sample, "qdtree"), memo=self.memo
                 )
             except LakelayoutError:
                 self._failed = True
@@ -170,11 +174,16 @@ def fit_candidates(
     blocks: int,
     families: Sequence[str] = FAMILIES,
     sizer: Sizer = fit_once,
+    memo: CutMemo | None = None,
 ) -> list[Candidate]:
-    """One candidate per family in ``families`` fitted on ``sample`` and ``predicates``."""
+    """One candidate per family in ``families`` fitted on ``sample`` and ``predicates``.
+
+    ``memo``: kept by the caller from one window's fit to the next on the same sample
+    (the Qd-tree and Pando fits then redo only the new queries' and cuts' work); the
+    candidates are the ones fitted without it."""
     wanted = max(1, int(blocks))
     out: list[Candidate] = []
-    shared = _SharedWorkspace(sample, predicates)
+    shared = _SharedWorkspace(sample, predicates, memo)
     for family in check_families(families):
         labels: list[str] = []
 
