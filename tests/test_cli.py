@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,17 @@ from lakelayout.cli import app
 
 pytestmark = pytest.mark.spark
 runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _root_handlers_restored() -> Iterator[None]:
+    """``cli.main()`` adds a stderr handler to the root logger (bound to the capture of
+    the test that called it): each test leaves the root logger as it found it."""
+    root = logging.getLogger()
+    before = list(root.handlers)
+    yield
+    for handler in [h for h in root.handlers if h not in before]:
+        root.removeHandler(handler)
 
 
 @pytest.fixture(scope="module")
@@ -239,3 +252,38 @@ def test_an_interrupt_is_one_line_with_what_had_committed(
     assert " ".join(out.split()) == (
         "interrupted: the append to 't' had committed as version 3 (do not append it again)"
     )
+
+
+def test_py4j_s_own_tracebacks_stay_off_the_cli_s_stderr(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A real Ctrl-C of `lakelayout optimize` during a Spark job printed four tracebacks:
+    PySpark cancels the jobs through py4j from inside the interrupted py4j call, and py4j
+    logs both failures through the root logger (`logging.exception`, which also adds a
+    stderr handler of its own). The CLI drops py4j's records; other warnings still show,
+    as the message alone."""
+    import py4j.java_gateway
+
+    import lakelayout.cli as cli
+
+    root = logging.getLogger()
+    before = list(root.handlers)
+    cli._quiet_py4j()
+    cli._quiet_py4j()  # main() may run twice in one process: one handler
+    assert len(root.handlers) == len(before) + 1
+    # py4j's own code path: a module-level logging.exception() from its file
+    code = compile(
+        "import logging\n"
+        "try:\n"
+        "    raise KeyboardInterrupt\n"
+        "except KeyboardInterrupt:\n"
+        "    logging.exception('KeyboardInterrupt while sending command.')\n",
+        py4j.java_gateway.__file__,
+        "exec",
+    )
+    exec(code, {})
+    logging.getLogger("py4j.clientserver").error("Error while sending or receiving")
+    logging.getLogger("lakelayout.table.delta").warning("commit 7 landed: see the log")
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "sending" not in err
+    assert err.strip() == "commit 7 landed: see the log"

@@ -1100,12 +1100,35 @@ def _reason(exc: BaseException) -> str:
     return lines[0]
 
 
+class _WithoutPy4j(logging.Filter):
+    """Drops py4j's records. py4j logs its own view of a call that failed or was
+    interrupted, traceback included, through the root logger; on Ctrl-C, PySpark's
+    handler cancels the jobs through py4j from inside the interrupted py4j call, and
+    both calls log one. The interruption or the error itself reaches the user as the
+    command's one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name.startswith("py4j") or f"{os.sep}py4j{os.sep}" in record.pathname)
+
+
+def _quiet_py4j() -> None:
+    """Warnings go to stderr as before (the message alone), py4j's records nowhere."""
+    root = logging.getLogger()
+    if any(isinstance(f, _WithoutPy4j) for h in root.handlers for f in h.filters):
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.addFilter(_WithoutPy4j())
+    root.addHandler(handler)  # so logging.exception() adds no handler of its own
+
+
 def main() -> None:
     """The console entry point: a lakelayout error is one line and exit code 2, not a traceback."""
     from lakelayout.table.session import LOG_LEVEL_ENV
 
     if not os.environ.get("LAKELAYOUT_DEBUG"):
         os.environ.setdefault(LOG_LEVEL_ENV, "OFF")  # the error is said in one line below
+        _quiet_py4j()
     try:
         app()
     except KeyboardInterrupt as stop:  # Ctrl-C: one line, and what had committed before it
