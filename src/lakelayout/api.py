@@ -132,6 +132,8 @@ class TableDescription:
     version: int
     schema: pa.Schema
     files: int
+    #: rows a reader sees: over the files whose row count the log gives, less the rows
+    #: their deletion vectors remove (as ``detail().rows`` and Spark's count)
     rows: int
     bytes: int
     smallest_file: int
@@ -370,7 +372,7 @@ class Table:
             version=snap.version,
             schema=snap.schema,
             files=len(files),
-            rows=int(files.total_rows),
+            rows=int(files.total_rows) - snap.deleted_rows,
             bytes=int(files.total_bytes),
             smallest_file=int(sizes.min()) if len(files) else 0,
             largest_file=int(sizes.max()) if len(files) else 0,

@@ -182,6 +182,15 @@ class Snapshot:
         return self.data_file(path).live_rows
 
     @property
+    def deleted_rows(self) -> int:
+        """Rows the deletion vectors of files with a known row count remove."""
+        return sum(
+            len(f.deleted_rows)
+            for f in self.data_files.values()
+            if f.has_deletions and f.num_records >= 0
+        )
+
+    @property
     def has_deletion_vectors(self) -> bool:
         return any(f.has_deletions for f in self.data_files.values())
 
