@@ -47,6 +47,7 @@ from lakelayout.table.features import Kind
 from lakelayout.table.location import STATE_FOLDER, is_local, local_path, normalize_uri
 from lakelayout.table.reader import FILE_COLUMN, spark_where
 from lakelayout.table.schema import check_append_schema, stats_columns_property
+from lakelayout.table.session import running_session
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -401,8 +402,9 @@ class Table:
         # of the log, reused by the commit
         snap = delta.head(self.uri)
         check_append_schema(snap.schema, _schema_of_data(df, table=snap.schema))
-        # refuse before writing (Arrow data: no Spark session is started for the check)
-        spark = self._spark if isinstance(df, pa.Table) else self.spark
+        # refuse before writing (Arrow data: no Spark session is started for the check; one
+        # already running serves a commit that needs Delta's connector)
+        spark = (self._spark or running_session()) if isinstance(df, pa.Table) else self.spark
         delta.check_commit(snap, Kind.APPEND, spark=spark)
         size = _check_target_size(target_file_size or self._target_file_size(snap))
         # skipping indexes: collected by the writer, stored after the commit (lakelayout.indexing)

@@ -928,6 +928,33 @@ def test_an_append_through_the_connector_commits_over_a_property_change(
     assert t.properties.get("foo.bar") == "x"
 
 
+def test_an_arrow_append_uses_the_session_already_running(spark: Any, tmp_path: Path) -> None:
+    """``Table(path).append(arrow)`` to a table whose commits need Delta's connector was
+    refused ("no Spark session was given") although the process ran a session with the
+    connector (an audit); it commits through that session, and a thread without an
+    active session finds the process's."""
+    import threading
+
+    path = str(tmp_path / "t")
+    spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT, k INT) USING delta CLUSTER BY (k)")
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES (1, 1)")
+    Table(path).append(pa.table({"id": [2], "k": pa.array([2], pa.int32())}))
+    errors: list[BaseException] = []
+
+    def other_thread() -> None:
+        try:
+            Table(path).append(pa.table({"id": [3], "k": pa.array([3], pa.int32())}))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    worker.join()
+    assert errors == []
+    got = sorted(r["id"] for r in spark.read.format("delta").load(path).collect())
+    assert got == [1, 2, 3]
+
+
 @pytest.mark.parametrize("enabled_before", [False, True])
 def test_a_commit_retry_stops_at_a_winner_that_deleted_with_a_vector(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, enabled_before: bool

@@ -446,6 +446,22 @@ def spark_session(
     return session
 
 
+def running_session() -> SparkSession | None:
+    """The Spark session already running in this process (this thread's active one,
+    else the process's default), or None. Never starts one, and imports nothing when
+    pyspark was never imported: Arrow appends use it when their commit needs Delta's
+    connector, without starting Spark for the others."""
+    if "pyspark" not in sys.modules:
+        return None
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    found: SparkSession | None = getattr(SparkSession, "_instantiatedSession", None)
+    return found
+
+
 def _connect_session(
     url: str, app_name: str | None, delta: bool | None, conf: dict[str, Any]
 ) -> SparkSession:
