@@ -644,6 +644,34 @@ def test_without_ansi_predicates_spark_answers_by_legacy_casts_match_spark(
         assert len(_as_spark(spark, t, predicates, "k > 40 AND s = 5")) < 60
 
 
+def test_double_quoted_identifiers_and_escaped_literals_read_as_spark_reads_them(
+    spark: Any, tmp_path: Any
+) -> None:
+    """With ``spark.sql.ansi.doubleQuotedIdentifiers`` Spark reads ``"s"`` as column s;
+    lakelayout read the string 's': a scan returned no row and ``DELETE WHERE "s" <> 'zzz'``
+    dropped every file, NULLs too. With ``spark.sql.parser.escapedStringLiterals``
+    ``'C:\\dir'`` keeps its backslash; lakelayout unescaped it and skipped every file
+    (an audit). Spark's ``!<`` and ``!>`` (>= and <=) were refused as malformed."""
+    values = ["abc", None, "C:\\dir", "a\\b", "plain"]
+    data = sorted(((k, values[k % 5]) for k in range(30)), key=lambda r: values.index(r[1]))
+
+    def three_files(name: str) -> Table:  # abc and NULL, then C:\dir alone, then the rest
+        t = _two_files(spark, tmp_path / name, data[:18], "k INT, s STRING", 12)
+        t.append(spark.createDataFrame(data[18:], "k INT, s STRING"))
+        return t
+
+    t = three_files("t")
+    with session_conf(spark, {"spark.sql.ansi.doubleQuotedIdentifiers": "true"}):
+        predicates = ["\"s\" = 'abc'", '"s" IS NULL', "\"s\" LIKE 'a%'", '"k" !< 20']
+        assert len(_as_spark(spark, t, predicates, "\"s\" <> 'zzz'")) == 6  # the NULLs
+    t = three_files("u")
+    with session_conf(spark, {"spark.sql.parser.escapedStringLiterals": "true"}):
+        predicates = ["s = 'C:\\dir'", "s = 'a\\b'", "s LIKE 'a\\\\%'", "k !> 3"]
+        reference = spark.read.format("delta").load(t.uri)
+        assert reference.where(predicates[0]).count() == 6  # Spark's reading, checked
+        assert len(_as_spark(spark, t, predicates, "s = 'C:\\dir'")) == 24
+
+
 def test_under_ansi_a_string_column_spark_casts_per_value_is_left_to_spark(
     spark: Any, tmp_path: Any
 ) -> None:

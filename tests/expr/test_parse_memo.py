@@ -191,3 +191,28 @@ def test_without_ansi_the_legacy_casts_spark_answers_are_left_to_it() -> None:
     opaque = sorted(n.sql() for n in mixed.walk() if isinstance(n, Opaque))
     assert opaque == ["(d < '2024-1-5')", "(i = '5')"]
     assert "i > 0" in mixed.sql()
+
+
+def test_spark_s_bang_comparisons_and_quoting_settings_are_read_as_spark_reads_them() -> None:
+    """``!<`` is Spark's ``>=`` and ``!>`` its ``<=`` (one token each; ``! <`` is not);
+    ``"s"`` is a column under double-quoted identifiers, a string otherwise; under
+    escaped string literals a literal keeps its backslashes (an audit: rows lost)."""
+    schema = pa.schema([("i", pa.int64()), ("s", pa.string())])
+    assert parse_predicate("i !< 5", schema) == parse_predicate("i >= 5", schema)
+    assert parse_predicate("i!>2", schema) == parse_predicate("i <= 2", schema)
+    assert parse_predicate("NOT i !< 5", schema) == parse_predicate("i < 5", schema)
+    assert parse_predicate("s = '!<'", schema).sql() == "s = '!<'"
+    with pytest.raises(PredicateError):
+        parse_predicate("i ! < 5", schema)
+    quoted = SessionRules(double_quoted_identifiers=True)
+    assert parse_predicate("\"s\" = 'abc'", schema).sql() == "FALSE"  # the string 's'
+    assert parse_predicate("\"s\" = 'abc'", schema, session=quoted).sql() == "s = 'abc'"
+    assert parse_predicate('"S" IS NULL', schema, session=quoted).sql() == "s IS NULL"
+    raw = SessionRules(escaped_string_literals=True)
+    assert parse_predicate(r"s = 'C:\dir'", schema).sql() == "s = 'C:dir'"
+    assert parse_predicate(r"s = 'C:\dir'", schema, session=raw) == parse_predicate(
+        r"s = 'C:\\dir'", schema
+    )
+    assert parse_predicate(r"s = 'a\'b'", schema, session=raw) == parse_predicate(
+        r"s = 'a\\\'b'", schema
+    )

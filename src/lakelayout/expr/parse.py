@@ -52,7 +52,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import Token, TokenType
 
 from lakelayout.errors import InvalidOption, LakelayoutError, PredicateError, closest
 from lakelayout.expr import coerce, numbers
@@ -228,6 +228,13 @@ class SessionRules:
     #: ``spark.sql.ansi.enabled``: off, a comparison or cast Spark answers by its legacy
     #: rules (``i = '1.5'``, ``CAST('x' AS INT)`` is NULL) is left to Spark, not refused
     ansi: bool = True
+    #: ``spark.sql.ansi.doubleQuotedIdentifiers`` (with ANSI on): ``"s"`` names column
+    #: ``s``, not the string 's' (read as a string, ``"s" <> 'x'`` was TRUE and a DELETE
+    #: dropped every file; an audit)
+    double_quoted_identifiers: bool = False
+    #: ``spark.sql.parser.escapedStringLiterals``: a string literal is its text as
+    #: written, backslashes included (``'C:\dir'``); unescaped, a scan lost the rows
+    escaped_string_literals: bool = False
 
 
 _BINDERS: dict[SessionRules, Callable[[str, pa.Schema, Mapping[str, pa.DataType], str], Predicate]]
@@ -342,8 +349,8 @@ def _bind_predicate(
     *,
     rules: SessionRules | None = None,
 ) -> Predicate:
-    node, depth = _parse(sql, "predicate")
     rules = rules or SessionRules()
+    node, depth = _parse(sql, "predicate", rules)
     if rules.ntz_timestamps:
         node = _ntz_timestamps(node)
     with _headroom(depth, sql, "predicate"):
@@ -448,13 +455,13 @@ _recursion_users = 0
 _recursion_saved = 0
 
 
-def _parse(sql: str, what: str) -> tuple[exp.Expression, int]:
+def _parse(sql: str, what: str, rules: SessionRules | None = None) -> tuple[exp.Expression, int]:
     """The sqlglot tree of one expression and its nesting depth; PredicateError otherwise."""
     if not isinstance(sql, str) or not sql.strip():
         raise PredicateError(f'empty {what}: expected Spark SQL text such as "l_quantity > 5"')
     dialect = sqlglot.Dialect.get_or_raise("spark")
     try:
-        tokens = dialect.tokenize(sql)
+        tokens = _as_spark_reads(dialect.tokenize(sql), sql, rules or SessionRules())
     except TokenError as err:
         raise PredicateError(f"malformed {what} {_short(sql)!r}: {err}") from None
     _check_one_statement(tokens, sql, what)
@@ -527,6 +534,51 @@ def _plain_parse_error(desc: str) -> str:
     part, node = match.groups()
     operator = _OPERATOR_SQL.get(node) or re.sub(r"(?<!^)(?=[A-Z])", " ", node).lower()
     return f"'{operator}' is missing {_PART_WORDS.get(part, repr(part))}"
+
+
+#: Spark's one-token ``!<`` (``>=``) and ``!>`` (``<=``), which sqlglot reads as NOT and
+#: a comparison
+_BANG_COMPARISONS = {TokenType.LT: (TokenType.GTE, ">="), TokenType.GT: (TokenType.LTE, "<=")}
+
+
+def _as_spark_reads(tokens: list[Token], sql: str, rules: SessionRules) -> list[Token]:
+    """sqlglot's tokens of ``sql`` as Spark's lexer and ``rules`` read the text: ``!<``
+    and ``!>`` are comparisons; with double-quoted identifiers a ``"..."`` token names
+    a column; with escaped string literals a string is its text as written."""
+    out: list[Token] = []
+    for token in tokens:
+        kind = token.token_type
+        previous = out[-1] if out else None
+        if (
+            kind in _BANG_COMPARISONS
+            and previous is not None
+            and previous.token_type == TokenType.NOT
+            and sql[previous.start : previous.end + 1] == "!"
+            and previous.end + 1 == token.start
+        ):
+            merged, text = _BANG_COMPARISONS[kind]
+            out[-1] = _token(previous, merged, text, end=token.end)
+            continue
+        if kind == TokenType.STRING:
+            raw = sql[token.start : token.end + 1]
+            if rules.double_quoted_identifiers and raw.startswith('"'):
+                token = _token(token, TokenType.IDENTIFIER, raw[1:-1].replace('""', '"'))
+            elif rules.escaped_string_literals and raw[:1] in ("'", '"'):
+                token = _token(token, TokenType.STRING, raw[1:-1])
+        out.append(token)
+    return out
+
+
+def _token(like: Token, kind: TokenType, text: str, *, end: int | None = None) -> Token:
+    return Token(
+        kind,
+        text,
+        line=like.line,
+        col=like.col,
+        start=like.start,
+        end=like.end if end is None else end,
+        comments=like.comments,
+    )
 
 
 def _check_one_statement(tokens: list[Any], sql: str, what: str) -> None:

@@ -177,6 +177,10 @@ DATES_AS_STRINGS = "spark.sql.legacy.typeCoercion.datetimeToString.enabled"
 TIMESTAMP_TYPE = "spark.sql.timestampType"
 #: Spark's ANSI mode (on by default in Spark 4)
 ANSI = "spark.sql.ansi.enabled"
+#: with ANSI on, ``"..."`` names a column, not a string
+DOUBLE_QUOTED_IDENTIFIERS = "spark.sql.ansi.doubleQuotedIdentifiers"
+#: string literals taken as written (no backslash escapes)
+ESCAPED_STRING_LITERALS = "spark.sql.parser.escapedStringLiterals"
 
 
 def session_rules(spark: Any) -> SessionRules:
@@ -195,11 +199,16 @@ def session_rules(spark: Any) -> SessionRules:
 
     if spark is None:
         return SessionRules()
+    ansi = _setting(spark, ANSI, "true", unknown="true") != "false"
     return SessionRules(
         string_dates=_setting(spark, DATES_AS_STRINGS, "false", unknown="true") == "true",
         ntz_timestamps=_setting(spark, TIMESTAMP_TYPE, "timestamp_ltz", unknown="timestamp_ntz")
         == "timestamp_ntz",
-        ansi=_setting(spark, ANSI, "true", unknown="true") != "false",
+        ansi=ansi,
+        double_quoted_identifiers=ansi
+        and _setting(spark, DOUBLE_QUOTED_IDENTIFIERS, "false", unknown="false") == "true",
+        escaped_string_literals=_setting(spark, ESCAPED_STRING_LITERALS, "false", unknown="false")
+        == "true",
     )
 
 
