@@ -211,3 +211,29 @@ def test_if_not_exists_on_a_folder_holding_files_fails_at_once(spark: Any, tmp_p
             warehouse=str(tmp_path / "wh"),
         )
     assert time.monotonic() - started < 30
+
+
+def test_select_lexes_comments_and_strings_as_spark_does(spark: Any, tmp_path: Path) -> None:
+    """Comments were cut by a pattern: a raw string ``r'a\\'`` made it remove a ``/*...*/``
+    inside a real string, and nested comments ended at the first ``*/`` (wrong rows both;
+    an audit). ``WHERE(`` without a space was an unsupported statement. Each statement
+    returns Spark SQL's rows for the same text."""
+    import pyarrow as pa
+
+    path = str(tmp_path / "t")
+    Table.create(path, pa.table({"n": list(range(20)), "s": ["a\\", "/*y*/", " ", "x"] * 5}))
+    wh = tmp_path / "wh"
+    statements = [
+        f"SELECT * FROM delta.`{path}` WHERE s = r'a\\' OR s = '/*y*/'",
+        f"SELECT * FROM delta.`{path}` WHERE n < 3 /* old: /* v1 */ OR n > 15 "
+        "OR CAST(n AS STRING) = '*/ -- '",
+        f"SELECT * FROM delta.`{path}` WHERE n < 3 /* disabled /* v1 */ OR n > 15 */",
+        f"SELECT * FROM delta.`{path}` WHERE(n < 5) -- a line \\\n comment goes on",
+        f"SELECT * FROM delta.`{path}` WHERE s = 'it\\'s /* not */' OR n = 7",
+    ]
+    for statement in statements:
+        want = sorted(tuple(r) for r in spark.sql(statement).collect())
+        got = sorted(tuple(r) for r in lakelayout.sql(spark, statement, warehouse=wh).collect())
+        assert got == want and want, statement
+    with pytest.raises(InvalidOption, match="unclosed comment"):
+        lakelayout.sql(spark, f"SELECT * FROM delta.`{path}` WHERE n < 3 /* /* */", warehouse=wh)

@@ -83,7 +83,7 @@ _SELECT = re.compile(
     rf"^SELECT\s+(?P<columns>.+?)\s+FROM\s+{_NAME}"
     r"(?:(?:\s+VERSION\s+AS\s+OF\s+|@v)(?P<version>\d+))?"
     r"(?:\s+(?P<timestamp>TIMESTAMP\s+AS\s+OF\b.*?)|@(?P<stamp>\d+))?"
-    r"(?:\s+WHERE\s+(?P<where>.+))?$",
+    r"(?:\s+WHERE\b\s*(?P<where>.+))?$",
     re.I | re.S,
 )
 
@@ -178,21 +178,74 @@ def split_expressions(text: str) -> list[str]:
     return [e.sql(dialect="spark") for e in select.expressions]
 
 
-_LEXEMES = re.compile(
-    r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`(?:[^`]|``)*`"  # literals, quoted names
-    r"|(?P<comment>--[^\n]*|/\*.*?\*/)",
-    re.S,
-)
-
-
 def _without_comments(text: str) -> str:
     """``text`` with its ``-- line`` and ``/* block */`` comments replaced by a space
     (outside string literals and quoted names), as Spark's lexer skips them.
 
-    >>> _without_comments("OPTIMIZE t -- nightly\\nZORDER BY (a) /* two */")
+    As Spark's lexer: block comments nest, a line comment goes on past a backslash at
+    its end, a raw string (``r'a\\'``, ``R"..."``) has no escapes, other strings
+    escape with a backslash, a quoted name doubles its backquote. (A pattern ended a
+    comment at the first ``*/`` and read past raw strings: an audit found wrong rows.)
+
+    >>> _without_comments("OPTIMIZE t -- nightly\\nZORDER BY (a) /* two /* nested */ */")
     'OPTIMIZE t  \\nZORDER BY (a)  '
     """
-    return _LEXEMES.sub(lambda m: " " if m.group("comment") else m.group(0), text)
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        end = -1
+        if c in "rR" and text[i + 1 : i + 2] in ("'", '"') and not _in_word(text, i):
+            end = text.find(text[i + 1], i + 2)  # a raw string: no escapes
+        elif c in "'\"":
+            end = i + 1
+            while end < n and text[end] != c:
+                end += 2 if text[end] == "\\" else 1
+            end = end if end < n else -1
+        elif c == "`":
+            end = text.find("`", i + 1)
+            while end >= 0 and text[end + 1 : end + 2] == "`":
+                end = text.find("`", end + 2)
+        elif text.startswith("--", i):
+            j = i + 2
+            while j < n and text[j] not in "\r\n":
+                j += 2 if text.startswith("\\\n", j) else 1
+            out.append(" ")
+            i = j
+            continue
+        elif text.startswith("/*", i):
+            i = _comment_end(text, i)
+            out.append(" ")
+            continue
+        else:
+            out.append(c)
+            i += 1
+            continue
+        if end < 0:
+            raise InvalidOption(f"unterminated quote {c!r} in {text[i : i + 60]!r}")
+        out.append(text[i : end + 1])
+        i = end + 1
+    return "".join(out)
+
+
+def _in_word(text: str, i: int) -> bool:
+    """Whether ``text[i]`` goes on a name (``colr'x'`` is the name colr, then a string)."""
+    return i > 0 and (text[i - 1].isalnum() or text[i - 1] == "_")
+
+
+def _comment_end(text: str, i: int) -> int:
+    """Where the (nested) block comment starting at ``i`` ends, one past its ``*/``."""
+    depth, j = 0, i
+    while j < len(text):
+        if text.startswith("/*", j):
+            depth, j = depth + 1, j + 2
+        elif text.startswith("*/", j):
+            depth, j = depth - 1, j + 2
+            if depth == 0:
+                return j
+        else:
+            j += 1
+    raise InvalidOption(f"unclosed comment in {text[i : i + 60]!r}")
 
 
 def _without_quoted(text: str) -> str:
