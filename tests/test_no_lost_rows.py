@@ -770,3 +770,28 @@ def test_random_string_columns_against_numbers_under_ansi_answer_as_spark(
             target.delete(sql)
             left = sorted(r.k for r in spark.read.format("delta").load(str(copy)).collect())
             assert left == sorted(set(range(len(_CAST_STRINGS))) - set(want)), sql
+
+
+def test_a_predicate_on_the_input_file_is_answered_as_spark_or_refused(
+    spark: Any, tmp_path: Any
+) -> None:
+    """Rows lakelayout's Arrow tasks read (a partitioned table here) have no input file in
+    Spark: ``input_file_name()`` was '' and a scan returned other rows than Delta's (an
+    audit). Such a predicate is refused by name before any job; where Spark's Parquet
+    reader reads the files it answers as Delta does."""
+    data = pa.table({"p": [k % 4 for k in range(40)], "i": list(range(40))})
+    parted = Table.create(str(tmp_path / "parted"), data, partition_by=["p"])
+    for text in [
+        "input_file_name() LIKE '%p=1%'",
+        "INPUT_FILE_BLOCK_LENGTH () > 0 AND i < 10",
+        "_metadata.file_name LIKE '%.parquet'",
+    ]:
+        with pytest.raises(PredicateError, match="Arrow tasks"):
+            parted.scan(text)
+    plain = Table.create(str(tmp_path / "plain"), data)
+    reference = spark.read.format("delta").load(plain.uri)
+    for text in ["input_file_name() LIKE '%.parquet'", "input_file_block_length() > 0"]:
+        want = sorted(r.i for r in reference.where(text).collect())
+        assert want and sorted(r.i for r in plain.scan(text).df.collect()) == want, text
+    # a column of the table named like a file function is the column
+    assert parted.scan("i < 3 AND 'input_file_name' <> 'x'").df.count() == 3

@@ -525,6 +525,8 @@ class Table:
         planned = self._plan(predicate, snap, zone)
         kept = planned.kept
 
+        if where is not None:
+            self._check_file_context(where, snap, kept, with_file=measure)
         df = self._read(snap, kept, with_file=measure)
         if where is not None:
             self.indexes.register_in_spark(self.spark)
@@ -834,6 +836,27 @@ class Table:
                 "VACUUM removes the files older versions need once the retention passes; "
                 f"the latest version ({latest}) reads"
             ) from None
+
+    def _check_file_context(
+        self, where: str, snap: Snapshot, kept: FileStats, *, with_file: bool
+    ) -> None:
+        """PredicateError when ``where`` reads the file a row came from and the kept files
+        are read by lakelayout's pyarrow tasks: Spark knows no input file there
+        (``input_file_name()`` was '' and a scan returned other rows than Delta's)."""
+        from lakelayout.table.reader import file_context_used, reads_with_spark
+
+        used = file_context_used(where, snap.schema.names)
+        if used is None or not len(kept):
+            return
+        data = snap.data_files_for([str(p) for p in kept.paths])
+        if not reads_with_spark(self.uri, snap.table_format, data, with_file=with_file):
+            raise PredicateError(
+                f"the predicate {where!r} reads {used}, the file a row was read from: "
+                "lakelayout reads this table's rows with its own Arrow tasks (partition "
+                "columns, column mapping, deletion vectors or an unusual path), where "
+                "Spark knows no input file; filter on the file after the scan with "
+                "spark.read.format('delta') instead"
+            )
 
     def _measure(self, filtered: DataFrame, snap: Snapshot, kept: FileStats) -> Measured:
         """Count matching rows per kept file with one Spark job (a damaged data file is

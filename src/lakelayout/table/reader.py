@@ -57,6 +57,47 @@ def needs_log(fmt: TableFormat, files: Sequence[DataFile]) -> bool:
     )
 
 
+def reads_with_spark(
+    root: str, fmt: TableFormat, files: Sequence[DataFile], *, with_file: bool = False
+) -> bool:
+    """Whether :func:`read_table_files` reads ``files`` with Spark's Parquet reader; else
+    lakelayout's pyarrow tasks (partition values, column mapping, deletion vectors, odd
+    paths), where Spark knows no input file."""
+    # a table column named _metadata hides Spark's file metadata column (an audit:
+    # AnalysisException reading its file_name): such rows are read by the pyarrow tasks
+    hidden = with_file and any(n.lower() == "_metadata" for n in fmt.schema.names)
+    return not needs_log(fmt, files) and not any(c in _GLOB for c in root) and not hidden
+
+
+#: Spark's functions of the file a row was read from, and its file metadata column
+FILE_CONTEXT = ("input_file_name", "input_file_block_start", "input_file_block_length")
+
+
+def file_context_used(where: str, columns: Sequence[str]) -> str | None:
+    """The first of Spark's file functions (:data:`FILE_CONTEXT`) or its ``_metadata``
+    column that ``where`` reads (a table column named ``_metadata`` is that column);
+    None when it reads none."""
+    import sqlglot
+    from sqlglot.errors import TokenError
+    from sqlglot.tokens import TokenType
+
+    try:
+        tokens = sqlglot.Dialect.get_or_raise("spark").tokenize(where)
+    except TokenError:
+        return None  # the predicate's own parse names the problem
+    own = {c.lower() for c in columns}
+    for token, after in zip(tokens, [*tokens[1:], None], strict=True):
+        if token.token_type not in (TokenType.VAR, TokenType.IDENTIFIER):
+            continue
+        name = token.text.lower()
+        called = after is not None and after.token_type == TokenType.L_PAREN
+        if called and name in FILE_CONTEXT:
+            return f"{name}()"
+        if name == "_metadata" and name not in own:
+            return name
+    return None
+
+
 def read_table_files(
     spark: SparkSession,
     root: str,
@@ -76,10 +117,7 @@ def read_table_files(
         # an empty Arrow table becomes a local relation Spark counts without a job
         # (from an empty list it builds an RDD: 2x the time of a zero-file scan)
         return spark.createDataFrame(schema.empty_table(), from_arrow_schema(schema))
-    # a table column named _metadata hides Spark's file metadata column (an audit:
-    # AnalysisException reading its file_name): such rows are read by the pyarrow tasks
-    hidden = with_file and any(n.lower() == "_metadata" for n in fmt.schema.names)
-    if not needs_log(fmt, files) and not any(c in _GLOB for c in root) and not hidden:
+    if reads_with_spark(root, fmt, files, with_file=with_file):
         from pyspark.errors import AnalysisException
 
         locations = [file_location(root, f.path) for f in files]
