@@ -237,3 +237,5 @@ def test_select_lexes_comments_and_strings_as_spark_does(spark: Any, tmp_path: P
         assert got == want and want, statement
     with pytest.raises(InvalidOption, match="unclosed comment"):
         lakelayout.sql(spark, f"SELECT * FROM delta.`{path}` WHERE n < 3 /* /* */", warehouse=wh)
+    with pytest.raises(InvalidOption, match=r"unsupported SELECT .*no table alias"):
+        lakelayout.sql(spark, f"SELECT * FROM delta.`{path}` AS x WHERE n < 3", warehouse=wh)

@@ -155,6 +155,12 @@ def sql(
         if match is not None:
             return handler(spark, catalog, match)
     first = " ".join(statement.split()[:3]) or "(empty)"
+    if re.match(r"SELECT\b", statement, re.I):
+        raise InvalidOption(
+            f"unsupported SELECT {statement[:120]!r}: lakelayout.sql reads SELECT * | columns "
+            "FROM <table> [VERSION AS OF n] [WHERE <predicate>] (no table alias, join, "
+            "GROUP BY, ORDER BY or LIMIT: run those on the returned DataFrame)"
+        )
     raise InvalidOption(
         f"unsupported statement {first!r}...; lakelayout.sql runs CREATE TABLE ... USING delta "
         "[CLUSTER BY (...)] [LOCATION '...'], CREATE TABLE ... LIKE ..., ALTER TABLE ... "
