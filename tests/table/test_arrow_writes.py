@@ -269,6 +269,29 @@ def test_a_dictionary_encoded_partition_column_is_written(tmp_path: Path) -> Non
     assert t.snapshot().table_format.partition_columns == ("p",)
 
 
+def test_string_views_are_written_to_a_partitioned_table(tmp_path: Path) -> None:
+    """String and binary views (polars' strings) in a partition column or a data column of
+    a partitioned table: Arrow neither sorts nor takes them, and the write raised a raw
+    ArrowTypeError where an unpartitioned table took the same data (an audit)."""
+    views = pa.table(
+        {
+            "id": [1, 2, 3],
+            "p": pa.array(["b", "a", "b"], pa.string_view()),
+            "v": pa.array(["x", None, "z"], pa.string_view()),
+            "raw": pa.array([b"\x00", b"", None], pa.binary_view()),
+        }
+    )
+    t = Table.create(str(tmp_path / "t"), views, partition_by=["p"])
+    t.append(views.set_column(1, "p", pa.array(["c", "c", "a"])))
+    got = sorted(
+        tuple(r.values())
+        for r in DeltaTable(t.uri).to_pyarrow_table().select(["id", "p", "v", "raw"]).to_pylist()
+    )
+    first = [(1, "b", "x", b"\x00"), (2, "a", None, b""), (3, "b", "z", None)]
+    second = [(1, "c", "x", b"\x00"), (2, "c", None, b""), (3, "a", "z", None)]
+    assert got == sorted(first + second)
+
+
 def test_an_append_whose_commit_landed_returns_though_delta_rs_failed_after_it(
     tmp_path: Path,
 ) -> None:

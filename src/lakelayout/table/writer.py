@@ -803,12 +803,15 @@ def write_arrow(
     by_lower = {name.lower(): name for name in data.column_names}
     ordered = data.select([by_lower[n.lower()] for n in schema.names]).rename_columns(schema.names)
     if fmt is not None and fmt.partitioned:
-        # dictionary-encoded (categorical) columns: Arrow sorts only their values
-        for name in fmt.partition_columns:
+        # dictionary-encoded (categorical) columns: Arrow sorts only their values; string
+        # and binary views: Arrow neither sorts nor takes them (a raw ArrowTypeError, an
+        # audit), so they become the table's type first (lossless)
+        for at, name in enumerate(ordered.column_names):
             column = ordered.column(name)
-            if pa.types.is_dictionary(column.type):
-                at = ordered.schema.get_field_index(name)
+            if name in fmt.partition_columns and pa.types.is_dictionary(column.type):
                 ordered = ordered.set_column(at, name, column.cast(column.type.value_type))
+            elif _has_view(column.type):
+                ordered = ordered.set_column(at, name, column.cast(schema.field(name).type))
         ordered = ordered.sort_by([(c, "ascending") for c in fmt.partition_columns])
     try:
         rows = [row for batch in task(iter(ordered.to_batches())) for row in batch.to_pylist()]
@@ -844,6 +847,15 @@ def arrow_data_schema(schema: pa.Schema) -> pa.Schema:
             t = pa.timestamp("us", tz="UTC" if t.tz else None)
         fields.append(pa.field(f.name, t, f.nullable))
     return delta_arrow_schema(pa.schema(fields))
+
+
+def _has_view(t: pa.DataType) -> bool:
+    """Whether ``t`` is or holds a string or binary view."""
+    if pa.types.is_string_view(t) or pa.types.is_binary_view(t):
+        return True
+    if pa.types.is_dictionary(t):
+        return _has_view(t.value_type)
+    return any(_has_view(t.field(i).type) for i in range(t.num_fields))
 
 
 def _has_unsigned(t: pa.DataType) -> bool:
