@@ -415,7 +415,7 @@ class Table:
             schema=snap.schema,
             target_file_size=size,
             collectors=indexes,
-            fmt=snap.table_format,
+            fmt=snap.append_format,
             row_group_bytes=row_group_size(snap.configuration),
             codec=parquet_codec(snap.configuration),
         )

@@ -334,8 +334,9 @@ def test_rewrites_keep_the_logs_spelling_of_zone_less_timestamps(
     zone, in the session's zone, and reads them so. A rewrite spelled them in UTC,
     which moved every rewritten row by the zone's offset for Delta's reader (5:30
     hours in Kolkata; found by an audit). Now a rewrite keeps the log's spelling and
-    an append writes its own (UTC), which every reader reads alike. With column mapping
-    too (a review: the log's values were looked up under the physical name)."""
+    an append of a new moment writes its own (UTC), which every reader reads alike. With
+    column mapping too (a review: the log's values were looked up under the physical
+    name)."""
     path = str(tmp_path / "t")
     zone = "Asia/Kolkata"
     saved = {
@@ -383,9 +384,11 @@ def test_rewrites_keep_the_logs_spelling_of_zone_less_timestamps(
 def test_a_moment_spelled_with_and_without_a_zone_is_not_rewritten(
     spark: Any, tmp_path: Path
 ) -> None:
-    """delta-rs spells 03:30 UTC without a zone, lakelayout's append with one: Delta's
-    connector reads the two apart in a non-UTC session, so no one spelling of the
-    rewritten file keeps both. The rewrite is refused before anything is written."""
+    """delta-rs spells 03:30 UTC without a zone, Delta's connector (3.0 on) with one:
+    Delta's connector reads the two apart in a non-UTC session, so no one spelling of
+    the rewritten file keeps both. The rewrite is refused before anything is written.
+    lakelayout's own append of that moment joins the log's first spelling: it never
+    makes a moment two-spelled (it did, and blocked every later rewrite; an audit)."""
     from deltalake import write_deltalake
 
     from lakelayout.errors import UnsupportedTable
@@ -399,6 +402,10 @@ def test_a_moment_spelled_with_and_without_a_zone_is_not_rewritten(
     write_deltalake(path, rows, partition_by=["ts"])
     t = Table(path, spark=spark)
     t.append(rows)
+    assert _spellings(path) == {"2021-01-01 03:30:00.000000"}
+    t.optimize.compact()  # one spelling: the rewrite goes ahead
+    assert _spellings(path) == {"2021-01-01 03:30:00.000000"}
+    spark.createDataFrame(rows.to_pandas()).write.format("delta").mode("append").save(path)
     assert _spellings(path) == {"2021-01-01 03:30:00.000000", "2021-01-01T03:30:00.000000Z"}
     files = sorted(str(p) for p in Path(path).rglob("*.parquet"))
     version = t.version
@@ -406,7 +413,14 @@ def test_a_moment_spelled_with_and_without_a_zone_is_not_rewritten(
         t.optimize.compact()
     assert t.version == version
     assert sorted(str(p) for p in Path(path).rglob("*.parquet")) == files
-    assert sorted(t.scan("ts = TIMESTAMP'2021-01-01 03:30:00'").df.toPandas()["id"]) == [1, 1, 2, 2]
+    assert sorted(t.scan("ts = TIMESTAMP'2021-01-01 03:30:00'").df.toPandas()["id"]) == [
+        1,
+        1,
+        1,
+        2,
+        2,
+        2,
+    ]
     # a DELETE that drops the files whole writes no value again: it goes ahead (a review)
     t.delete("ts = TIMESTAMP'2021-01-01 03:30:00'")
     assert t.to_df().count() == 0

@@ -218,6 +218,19 @@ class TableHead:
     #: the schema as the log holds it (Delta's JSON: column mapping, type changes)
     schema_json: str = field(default="", repr=False, compare=False)
 
+    @property
+    def append_format(self) -> TableFormat:
+        """The format an append writes with: ``table_format``, with the log's spelling of
+        each TIMESTAMP partition value the log spells without a zone
+        (:func:`timestamp_spellings`). Rows of a moment the table already holds join its
+        one spelling: in lakelayout's own (UTC) spelling the moment was spelled two
+        ways, and every later rewrite of it was refused (an audit). New moments, and
+        moments another writer already spelled both ways, get lakelayout's spelling."""
+        spellings = tuple(s for s in _spellings(self.table, self.table_format) if s[2])
+        if not spellings:
+            return self.table_format
+        return dataclasses.replace(self.table_format, spellings=spellings)
+
 
 # --------------------------------------------------------------------------- helpers
 
