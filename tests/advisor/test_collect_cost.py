@@ -154,6 +154,8 @@ def test_the_sample_holds_the_columns_the_declared_indexes_read() -> None:
     assert sample_columns(preds, [slow.bind(schema)], schema) == ["ts", "bucket"]
     # an index that cannot say what it reads (not bound): every column
     assert sample_columns(preds, [BloomFilter("url")], schema) is None
+    # partition columns: a rewrite splits blocks by them (the advisor prices the pieces)
+    assert sample_columns(preds, [], schema, partition_columns=["note"]) == ["ts", "note"]
 
 
 def test_a_collection_cost_given_in_the_config_is_used_instead_of_timing() -> None:

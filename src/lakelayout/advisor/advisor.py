@@ -341,7 +341,14 @@ class Advisor:
             benefit=self.benefit,
             families=self.families,
             sampler=lambda: self._sample(
-                files, snap, sample_columns(inputs.predicates, inputs.indexes, snap.schema)
+                files,
+                snap,
+                sample_columns(
+                    inputs.predicates,
+                    inputs.indexes,
+                    snap.schema,
+                    partition_columns=snap.table_format.partition_columns,
+                ),
             ),
             bounds=self.bounds,
         )
@@ -1202,15 +1209,21 @@ def read_columns(predicates: Sequence[Predicate], schema: pa.Schema) -> list[str
 
 
 def sample_columns(
-    predicates: Sequence[Predicate], indexes: Sequence[Index], schema: pa.Schema
+    predicates: Sequence[Predicate],
+    indexes: Sequence[Index],
+    schema: pa.Schema,
+    *,
+    partition_columns: Sequence[str] = (),
 ) -> list[str] | None:
-    """The columns a decision samples: those the predicates read (:func:`read_columns`)
-    and those the declared ``indexes`` read, whose collection a rewrite pays and the
-    decision times on the sample; ``None`` (every column) when either is not known."""
+    """The columns a decision samples: those the predicates read (:func:`read_columns`),
+    those the declared ``indexes`` read, whose collection a rewrite pays and the
+    decision times on the sample, and the partition columns (they cost no read, and a
+    rewrite splits every block by them); ``None`` (every column) when the first two
+    are not known."""
     names = read_columns(predicates, schema)
     if names is None:
         return None
-    wanted = set(names)
+    wanted = set(names) | set(partition_columns)
     for index in indexes:
         reads = index.columns()
         if reads is None or not reads.issubset(schema.names):

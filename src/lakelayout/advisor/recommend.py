@@ -389,6 +389,7 @@ def _recommend(
         indexes=indexes,
         families=families,
         rows_per_file=rows_per_file,
+        partition_columns=inputs.partition_columns,
     )
 
     def price(
