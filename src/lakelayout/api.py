@@ -844,8 +844,9 @@ class Table:
         are read by lakelayout's pyarrow tasks: Spark knows no input file there
         (``input_file_name()`` was '' and a scan returned other rows than Delta's)."""
         from lakelayout.table.reader import file_context_used, reads_with_spark
+        from lakelayout.table.session import session_rules
 
-        used = file_context_used(where, snap.schema.names)
+        used = file_context_used(where, snap.schema.names, session_rules(self._spark))
         if used is None or not len(kept):
             return
         data = snap.data_files_for([str(p) for p in kept.paths])

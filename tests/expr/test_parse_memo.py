@@ -208,6 +208,8 @@ def test_spark_s_bang_comparisons_and_quoting_settings_are_read_as_spark_reads_t
     assert parse_predicate("\"s\" = 'abc'", schema).sql() == "FALSE"  # the string 's'
     assert parse_predicate("\"s\" = 'abc'", schema, session=quoted).sql() == "s = 'abc'"
     assert parse_predicate('"S" IS NULL', schema, session=quoted).sql() == "s IS NULL"
+    odd = pa.schema([('a"b', pa.string())])  # "a""b" is the one name a"b (a review)
+    assert parse_predicate('"a""b" = \'x\'', odd, session=quoted).sql() == "`a\"b` = 'x'"
     raw = SessionRules(escaped_string_literals=True)
     assert parse_predicate(r"s = 'C:\dir'", schema).sql() == "s = 'C:dir'"
     assert parse_predicate(r"s = 'C:\dir'", schema, session=raw) == parse_predicate(

@@ -541,6 +541,13 @@ def _plain_parse_error(desc: str) -> str:
 _BANG_COMPARISONS = {TokenType.LT: (TokenType.GTE, ">="), TokenType.GT: (TokenType.LTE, "<=")}
 
 
+def spark_tokens(sql: str, rules: SessionRules | None = None) -> list[Token]:
+    """The tokens of ``sql`` as Spark reads them under ``rules`` (:func:`_as_spark_reads`);
+    sqlglot's TokenError when it cannot lex the text."""
+    dialect = sqlglot.Dialect.get_or_raise("spark")
+    return _as_spark_reads(dialect.tokenize(sql), sql, rules or SessionRules())
+
+
 def _as_spark_reads(tokens: list[Token], sql: str, rules: SessionRules) -> list[Token]:
     """sqlglot's tokens of ``sql`` as Spark's lexer and ``rules`` read the text: ``!<``
     and ``!>`` are comparisons; with double-quoted identifiers a ``"..."`` token names
@@ -562,7 +569,18 @@ def _as_spark_reads(tokens: list[Token], sql: str, rules: SessionRules) -> list[
         if kind == TokenType.STRING:
             raw = sql[token.start : token.end + 1]
             if rules.double_quoted_identifiers and raw.startswith('"'):
-                token = _token(token, TokenType.IDENTIFIER, raw[1:-1].replace('""', '"'))
+                name = raw[1:-1]
+                if (
+                    previous is not None
+                    and previous.token_type == TokenType.IDENTIFIER
+                    and previous.end + 1 == token.start
+                    and sql[previous.start] == '"'
+                ):  # "a""b": sqlglot's two strings, Spark's one name a"b
+                    out[-1] = _token(
+                        previous, TokenType.IDENTIFIER, f'{previous.text}"{name}', end=token.end
+                    )
+                    continue
+                token = _token(token, TokenType.IDENTIFIER, name)
             elif rules.escaped_string_literals and raw[:1] in ("'", '"'):
                 token = _token(token, TokenType.STRING, raw[1:-1])
         out.append(token)

@@ -44,6 +44,8 @@ from lakelayout.table.schema import check_reserved
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakelayout.expr.parse import SessionRules
+
 #: column holding the log path of the file a row was read from
 FILE_COLUMN = "__ll_file"
 
@@ -73,25 +75,32 @@ def reads_with_spark(
 FILE_CONTEXT = ("input_file_name", "input_file_block_start", "input_file_block_length")
 
 
-def file_context_used(where: str, columns: Sequence[str]) -> str | None:
+def file_context_used(
+    where: str, columns: Sequence[str], rules: SessionRules | None = None
+) -> str | None:
     """The first of Spark's file functions (:data:`FILE_CONTEXT`) or its ``_metadata``
-    column that ``where`` reads (a table column named ``_metadata`` is that column);
-    None when it reads none."""
-    import sqlglot
+    column that ``where`` reads, its tokens read as Spark's session reads them
+    (``rules``: ``"input_file_name"()`` under double-quoted identifiers); a table column
+    named ``_metadata`` is that column, and ``s._metadata`` a field. None when it reads
+    none."""
     from sqlglot.errors import TokenError
     from sqlglot.tokens import TokenType
 
+    from lakelayout.expr.parse import spark_tokens
+
     try:
-        tokens = sqlglot.Dialect.get_or_raise("spark").tokenize(where)
+        tokens = spark_tokens(where, rules)
     except TokenError:
         return None  # the predicate's own parse names the problem
     own = {c.lower() for c in columns}
-    for token, after in zip(tokens, [*tokens[1:], None], strict=True):
+    for at, token in enumerate(tokens):
         if token.token_type not in (TokenType.VAR, TokenType.IDENTIFIER):
             continue
+        if at > 0 and tokens[at - 1].token_type == TokenType.DOT:
+            continue  # a field of a struct, not a column or a function
         name = token.text.lower()
-        called = after is not None and after.token_type == TokenType.L_PAREN
-        if called and name in FILE_CONTEXT:
+        after = tokens[at + 1] if at + 1 < len(tokens) else None
+        if after is not None and after.token_type == TokenType.L_PAREN and name in FILE_CONTEXT:
             return f"{name}()"
         if name == "_metadata" and name not in own:
             return name

@@ -809,7 +809,7 @@ def write_arrow(
         for at, name in enumerate(ordered.column_names):
             column = ordered.column(name)
             if name in fmt.partition_columns and pa.types.is_dictionary(column.type):
-                ordered = ordered.set_column(at, name, column.cast(column.type.value_type))
+                ordered = ordered.set_column(at, name, _decoded(column, schema.field(name).type))
             elif _has_view(column.type):
                 ordered = ordered.set_column(at, name, column.cast(schema.field(name).type))
         ordered = ordered.sort_by([(c, "ascending") for c in fmt.partition_columns])
@@ -847,6 +847,14 @@ def arrow_data_schema(schema: pa.Schema) -> pa.Schema:
             t = pa.timestamp("us", tz="UTC" if t.tz else None)
         fields.append(pa.field(f.name, t, f.nullable))
     return delta_arrow_schema(pa.schema(fields))
+
+
+def _decoded(column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
+    """A dictionary-encoded column decoded to ``target`` (the dictionary is cast first:
+    Arrow can neither cast nor take a dictionary of string views)."""
+    return pa.chunked_array(
+        [chunk.dictionary.cast(target).take(chunk.indices) for chunk in column.chunks], target
+    )
 
 
 def _has_view(t: pa.DataType) -> bool:
