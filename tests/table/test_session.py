@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -327,3 +328,48 @@ def test_commits_needing_delta_s_connector_are_refused_on_spark_connect() -> Non
             connector=False,
             connector_missing=reason,
         )
+
+
+_INTERRUPT_SCRIPT = """
+import os, signal, subprocess, sys, threading
+import pyspark.sql  # imported first: the interruption lands while the JVM starts
+from lakelayout.table.session import check_java, spark_session
+
+check_java()
+threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+try:
+    spark_session()
+    print("started")
+except KeyboardInterrupt:
+    from pyspark import SparkContext
+
+    print("interrupted, connected:", SparkContext._gateway is not None)
+ps = ["ps", "--ppid", str(os.getpid()), "-o", "pid=,args="]
+out = subprocess.run(ps, capture_output=True, text=True).stdout
+print("gateways:", [int(line.split()[0]) for line in out.splitlines() if "SparkSubmit" in line])
+"""
+
+
+@pytest.mark.spark
+def test_a_ctrl_c_while_the_jvm_starts_leaves_no_jvm_running(tmp_path: Path) -> None:
+    """Ctrl-C while PySpark waits for a new JVM (``launch_gateway``) left that JVM running
+    after Python exited: PySpark loses its handle, and the JVM watches its stdin only once
+    connected (an orphan was alive minutes later). ``spark_session`` stops it."""
+    import signal
+
+    script = tmp_path / "interrupt.py"
+    script.write_text(_INTERRUPT_SCRIPT)
+    out = tmp_path / "out.txt"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    with out.open("w") as sink:  # a file, not a pipe: a JVM left behind would hold a pipe open
+        subprocess.run([sys.executable, str(script)], stdout=sink, stderr=subprocess.STDOUT,
+                       env=env, timeout=120, check=False)  # fmt: skip
+    text = out.read_text()
+    left = [line for line in text.splitlines() if line.startswith("gateways:")]
+    try:
+        assert "interrupted, connected: False" in text, text
+        assert left == ["gateways: []"], text
+    finally:
+        for pid in (int(p) for p in "".join(left).split("[")[-1].strip("]").split(",") if p):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)

@@ -51,6 +51,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from lakelayout.errors import EnvironmentProblem, InvalidOption
@@ -449,10 +450,72 @@ def spark_session(
     builder = SparkSession.builder.master(chosen).appName(app_name or "lakelayout")
     for key, value in settings.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    try:
+        session = builder.getOrCreate()
+    except BaseException:
+        if not running:
+            stop_unconnected_gateway()
+        raise
     if not running and not is_connect(session):  # (getOrCreate may give a Connect session)
         session.sparkContext.setLogLevel(os.environ.get(LOG_LEVEL_ENV) or "ERROR")
     return session
+
+
+def stop_unconnected_gateway() -> None:
+    """Stop the Java gateway this process launched if PySpark never connected to it.
+
+    An interruption (Ctrl-C) while PySpark waits for a new JVM to start
+    (``launch_gateway``) leaves that JVM running after Python exits: PySpark loses its
+    handle, and the JVM watches its stdin only once connected (seen: an orphan JVM
+    alive minutes after the process ended). Its pid is found among this process's
+    children (Linux ``/proc``; elsewhere nothing is done). Best effort: errors are
+    ignored.
+    """
+    from pyspark import SparkContext
+
+    if getattr(SparkContext, "_gateway", None) is not None:
+        return  # connected: PySpark stops it with the process
+    import signal
+
+    for pid in _child_gateways():
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            continue
+        for _ in range(50):  # reap it (up to 5 s): no zombie left behind
+            try:
+                done, _status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if done:
+                break
+            time.sleep(0.1)
+
+
+def _child_gateways() -> list[int]:
+    """Pids of this process's children that run Spark's launcher for PySpark."""
+    me = os.getpid()
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            if parent != me:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if b"pyspark-shell" in args and any(b"SparkSubmit" in a for a in args):
+            found.append(int(entry))
+    return found
 
 
 def running_session() -> SparkSession | None:
