@@ -297,6 +297,20 @@ def test_string_views_are_written_to_a_partitioned_table(tmp_path: Path) -> None
     assert got == sorted(first + second + third)
 
 
+@pytest.mark.parametrize("partition_by", [None, ["p"]])
+def test_list_views_are_written(tmp_path: Path, partition_by: list[str] | None) -> None:
+    """A list view column (a sliced one too): Arrow 26 casts a list view to a list into an
+    invalid array, and the write raised a raw ArrowInvalid (a review)."""
+    views = pa.array([[1, 2], [3], None, [4, 5, 6]], pa.list_view(pa.int64()))
+    data = pa.table({"id": [1, 2, 3, 4], "l": views, "p": ["a", "b", "a", "b"]})
+    t = Table.create(str(tmp_path / "t"), data.slice(0, 3), partition_by=partition_by)
+    t.append(data.slice(3))
+    got = sorted(
+        (r["id"], r["l"], r["p"]) for r in DeltaTable(t.uri).to_pyarrow_table().to_pylist()
+    )
+    assert got == [(1, [1, 2], "a"), (2, [3], "b"), (3, None, "a"), (4, [4, 5, 6], "b")]
+
+
 def test_an_append_whose_commit_landed_returns_though_delta_rs_failed_after_it(
     tmp_path: Path,
 ) -> None:

@@ -802,16 +802,27 @@ def write_arrow(
     )
     by_lower = {name.lower(): name for name in data.column_names}
     ordered = data.select([by_lower[n.lower()] for n in schema.names]).rename_columns(schema.names)
+    # string, binary and list views become the table's type first (lossless): Arrow
+    # neither sorts nor takes string views (a raw ArrowTypeError on a partitioned table,
+    # an audit), and a list view reached the file writer as a list (a raw ArrowInvalid)
+    for at, name in enumerate(ordered.column_names):
+        column = ordered.column(name)
+        if (
+            fmt is not None
+            and name in fmt.partition_columns
+            and pa.types.is_dictionary(column.type)
+        ):
+            # Arrow sorts only a dictionary's values
+            ordered = ordered.set_column(at, name, _decoded(column, schema.field(name).type))
+        elif _has_view(column.type):
+            try:
+                ordered = ordered.set_column(at, name, _cast_view(column, schema.field(name).type))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise SchemaMismatch(
+                    f"column '{name}': cannot store {column.type} as "
+                    f"{schema.field(name).type}: {exc}"
+                ) from exc
     if fmt is not None and fmt.partitioned:
-        # dictionary-encoded (categorical) columns: Arrow sorts only their values; string
-        # and binary views: Arrow neither sorts nor takes them (a raw ArrowTypeError, an
-        # audit), so they become the table's type first (lossless)
-        for at, name in enumerate(ordered.column_names):
-            column = ordered.column(name)
-            if name in fmt.partition_columns and pa.types.is_dictionary(column.type):
-                ordered = ordered.set_column(at, name, _decoded(column, schema.field(name).type))
-            elif _has_view(column.type):
-                ordered = ordered.set_column(at, name, column.cast(schema.field(name).type))
         ordered = ordered.sort_by([(c, "ascending") for c in fmt.partition_columns])
     try:
         rows = [row for batch in task(iter(ordered.to_batches())) for row in batch.to_pylist()]
@@ -857,9 +868,32 @@ def _decoded(column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
     )
 
 
+def _cast_view(column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
+    """``column`` (holding views) cast to ``target``, checked. Arrow 26 casts a list view
+    to a list into an invalid array (its offsets buffer one entry short), so a column
+    holding a list view is rebuilt from its values instead (slower; list views are rare,
+    string views common and cast)."""
+    if _has_list_view(column.type):
+        return pa.chunked_array(
+            [pa.array(chunk.to_pylist(), type=target) for chunk in column.chunks], target
+        )
+    out = column.cast(target)
+    out.validate(full=True)  # an invalid cast is an error here, not in the file writer
+    return out
+
+
+def _has_list_view(t: pa.DataType) -> bool:
+    if pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
+        return True
+    if pa.types.is_dictionary(t):
+        return _has_list_view(t.value_type)
+    return any(_has_list_view(t.field(i).type) for i in range(t.num_fields))
+
+
 def _has_view(t: pa.DataType) -> bool:
-    """Whether ``t`` is or holds a string or binary view."""
-    if pa.types.is_string_view(t) or pa.types.is_binary_view(t):
+    """Whether ``t`` is or holds a string, binary or list view."""
+    views = (pa.types.is_string_view, pa.types.is_binary_view, pa.types.is_list_view)
+    if any(is_view(t) for is_view in views) or pa.types.is_large_list_view(t):
         return True
     if pa.types.is_dictionary(t):
         return _has_view(t.value_type)
