@@ -326,10 +326,7 @@ class Workspace:
         rows_f: list[np.ndarray] = []
         n = sample.num_rows
         for cut in candidate_cuts(queries):
-            if build is None:
-                skip_t, skip_f = _skip_rows(cut, plans, by_key)
-            else:
-                skip_t, skip_f = build.skip_rows(cut, plans, qsql, by_key)
+            skip_t, skip_f = _skip_rows(cut, plans, by_key, build, qsql)
             if not (skip_t.any() or skip_f.any()):
                 continue
             found = build.mask(cut, ev) if build is not None else _try_mask(cut, ev)
@@ -456,35 +453,20 @@ class _MemoBuild:
         self.now.masks[key] = found
         return found
 
-    def skip_rows(
-        self, cut: Cut, plans: list[QueryPlan], qsql: list[str], by_key: dict[str, list[int]]
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """:func:`_skip_rows`, each (cut, query) pair looked up before it is computed."""
-        skip_t = np.zeros(len(plans), dtype=bool)
-        skip_f = np.zeros(len(plans), dtype=bool)
-        touched = sorted({qi for key in cut_keys(cut) for qi in by_key.get(key, ())})
-        if not touched:
-            return skip_t, skip_f
-        csql = cut.sql()
-        regions: tuple[Region, Region] | None = None
-        for qi in touched:
-            key = (csql, qsql[qi])
-            got = self.now.skips.get(key)
+    def skip(self, key: tuple[str, str]) -> tuple[bool, bool] | None:
+        """The two outcomes of (cut SQL, query SQL) if this or the last build found them."""
+        got = self.now.skips.get(key)
+        if got is None:
+            got = self.last.skips.get(key)
             if got is None:
-                got = self.last.skips.get(key)
-                if got is None:
-                    self.misses += 1
-                    if regions is None:
-                        regions = _outcome_regions(cut)
-                    got = (
-                        not may_intersect(plans[qi], regions[0]),
-                        not may_intersect(plans[qi], regions[1]),
-                    )
-                else:
-                    self.hits += 1
-                self.now.skips[key] = got
-            skip_t[qi], skip_f[qi] = got
-        return skip_t, skip_f
+                self.misses += 1
+                return None
+            self.hits += 1
+            self.now.skips[key] = got
+        return got
+
+    def record(self, key: tuple[str, str], got: tuple[bool, bool]) -> None:
+        self.now.skips[key] = got
 
 
 def _outcome_regions(cut: Cut) -> tuple[Region, Region]:
@@ -493,17 +475,32 @@ def _outcome_regions(cut: Cut) -> tuple[Region, Region]:
 
 
 def _skip_rows(
-    cut: Cut, queries: list[QueryPlan], by_key: dict[str, list[int]]
+    cut: Cut,
+    queries: list[QueryPlan],
+    by_key: dict[str, list[int]],
+    build: _MemoBuild | None = None,
+    qsql: Sequence[str] = (),
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Which queries the single outcome "cut TRUE" / "cut NOT TRUE" rules out."""
+    """Which queries the single outcome "cut TRUE" / "cut NOT TRUE" rules out; with a
+    memo ``build`` (and the queries' SQL ``qsql``) each pair is looked up first."""
     skip_t = np.zeros(len(queries), dtype=bool)
     skip_f = np.zeros(len(queries), dtype=bool)
     touched = sorted({qi for key in cut_keys(cut) for qi in by_key.get(key, ())})
-    if touched:
-        r_true, r_false = _outcome_regions(cut)
-        for qi in touched:
-            skip_t[qi] = not may_intersect(queries[qi], r_true)
-            skip_f[qi] = not may_intersect(queries[qi], r_false)
+    regions: tuple[Region, Region] | None = None
+    csql = cut.sql() if build is not None else ""
+    for qi in touched:
+        key = (csql, qsql[qi]) if build is not None else None
+        got = build.skip(key) if build is not None and key is not None else None
+        if got is None:
+            if regions is None:
+                regions = _outcome_regions(cut)
+            got = (
+                not may_intersect(queries[qi], regions[0]),
+                not may_intersect(queries[qi], regions[1]),
+            )
+            if build is not None and key is not None:
+                build.record(key, got)
+        skip_t[qi], skip_f[qi] = got
     return skip_t, skip_f
 
 

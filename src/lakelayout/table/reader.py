@@ -88,6 +88,9 @@ def file_context_used(
 
     from lakelayout.expr.parse import spark_tokens
 
+    lowered = where.lower()  # every scan asks: most predicates name none of them
+    if "_metadata" not in lowered and "input_file" not in lowered:
+        return None
     try:
         tokens = spark_tokens(where, rules)
     except TokenError:
