@@ -6,6 +6,8 @@ import traceback
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lakelayout.errors import InvalidOption, PredicateError
 from lakelayout.expr import parse as parse_module
@@ -218,3 +220,29 @@ def test_spark_s_bang_comparisons_and_quoting_settings_are_read_as_spark_reads_t
     assert parse_predicate(r"s = 'a\'b'", schema, session=raw) == parse_predicate(
         r"s = 'a\\\'b'", schema
     )
+
+
+_PIECES = [*'ab\\"%_ \n\t', "é", "\x00", "𝔘", "\\u0041", "\\'", "\\\\"]
+
+
+def _closes(text: str) -> bool:
+    """Whether ``'text'`` is one literal in Spark's lexer: every quote inside escaped (an
+    odd run of backslashes before it), none before the closing one."""
+    import re
+
+    inner = all(len(m.group(1)) % 2 for m in re.finditer(r"(\\*)'", text))
+    return inner and (len(text) - len(text.rstrip("\\"))) % 2 == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=10).map("".join).filter(_closes))
+def test_under_escaped_string_literals_a_literal_is_its_text_as_written(text: str) -> None:
+    """Backslashes, escaped quotes, unicode escapes, NUL and unicode: the bound literal is
+    the text between the quotes, as Spark's session with the setting reads it."""
+    from lakelayout.expr.nodes import Compare
+
+    schema = pa.schema([("s", pa.string())])
+    bound = parse_predicate(
+        f"s = '{text}'", schema, session=SessionRules(escaped_string_literals=True)
+    )
+    assert isinstance(bound, Compare) and bound.value.value == text

@@ -281,11 +281,14 @@ def _remembered(
         except LakelayoutError as err:
             bound = err
         _MEMO.put(key, bound)
-        if isinstance(bound, Predicate):
-            # its rendering names the same predicate: the query log stores it and the
-            # advisor binds it again (re-binding a rendering renders the same text and
-            # selects the same rows: tests/expr/test_evaluate.py)
-            _MEMO.put((bind, bound.sql(), schema, types, timezone), bound, replace=False)
+        rendering = bound.sql() if isinstance(bound, Predicate) else None
+        # its rendering names the same predicate: the query log stores it and the advisor
+        # binds it again (re-binding a rendering renders the same text and selects the
+        # same rows: tests/expr/test_evaluate.py). Not under other session rules when it
+        # holds a backslash: a rendering escapes backslashes, escaped string literals
+        # read them as written ('\\b' renders a one-backslash value; a property test)
+        if rendering is not None and (bind is _bind_predicate or "\\" not in rendering):
+            _MEMO.put((bind, rendering, schema, types, timezone), bound, replace=False)
     if isinstance(bound, LakelayoutError):
         raise bound.with_traceback(None)
     return bound  # type: ignore[return-value]
