@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import decimal
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -321,6 +322,95 @@ def _combine(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
 def predicates(max_leaves: int = 4) -> st.SearchStrategy[str]:
     """Random predicate text: leaves combined with AND / OR / NOT."""
     return st.recursive(leaf(), _combine, max_leaves=max_leaves)
+
+
+# ------------------------------------ texts whose meaning a session's parser settings change
+# spark.sql.parser.escapedStringLiterals keeps a string literal's backslashes as written;
+# spark.sql.ansi.doubleQuotedIdentifiers (with ANSI) reads "..." as a column name.
+
+#: pieces of a string literal's text: escapes Spark's default reading resolves (\n, \',
+#: \\, \u00e9, \%, an unknown \q) and plain characters of the edge table's strings
+ESCAPE_PIECES = st.sampled_from(
+    ["a", "b", "c", "%", "_", "é", "\\n", "\\\\", "\\'", "\\u00e9", "\\%", "\\_", "\\q", "\\t"]
+)
+
+
+@st.composite
+def escaped_text_leaf(draw: st.DrawFn) -> str:
+    """A comparison, LIKE or IN of ``s`` with literals holding backslash escapes."""
+    if draw(st.booleans()):  # a text one of the two readings finds in the table
+        text = draw(st.sampled_from(["a\\b", "\\n", "a\\%b", "a\\nb", "a\\\\b", "é"]))
+    else:
+        text = "".join(draw(st.lists(ESCAPE_PIECES, min_size=0, max_size=4)))
+    kind = draw(st.sampled_from(["cmp", "like", "in", "fn"]))
+    if kind == "cmp":
+        return f"s {draw(OPS)} '{text}'"
+    if kind == "like":
+        return f"s {'NOT ' if draw(st.booleans()) else ''}LIKE '{text}'"
+    if kind == "in":
+        other = "".join(draw(st.lists(ESCAPE_PIECES, min_size=0, max_size=3)))
+        return f"s IN ('{text}', '{other}', NULL)"
+    return f"{draw(st.sampled_from(['startswith', 'endswith', 'contains']))}(s, '{text}')"
+
+
+#: the edge table's columns, as a predicate names them
+EDGE_COLUMNS = re.compile(r"\b(id|i|ti|x|s|d|ts|dec|b)\b")
+#: a single-quoted string literal, escapes included
+QUOTED_STRING = re.compile(r"'(?:[^'\\]|\\.)*'")
+
+
+#: settings that change how a predicate's text is read: backslashes kept as written in
+#: string literals, "..." a column name (only with ANSI), both, and neither (the
+#: session's defaults: "..." a string)
+TEXT_SESSIONS = [
+    {"spark.sql.parser.escapedStringLiterals": "true"},
+    {"spark.sql.ansi.enabled": "true", "spark.sql.ansi.doubleQuotedIdentifiers": "true"},
+    {"spark.sql.ansi.enabled": "false", "spark.sql.ansi.doubleQuotedIdentifiers": "true"},
+    {
+        "spark.sql.ansi.enabled": "true",
+        "spark.sql.ansi.doubleQuotedIdentifiers": "true",
+        "spark.sql.parser.escapedStringLiterals": "true",
+    },
+    {},
+]
+
+
+def reads_double_quotes_as_names(conf: dict[str, str]) -> bool:
+    return (
+        conf.get("spark.sql.ansi.doubleQuotedIdentifiers") == "true"
+        and conf.get("spark.sql.ansi.enabled") == "true"
+    )
+
+
+def double_quote_columns(sql: str, quote: list[bool]) -> str:
+    """``sql`` with its n-th column name written "name" where ``quote[n % len(quote)]``
+    (string literals left as they are)."""
+    seen = iter(range(10**6))
+
+    def name(match: re.Match[str]) -> str:
+        return f'"{match.group(1)}"' if quote[next(seen) % len(quote)] else match.group(1)
+
+    parts, last = [], 0
+    for literal in QUOTED_STRING.finditer(sql):
+        parts.append(EDGE_COLUMNS.sub(name, sql[last : literal.start()]))
+        parts.append(literal.group(0))
+        last = literal.end()
+    parts.append(EDGE_COLUMNS.sub(name, sql[last:]))
+    return "".join(parts)
+
+
+@st.composite
+def session_text_cases(draw: st.DrawFn, max_leaves: int = 3) -> tuple[dict[str, str], str]:
+    """A session of :data:`TEXT_SESSIONS` and a predicate of the edge grammar and of
+    backslash-escaped literals, two in three leaves escaped. Where the session reads
+    "..." as a name, about half the column names are double-quoted; elsewhere one in
+    ten (there "s" is the string 's': a text both readings must agree on)."""
+    conf = draw(st.sampled_from(TEXT_SESSIONS))
+    leaves = st.one_of(leaf(), escaped_text_leaf(), escaped_text_leaf())
+    sql = draw(st.recursive(leaves, _combine, max_leaves=max_leaves))
+    odds = 2 if reads_double_quotes_as_names(conf) else 10
+    quote = draw(st.lists(st.integers(0, odds - 1).map(lambda n: n == 0), min_size=8, max_size=8))
+    return conf, double_quote_columns(sql, quote)
 
 
 # ---------------------------------------------------------------- planner kinds (issue 11)

@@ -25,6 +25,7 @@ from lakelayout.expr.nodes import Opaque
 
 from ..processes import COMPILED, INTERPRETED
 from .predicates import (
+    TEXT_SESSIONS,
     edge_predicates,
     edge_table,
     extreme_predicates,
@@ -33,6 +34,7 @@ from .predicates import (
     planner_table,
     predicates,
     session_conf,
+    session_text_cases,
     session_zone,
 )
 
@@ -657,3 +659,52 @@ def test_random_predicates_in_other_sessions_match_spark(
     """String literals against dates and numbers, casts, NULLs and NaN (the edge table)
     in the same sessions."""
     check_in_session(spark, frame, TABLE, sql, conf)
+
+
+def with_backslashes(table: pa.Table) -> pa.Table:
+    """The edge table and three rows whose strings hold a backslash (the rest NULL)."""
+    extra = {name: pa.nulls(3, table.schema.field(name).type) for name in table.column_names}
+    extra["id"] = pa.array(range(table.num_rows, table.num_rows + 3), pa.int32())
+    extra["s"] = pa.array(["a\\b", "\\n", "a\\%b"], pa.string())
+    return pa.concat_tables([table, pa.table(extra, schema=table.schema)])
+
+
+BACKSLASHES = with_backslashes(TABLE)
+
+
+@pytest.fixture(scope="module")
+def backslash_frame(spark: Any) -> Any:
+    return spark.createDataFrame(BACKSLASHES)
+
+
+@pytest.mark.parametrize(
+    ("conf", "sql", "rows"),
+    [  # Spark's reading of each text, written out: the property below relies on it
+        (TEXT_SESSIONS[0], "s = 'a\\b'", [12]),
+        (TEXT_SESSIONS[4], "s = 'a\\nb'", [9]),
+        (TEXT_SESSIONS[1], "\"s\" = 'ab'", [10]),
+        (TEXT_SESSIONS[2], "\"s\" = 's'", list(range(15))),
+    ],
+)
+def test_text_sessions_read_as_spark_reads_them(
+    spark: Any, backslash_frame: Any, conf: dict[str, str], sql: str, rows: list[int]
+) -> None:
+    """The settings reach ``F.expr`` (the property's ground truth) and lakelayout."""
+    with session_conf(spark, conf):
+        assert spark_rows(spark, backslash_frame, sql) == rows
+    check_in_session(spark, backslash_frame, BACKSLASHES, sql, conf)
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(case=session_text_cases())
+def test_random_texts_in_sessions_that_read_them_otherwise_match_spark(
+    spark: Any, backslash_frame: Any, case: tuple[dict[str, str], str]
+) -> None:
+    """Literals with backslash escapes and double-quoted column names, bound with the rules
+    of sessions that keep backslashes, read "..." as names, or both."""
+    conf, sql = case
+    check_in_session(spark, backslash_frame, BACKSLASHES, sql, conf)
