@@ -11,7 +11,8 @@ table's file count). B2-online at TPC-H 0.3 charged each online policy about
 The sample is the replay's: ``--sample`` rows drawn from the denormalized
 TPC-H table at ``--scale`` (made with Spark once, kept as Parquet under
 ``--work``); the queries are the replay's drifting template stream (seed 0,
-segments of ``--segment``). Printed: the seconds of each round and their sum.
+segments of ``--segment``). Printed: the seconds of each round, its candidates' block
+counts (``--blocks`` wanted) and the rounds' sum.
 Nothing here compares with a peer: the figure is read against the same script
 run on older code (``PYTHONPATH=<old checkout>/src``), in alternation, on a
 quiet machine (docs/benchmarks.md, B2-online).
@@ -75,7 +76,7 @@ def main() -> None:
         window = predicates[max(0, end - args.window) : end]
         found, seconds = timed_window_candidates(Context(), window, args.blocks, FAMILIES)  # type: ignore[arg-type]
         rounds.append(seconds)
-        labels = ", ".join(c.label for c in found)
+        labels = ", ".join(f"{c.label}: {c.layout.n_blocks}" for c in found)
         print(f"round at query {end:>5}: {seconds:6.2f} s  ({labels})", flush=True)
     print(
         f"{len(rounds)} rounds: {sum(rounds):.2f} s in all, {sum(rounds) / len(rounds):.2f} s a "

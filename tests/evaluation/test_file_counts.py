@@ -206,3 +206,38 @@ def test_delta_peers_cluster_as_told_and_read_back_as_delta_reads(
         assert counts[-1] == delta.where(q.sql).count(), q.sql
         skipped.append(scan.report.files_total - scan.report.files_kept)
     assert sum(counts) > 0 and max(skipped) > 0, (counts, skipped)
+
+
+def test_fit_with_blocks_starts_where_told_and_stops_within_the_share() -> None:
+    asked: list[int] = []
+    layout = fit_with_blocks(_shrinking_fit(asked), 30, start=44, within=0.05)
+    assert asked == [44] and layout.n_blocks == 29  # 29 is within 5 % of 30: no second fit
+    asked.clear()
+    assert fit_with_blocks(_shrinking_fit(asked), 30, start=44).n_blocks == 30
+    assert asked == [44, 46]  # 29 is not 30: rescaled by 30/29 (45.5), 46 * 2 // 3 = 30
+    with pytest.raises(InvalidOption, match="within"):
+        fit_with_blocks(_shrinking_fit(asked), 30, within=1.0)
+
+
+def test_the_online_sizer_starts_each_family_where_its_last_window_ended() -> None:
+    from lakelayout.evaluation.policies import online_sizer
+
+    sample = pa.table({"x": np.arange(100, dtype=np.int64)})
+    sizer = online_sizer(sample)
+    asked: list[int] = []
+    assert sizer(_shrinking_fit(asked), 30, "pando").n_blocks == 30
+    assert asked == [30, 45]
+    asked.clear()
+    assert sizer(_shrinking_fit(asked), 30, "pando").n_blocks == 30
+    assert asked == [45]  # the ratio learned: one fit
+    asked.clear()
+    assert sizer(_shrinking_fit(asked), 60, "pando").n_blocks == 60
+    assert asked == [90]  # the ratio, not the target, carries over
+    asked.clear()
+    sizer(_shrinking_fit(asked), 30, "qdtree")
+    assert asked[0] == 30  # another family starts afresh
+    asked.clear()
+    online_sizer(pa.table({"x": np.arange(100, dtype=np.int64)}))(
+        _shrinking_fit(asked), 30, "pando"
+    )
+    assert asked[0] == 30  # and so does another sample

@@ -535,7 +535,7 @@ def test_the_window_s_fits_sharing_one_workspace_are_the_fits_made_alone(sample:
     preds.append(parse_predicate("tag = 't3' OR y < 40", sample.schema))
     targets: list[int] = []
 
-    def sizer(fit, wanted):  # type: ignore[no-untyped-def]
+    def sizer(fit, wanted, family):  # type: ignore[no-untyped-def]
         fitted = [fit(t) for t in (wanted, 2 * wanted, wanted + 3)]
         targets.append(wanted)
         return fitted[1]

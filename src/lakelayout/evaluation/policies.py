@@ -70,7 +70,7 @@ from lakelayout.evaluation.tables import INSERT_TARGET
 from lakelayout.evaluation.workloads import Query
 from lakelayout.layouts.base import Layout
 from lakelayout.layouts.qdtree import CutMemo
-from lakelayout.online.candidates import FAMILIES, check_families, fit_candidates
+from lakelayout.online.candidates import FAMILIES, Sizer, check_families, fit_candidates
 from lakelayout.online.costs import CostBook
 from lakelayout.online.engine import OnlineConfig, OnlineEngine
 from lakelayout.online.manager import Candidate, History
@@ -224,7 +224,12 @@ def target_size_for(nbytes: int, files: int) -> int:
 
 
 def fit_with_blocks(
-    fit: Callable[[int], Layout], wanted: int, *, max_fits: int = MAX_FITS
+    fit: Callable[[int], Layout],
+    wanted: int,
+    *,
+    max_fits: int = MAX_FITS,
+    start: int | None = None,
+    within: float = 0.0,
 ) -> Layout:
     """The layout of ``fit(target_blocks)`` whose ``n_blocks`` is closest to ``wanted``.
 
@@ -233,19 +238,24 @@ def fit_with_blocks(
     into blocks of at least the target size (so fewer blocks). The target is
     rescaled by ``wanted / n_blocks`` after each fit (at most ``max_fits``
     fits, never above ``4 * wanted``); ties go to the earlier (smaller) fit.
+    ``start``: the first target (``wanted`` when not given, e.g. the target that came
+    closest on a similar fit); ``within``: a layout whose count is within
+    ``within * wanted`` blocks of ``wanted`` ends the search.
     """
     if wanted < 1:
         raise InvalidOption(f"wanted blocks must be >= 1, got {wanted}")
+    if not 0.0 <= within < 1.0:
+        raise InvalidOption(f"within must be in [0, 1), got {within!r}")
     best: Layout | None = None
     tried: set[int] = set()
-    target = wanted
+    target = wanted if start is None else min(4 * wanted, max(1, int(start)))
     for _ in range(max(1, max_fits)):
         tried.add(target)
         layout = fit(target)
         n = layout.n_blocks
         if best is None or abs(n - wanted) < abs(best.n_blocks - wanted):
             best = layout
-        if n == wanted:
+        if abs(n - wanted) <= within * wanted:
             break
         target = _next_target(target, n, wanted, tried)
         if target in tried:
@@ -685,6 +695,40 @@ _CUT_MEMOS: dict[int, tuple[pa.Table, CutMemo]] = {}
 _ALPHAS: dict[int, tuple[pa.Table, float, str]] = {}
 #: fits tried per candidate to reach the wanted block count
 ONLINE_MAX_FITS = 3
+#: a candidate within this share of the wanted block count is taken (the replay compares
+#: policies at file counts within 5 %)
+ONLINE_WITHIN = 0.02
+#: (sample id, family) -> (the sample, target / wanted of the last window's chosen fit):
+#: the next window of the stream starts its search there
+_START_RATIOS: dict[tuple[int, str], tuple[pa.Table, float]] = {}
+
+
+def online_sizer(sample: pa.Table) -> Sizer:
+    """How the online policies' candidates reach the wanted block count: up to
+    :data:`ONLINE_MAX_FITS` fits, the first at the target/wanted ratio that served the
+    family's previous window on ``sample`` (a Pando fit lands at about the same share of
+    its target window after window), done within :data:`ONLINE_WITHIN`. A window's
+    candidates therefore depend on the windows fitted before it on the sample (a review:
+    93 blocks alone, 86 after another window); the replay fits its windows in stream
+    order, whatever the policies' order, and caches each, so every policy gets the same."""
+
+    def sizer(fit: Callable[[int], Layout], wanted: int, family: str) -> Layout:
+        held = _START_RATIOS.get((id(sample), family))
+        start = round(wanted * held[1]) if held is not None and held[0] is sample else None
+        targets: dict[int, int] = {}
+
+        def fit_noting(target: int) -> Layout:
+            layout = fit(target)
+            targets[id(layout)] = target
+            return layout
+
+        best = fit_with_blocks(
+            fit_noting, wanted, max_fits=ONLINE_MAX_FITS, start=start, within=ONLINE_WITHIN
+        )
+        _START_RATIOS[(id(sample), family)] = (sample, targets[id(best)] / wanted)
+        return best
+
+    return sizer
 
 
 def window_candidates(
@@ -714,7 +758,7 @@ def timed_window_candidates(
             predicates,
             blocks=blocks,
             families=families,
-            sizer=lambda fit, wanted: fit_with_blocks(fit, wanted, max_fits=ONLINE_MAX_FITS),
+            sizer=online_sizer(sample),
             memo=memo,
         )
         cached = _FITS[key] = (sample, found, time.perf_counter() - started)

@@ -33,11 +33,12 @@ if TYPE_CHECKING:
 
 FAMILIES = ("qdtree", "pando", "hilbert", "sop-z")
 
-#: ``sizer(fit, wanted)``: a layout of about ``wanted`` blocks from ``fit(target_blocks)``
-Sizer = Callable[[Callable[[int], Layout], int], Layout]
+#: ``sizer(fit, wanted, family)``: a layout of about ``wanted`` blocks from
+#: ``fit(target_blocks)``, a fit of ``family``
+Sizer = Callable[[Callable[[int], Layout], int, str], Layout]
 
 
-def fit_once(fit: Callable[[int], Layout], wanted: int) -> Layout:
+def fit_once(fit: Callable[[int], Layout], wanted: int, family: str = "") -> Layout:
     """One fit with ``target_blocks=wanted`` (Pando and SOP land below it)."""
     return fit(wanted)
 
@@ -195,7 +196,7 @@ def fit_candidates(
             return got[1]
 
         try:
-            layout = sizer(fit, wanted)
+            layout = sizer(fit, wanted, family)
         except LakelayoutError:
             continue  # this family cannot fit this window: no candidate from it this round
         out.append(Candidate(labels[-1], layout))
