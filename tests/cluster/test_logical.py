@@ -300,9 +300,13 @@ def test_apply_keeps_files_already_in_one_block_and_records_them(
         ({some: -1}, "block"),
         ({moved[0]: 0}, "both rewritten and kept"),
         ([some], "must map"),
+        # a block the file's statistics do not confirm: scans would prune its rows away
+        ({some: (int(keep[some]) + 1) % second.n_blocks}, "statistics place its rows in block"),
     ]:
         with pytest.raises(InvalidOption, match=names):
             t.optimize.apply(second, moved, keep=bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidOption, match="no one block"):  # a file straddling a cut
+        t.optimize.apply(second, moved[1:], keep={moved[0]: 0})
     assert t.version == version and ProvenanceStore(t.uri).read() == before
 
     # a file no longer live (removed since it was placed) is left out

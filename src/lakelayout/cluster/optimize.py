@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from lakelayout import arguments as args
@@ -67,7 +68,7 @@ from lakelayout.errors import (
     LakelayoutError,
     LayoutError,
 )
-from lakelayout.layouts.base import Layout
+from lakelayout.layouts.base import Layout, file_blocks
 from lakelayout.layouts.hilbert import HilbertLayout
 from lakelayout.layouts.zorder import CurveLayout, ZOrderLayout
 from lakelayout.table import delta
@@ -337,7 +338,9 @@ class Optimizer:
         ``layout`` (e.g. placed by :meth:`Layout.blocks_of_files`), left as they are
         and recorded as that block of ``layout``, so query-time block pruning and a
         later switch see them as laid out. Every row of such a file must be in that
-        block as ``layout.assign`` routes it: the planner trusts the record. The
+        block as ``layout.assign`` routes it (the planner prunes by the record): an
+        entry the file's statistics do not confirm
+        (:func:`~lakelayout.layouts.base.file_blocks`) is refused, nothing written. The
         record is written with the rewrite's (before its commit; alone when nothing
         is rewritten); it is a fact about the file, true whether or not the commit
         happens. A kept file no longer live (removed by another commit since it was
@@ -438,7 +441,28 @@ def _kept_files(
                 f"optimize.apply: keep gives {path!r} block {block!r}; the layout has blocks "
                 f"0..{layout.n_blocks - 1}"
             )
-    return {path: int(block) for path, block in kept.items()}
+    kept = {path: int(block) for path, block in kept.items()}
+    _check_placed(ctx, layout, kept)
+    return kept
+
+
+def _check_placed(ctx: _Context, layout: Layout, kept: Mapping[str, int]) -> None:
+    """Refuse a kept file whose statistics do not put every row in its block: the
+    planner prunes by the record, and a wrong one would skip rows a query needs."""
+    if not kept:
+        return
+    files = ctx.snap.files
+    where = np.flatnonzero([str(p) in kept for p in files.paths])
+    part = files.take(where)
+    placed = file_blocks(layout, part)
+    for path, block in zip(part.paths.tolist(), placed.tolist(), strict=True):
+        if block != kept[str(path)]:
+            said = "no one block" if block < 0 else f"block {block}"
+            raise InvalidOption(
+                f"optimize.apply: keep gives {path!r} block {kept[str(path)]}, but its "
+                f"statistics place its rows in {said} of the layout: a kept file must be "
+                "wholly inside its block (Layout.blocks_of_files); rewrite it instead"
+            )
 
 
 def _kept_provenance(
@@ -712,11 +736,11 @@ def _compact(ctx: _Context, hooks: OptimizeHooks) -> OptimizeMetrics:
     reason = waiting_reason(ctx.uri)
     if reason is not None:
         return _done(_yielded(base, reason), started, hooks, ctx)
-    file_blocks = {p: i for i, b in enumerate(bins) for p in b}
-    paths = list(file_blocks)
+    bin_of = {p: i for i, b in enumerate(bins) for p in b}
+    paths = list(bin_of)
     check_rewrite(ctx, paths)
     df = file_source(ctx, paths)
-    router = Router(tuple(ctx.schema.names), ctx.uri, file_blocks=file_blocks)
+    router = Router(tuple(ctx.schema.names), ctx.uri, file_blocks=bin_of)
     written = write_routed(
         df,
         ctx.uri,
