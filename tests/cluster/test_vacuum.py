@@ -261,3 +261,26 @@ def test_cli_vacuum_dry_run_refusal_and_run(tmp_path: Path) -> None:
     assert "deleted" in done.output and not os.path.exists(
         os.path.join(root, "ll-part-crashed.parquet")
     )
+
+
+def test_a_retention_spelled_without_interval_is_the_one_applied(tmp_path: Path) -> None:
+    """``36 hours`` (no ``interval``) is 36 hours to lakelayout and to Delta's connector;
+    delta-rs reads it as its default 168 hours. VACUUM reported 36 hours, listed files by
+    168 and refused ``retain_hours=40`` citing 168 (an audit)."""
+    uri = str(tmp_path / "r")
+    write_deltalake(uri, pa.table({"x": [1, 2, 3]}), configuration={RETENTION_PROPERTY: "0 hours"})
+    old = {os.path.basename(p) for p in DeltaTable(uri).file_uris()}
+    write_deltalake(uri, pa.table({"x": [4]}), mode="overwrite")
+    t = Table(uri)
+    dry = t.vacuum(dry_run=True)  # removed 0 s ago, past a retention of 0 hours
+    assert dry.retention_hours == 0
+    assert {f.path for f in dry.files if f.kind == "removed"} == old
+
+    delta.set_properties(uri, {RETENTION_PROPERTY: "36 hours"})
+    assert Table(uri).vacuum(dry_run=True).files == ()  # inside 36 hours
+    forty = Table(uri).vacuum(retain_hours=40, dry_run=True)  # longer than 36: allowed
+    assert forty.retention_hours == 40 and forty.files == ()
+    with pytest.raises(InvalidOption, match=r"shorter than the retention .*36 hours"):
+        Table(uri).vacuum(retain_hours=30)
+    Table(uri).vacuum()
+    assert {os.path.basename(p) for p in DeltaTable(uri).file_uris()} <= _files(uri)

@@ -246,7 +246,7 @@ def vacuum(
         retain_hours, dict(table.metadata().configuration), force, location
     )
     version = table.version()
-    data = _data_files(table, location, retain_hours, dry_run=dry_run, force=force)
+    data = _data_files(table, location, retention, dry_run=dry_run)
     sidecars = _sidecar_garbage(table, location, started - retention.total_seconds())
     if not dry_run:
         sidecars = [f for f in sidecars if _unlink(os.path.join(location, f.path))]
@@ -261,26 +261,31 @@ def vacuum(
 
 
 def _data_files(
-    table: DeltaTable,
-    location: str,
-    retain_hours: int | None,
-    *,
-    dry_run: bool,
-    force: bool,
+    table: DeltaTable, location: str, retention: timedelta, *, dry_run: bool
 ) -> list[VacuumedFile]:
-    """Unreferenced data files past the retention (listed by delta-rs), deleted unless ``dry_run``.
+    """Unreferenced data files past ``retention`` (listed by delta-rs), deleted unless ``dry_run``.
 
     delta-rs lists a removed file as long as its tombstone is in the log, even
     after an earlier VACUUM deleted it, so only files that exist are kept (and
     deleted here, not by delta-rs's non-dry run, which would also write two
     commits counting those files again).
+
+    The retention is lakelayout's, checked already (:func:`_check_retention`), and
+    given to delta-rs in whole hours: delta-rs reads the table's retention by a
+    stricter rule (``36 hours`` without ``interval`` is 168 hours there) and would
+    list other files than the ones reported, or refuse. A retention of a fraction of
+    an hour (``interval 90 minutes``) is left to delta-rs's reading of the property,
+    which reads the ``interval`` spellings as lakelayout does and otherwise keeps
+    files longer.
     """
+    hours = retention.total_seconds() / 3600
 
     def listing(full: bool) -> set[str]:
+        exact = hours.is_integer()
         found = table.vacuum(
-            retention_hours=retain_hours,
+            retention_hours=int(hours) if exact else None,
             dry_run=True,
-            enforce_retention_duration=not force,
+            enforce_retention_duration=not exact,
             full=full,
         )
         return {_relative(location, p) for p in found}
