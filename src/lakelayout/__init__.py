@@ -73,5 +73,6 @@ __all__ = [
     "WriteMetrics",
     "plan",
     "spark_session",
+    "sql",
 ]
 __version__ = "0.1.0"

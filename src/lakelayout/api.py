@@ -597,8 +597,9 @@ class Table:
             return delta_liquid.clustering_columns(snap, self.spark)
         return parse_clustering(snap.configuration)
 
-    def cluster_by(self, columns: Sequence[str] | None, *, max_columns: int = 4) -> int:
-        """ALTER TABLE CLUSTER BY (``columns``) or NONE (``None``); the new version.
+    def cluster_by(self, columns: Sequence[str] | None) -> int:
+        """ALTER TABLE CLUSTER BY (``columns``, at most 4 as Delta allows) or NONE
+        (``None``); the new version.
 
         Only data not yet clustered by the new columns is clustered by them:
         files already clustered by older columns are left as they are.
@@ -611,7 +612,6 @@ class Table:
         )
 
         args.require_names(columns, "columns", "Table.cluster_by", optional=True)
-        args.require_int(max_columns, "max_columns", "Table.cluster_by", low=1)
         snap = self.snapshot()
         if delta_liquid.is_delta_clustered(snap):
             raise UnsupportedTable(
@@ -624,7 +624,7 @@ class Table:
                 f"'{self.uri}' is partitioned by {list(partitions)}: a partitioned table cannot "
                 "be clustered (Delta refuses CLUSTER BY on partitioned tables)"
             )
-        checked = validate_clustering(columns, snap.schema, max_columns=max_columns)
+        checked = validate_clustering(columns, snap.schema)
         value = clustering_property(checked)
         if snap.configuration.get(CLUSTERING_COLUMNS, "") == value:
             return snap.version

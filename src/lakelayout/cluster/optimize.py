@@ -379,10 +379,11 @@ class Optimizer:
         ctx = self._ctx()
         clustered = ctx.clustering()
         if clustered is not None:
+            verb = "OPTIMIZE ZORDER BY" if family == "zorder" else f"optimize.{family}"
             raise InvalidOption(
-                f"OPTIMIZE ZORDER BY is not allowed on a clustered table (clustered by "
-                f"{', '.join(clustered)}); run OPTIMIZE without ZORDER BY, or "
-                "ALTER TABLE ... CLUSTER BY NONE first"
+                f"{verb} is not allowed on a clustered table (clustered by "
+                f"{', '.join(clustered)}): optimize.run() (OPTIMIZE) clusters it by its "
+                "clustering columns; or ALTER TABLE ... CLUSTER BY NONE first"
             )
         dims = cfg.validate_clustering(list(columns), ctx.schema, max_columns=8)
         assert dims is not None

@@ -418,14 +418,14 @@ def _open_version(location: str, version: int) -> DeltaTable:
     latest = _latest(location)
     newest = latest.version()
     if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= newest:
-        raise LakelayoutError(
+        raise InvalidOption(
             f"version {version!r} of '{location}' does not exist; "
             f"available versions: {_oldest_version(latest, location)}..{newest}"
         )
     try:
         return DeltaTable(location, version=version)
     except DeltaError as exc:
-        raise LakelayoutError(
+        raise InvalidOption(
             f"version {version} of '{location}' cannot be loaded ({exc}); "
             f"available versions: {_oldest_version(latest, location)}..{newest}"
         ) from exc
