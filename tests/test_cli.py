@@ -158,7 +158,10 @@ def test_the_console_script_prints_what_spark_rejects_once(table_path: str) -> N
 
 
 def test_an_unexpected_error_is_one_line_not_a_traceback(tmp_path: Path) -> None:
-    """The console script on a table whose log is corrupt: deltalake's own error, one line."""
+    """The console script: a table whose log is corrupt is a TableCorrupt (exit 2, one
+    line; it was deltalake's own error with a native backtrace), and an error lakelayout
+    does not expect (here a RuntimeError planted in Table.open's place in a child) is one
+    line too (exit 1)."""
     import subprocess
     import sys
 
@@ -167,12 +170,32 @@ def test_an_unexpected_error_is_one_line_not_a_traceback(tmp_path: Path) -> None
     (log / "00000000000000000000.json").write_text("{not json\n")
     script = Path(sys.executable).with_name("lakelayout")
     done = subprocess.run(
-        [str(script), "scan", str(tmp_path / "t")], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 1
+        [str(script), "describe", str(tmp_path / "t")], capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     lines = [line for line in done.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: unexpected "), done.stdout
+    assert len(lines) == 1 and "the Delta log of" in lines[0], done.stdout
+    planted = (
+        "import sys, lakelayout.api as api, lakelayout.cli as cli\n"
+        "def boom(*a, **k): raise RuntimeError('planted')\n"
+        "api.Table.describe = boom\n"
+        "sys.argv = ['lakelayout', 'describe', sys.argv[1]]\n"
+        "cli.main()\n"
+    )
+    ok = tmp_path / "ok"
+    ok.mkdir()
+    from deltalake import write_deltalake
+
+    write_deltalake(str(ok), pa.table({"a": [1]}))
+    done = subprocess.run(
+        [sys.executable, "-c", planted, str(ok)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: unexpected RuntimeError: planted")
 
 
 def test_values_and_paths_are_printed_as_they_are(spark: Any, tmp_path: Path) -> None:

@@ -93,7 +93,8 @@ class StateUnreadable(LakelayoutError):
 
 class TableCorrupt(LakelayoutError):
     """The table's files are not what its Delta log says (a data file it lists is
-    missing); nothing was written."""
+    missing), or its Delta log cannot be read (a commit file that is not JSON);
+    nothing was written."""
 
 
 class UnsupportedTable(LakelayoutError):

@@ -398,3 +398,43 @@ def test_records_being_flushed_are_read_once(
     flusher.join()
     assert log.pending() == 0
     assert log.read(flush=False).num_rows == 3  # committed: from disk, once
+
+
+def test_maintenance_deletes_the_files_of_writes_killed_before_their_commit(
+    tmp_path: Path,
+) -> None:
+    """A flush or a compaction killed between its file and its commit left the file for
+    good: the log's vacuum (lite) and Table.vacuum (which leaves _lakelayout/ alone) never
+    listed it (an audit). Maintenance now deletes such files once an hour old; a younger
+    one may be a write about to commit, and stays."""
+    import os
+    import time
+
+    import pyarrow.parquet as pq
+
+    uri = _table(tmp_path)
+    log = ql.QueryLog(uri)
+    log.record(ql.QueryRecord(table_version=0, predicate="a = 1"))
+    log.flush()
+    old, young = Path(log.path) / "part-killed-old.parquet", Path(log.path) / "part-young.parquet"
+    for orphan in (old, young):
+        pq.write_table(pa.table({"x": [1]}), orphan)
+    hours_ago = time.time() - 2 * 3600
+    os.utime(old, (hours_ago, hours_ago))
+    log.maintain()
+    assert not old.exists() and young.exists()
+    assert log.read().column("predicate").to_pylist() == ["a = 1"]
+
+
+def test_a_corrupt_log_commit_is_table_corrupt_naming_the_log(tmp_path: Path) -> None:
+    """A commit file that is not JSON raised delta-rs's raw DeltaError with a native
+    backtrace from QueryLog.read and the advisor (an audit)."""
+    from lakelayout.errors import TableCorrupt
+
+    uri = _table(tmp_path)
+    log = ql.QueryLog(uri)
+    log.record(ql.QueryRecord(table_version=0, predicate="a = 1"))
+    log.flush()
+    (Path(log.path) / "_delta_log" / "00000000000000000000.json").write_text("{not json")
+    with pytest.raises(TableCorrupt, match=r"the Delta log of '.*querylog' cannot be read"):
+        log.read()

@@ -518,3 +518,22 @@ def test_creation_with_lakelayout_properties_leaves_the_protocol_alone(tmp_path:
     with pytest.raises(InvalidOption, match=r"delta\.bogus"):
         delta.create_table(tmp_path / "u", schema, [], configuration={"delta.bogus": "1", "x": "1"})
     assert not (tmp_path / "u").exists()
+
+
+def test_a_table_whose_path_holds_a_percent_escape_is_unsupported_not_corrupt(
+    tmp_path: Path,
+) -> None:
+    """delta-rs decodes '%41' in a local path and looks for the log elsewhere: the table
+    is not corrupt, lakelayout cannot read it there (a review: it was called corrupt)."""
+    import shutil
+
+    from deltalake import write_deltalake
+
+    from lakelayout.errors import UnsupportedTable
+
+    plain = tmp_path / "plain"
+    write_deltalake(str(plain), pa.table({"a": [1, 2]}))
+    escaped = tmp_path / "x%41y"
+    shutil.move(str(plain), str(escaped))
+    with pytest.raises(UnsupportedTable, match=r"'%' escape \(%41\)"):
+        delta.snapshot(str(escaped))

@@ -629,8 +629,12 @@ def compact_log(
                     os.remove(os.path.join(path, w.path))
             logger.info("%s: maintenance skipped: %s", path, exc)
             return MaintenanceResult(0, len(files), len(files))
-    # files younger than an hour are kept: another process may be about to commit them
-    DeltaTable(path).vacuum(retention_hours=1, dry_run=False, enforce_retention_duration=False)
+    # files younger than an hour are kept: another process may be about to commit them;
+    # full: also the files of a flush or a compaction killed before its commit (an audit:
+    # nothing else ever deleted them)
+    DeltaTable(path).vacuum(
+        retention_hours=1, dry_run=False, enforce_retention_duration=False, full=True
+    )
     return MaintenanceResult(deleted, len(files), len(DeltaTable(path).file_uris()))
 
 

@@ -62,6 +62,7 @@ from lakelayout.errors import (
     LakelayoutError,
     LocationNotEmpty,
     SchemaMismatch,
+    TableCorrupt,
     TableExists,
     TableNotFound,
     UnsupportedTable,
@@ -409,9 +410,17 @@ def _latest(location: str) -> DeltaTable:
                 f"Delta log for it, fails on a value in the log ({reason}); a partition "
                 "column whose type Delta widened is one cause"
             ) from exc
-        if "Unsupported" not in str(exc) and "unsupported" not in str(exc):
-            raise
-        raise UnsupportedTable(f"'{location}' cannot be read by lakelayout: {exc}") from exc
+        if "Unsupported" in str(exc) or "unsupported" in str(exc):
+            raise UnsupportedTable(f"'{location}' cannot be read by lakelayout: {exc}") from exc
+        escape = re.search(r"%[0-9A-Fa-f]{2}", location) if is_local(location) else None
+        if escape is not None:  # delta-rs decodes it in a local path and looks elsewhere
+            raise UnsupportedTable(
+                f"'{location}' cannot be read by lakelayout: its path holds a '%' escape "
+                f"({escape.group()}), which delta-rs decodes ({reason})"
+            ) from exc
+        # a commit file that is not JSON, a checkpoint that is not Parquet: delta-rs's raw
+        # error carried a native backtrace (an audit)
+        raise TableCorrupt(f"the Delta log of '{location}' cannot be read: {reason}") from exc
 
 
 def _open_version(location: str, version: int) -> DeltaTable:
