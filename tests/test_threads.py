@@ -206,3 +206,83 @@ def test_sql_creates_from_threads_keep_every_name_and_if_not_exists_waits(
         assert got[4].uri == got[5].uri
         assert sorted(Catalog(wh).entries()) == ["same", "t0", "t1", "t2", "t3"]
         assert DeltaTable(got[4].uri).version() == 0
+
+
+def test_a_create_killed_before_its_commit_is_cleared_by_the_next(tmp_path: Path) -> None:
+    """A create killed before its first commit left its claim and its data files: every
+    later create was refused, and removing the claim as told then failed on the files
+    (an audit). While it runs it is named; once its process is gone the next create
+    clears what it left and creates the table."""
+    from . import processes
+
+    path, ready, log = tmp_path / "t", tmp_path / "ready", tmp_path / "child.log"
+    child = processes.python(Path(__file__).with_name("create_hang.py"), str(path), str(ready),
+                             log=log)  # fmt: skip
+    try:
+        processes.wait_for(ready.exists, what="hanging create", proc=child, log=log)
+        left = sorted(os.listdir(path))
+        assert "_lakelayout" in left and any(n.startswith("ll-") for n in left), left
+        with pytest.raises(TableExists, match=rf"process {child.pid} on "):
+            Table.create(str(path), _rows(0, 5))  # it still runs: its claim holds
+        assert sorted(os.listdir(path)) == left
+    finally:
+        processes.kill(child)
+    created = Table.create(str(path), _rows(0, 5))
+    table = DeltaTable(created.uri)
+    assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == list(range(5))
+    data = {n for n in os.listdir(path) if n.startswith("ll-")}
+    assert data == {os.path.basename(u) for u in table.file_uris()}  # its files are gone
+    assert not os.path.exists(path / "_lakelayout" / "creating.json")
+
+
+def test_a_create_that_judged_a_claim_dead_late_leaves_anothers_table_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two creates find a dead creator's claim. One (C) pauses right after judging it
+    dead; the other (B) clears the leftovers, claims the folder and commits. C then
+    renamed B's claim away and deleted B's log: B's table was gone (a review). Now C
+    checks the claim it moved is the dead one's, and yields (TableExists)."""
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    from lakelayout.stats.bounds import LAKELAYOUT_FILE_PREFIX
+    from lakelayout.table import delta
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    path = tmp_path / "t"
+    (path / "_lakelayout").mkdir(parents=True)
+    (path / "_delta_log").mkdir()
+    (path / f"{LAKELAYOUT_FILE_PREFIX}left.parquet").write_bytes(b"x")
+    record = {"pid": dead.pid, "host": socket.gethostname(), "existed": False, "token": "gone"}
+    (path / "_lakelayout" / "creating.json").write_text(json.dumps(record))
+    judged, committed = threading.Event(), threading.Event()
+    original = delta._interrupted_creator
+
+    def late(root: str) -> Any:
+        found = original(root)
+        if threading.current_thread().name == "C" and found is not None:
+            judged.set()
+            committed.wait(60)  # B clears, claims and commits meanwhile
+        return found
+
+    monkeypatch.setattr(delta, "_interrupted_creator", late)
+    got: dict[str, Any] = {}
+
+    def create_c() -> None:
+        try:
+            got["C"] = Table.create(str(path), _rows(100, 3))
+        except Exception as exc:
+            got["C"] = exc
+
+    c = threading.Thread(target=create_c, name="C")
+    c.start()
+    assert judged.wait(60)
+    Table.create(str(path), _rows(0, 5))  # B
+    committed.set()
+    c.join(60)
+    assert isinstance(got["C"], TableExists), got
+    ids = sorted(DeltaTable(str(path)).to_pyarrow_table().column("id").to_pylist())
+    assert ids == list(range(5))

@@ -290,7 +290,7 @@ class Table:
             row_group_bytes=row_group_size(config),
             codec=parquet_codec(config),
         )
-        delta.claim_location(root)  # TableExists when another create got here first
+        delta.claim_location(root, existed=existed)  # TableExists when another got here first
         written: list[WrittenFile] = []
         try:
             if df is None:
@@ -315,6 +315,7 @@ class Table:
         except BaseException:
             _remove_created(root, existed)
             raise
+        delta.release_creator(root)
         return cls(root, spark=session)
 
     # ------------------------------------------------------------ metadata
@@ -993,6 +994,7 @@ def _check_table_schema(schema: pa.Schema) -> None:
 
 def _release_claim(root: str) -> None:
     """Remove the (empty) state folder :func:`delta.claim_location` made, if still empty."""
+    delta.release_creator(root)
     if is_local(root):
         with contextlib.suppress(OSError):
             os.rmdir(os.path.join(local_path(root), STATE_FOLDER))

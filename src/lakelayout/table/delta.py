@@ -29,11 +29,15 @@ right after creation.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import logging
 import os
 import random
 import re
+import shutil
+import socket
 import threading
 import time
 import urllib.parse
@@ -277,7 +281,9 @@ def ensure_new_location(uri: str | os.PathLike[str]) -> None:
     ensure_absent(location)
     entries = existing_entries(location)
     if _creating(entries):  # another create's claim, and what it wrote so far
-        _claimed(location)
+        if not _clear_interrupted_create(location, entries):
+            _claimed(location)
+        entries = existing_entries(location)
     if entries:
         shown = ", ".join(entries[:5]) + (
             f", ... ({len(entries)} in all)" if len(entries) > 5 else ""
@@ -288,7 +294,7 @@ def ensure_new_location(uri: str | os.PathLike[str]) -> None:
         )
 
 
-def claim_location(uri: str | os.PathLike[str]) -> None:
+def claim_location(uri: str | os.PathLike[str], *, existed: bool = False) -> None:
     """Make a new table's location this creator's (after :func:`ensure_new_location`).
 
     Two creators of one location (threads, processes) both passed the check
@@ -298,6 +304,11 @@ def claim_location(uri: str | os.PathLike[str]) -> None:
     folder (an atomic ``mkdir``) owns it; the other gets TableExists before it
     writes anything. Elsewhere nothing is claimed (object stores have no atomic
     folder); the version-0 commit, which never retries, decides.
+
+    The claim holds :data:`CREATOR` (process, host, whether the folder ``existed``)
+    until :func:`release_creator`: a create killed before its commit is then known
+    by its process being gone, and the next create clears what it left
+    (:func:`_clear_interrupted_create`).
     """
     location = normalize_uri(uri)
     if not is_local(location):
@@ -308,6 +319,123 @@ def claim_location(uri: str | os.PathLike[str]) -> None:
         os.mkdir(os.path.join(root, STATE_FOLDER))
     except FileExistsError:
         _claimed(location)
+    record = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "existed": bool(existed),
+        "token": uuid.uuid4().hex,  # this claim, not another of the same process
+    }
+    final = os.path.join(root, STATE_FOLDER, CREATOR)
+    scratch = f"{final}.{uuid.uuid4().hex}.tmp"
+    with open(scratch, "w", encoding="utf-8") as fh:
+        json.dump(record, fh)
+    os.replace(scratch, final)
+
+
+#: in a new table's ``_lakelayout`` claim while its create runs: who is creating it
+CREATOR = "creating.json"
+
+
+def release_creator(uri: str | os.PathLike[str]) -> None:
+    """The create at ``uri`` is over (committed, or gave the location up): its claim
+    record goes."""
+    location = normalize_uri(uri)
+    if is_local(location):
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(local_path(location), STATE_FOLDER, CREATOR))
+
+
+def _interrupted_creator(root: str) -> dict[str, Any] | None:
+    """The claim record at ``root`` of a create whose process is gone (this host, its
+    process id not running); None when it may still run or cannot be told."""
+    record = _creator_record(os.path.join(root, STATE_FOLDER))
+    if record is None or record.get("host") != socket.gethostname():
+        return None
+    pid = record.get("pid")
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
+        return None  # (this process: a create in another thread)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return record
+    except OSError:  # running, another user's
+        return None
+    return None
+
+
+def _clear_interrupted_create(location: str, entries: Sequence[str]) -> bool:
+    """Delete what a create killed before its commit left at ``location`` (its claim, its
+    data files, partition folders and log folder: all of a create's kinds); False when no
+    interrupted create is known there (it may still run), or another create got there.
+
+    Another create may clear the same leftovers at the same moment, claim the folder and
+    commit: what was read of the claim may be stale by the time it is acted on (a review:
+    a create that paused there destroyed the other's committed table). So the claim is
+    renamed away (atomic), and the record it then holds must be the one judged dead (its
+    token); a new claim is taken before anything is deleted (another create is then
+    refused: TableExists), the folder is listed again, and only a create's kinds of
+    entries go, none while the log holds a commit."""
+    if not is_local(location):
+        return False
+    root = local_path(location)
+    record = _interrupted_creator(root)
+    if record is None or _holds_commit(root):
+        return False
+    state = os.path.join(root, STATE_FOLDER)
+    trash = os.path.join(root, f"{STATE_FOLDER}.interrupted-{uuid.uuid4().hex}")
+    try:
+        os.rename(state, trash)
+    except OSError:
+        return False  # another create cleared it first
+    if _creator_record(trash) != record or _holds_commit(root):
+        with contextlib.suppress(OSError):  # not the dead one's: put it back as it was
+            os.rename(trash, state)
+        return False
+    try:
+        os.mkdir(state)  # held while clearing: another create is refused meanwhile
+    except FileExistsError:  # another create claimed it just now: its turn
+        shutil.rmtree(trash, ignore_errors=True)
+        return False
+    try:
+        left = [e for e in existing_entries(location) if e.rstrip("/") != STATE_FOLDER]
+        for entry in left:
+            name = entry.rstrip("/")
+            target = os.path.join(root, name)
+            folder = entry.endswith("/") and "=" in name  # a partition's
+            if name in (os.path.basename(trash), "_delta_log") or folder:
+                shutil.rmtree(target, ignore_errors=True)
+            elif name.startswith(LAKELAYOUT_FILE_PREFIX):
+                with contextlib.suppress(OSError):
+                    os.remove(target)
+    finally:
+        with contextlib.suppress(OSError):
+            os.rmdir(state)
+    if not record.get("existed"):
+        with contextlib.suppress(OSError):
+            os.rmdir(root)
+    logger.warning(
+        "cleared what an interrupted Table.create (process %s, gone) left at %s: %d entries",
+        record.get("pid"), location, len(left),
+    )  # fmt: skip
+    return True
+
+
+def _holds_commit(root: str) -> bool:
+    """Whether the log folder at ``root`` holds a commit (a table is there)."""
+    try:
+        names = os.listdir(os.path.join(root, "_delta_log"))
+    except OSError:
+        return False
+    return any(n.endswith(".json") and n[:20].isdigit() for n in names)
+
+
+def _creator_record(state: str) -> dict[str, Any] | None:
+    try:
+        with open(os.path.join(state, CREATOR), encoding="utf-8") as fh:
+            record = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def _creating(entries: Sequence[str]) -> bool:
@@ -327,9 +455,17 @@ def _creating(entries: Sequence[str]) -> bool:
 
 
 def _claimed(location: str) -> NoReturn:
+    who = ""
+    if is_local(location):
+        with contextlib.suppress(OSError, ValueError):
+            path = os.path.join(local_path(location), STATE_FOLDER, CREATOR)
+            with open(path, encoding="utf-8") as fh:
+                record = json.load(fh)
+            who = f" (process {record.get('pid')} on {record.get('host')})"
     raise TableExists(
-        f"another Table.create is creating a table at '{location}' (if none is, one "
-        f"failed there and left its '{STATE_FOLDER}' folder: remove the folder)"
+        f"another Table.create is creating a table at '{location}'{who}; if none is, one "
+        f"was interrupted there before its first commit: remove the folder '{location}' "
+        "(it holds no table, only what that create wrote) and create again"
     )
 
 

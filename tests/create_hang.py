@@ -1,0 +1,27 @@
+"""A Table.create of Arrow rows that hangs just before its first commit (its files
+written, its claim made), for a test to kill it: ``create_hang.py PATH READY``."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+
+from lakelayout.api import Table
+from lakelayout.table import delta
+
+
+def _hang(*args: object, **kwargs: object) -> None:
+    Path(sys.argv[2]).write_text("ready")
+    time.sleep(600)
+
+
+def main() -> None:
+    delta.create_table = _hang  # type: ignore[assignment]
+    Table.create(sys.argv[1], pa.table({"id": pa.array(range(1000, 1050), pa.int64())}))
+
+
+if __name__ == "__main__":  # (pytest imports every module under tests/: nothing on import)
+    main()
