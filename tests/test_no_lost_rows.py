@@ -808,3 +808,57 @@ def test_a_predicate_on_the_input_file_is_answered_as_spark_or_refused(
         assert want and sorted(r.i for r in plain.scan(text).df.collect()) == want, text
     # a column of the table named like a file function is the column
     assert parted.scan("i < 3 AND 'input_file_name' <> 'x'").df.count() == 3
+
+
+def test_a_delete_reads_the_time_of_its_start_once(
+    spark: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark reads current_timestamp() once per query and a DELETE runs two: rows 2 and
+    3 hold the same instant T, in two files; when the clock passed T between the query
+    choosing the files and the one writing the survivors, row 2 was deleted and row 3
+    kept (an audit). The delay between the two is held open here by slowing the check
+    that runs between them; the time is now read once, at the start."""
+    import time
+
+    from lakelayout.cluster import delete as deleting
+
+    when = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=4)
+    schema = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us", tz="UTC"))])
+    past = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+    t = Table.create(str(tmp_path / "t"), pa.table({"id": [1, 2], "ts": [past, when]}, schema))
+    t.append(pa.table({"id": [3], "ts": [when]}, schema))
+    check = deleting.check_rewrite
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(max(0.0, when.timestamp() - time.time() + 1.5))  # the clock passes T
+        return check(*args, **kwargs)
+
+    monkeypatch.setattr(deleting, "check_rewrite", slow)
+    assert time.time() < when.timestamp(), "the table took too long to write: T is past"
+    t.delete("ts < current_timestamp() AND now() = CURRENT_TIMESTAMP")
+    assert sorted(r.id for r in t.to_df().collect()) == [2, 3]  # T was after the start
+
+
+def test_calls_of_the_query_time_are_found_as_spark_reads_them() -> None:
+    from lakelayout.expr.parse import now_calls
+
+    text = (
+        "now() > ts AND localtimestamp() > x AND curdate() = d AND unix_timestamp() > 5 "
+        "AND unix_timestamp(ts) > 1 AND `now`() = 1 AND t.now() = 2 AND s = 'now()' "
+        "AND CURRENT_DATE = d AND current_timestamp ( ) > ts"
+    )
+    found = [(text[a : b + 1], kind) for a, b, kind in now_calls(text)]
+    assert found == [
+        ("now()", "timestamp"),
+        ("localtimestamp()", "local"),
+        ("curdate()", "date"),
+        ("unix_timestamp()", "unix"),
+        ("CURRENT_DATE", "date"),
+        ("current_timestamp ( )", "timestamp"),
+    ]
+    assert now_calls("current_date = d", columns=["Current_Date"]) == []  # the column
+    # a lambda's variable may have the name (a review: the DELETE kept every row)
+    assert now_calls("exists(a, `current_date` -> current_date IS NULL)") == []
+    assert now_calls("exists(a, current_timestamp -> current_timestamp > 1)") == []
+    lam = "exists(a, x -> x < now())"
+    assert [lam[s : e + 1] for s, e, _ in now_calls(lam)] == ["now()"]

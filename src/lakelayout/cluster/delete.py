@@ -32,6 +32,7 @@ operation, as it does when the attempts run out.
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -93,6 +94,7 @@ def delete(
     spark_where(empty, where, analysed=True)
     if predicate.has_opaque():  # what lakelayout models is deterministic
         _check_deterministic(empty, where)
+    where = pin_now(spark, where, rules, snap.schema.names)
     metrics, retries = run_with_retries(
         uri,
         "DELETE",
@@ -100,6 +102,39 @@ def delete(
         policy=retry,
     )
     return _finish(replace(metrics, retries=retries), started)
+
+
+def pin_now(spark: SparkSession, where: str, rules: SessionRules, columns: list[str]) -> str:
+    """``where`` with its calls of the query's start time (``current_timestamp()``,
+    ``now()``, ``current_date()``, ``localtimestamp()``, ``unix_timestamp()``...) replaced
+    by their values, read together in one Spark query.
+
+    Spark evaluates them once per query, and a DELETE runs two (the files holding
+    matching rows, then the rows that survive): of two rows with the same timestamp in
+    two files, one was deleted and one kept when the clock passed it in between (an
+    audit). Delta's DELETE sees one time; so does this one now.
+    """
+    from lakelayout.expr.parse import now_calls
+
+    calls = now_calls(where, rules, columns)
+    if not calls:
+        return where
+    row = spark.sql(
+        "SELECT unix_micros(current_timestamp()) AS micros, "
+        "CAST(current_date() AS STRING) AS today, "
+        "CAST(localtimestamp() AS STRING) AS local, unix_timestamp() AS seconds"
+    ).collect()[0]
+    instant = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=row["micros"])
+    values = {
+        "timestamp": f"TIMESTAMP_LTZ'{instant.strftime('%Y-%m-%d %H:%M:%S.%f')}+00:00'",
+        "date": f"DATE'{row['today']}'",
+        "local": f"TIMESTAMP_NTZ'{row['local']}'",
+        "unix": f"{int(row['seconds'])}L",
+    }
+    out = where
+    for start, end, kind in reversed(calls):  # from the end: earlier offsets stay valid
+        out = f"{out[:start]}({values[kind]}){out[end + 1 :]}"
+    return out
 
 
 def _matching(matched: DataFrame, where: str) -> list[Any]:

@@ -544,6 +544,64 @@ def _plain_parse_error(desc: str) -> str:
 _BANG_COMPARISONS = {TokenType.LT: (TokenType.GTE, ">="), TokenType.GT: (TokenType.LTE, "<=")}
 
 
+#: functions of the query's start time, by what they return; Spark evaluates them once per
+#: query (``current_timestamp()``, ``now()``...), and bare ``CURRENT_DATE`` and
+#: ``CURRENT_TIMESTAMP`` are the same calls
+NOW_FUNCTIONS = {
+    "current_timestamp": "timestamp",
+    "now": "timestamp",
+    "current_date": "date",
+    "curdate": "date",
+    "localtimestamp": "local",
+    "unix_timestamp": "unix",
+}
+_BARE_NOW = frozenset({"current_date", "current_timestamp"})
+
+
+def now_calls(
+    sql: str, rules: SessionRules | None = None, columns: Collection[str] = ()
+) -> list[tuple[int, int, str]]:
+    """The calls in ``sql`` that read the query's start time, as ``(start, end, kind)``
+    (character offsets, ``end`` inclusive; ``kind`` a value of :data:`NOW_FUNCTIONS`):
+    ``name()`` with nothing between the parentheses, not qualified (``x.now()``) nor
+    quoted, and a bare ``CURRENT_DATE`` / ``CURRENT_TIMESTAMP`` unless ``columns`` has
+    one of that name (Spark reads the column then). Text in string literals is not a
+    call, and a text with a lambda (``->``) has no bare ones (its variable may have that
+    name). ``unix_timestamp(col)`` is not the time of the query: only
+    ``unix_timestamp()``."""
+    tokens = spark_tokens(sql, rules)
+    shadowed = {c.lower() for c in columns}
+    # a lambda may name its variable current_date (`current_date` -> ...): a bare name
+    # there may be the variable (a review); only calls with parentheses are taken then
+    bare = not any(t.token_type == TokenType.ARROW for t in tokens)
+    out = []
+    for i, token in enumerate(tokens):
+        if token.token_type in (TokenType.STRING, TokenType.IDENTIFIER):
+            continue
+        if sql[token.start] in "`\"'":
+            continue
+        name = token.text.lower()
+        if name not in NOW_FUNCTIONS:
+            continue
+        if i > 0 and tokens[i - 1].token_type == TokenType.DOT:
+            continue
+        after = tokens[i + 1 : i + 3]
+        if (
+            len(after) == 2
+            and after[0].token_type == TokenType.L_PAREN
+            and after[1].token_type == TokenType.R_PAREN
+        ):
+            out.append((token.start, after[1].end, NOW_FUNCTIONS[name]))
+        elif (
+            bare
+            and name in _BARE_NOW
+            and name not in shadowed
+            and not (after and after[0].token_type == TokenType.L_PAREN)
+        ):
+            out.append((token.start, token.end, NOW_FUNCTIONS[name]))
+    return out
+
+
 def spark_tokens(sql: str, rules: SessionRules | None = None) -> list[Token]:
     """The tokens of ``sql`` as Spark reads them under ``rules`` (:func:`_as_spark_reads`);
     sqlglot's TokenError when it cannot lex the text."""
