@@ -190,6 +190,12 @@ TS_LITERALS = st.sampled_from(
         "TIMESTAMP '1970-01-01 00:00:00'",
         "'2020-06-15T08:00:00Z'",
         "TIMESTAMP '2000-01-01 23:59:59.999999'",
+        # a zone written in a TIMESTAMP literal: an instant even where TIMESTAMP means
+        # TIMESTAMP_NTZ; timestamp(x) casts to TIMESTAMP_LTZ there too
+        "TIMESTAMP '2020-06-15 08:00:00+00:00'",
+        "TIMESTAMP '2020-06-15T10:00:00+02:00'",
+        "TIMESTAMP '1995-03-01 12:30:01.000005 UTC'",
+        "timestamp('2020-06-15 08:00:00')",
     ]
 )
 DEC_LITERALS = st.sampled_from(

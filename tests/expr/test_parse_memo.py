@@ -246,3 +246,25 @@ def test_under_escaped_string_literals_a_literal_is_its_text_as_written(text: st
         f"s = '{text}'", schema, session=SessionRules(escaped_string_literals=True)
     )
     assert isinstance(bound, Compare) and bound.value.value == text
+
+
+@pytest.mark.parametrize(
+    "text", ["n = timestamp('2026-11-01 05:30:00')", "ts < timestamp(d)", "n = timestamp(s)"]
+)
+def test_a_rendering_that_may_mean_otherwise_is_not_remembered(text: str) -> None:
+    """Where TIMESTAMP means TIMESTAMP_NTZ, timestamp(x) (TIMESTAMP_LTZ) renders as
+    CAST(x AS TIMESTAMP), which there is TIMESTAMP_NTZ: the memo tied that text to the
+    first one's meaning (a review). Its rendering now binds as it would alone."""
+    from lakelayout.expr import parse as P
+
+    rules = SessionRules(ntz_timestamps=True)
+    schema = pa.schema(
+        [("ts", pa.timestamp("us", tz="UTC")), ("n", pa.timestamp("us")), ("s", pa.string()),
+         ("d", pa.date32())]
+    )  # fmt: skip
+    P._MEMO.clear()
+    rendering = parse_predicate(text, schema, session=rules, timezone="America/New_York").sql()
+    again = parse_predicate(rendering, schema, session=rules, timezone="America/New_York")
+    P._MEMO.clear()
+    alone = parse_predicate(rendering, schema, session=rules, timezone="America/New_York")
+    assert again == alone

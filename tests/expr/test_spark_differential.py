@@ -708,3 +708,28 @@ def test_random_texts_in_sessions_that_read_them_otherwise_match_spark(
     of sessions that keep backslashes, read "..." as names, or both."""
     conf, sql = case
     check_in_session(spark, backslash_frame, BACKSLASHES, sql, conf)
+
+
+@pytest.mark.parametrize(
+    ("sql", "some"),
+    [  # some: whether Spark finds rows (the 08:00 UTC ones, or earlier): written out
+        ("ts = TIMESTAMP '2020-06-15 08:00:00+00:00'", True),
+        ("ts >= TIMESTAMP '2020-06-15T10:00:00+02:00'", True),
+        ("ts < TIMESTAMP '1995-03-01 12:30:01.000005 UTC'", True),
+        ("ts = TIMESTAMP '2020-06-15 01:00:00 America/Los_Angeles'", True),
+        ("ts = timestamp('2020-06-15 08:00:00+00:00')", True),  # a cast to an instant
+        ("ts = TIMESTAMP '2020-06-15 08:00:00'", False),  # 08:00 wall time there
+        ("ts = CAST('2020-06-15 08:00:00+00:00' AS TIMESTAMP)", False),  # a cast drops it
+    ],
+)
+def test_timestamp_literals_with_zones_where_timestamp_means_ntz(
+    spark: Any, frame: Any, sql: str, some: bool
+) -> None:
+    """Under spark.sql.timestampType=TIMESTAMP_NTZ Spark makes a TIMESTAMP literal whose
+    text writes a zone an instant (TIMESTAMP_LTZ), and timestamp(x) casts to
+    TIMESTAMP_LTZ; lakelayout read both as wall-clock times in the session zone and
+    skipped the file holding 2020-06-15 08:00 UTC (an audit)."""
+    conf = SESSIONS[1]
+    with session_conf(spark, conf):
+        assert bool(spark_rows(spark, frame, sql)) is some
+    check_in_session(spark, frame, TABLE, sql, conf)

@@ -287,7 +287,13 @@ def _remembered(
         # same rows: tests/expr/test_evaluate.py). Not under other session rules when it
         # holds a backslash: a rendering escapes backslashes, escaped string literals
         # read them as written ('\\b' renders a one-backslash value; a property test)
-        if rendering is not None and (bind is _bind_predicate or "\\" not in rendering):
+        # Nor when it holds a leaf left to Spark: under other rules its rendering may mean
+        # something else (timestamp(x) renders as CAST(x AS TIMESTAMP), TIMESTAMP_NTZ under
+        # spark.sql.timestampType=TIMESTAMP_NTZ; a review)
+        if rendering is not None and (
+            bind is _bind_predicate
+            or ("\\" not in rendering and not cast(Predicate, bound).has_opaque())
+        ):
             _MEMO.put((bind, rendering, schema, types, timezone), bound, replace=False)
     if isinstance(bound, LakelayoutError):
         raise bound.with_traceback(None)
@@ -355,7 +361,7 @@ def _bind_predicate(
     rules = rules or SessionRules()
     node, depth = _parse(sql, "predicate", rules)
     if rules.ntz_timestamps:
-        node = _ntz_timestamps(node)
+        node = _ntz_timestamps(node, sql)
     with _headroom(depth, sql, "predicate"):
         binder = Binder(schema, functions, timezone, "predicate", rules=rules)
         bound = normalize(binder.predicate(node))
@@ -378,13 +384,34 @@ def _check_term_nesting(bound: Expr, sql: str, what: str) -> None:
         )
 
 
-def _ntz_timestamps(node: exp.Expression) -> exp.Expression:
-    """``node`` with the type ``TIMESTAMP`` read as TIMESTAMP_NTZ (sqlglot reads Spark's
-    ``TIMESTAMP`` as TIMESTAMPTZ; ``TIMESTAMP_LTZ`` stays)."""
+def _ntz_timestamps(node: exp.Expression, sql: str) -> exp.Expression:
+    """``node`` (parsed from ``sql``) with the type ``TIMESTAMP`` read as TIMESTAMP_NTZ, as
+    Spark reads it under ``spark.sql.timestampType=TIMESTAMP_NTZ`` (sqlglot reads Spark's
+    ``TIMESTAMP`` as TIMESTAMPTZ; ``TIMESTAMP_LTZ`` stays).
+
+    Two stay TIMESTAMP_LTZ there, as in Spark: a ``TIMESTAMP '...'`` literal whose text
+    writes a zone or offset (``TIMESTAMP'2026-11-01 05:30:00+00:00'`` is an instant; an
+    audit: bound as a wall-clock time in the session zone, it skipped the file holding
+    it), and the function ``timestamp(x)``, which always casts to TIMESTAMP_LTZ."""
+    from lakelayout.expr.temporal import written_zone
+
     copy = node.copy()
     for kind in list(copy.find_all(exp.DataType)):
-        if kind.this == exp.DataType.Type.TIMESTAMPTZ:
-            kind.set("this", exp.DataType.Type.TIMESTAMPNTZ)
+        if kind.this != exp.DataType.Type.TIMESTAMPTZ:
+            continue
+        cast_node = kind.parent
+        if isinstance(cast_node, exp.Cast) and not isinstance(cast_node, exp.TryCast):
+            start, end = cast_node.meta.get("start"), cast_node.meta.get("end")
+            if (
+                isinstance(start, int)
+                and isinstance(end, int)
+                and sql[start : end + 1].lower() == "timestamp"
+            ):
+                continue  # timestamp(x): a function call, TIMESTAMP_LTZ in Spark
+            value = cast_node.this
+            if isinstance(value, exp.Literal) and value.is_string and written_zone(value.this):
+                continue  # TIMESTAMP '... +05:30': an instant
+        kind.set("this", exp.DataType.Type.TIMESTAMPNTZ)
     return copy
 
 

@@ -384,6 +384,17 @@ def parse_timestamp_text(text: str, session_zone: str | None) -> TimestampValue:
     return _checked(to_utc_micros(wall, tz), utc=True, text=text)
 
 
+def written_zone(text: str) -> bool:
+    """Whether ``text`` is a timestamp in one of Spark's text forms with a zone or offset
+    written (``... Z``, ``... +05:30``, ``... America/New_York``).
+
+    >>> written_zone("2026-11-01 05:30:00+00:00"), written_zone("2026-11-01 05:30:00")
+    (True, False)
+    """
+    match = _TEXT.fullmatch(text.strip())
+    return match is not None and bool((match.group("zone") or "").strip())
+
+
 def _checked(micros: int, *, utc: bool, text: str) -> TimestampValue:
     if not MIN_MICROS <= micros <= MAX_MICROS:
         raise InvalidTimestamp(f"{text!r} is outside Spark's TIMESTAMP range")
