@@ -284,3 +284,62 @@ def test_a_retention_spelled_without_interval_is_the_one_applied(tmp_path: Path)
         Table(uri).vacuum(retain_hours=30)
     Table(uri).vacuum()
     assert {os.path.basename(p) for p in DeltaTable(uri).file_uris()} <= _files(uri)
+
+
+def test_a_retention_of_several_units_is_applied_whole(tmp_path: Path) -> None:
+    """delta-rs reads the first unit of 'interval 1 day 30 minutes' (24 hours): VACUUM
+    deleted a file removed 24.2 hours ago, inside the table's 24.5, and version 0 no
+    longer loaded (a review). Its tombstone is backdated in the log to place it there."""
+    import json
+
+    uri = str(tmp_path / "r")
+    write_deltalake(
+        uri,
+        pa.table({"x": [1, 2, 3]}),
+        configuration={RETENTION_PROPERTY: "interval 1 day 30 minutes"},
+    )
+    old = {os.path.basename(p) for p in DeltaTable(uri).file_uris()}
+    write_deltalake(uri, pa.table({"x": [4]}), mode="overwrite")
+    commit = Path(uri) / "_delta_log" / "00000000000000000001.json"
+    lines = [json.loads(line) for line in commit.read_text().splitlines()]
+    backdated = int((time.time() - 24.2 * 3600) * 1000)
+    for action in lines:
+        if "remove" in action:
+            action["remove"]["deletionTimestamp"] = backdated
+    commit.write_text("\n".join(json.dumps(a) for a in lines) + "\n")
+    t = Table(uri)
+    dry = t.vacuum(dry_run=True)
+    assert dry.retention_hours == 24.5 and dry.files == ()
+    t.vacuum()
+    assert old <= _files(uri)
+    assert DeltaTable(uri, version=0).to_pyarrow_table().num_rows == 3  # time travel reads
+    assert {f.path for f in t.vacuum(retain_hours=24, force=True, dry_run=True).files} == old
+
+
+@pytest.mark.parametrize(
+    ("spelled", "hours_ago", "listed"),
+    [  # removed 2.5 hours ago: past 1.5 hours whether read as 1.5 or rounded up to 2
+        ("INTERVAL 90 MINUTES", 2.5, True),  # capitals: delta-rs read its 168 (a review)
+        ("interval 90 minutes", 2.5, True),
+        ("interval 1 hour 30 minutes", 2.5, True),
+        ("interval 1 hour 30 minutes", 1.2, False),
+    ],
+)
+def test_a_fraction_of_an_hour_is_applied_as_spelled_or_rounded_up(
+    tmp_path: Path, spelled: str, hours_ago: float, listed: bool
+) -> None:
+    import json
+
+    uri = str(tmp_path / "r")
+    write_deltalake(uri, pa.table({"x": [1, 2, 3]}), configuration={RETENTION_PROPERTY: spelled})
+    old = {os.path.basename(p) for p in DeltaTable(uri).file_uris()}
+    write_deltalake(uri, pa.table({"x": [4]}), mode="overwrite")
+    commit = Path(uri) / "_delta_log" / "00000000000000000001.json"
+    lines = [json.loads(line) for line in commit.read_text().splitlines()]
+    for action in lines:
+        if "remove" in action:
+            action["remove"]["deletionTimestamp"] = int((time.time() - hours_ago * 3600) * 1000)
+    commit.write_text("\n".join(json.dumps(a) for a in lines) + "\n")
+    dry = Table(uri).vacuum(dry_run=True)
+    assert dry.retention_hours == 1.5
+    assert {f.path for f in dry.files if f.kind == "removed"} == (old if listed else set())

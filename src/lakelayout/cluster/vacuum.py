@@ -46,6 +46,7 @@ need those files.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import time
@@ -84,6 +85,9 @@ _UNITS = {
     "week": timedelta(weeks=1),
 }
 _PART = re.compile(r"(\d+)\s*([a-z]+?)s?\b")
+#: a retention in one unit, spelled as delta-rs reads it (``interval 90 minutes``; in
+#: capitals delta-rs falls back to its 168 hours: a review)
+_ONE_UNIT = re.compile(r"interval\s+\d+\s+[a-z]+")
 
 
 @dataclass(frozen=True)
@@ -242,11 +246,11 @@ def vacuum(
     started = time.time()
     location = delta.normalize_uri(uri)
     table = delta.open_table(location)
-    retention = _check_retention(
-        retain_hours, dict(table.metadata().configuration), force, location
-    )
+    configuration = dict(table.metadata().configuration)
+    retention = _check_retention(retain_hours, configuration, force, location)
     version = table.version()
-    data = _data_files(table, location, retention, dry_run=dry_run)
+    spelled = None if retain_hours is not None else configuration.get(RETENTION_PROPERTY)
+    data = _data_files(table, location, retention, spelled, dry_run=dry_run)
     sidecars = _sidecar_garbage(table, location, started - retention.total_seconds())
     if not dry_run:
         sidecars = [f for f in sidecars if _unlink(os.path.join(location, f.path))]
@@ -261,7 +265,12 @@ def vacuum(
 
 
 def _data_files(
-    table: DeltaTable, location: str, retention: timedelta, *, dry_run: bool
+    table: DeltaTable,
+    location: str,
+    retention: timedelta,
+    spelled: str | None,
+    *,
+    dry_run: bool,
 ) -> list[VacuumedFile]:
     """Unreferenced data files past ``retention`` (listed by delta-rs), deleted unless ``dry_run``.
 
@@ -270,22 +279,24 @@ def _data_files(
     deleted here, not by delta-rs's non-dry run, which would also write two
     commits counting those files again).
 
-    The retention is lakelayout's, checked already (:func:`_check_retention`), and
-    given to delta-rs in whole hours: delta-rs reads the table's retention by a
-    stricter rule (``36 hours`` without ``interval`` is 168 hours there) and would
-    list other files than the ones reported, or refuse. A retention of a fraction of
-    an hour (``interval 90 minutes``) is left to delta-rs's reading of the property,
-    which reads the ``interval`` spellings as lakelayout does and otherwise keeps
-    files longer.
+    The retention is lakelayout's, checked already (:func:`_check_retention`), and is
+    given to delta-rs in whole hours: delta-rs reads the table's retention by other
+    rules (``36 hours`` without ``interval`` is its default 168 hours; of ``interval 1
+    day 30 minutes`` it reads the first unit, 24 hours, and deleted files still inside
+    the retention: a review). A fraction of an hour is rounded up (files are kept a
+    little longer), except where the table spells its retention ``interval N unit``
+    (``spelled``, the property's text), which delta-rs reads as lakelayout does, to the
+    second.
     """
     hours = retention.total_seconds() / 3600
+    # ours: delta-rs is given the retention; else it reads the table's, as lakelayout does
+    ours = hours.is_integer() or spelled is None or not _ONE_UNIT.fullmatch(spelled.strip())
 
     def listing(full: bool) -> set[str]:
-        exact = hours.is_integer()
         found = table.vacuum(
-            retention_hours=int(hours) if exact else None,
+            retention_hours=math.ceil(hours) if ours else None,
             dry_run=True,
-            enforce_retention_duration=not exact,
+            enforce_retention_duration=not ours,
             full=full,
         )
         return {_relative(location, p) for p in found}
