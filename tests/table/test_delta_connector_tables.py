@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -328,6 +329,36 @@ def test_int96_timestamps_outside_the_nanosecond_range(spark: Any, tmp_path: Pat
     assert rows(t.scan("ts < TIMESTAMP'1000-01-01 00:00:00+00:00'").df) == [
         w for w in want if w[1] < "1000"
     ]
+
+
+@pytest.mark.parametrize("mapping", ["none", "name"])
+def test_checkpoint_timestamp_bounds_outside_the_nanosecond_range(
+    spark: Any, tmp_path: Path, mapping: str
+) -> None:
+    """Delta's checkpoint stores typed TIMESTAMP bounds as INT96, which delta-rs reads
+    wrapped outside 1677-2262 (0001-01-01 as 1754-08-30): a scan for the old rows
+    skipped their files and a DELETE of them deleted nothing (a time audit). Bounds of
+    the files a checkpoint lists are read from its JSON statistics text instead."""
+    path = str(tmp_path / f"c-{mapping}")
+    spark.sql(
+        f"""CREATE TABLE delta.`{path}` (id BIGINT, ts TIMESTAMP) USING delta
+            TBLPROPERTIES ('delta.checkpointInterval' = '3',
+                           'delta.columnMapping.mode' = '{mapping}')"""
+    )
+    values = ["0001-01-01 00:00:00", "1500-01-01 00:00:00", "9999-12-31 23:59:59.999999",
+              "2020-01-01 00:00:00"]  # fmt: skip
+    for i, value in enumerate(values, start=1):  # one commit and one file each
+        spark.sql(f"INSERT INTO delta.`{path}` VALUES ({i}, TIMESTAMP'{value}+00:00')")
+    assert any(n.endswith(".checkpoint.parquet") for n in os.listdir(f"{path}/_delta_log"))
+    theirs = spark.read.format("delta").load(path)
+    t = Table(path, spark=spark)
+    for where in ["ts < TIMESTAMP'1000-01-01 00:00:00+00:00'", "year(ts) = 1500",
+                  "ts > TIMESTAMP'2300-01-01 00:00:00+00:00'", "ts >= TIMESTAMP'2020-01-01 00:00:00+00:00'"]:  # fmt: skip
+        want = sorted(r.id for r in theirs.where(where).select("id").collect())
+        assert want, where
+        assert sorted(r.id for r in t.scan(where).df.select("id").collect()) == want, where
+    t.delete("ts < TIMESTAMP'1600-01-01 00:00:00+00:00'")
+    assert sorted(r.id for r in spark.read.format("delta").load(path).collect()) == [3, 4]
 
 
 def _protocol(path: str) -> tuple[int, int, list[str], list[str]]:

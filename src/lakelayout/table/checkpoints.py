@@ -1,0 +1,176 @@
+"""TIMESTAMP statistics a checkpoint stores as INT96, which delta-rs reads wrapped.
+
+Delta's Spark connector writes a checkpoint's typed statistics
+(``add.stats_parsed``) with Spark's Parquet writer, which stores TIMESTAMP as
+INT96 by default. delta-rs reads INT96 through 64-bit nanoseconds, so a bound
+outside 1677-09-21..2262-04-11 comes back wrapped by multiples of about 584
+years: year 0001 as 1754-08-30, a file's max of 1582 as 2167 (found by an
+audit: a scan for ``ts < TIMESTAMP'1700-01-01'`` skipped every file holding
+such rows, and a DELETE of them deleted nothing). A wrapped bound lies inside
+the nanosecond range like a true one, so it cannot be told by its value.
+
+For the files a checkpoint lists with INT96 timestamp statistics, the bounds of
+every TIMESTAMP column are read again from the statistics' JSON text the same
+checkpoint holds (``add.stats``, which Delta writes there by default); a file
+without that text gets unknown bounds (kept by every scan). Files added after
+the checkpoint come from JSON commits, which delta-rs reads right, and a
+checkpoint without INT96 statistics (delta-rs, lakelayout) is left alone: only
+its Parquet footer is read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import urllib.parse
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from lakelayout.stats.bounds import leaf_paths, stats_key
+from lakelayout.stats.delta_stats import from_delta_stats
+from lakelayout.stats.model import ColumnStats, FileStats
+from lakelayout.table.location import resolve_location
+
+#: a Parquet checkpoint of a version: classic, multi-part or v2 (uuid)
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.\d{10}\.\d{10}|\.[0-9a-fA-F-]{36})?\.parquet$")
+_TYPED = ("add.stats_parsed.minValues.", "add.stats_parsed.maxValues.")
+
+
+def with_checkpoint_timestamps(
+    location: str,
+    version: int,
+    files: FileStats,
+    schema: pa.Schema,
+    physical: pa.Schema | None = None,
+) -> FileStats:
+    """``files`` (of ``version``) with the TIMESTAMP bounds of the files the checkpoint
+    delta-rs read lists with INT96 statistics read from their JSON text instead.
+
+    ``physical``: the schema under the names the log uses (column mapping), field for
+    field like ``schema``."""
+    zoned = [
+        (path, dtype)
+        for path, dtype in leaf_paths(schema)
+        if pa.types.is_timestamp(dtype) and dtype.tz is not None
+    ]
+    if not zoned or not len(files):
+        return files
+    filesystem, root = resolve_location(location)
+    parts = _checkpoint_parts(filesystem, f"{root}/_delta_log", version)
+    if not parts or not any(_int96_bounds(filesystem, p) for p in parts):
+        return files
+    texts = _stats_texts(filesystem, parts)
+    paths = [str(p) for p in files.paths]
+    where = [i for i, p in enumerate(paths) if urllib.parse.unquote(p) in texts]
+    if not where:
+        return files
+    named = physical if physical is not None else schema
+    read = from_delta_stats(
+        [texts[urllib.parse.unquote(paths[i])] for i in where],
+        named,
+        paths=[paths[i] for i in where],
+    )
+    logical_of = {
+        stats_key(p): stats_key(q)
+        for (p, _), (q, _) in zip(leaf_paths(named), leaf_paths(schema), strict=False)
+    }
+    columns = dict(files.columns)
+    rows = np.asarray(where, dtype=np.int64)
+    for path, _ in zoned:
+        key = stats_key(path)
+        held = columns.get(key)
+        if held is None:
+            continue
+        again = next((c for k, c in read.columns.items() if logical_of.get(k) == key), None)
+        columns[key] = ColumnStats(
+            _put(held.min, rows, None if again is None else again.min),
+            _put(held.max, rows, None if again is None else again.max),
+            held.null_count,
+        )
+    return dataclasses.replace(files, columns=columns)
+
+
+def _put(bounds: pa.Array, rows: np.ndarray, values: pa.Array | None) -> pa.Array:
+    """``bounds`` with the entries at ``rows`` set to ``values`` (unknown when None)."""
+    as_int = bounds.cast(pa.int64())
+    numbers = np.array(as_int.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    valid = np.array(as_int.is_valid(), dtype=bool)
+    if values is None:
+        valid[rows] = False
+    else:
+        new = values.cast(pa.int64())
+        numbers[rows] = np.asarray(new.fill_null(0).to_numpy(zero_copy_only=False))
+        valid[rows] = np.asarray(new.is_valid(), dtype=bool)
+    return pa.array(numbers, pa.int64(), mask=~valid).cast(bounds.type)
+
+
+def _checkpoint_parts(filesystem: pafs.FileSystem, log: str, version: int) -> list[str]:
+    """The Parquet files of the newest checkpoint at or before ``version`` (and the
+    sidecars a v2 checkpoint names)."""
+    try:
+        listing = filesystem.get_file_info(pafs.FileSelector(log, allow_not_found=True))
+    except OSError:
+        return []
+    found: dict[int, list[str]] = {}
+    for info in listing:
+        match = _CHECKPOINT.match(info.base_name)
+        if match is not None and int(match.group(1)) <= version:
+            found.setdefault(int(match.group(1)), []).append(info.path)
+    if not found:
+        return []
+    parts = sorted(found[max(found)])
+    for part in list(parts):
+        with filesystem.open_input_file(part) as handle:
+            checkpoint = pq.ParquetFile(handle)
+            if "sidecar" not in checkpoint.schema_arrow.names:
+                continue
+            table = checkpoint.read(columns=["sidecar.path"])
+            for entry in table.column("sidecar").to_pylist():
+                if entry and entry.get("path"):
+                    parts.append(f"{log}/_sidecars/{entry['path']}")
+    return parts
+
+
+#: (filesystem kind, path, size, modification time) -> whether the footer has INT96 bounds
+_FOOTERS: dict[tuple[str, str, int | None, int | None], bool] = {}
+
+
+def _int96_bounds(filesystem: pafs.FileSystem, part: str) -> bool:
+    """Whether the checkpoint file ``part`` stores a typed bound as INT96 (its footer,
+    read once per file)."""
+    info = filesystem.get_file_info(part)
+    key = (filesystem.type_name, part, info.size, info.mtime_ns)
+    known = _FOOTERS.get(key)
+    if known is None:
+        with filesystem.open_input_file(part) as handle:
+            schema = pq.ParquetFile(handle).schema
+        known = any(
+            schema.column(i).physical_type == "INT96" and schema.column(i).path.startswith(_TYPED)
+            for i in range(len(schema))
+        )
+        if len(_FOOTERS) > 256:
+            _FOOTERS.clear()
+        _FOOTERS[key] = known
+    return known
+
+
+def _stats_texts(filesystem: pafs.FileSystem, parts: list[str]) -> dict[str, str | None]:
+    """Per file path (decoded) the checkpoint lists: its statistics' JSON text (None
+    where the checkpoint holds none)."""
+    out: dict[str, str | None] = {}
+    for part in parts:
+        with filesystem.open_input_file(part) as handle:
+            checkpoint = pq.ParquetFile(handle)
+            arrow = checkpoint.schema_arrow
+            if "add" not in arrow.names:
+                continue
+            add = arrow.field("add").type
+            wanted = ["add.path"] + (["add.stats"] if add.get_field_index("stats") >= 0 else [])
+            table = checkpoint.read(columns=wanted)
+        for entry in table.column("add").to_pylist():
+            if entry and entry.get("path"):
+                out[urllib.parse.unquote(entry["path"])] = entry.get("stats")
+    return out
