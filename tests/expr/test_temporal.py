@@ -183,3 +183,22 @@ def test_far_literals_survive_the_json_codec() -> None:
         "<", Column("ts", SCHEMA.field("ts").type), Literal(far, SCHEMA.field("ts").type)
     )
     assert expr_from_json(expr_to_json(node)) == node
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "d < DATE'-0001-01-01'",
+        "d BETWEEN DATE'-0100-01-01' AND DATE'0000-12-31'",
+        "to_date(ts) = DATE'+12345-06-07'",
+        "d > DATE'10000-01-01' OR d IS NULL",
+    ],
+)
+def test_dates_spark_holds_beyond_python_s_years_are_left_to_spark(sql: str) -> None:
+    """Spark reads DATE'-0001-01-01' and DATE'+12345-06-07'; lakelayout refused them as
+    "not a valid DATE" (an audit). They are valid; not held here, they keep every file."""
+    schema = pa.schema([("d", pa.date32()), ("ts", pa.timestamp("us", tz="UTC"))])
+    pred = parse_predicate(sql, schema)
+    assert any(isinstance(node, Opaque) for node in pred.walk())
+    with pytest.raises(PredicateError, match="not a valid DATE"):
+        parse_predicate("d = DATE'+12345-02-30'", schema)  # no such day, in any year

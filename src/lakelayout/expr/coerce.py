@@ -438,6 +438,12 @@ def parse_date(text: str) -> dt.date:
         if match is None:
             raise ValueError(text)
         year, month, day = (int(g) if g else 1 for g in match.groups())
+        if not 1 <= year <= 9999 and 1 <= month <= 12 and 1 <= day <= 31:
+            exists = temporal.civil_from_days(temporal.days_from_civil(year, month, day))
+            if exists == (year, month, day):  # a real day Spark holds, Python does not
+                raise Unrepresentable(
+                    f"DATE {text.strip()!r} is outside the years 1-9999 lakelayout holds"
+                )
         return dt.date(year, month, day)
     except ValueError:
         raise TypeMismatch(f"{text!r} is not a valid DATE") from None

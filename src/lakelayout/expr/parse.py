@@ -1490,7 +1490,7 @@ def _cast_literal(node: exp.Cast, timezone: str) -> Literal | None:
         value = _convert(inner, target, timezone)
     except NonDeterministic as err:
         raise Unsupported(str(err), nondeterministic=True) from None
-    except UncertainOffset as err:
+    except (UncertainOffset, coerce.Unrepresentable) as err:
         raise Unsupported(str(err)) from None
     except (ValueError, decimal.InvalidOperation, ArithmeticError):
         raise CastFailed(f"cannot cast {inner.sql()} to {spark_type_name(target)}") from None
