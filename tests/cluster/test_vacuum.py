@@ -290,8 +290,6 @@ def test_a_retention_of_several_units_is_applied_whole(tmp_path: Path) -> None:
     """delta-rs reads the first unit of 'interval 1 day 30 minutes' (24 hours): VACUUM
     deleted a file removed 24.2 hours ago, inside the table's 24.5, and version 0 no
     longer loaded (a review). Its tombstone is backdated in the log to place it there."""
-    import json
-
     uri = str(tmp_path / "r")
     write_deltalake(
         uri,
@@ -300,13 +298,7 @@ def test_a_retention_of_several_units_is_applied_whole(tmp_path: Path) -> None:
     )
     old = {os.path.basename(p) for p in DeltaTable(uri).file_uris()}
     write_deltalake(uri, pa.table({"x": [4]}), mode="overwrite")
-    commit = Path(uri) / "_delta_log" / "00000000000000000001.json"
-    lines = [json.loads(line) for line in commit.read_text().splitlines()]
-    backdated = int((time.time() - 24.2 * 3600) * 1000)
-    for action in lines:
-        if "remove" in action:
-            action["remove"]["deletionTimestamp"] = backdated
-    commit.write_text("\n".join(json.dumps(a) for a in lines) + "\n")
+    _remove_backdated(uri, 1, hours=24.2)
     t = Table(uri)
     dry = t.vacuum(dry_run=True)
     assert dry.retention_hours == 24.5 and dry.files == ()
@@ -328,18 +320,23 @@ def test_a_retention_of_several_units_is_applied_whole(tmp_path: Path) -> None:
 def test_a_fraction_of_an_hour_is_applied_as_spelled_or_rounded_up(
     tmp_path: Path, spelled: str, hours_ago: float, listed: bool
 ) -> None:
-    import json
-
     uri = str(tmp_path / "r")
     write_deltalake(uri, pa.table({"x": [1, 2, 3]}), configuration={RETENTION_PROPERTY: spelled})
     old = {os.path.basename(p) for p in DeltaTable(uri).file_uris()}
     write_deltalake(uri, pa.table({"x": [4]}), mode="overwrite")
-    commit = Path(uri) / "_delta_log" / "00000000000000000001.json"
-    lines = [json.loads(line) for line in commit.read_text().splitlines()]
-    for action in lines:
-        if "remove" in action:
-            action["remove"]["deletionTimestamp"] = int((time.time() - hours_ago * 3600) * 1000)
-    commit.write_text("\n".join(json.dumps(a) for a in lines) + "\n")
+    _remove_backdated(uri, 1, hours=hours_ago)
     dry = Table(uri).vacuum(dry_run=True)
     assert dry.retention_hours == 1.5
     assert {f.path for f in dry.files if f.kind == "removed"} == (old if listed else set())
+
+
+def _remove_backdated(uri: str, version: int, *, hours: float) -> None:
+    """The removes of commit ``version`` dated ``hours`` ago (in the log itself)."""
+    import json
+
+    commit = Path(uri) / "_delta_log" / f"{version:020d}.json"
+    lines = [json.loads(line) for line in commit.read_text().splitlines()]
+    for action in lines:
+        if "remove" in action:
+            action["remove"]["deletionTimestamp"] = int((time.time() - hours * 3600) * 1000)
+    commit.write_text("\n".join(json.dumps(a) for a in lines) + "\n")

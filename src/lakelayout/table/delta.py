@@ -456,13 +456,12 @@ def _creating(entries: Sequence[str]) -> bool:
 
 
 def _claimed(location: str) -> NoReturn:
-    who = ""
-    if is_local(location):
-        with contextlib.suppress(OSError, ValueError):
-            path = os.path.join(local_path(location), STATE_FOLDER, CREATOR)
-            with open(path, encoding="utf-8") as fh:
-                record = json.load(fh)
-            who = f" (process {record.get('pid')} on {record.get('host')})"
+    record = (
+        _creator_record(os.path.join(local_path(location), STATE_FOLDER))
+        if is_local(location)
+        else None
+    )
+    who = "" if record is None else f" (process {record.get('pid')} on {record.get('host')})"
     raise TableExists(
         f"another Table.create is creating a table at '{location}'{who}; if none is, one "
         f"was interrupted there before its first commit: remove the folder '{location}' "
