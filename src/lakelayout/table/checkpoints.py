@@ -15,7 +15,7 @@ checkpoint holds (``add.stats``, which Delta writes there by default); a file
 without that text gets unknown bounds (kept by every scan). Files added after
 the checkpoint come from JSON commits, which delta-rs reads right, and a
 checkpoint without INT96 statistics (delta-rs, lakelayout) is left alone: only
-its Parquet footer is read.
+its Parquet footers are read, once per checkpoint.
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ def with_checkpoint_timestamps(
     if not zoned or not len(files):
         return files
     filesystem, root = resolve_location(location)
-    parts = _checkpoint_parts(filesystem, f"{root}/_delta_log", version)
-    if not parts or not any(_int96_bounds(filesystem, p) for p in parts):
+    parts = _int96_checkpoint(filesystem, f"{root}/_delta_log", version)
+    if not parts:
         return files
     texts = _stats_texts(filesystem, parts)
     paths = [str(p) for p in files.paths]
@@ -107,54 +107,55 @@ def _put(bounds: pa.Array, rows: np.ndarray, values: pa.Array | None) -> pa.Arra
     return pa.array(numbers, pa.int64(), mask=~valid).cast(bounds.type)
 
 
-def _checkpoint_parts(filesystem: pafs.FileSystem, log: str, version: int) -> list[str]:
+#: (filesystem kind, the checkpoint's files with their sizes and times) -> what
+#: :func:`_int96_checkpoint` found: its files are read once, not at every snapshot
+_CHECKPOINTS: dict[tuple[object, ...], list[str]] = {}
+
+
+def _int96_checkpoint(filesystem: pafs.FileSystem, log: str, version: int) -> list[str]:
     """The Parquet files of the newest checkpoint at or before ``version`` (and the
-    sidecars a v2 checkpoint names)."""
+    sidecars a v2 checkpoint names) when one of them stores a typed bound as INT96;
+    empty otherwise (no checkpoint, or none of its footers has one)."""
     try:
         listing = filesystem.get_file_info(pafs.FileSelector(log, allow_not_found=True))
     except OSError:
         return []
-    found: dict[int, list[str]] = {}
+    found: dict[int, list[pafs.FileInfo]] = {}
     for info in listing:
         match = _CHECKPOINT.match(info.base_name)
         if match is not None and int(match.group(1)) <= version:
-            found.setdefault(int(match.group(1)), []).append(info.path)
+            found.setdefault(int(match.group(1)), []).append(info)
     if not found:
         return []
-    parts = sorted(found[max(found)])
-    for part in list(parts):
-        with filesystem.open_input_file(part) as handle:
-            checkpoint = pq.ParquetFile(handle)
-            if "sidecar" not in checkpoint.schema_arrow.names:
-                continue
-            table = checkpoint.read(columns=["sidecar.path"])
+    newest = sorted(found[max(found)], key=lambda i: i.path)
+    key = (filesystem.type_name, *((i.path, i.size, i.mtime_ns) for i in newest))
+    known = _CHECKPOINTS.get(key)
+    if known is None:
+        parts = [i.path for i in newest]
+        for part in list(parts):
+            with filesystem.open_input_file(part) as handle:
+                checkpoint = pq.ParquetFile(handle)
+                if "sidecar" not in checkpoint.schema_arrow.names:
+                    continue
+                table = checkpoint.read(columns=["sidecar.path"])
             for entry in table.column("sidecar").to_pylist():
                 if entry and entry.get("path"):
                     parts.append(f"{log}/_sidecars/{entry['path']}")
-    return parts
-
-
-#: (filesystem kind, path, size, modification time) -> whether the footer has INT96 bounds
-_FOOTERS: dict[tuple[str, str, int | None, int | None], bool] = {}
-
-
-def _int96_bounds(filesystem: pafs.FileSystem, part: str) -> bool:
-    """Whether the checkpoint file ``part`` stores a typed bound as INT96 (its footer,
-    read once per file)."""
-    info = filesystem.get_file_info(part)
-    key = (filesystem.type_name, part, info.size, info.mtime_ns)
-    known = _FOOTERS.get(key)
-    if known is None:
-        with filesystem.open_input_file(part) as handle:
-            schema = pq.ParquetFile(handle).schema
-        known = any(
-            schema.column(i).physical_type == "INT96" and schema.column(i).path.startswith(_TYPED)
-            for i in range(len(schema))
-        )
-        if len(_FOOTERS) > 256:
-            _FOOTERS.clear()
-        _FOOTERS[key] = known
+        known = parts if any(_has_int96(filesystem, p) for p in parts) else []
+        if len(_CHECKPOINTS) > 256:
+            _CHECKPOINTS.clear()
+        _CHECKPOINTS[key] = known
     return known
+
+
+def _has_int96(filesystem: pafs.FileSystem, part: str) -> bool:
+    """Whether the checkpoint file ``part`` stores a typed bound as INT96 (its footer)."""
+    with filesystem.open_input_file(part) as handle:
+        schema = pq.ParquetFile(handle).schema
+    return any(
+        schema.column(i).physical_type == "INT96" and schema.column(i).path.startswith(_TYPED)
+        for i in range(len(schema))
+    )
 
 
 def _stats_texts(filesystem: pafs.FileSystem, parts: list[str]) -> dict[str, str | None]:

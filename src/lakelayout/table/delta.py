@@ -271,18 +271,18 @@ def ensure_new_location(uri: str | os.PathLike[str]) -> None:
     :class:`LocationNotEmpty` names the folder and what is in it.
     """
     location = normalize_uri(uri)
-    if is_local(location) and re.search(r"%[0-9A-Fa-f]{2}", location):
+    escape = _percent_escape(location)
+    if escape is not None:
         # delta-rs decodes it in a local path: it wrote the log to one folder and read
         # another, and the create failed as "a table already exists" (found by an audit)
         raise InvalidOption(
             f"cannot create a table at '{location}': the path holds a '%' escape "
-            f"({re.search(r'%[0-9A-Fa-f]{2}', location).group()}), which delta-rs decodes; "  # type: ignore[union-attr]
-            "rename the folder"
+            f"({escape}), which delta-rs decodes; rename the folder"
         )
     ensure_absent(location)
     entries = existing_entries(location)
     if _creating(entries):  # another create's claim, and what it wrote so far
-        if not _clear_interrupted_create(location, entries):
+        if not _clear_interrupted_create(location):
             _claimed(location)
         entries = existing_entries(location)
     if entries:
@@ -293,6 +293,12 @@ def ensure_new_location(uri: str | os.PathLike[str]) -> None:
             f"cannot create a table at '{location}': the folder already holds {shown} and no "
             "Delta table; create tables in an empty or new folder"
         )
+
+
+def _percent_escape(location: str) -> str | None:
+    """The first ``%XX`` escape in a local path (delta-rs decodes it there), or None."""
+    found = re.search(r"%[0-9A-Fa-f]{2}", location) if is_local(location) else None
+    return None if found is None else found.group()
 
 
 def claim_location(uri: str | os.PathLike[str], *, existed: bool = False) -> None:
@@ -364,7 +370,7 @@ def _interrupted_creator(root: str) -> dict[str, Any] | None:
     return None
 
 
-def _clear_interrupted_create(location: str, entries: Sequence[str]) -> bool:
+def _clear_interrupted_create(location: str) -> bool:
     """Delete what a create killed before its commit left at ``location`` (its claim, its
     data files, partition folders and log folder: all of a create's kinds); False when no
     interrupted create is known there (it may still run), or another create got there.
@@ -548,11 +554,11 @@ def _latest(location: str) -> DeltaTable:
             ) from exc
         if "Unsupported" in str(exc) or "unsupported" in str(exc):
             raise UnsupportedTable(f"'{location}' cannot be read by lakelayout: {exc}") from exc
-        escape = re.search(r"%[0-9A-Fa-f]{2}", location) if is_local(location) else None
+        escape = _percent_escape(location)
         if escape is not None:  # delta-rs decodes it in a local path and looks elsewhere
             raise UnsupportedTable(
                 f"'{location}' cannot be read by lakelayout: its path holds a '%' escape "
-                f"({escape.group()}), which delta-rs decodes ({reason})"
+                f"({escape}), which delta-rs decodes ({reason})"
             ) from exc
         # a commit file that is not JSON, a checkpoint that is not Parquet: delta-rs's raw
         # error carried a native backtrace (an audit)
