@@ -860,5 +860,7 @@ def test_calls_of_the_query_time_are_found_as_spark_reads_them() -> None:
     # a lambda's variable may have the name (a review: the DELETE kept every row)
     assert now_calls("exists(a, `current_date` -> current_date IS NULL)") == []
     assert now_calls("exists(a, current_timestamp -> current_timestamp > 1)") == []
-    lam = "exists(a, x -> x < now())"
-    assert [lam[s : e + 1] for s, e, _ in now_calls(lam)] == ["now()"]
+    assert now_calls("exists(a, (x, Current_Date) -> x < 1) AND d = current_date") == []
+    # a lambda that names its variable otherwise leaves the bare names calls
+    lam = "exists(a, x -> x < now()) AND CURRENT_DATE = d"
+    assert [lam[s : e + 1] for s, e, _ in now_calls(lam)] == ["now()", "CURRENT_DATE"]

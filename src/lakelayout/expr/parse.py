@@ -593,14 +593,13 @@ def now_calls(
     ``name()`` with nothing between the parentheses, not qualified (``x.now()``) nor
     quoted, and a bare ``CURRENT_DATE`` / ``CURRENT_TIMESTAMP`` unless ``columns`` has
     one of that name (Spark reads the column then). Text in string literals is not a
-    call, and a text with a lambda (``->``) has no bare ones (its variable may have that
-    name). ``unix_timestamp(col)`` is not the time of the query: only
-    ``unix_timestamp()``."""
+    call, nor a bare name that a lambda in the text names its variable
+    (``current_date -> ...``). ``unix_timestamp(col)`` is not the time of the query:
+    only ``unix_timestamp()``."""
     tokens = spark_tokens(sql, rules)
-    shadowed = {c.lower() for c in columns}
-    # a lambda may name its variable current_date (`current_date` -> ...): a bare name
-    # there may be the variable (a review); only calls with parentheses are taken then
-    bare = not any(t.token_type == TokenType.ARROW for t in tokens)
+    # a lambda may name its variable current_date (`current_date` -> ...): the bare name
+    # may be the variable anywhere in the text then (a review)
+    shadowed = {c.lower() for c in columns} | _lambda_variables(tokens)
     out = []
     for i, token in enumerate(tokens):
         if token.token_type in (TokenType.STRING, TokenType.IDENTIFIER):
@@ -620,13 +619,29 @@ def now_calls(
         ):
             out.append((token.start, after[1].end, NOW_FUNCTIONS[name]))
         elif (
-            bare
-            and name in _BARE_NOW
+            name in _BARE_NOW
             and name not in shadowed
             and not (after and after[0].token_type == TokenType.L_PAREN)
         ):
             out.append((token.start, token.end, NOW_FUNCTIONS[name]))
     return out
+
+
+def _lambda_variables(tokens: list[Token]) -> set[str]:
+    """The names (lower case) the lambdas among ``tokens`` give their variables:
+    ``x -> ...`` and ``(x, y) -> ...``."""
+    names: set[str] = set()
+    for i, token in enumerate(tokens):
+        if token.token_type != TokenType.ARROW or i == 0:
+            continue
+        j = i - 1
+        if tokens[j].token_type == TokenType.R_PAREN:
+            while j > 0 and tokens[j - 1].token_type != TokenType.L_PAREN:
+                j -= 1
+                names.add(tokens[j].text.lower())
+        else:
+            names.add(tokens[j].text.lower())
+    return names
 
 
 def spark_tokens(sql: str, rules: SessionRules | None = None) -> list[Token]:
