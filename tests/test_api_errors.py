@@ -119,6 +119,13 @@ def test_a_delete_predicate_spark_cannot_evaluate_is_named_and_deletes_nothing(
         table.delete("id / (id - id) > 1")
     assert "'id / (id - id) > 1'" in str(err.value) and "DIVIDE_BY_ZERO" in str(err.value)
     assert table.version == before and sorted(os.listdir(table.uri)) == files
+    # the query's time is pinned to a literal for the DELETE's two jobs; the error quotes
+    # the predicate as written (it quoted the pinned literal)
+    said = "id / (id - id) > 1 OR current_date() < DATE'1990-01-01'"
+    with pytest.raises(PredicateError, match="could not evaluate") as err:
+        table.delete(said)
+    assert repr(said) in str(err.value)
+    assert table.version == before and sorted(os.listdir(table.uri)) == files
 
 
 def test_create_in_a_folder_holding_data_is_refused(spark: Any, tmp_path: Path) -> None:

@@ -94,11 +94,13 @@ def delete(
     spark_where(empty, where, analysed=True)
     if predicate.has_opaque():  # what lakelayout models is deterministic
         _check_deterministic(empty, where)
-    where = pin_now(spark, where, rules, snap.schema.names)
+    pinned = pin_now(spark, where, rules, snap.schema.names)
     metrics, retries = run_with_retries(
         uri,
         "DELETE",
-        lambda _: _delete_once(uri, spark, where, hooks or NO_HOOKS, timezone, rules, indexes),
+        lambda _: _delete_once(
+            uri, spark, pinned, hooks or NO_HOOKS, timezone, rules, indexes, said=where
+        ),
         policy=retry,
     )
     return _finish(replace(metrics, retries=retries), started)
@@ -189,8 +191,12 @@ def _delete_once(
     timezone: str,
     rules: SessionRules,
     indexes: IndexCatalog | None,
+    *,
+    said: str,
 ) -> OptimizeMetrics:
-    """One attempt: plan on the latest version, rewrite, commit (CommitConflict on a race)."""
+    """One attempt: plan on the latest version, rewrite, commit (CommitConflict on a race).
+    ``where`` is the predicate with the query's start time pinned, ``said`` as the user
+    wrote it (errors quote that)."""
     from pyspark.sql import functions as F
 
     ctx = load_context(uri, spark, indexes)
@@ -206,7 +212,7 @@ def _delete_once(
     touched: list[str] = []
     if partial:
         df = read_files(spark, ctx.snap, partial, with_file=True)
-        counts = _matching(spark_where(df, where), where)
+        counts = _matching(spark_where(df, where), said)
         touched = sorted({str(r[FILE_COLUMN]) for r in counts if r["count"] > 0})
     base = OptimizeMetrics("delete", files_considered=len(files))
     if not dropped and not touched:
