@@ -205,6 +205,53 @@ def test_describe_list_and_drop(spark: Any, indexed: Table, tmp_path: Path) -> N
         t.indexes.drop("prefixx(url, 8)")
 
 
+def _words(lo: int, hi: int, word: str) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(range(lo, hi), pa.int64()),
+            "s": pa.array([f"{word}{i:04d}" for i in range(lo, hi)], pa.string()),
+        }
+    )
+
+
+@pytest.mark.spark
+def test_an_interrupted_drop_never_leaves_metadata_to_an_index_declared_again(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A drop rewrote the declarations, then the store: cut off between them, it left
+    prefix(s)'s column with no declaration, and Prefix('s', length=4) declared again
+    took those 2-character prefixes as its own; a scan for 'abcd%' kept no file (an
+    audit). The drop now removes the column first, and an add drops a column no
+    declaration owns."""
+    t = Table.create(str(tmp_path / "t"), _words(0, 50, "abcd"), spark=spark)
+    t.append(_words(50, 100, "abzz"))
+    t.indexes.add(Prefix("s", length=2))
+    t.indexes.refresh()
+    store = MetadataStore(t.uri)
+
+    def full(*_: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patch:  # the second write fails: the name stays declared
+        patch.setattr(MetadataStore, "declare", full)
+        with pytest.raises(OSError):
+            t.indexes.drop("prefix(s)")
+    assert [i.name for i in t.indexes.list()] == ["prefix(s)"] and store.columns() == []
+    assert t.scan("s LIKE 'abcd%'").count() == 50  # no metadata: every file kept
+    t.indexes.drop("prefix(s)")  # and the drop can be done again
+    assert t.indexes.list() == [] and store.columns() == []
+
+    # the column an earlier version's interrupted drop left behind
+    t.indexes.add(Prefix("s", length=2))
+    t.indexes.refresh()
+    store.declare([], [])
+    assert store.columns() == ["prefix(s)"]
+    t.indexes.add(Prefix("s", length=4))
+    t.indexes.refresh()
+    assert t.scan("s LIKE 'abcd%'").count() == 50
+    assert t.scan("s LIKE 'abzz%'").report.files_kept == 1  # built again, and used
+
+
 @pytest.mark.spark
 def test_udfs_must_be_registered_again_when_reopened(spark: Any, indexed: Table) -> None:
     plain = Table(indexed.uri, spark=spark)

@@ -191,6 +191,10 @@ class IndexCatalog:
                 seen.add(index.name)
             bindings = [e.get(BINDING) for e in entries]
             bindings += [snap.table_format.binding(i.columns()) for i in bound]
+            # metadata no declaration owns (left by an earlier version's interrupted drop)
+            # was built with other parameters, perhaps: the new index starts without it
+            for stray in set(seen) & set(self.store.columns()):
+                self.store.drop_index(stray)
             self.store.declare([*existing, *bound], bindings)
         return [i.name for i in bound]
 
@@ -212,8 +216,12 @@ class IndexCatalog:
                 name = lowered[str(name).lower()]
             kept = [(e, n) for e, n in zip(entries, names, strict=True) if n != name]
             rest = [Index.from_dict(e, udfs=self._udfs) for e, _ in kept]
-            self.store.declare(rest, [e.get(BINDING) for e, _ in kept])
+            # the column first: a drop that fails between the two writes leaves a
+            # declaration without metadata (scans keep the files it would skip; the drop
+            # can be retried), never metadata without its declaration (an audit: an index
+            # declared again with other parameters took that column as its own)
             self.store.drop_index(name)
+            self.store.declare(rest, [e.get(BINDING) for e, _ in kept])
 
     def list(self) -> builtins.list[Index]:
         """The declared indexes (unbound, as stored)."""
