@@ -253,6 +253,31 @@ def test_an_interrupted_drop_never_leaves_metadata_to_an_index_declared_again(
 
 
 @pytest.mark.spark
+def test_a_failure_storing_a_committed_writes_metadata_does_not_fail_the_write(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Index upkeep after an append's or a rewrite's commit let any error but an OSError,
+    an Arrow or a lakelayout error escape: an append that had committed raised, and
+    retried it would add its rows twice (an audit). The write returns; its new files
+    have no metadata (kept by every scan) until a refresh."""
+    t = Table.create(str(tmp_path / "t"), _words(0, 50, "abcd"), spark=spark)
+    t.indexes.add(ValueList("s"))
+    t.indexes.refresh()
+
+    def broken(*_: Any, **__: Any) -> None:
+        raise ValueError("not what the store expected")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(MetadataStore, "upsert", broken)
+        assert t.append(_words(50, 100, "abzz")).version == 1
+        assert t.optimize.compact().files_removed == 2
+    assert t.to_df().count() == 100 and t.version == 2
+    assert t.scan("s = 'abzz0077'").count() == 1  # no metadata: kept
+    assert t.indexes.refresh().files_indexed == 1
+    assert t.scan("s = 'nothing'").report.files_kept == 0
+
+
+@pytest.mark.spark
 def test_udfs_must_be_registered_again_when_reopened(spark: Any, indexed: Table) -> None:
     plain = Table(indexed.uri, spark=spark)
     report = plain.scan("mode = 'M2'").report

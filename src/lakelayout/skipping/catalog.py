@@ -33,6 +33,7 @@ under ``unused``.
 from __future__ import annotations
 
 import builtins
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ from lakelayout.stats.model import FileStats
 from lakelayout.table import delta
 from lakelayout.table.datafile import TableFormat
 from lakelayout.table.files import INDEX_METADATA, WrittenFile
+
+logger = logging.getLogger(__name__)
 
 _UDF_HINT = "pass udfs= to Table(...) or call table.indexes.register_udfs(...)"
 
@@ -389,7 +392,16 @@ class IndexCatalog:
                     metadata_rows(indexes, keys, values),
                     live_paths=[str(p) for p in snap.files.paths],
                 )
-        except (OSError, pa.ArrowException, LakelayoutError):
+        except Exception as exc:  # any: the commit stands (an audit: a delta-rs error
+            # reading the snapshot escaped, and an append that had committed read as failed)
+            logger.warning(
+                "the skipping-index metadata of %d new file(s) of '%s' was not stored (%s: "
+                "%s); they are read until indexes.refresh() indexes them",
+                len(written),
+                self.uri,
+                type(exc).__name__,
+                exc,
+            )
             return 0
         return len(keys)
 
