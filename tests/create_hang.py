@@ -1,5 +1,7 @@
 """A Table.create of Arrow rows that hangs just before its first commit (its files
-written, its claim made), for a test to kill it: ``create_hang.py PATH READY``."""
+written, its claim made), for a test to kill it: ``create_hang.py PATH READY``; with a
+third argument ``between``, a create with lakelayout properties that hangs between its
+commits (the empty table committed, its rows not yet)."""
 
 from __future__ import annotations
 
@@ -19,8 +21,13 @@ def _hang(*args: object, **kwargs: object) -> None:
 
 
 def main() -> None:
-    delta.create_table = _hang  # type: ignore[assignment]
-    Table.create(sys.argv[1], pa.table({"id": pa.array(range(1000, 1050), pa.int64())}))
+    rows = pa.table({"id": pa.array(range(1000, 1050), pa.int64())})
+    if sys.argv[3:] == ["between"]:
+        delta.commit = _hang  # type: ignore[assignment]
+        Table.create(sys.argv[1], rows, cluster_by=["id"])
+    else:
+        delta.create_table = _hang  # type: ignore[assignment]
+        Table.create(sys.argv[1], rows)
 
 
 if __name__ == "__main__":  # (pytest imports every module under tests/: nothing on import)

@@ -235,6 +235,57 @@ def test_a_create_killed_before_its_commit_is_cleared_by_the_next(tmp_path: Path
     assert not os.path.exists(path / "_lakelayout" / "creating.json")
 
 
+def test_a_create_killed_between_its_commits_is_cleared_by_the_next(tmp_path: Path) -> None:
+    """A create with lakelayout properties commits the empty table, then its rows: killed
+    in between, it left an empty table (0 rows to every reader) and its claim, and every
+    later create was refused, the table existing (an audit). Once its process is gone the
+    next create clears it as one killed before its first commit."""
+    from . import processes
+
+    path, ready, log = tmp_path / "t", tmp_path / "ready", tmp_path / "child.log"
+    child = processes.python(Path(__file__).with_name("create_hang.py"), str(path), str(ready),
+                             "between", log=log)  # fmt: skip
+    try:
+        processes.wait_for(ready.exists, what="hanging create", proc=child, log=log)
+        assert DeltaTable(str(path)).version() >= 0  # the empty table is committed
+        with pytest.raises(TableExists, match="already exists"):
+            Table.create(str(path), _rows(0, 5))  # it still runs: its table stands
+    finally:
+        processes.kill(child)
+    created = Table.create(str(path), _rows(0, 5))
+    table = DeltaTable(created.uri)
+    assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == list(range(5))
+    assert (
+        table.version() == 0
+        and "lakelayout.clusteringColumns" not in table.metadata().configuration
+    )
+    data = {n for n in os.listdir(path) if n.startswith("ll-")}
+    assert data == {os.path.basename(u) for u in table.file_uris()}
+    assert not os.path.exists(path / "_lakelayout" / "creating.json")
+
+
+def test_a_finished_tables_claim_left_by_a_killed_create_keeps_the_table(
+    tmp_path: Path,
+) -> None:
+    """A create killed after its rows' commit, before it dropped its claim: the table
+    holds rows and stays; a create there is refused as on any table."""
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    path = tmp_path / "t"
+    Table.create(str(path), _rows(0, 5))
+    record = {"pid": dead.pid, "host": socket.gethostname(), "existed": False, "token": "gone"}
+    (path / "_lakelayout" / "creating.json").write_text(json.dumps(record))
+    with pytest.raises(TableExists, match="already exists"):
+        Table.create(str(path), _rows(10, 15))
+    rows = DeltaTable(str(path)).to_pyarrow_table().column("id").to_pylist()
+    assert sorted(rows) == list(range(5))
+
+
 def test_a_create_that_judged_a_claim_dead_late_leaves_anothers_table_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

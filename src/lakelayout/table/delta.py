@@ -279,6 +279,10 @@ def ensure_new_location(uri: str | os.PathLike[str]) -> None:
             f"cannot create a table at '{location}': the path holds a '%' escape "
             f"({escape}), which delta-rs decodes; rename the folder"
         )
+    if is_local(location) and _creator_record(os.path.join(local_path(location), STATE_FOLDER)):
+        # a create killed between its commits (the empty table, then its rows) left a
+        # table no one was told of: it goes as one killed before them (an audit)
+        _clear_interrupted_create(location)
     ensure_absent(location)
     entries = existing_entries(location)
     if _creating(entries):  # another create's claim, and what it wrote so far
@@ -381,12 +385,13 @@ def _clear_interrupted_create(location: str) -> bool:
     renamed away (atomic), and the record it then holds must be the one judged dead (its
     token); a new claim is taken before anything is deleted (another create is then
     refused: TableExists), the folder is listed again, and only a create's kinds of
-    entries go, none while the log holds a commit."""
+    entries go, none while the log holds more than a create's first commits (version 0,
+    the empty table, and the protocol features it declares next: no row)."""
     if not is_local(location):
         return False
     root = local_path(location)
     record = _interrupted_creator(root)
-    if record is None or _holds_commit(root):
+    if record is None or _past_its_create(root):
         return False
     state = os.path.join(root, STATE_FOLDER)
     trash = os.path.join(root, f"{STATE_FOLDER}.interrupted-{uuid.uuid4().hex}")
@@ -394,7 +399,7 @@ def _clear_interrupted_create(location: str) -> bool:
         os.rename(state, trash)
     except OSError:
         return False  # another create cleared it first
-    if _creator_record(trash) != record or _holds_commit(root):
+    if _creator_record(trash) != record or _past_its_create(root):
         with contextlib.suppress(OSError):  # not the dead one's: put it back as it was
             os.rename(trash, state)
         return False
@@ -427,13 +432,32 @@ def _clear_interrupted_create(location: str) -> bool:
     return True
 
 
-def _holds_commit(root: str) -> bool:
-    """Whether the log folder at ``root`` holds a commit (a table is there)."""
+def _past_its_create(root: str) -> bool:
+    """Whether the log at ``root`` holds more than a create killed between its commits
+    wrote: a commit that adds or removes a file, a checkpoint, or more than
+    :data:`_CREATE_COMMITS` commits (a log that cannot be read counts as more)."""
+    log = os.path.join(root, "_delta_log")
     try:
-        names = os.listdir(os.path.join(root, "_delta_log"))
+        names = os.listdir(log)
     except OSError:
         return False
-    return any(n.endswith(".json") and n[:20].isdigit() for n in names)
+    commits = [n for n in names if n.endswith(".json") and n[:20].isdigit()]
+    if len(commits) > _CREATE_COMMITS or any("checkpoint" in n for n in names):
+        return True
+    for name in commits:
+        try:
+            with open(os.path.join(log, name), encoding="utf-8") as fh:
+                actions = [json.loads(line) for line in fh if line.strip()]
+        except (OSError, ValueError):
+            return True
+        if any(not isinstance(a, dict) or "add" in a or "remove" in a for a in actions):
+            return True
+    return False
+
+
+#: the commits of a create before the one that adds its rows: the empty table, and the
+#: protocol features delta-rs left out (:func:`_declare_features`)
+_CREATE_COMMITS = 2
 
 
 def _creator_record(state: str) -> dict[str, Any] | None:
