@@ -196,6 +196,11 @@ CALLS: list[tuple[str, Callable[[Table, Path], Any], str]] = [
         lambda t, p: Table.create(str(p / "n"), t.to_df(), target_file_size="1MB"),
         "Table.create: target_file_size must be an int or None, got str",
     ),
+    (  # 'false' is truthy: it switched auto-optimize on (an audit)
+        "create(auto_optimize=)",
+        lambda t, p: Table.create(str(p / "n"), t.to_df(), auto_optimize="false"),
+        "Table.create: auto_optimize must be True or False, got str",
+    ),
     (
         "append(list)",
         lambda t, p: t.append([{"id": 1}]),

@@ -227,6 +227,7 @@ class Table:
         args.require_str_mapping(properties, "properties", where, optional=True)
         args.require_str(name, "name", where, optional=True)
         args.require_str(description, "description", where, optional=True)
+        args.require_bool(auto_optimize, "auto_optimize", where)
         args.require_names(cluster_by, "cluster_by", where, optional=True)
         args.require_names(partition_by, "partition_by", where, optional=True)
         if (df is None) == (schema is None):
