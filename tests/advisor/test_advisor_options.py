@@ -113,17 +113,28 @@ def test_benefit_options_in_range_are_taken() -> None:
         ("families", "zorder", "advisor.families must be a non-empty list of layout families"),
         ("benefit", {"margin": 2}, "advisor.benefit must be a BenefitConfig, got dict"),
         ("model", "cheap.json", "advisor.model must be a CostModel or None, got str"),
+        # the switches: 'false' is truthy and left the option on (an audit)
+        ("learn_rewrite_cost", "false", "advisor.learn_rewrite_cost must be a bool, got str"),
+        ("bounds", None, "advisor.bounds must be a bool, got NoneType"),
+        ("recluster", 0, "advisor.recluster must be a bool, got int"),
+        ("hooks", print, "advisor.hooks must be an OptimizeHooks or None"),
+        # a misspelt option was set as a new attribute and did nothing
+        (
+            "learn_rewrite_costs",
+            False,
+            "advisor has no option 'learn_rewrite_costs'. Did you mean 'learn_rewrite_cost'?",
+        ),
     ],
 )
 def test_advisor_options_are_checked_when_set(
     tmp_path: Path, name: str, value: object, message: str
 ) -> None:
     t = Table.create(str(tmp_path / "t"), schema=pa.schema([("a", pa.int64())]))
-    before = getattr(t.advisor, name)
+    before = getattr(t.advisor, name, "absent")
     with pytest.raises(InvalidOption) as err:
         setattr(t.advisor, name, value)
     assert str(err.value).startswith(message)
-    assert getattr(t.advisor, name) == before  # the option is left as it was
+    assert getattr(t.advisor, name, "absent") == before  # the option is left as it was
 
 
 def test_advisor_options_in_range_are_taken(tmp_path: Path) -> None:

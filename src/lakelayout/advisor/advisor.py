@@ -58,7 +58,7 @@ from lakelayout.advisor.querylog import QueryLog
 from lakelayout.advisor.recommend import Inputs, Recommendation, recommend
 from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
 from lakelayout.cluster.optimize_metrics import OptimizeMetrics
-from lakelayout.errors import AfterCommitError, InvalidOption, LakelayoutError
+from lakelayout.errors import AfterCommitError, InvalidOption, LakelayoutError, closest
 from lakelayout.expr.nodes import Predicate
 from lakelayout.skipping.indexes.base import Index
 from lakelayout.skipping.stats_rules import FileStack
@@ -213,6 +213,10 @@ class Advisor:
 
     def __setattr__(self, name: str, value: Any) -> None:
         """Set an option, checked first (InvalidOption naming it and the bad value)."""
+        if name not in self.__dataclass_fields__:  # a misspelt option did nothing
+            options = sorted(self.__dataclass_fields__)
+            hint = closest(name, options) or f" Its options: {', '.join(options)}"
+            raise InvalidOption(f"advisor has no option {name!r}.{hint}")
         check = _OPTION_CHECKS.get(name)
         super().__setattr__(name, value if check is None else check(value))
 
@@ -610,6 +614,10 @@ class Advisor:
         was committed) is not applied: ``result.yielded`` says why, to try later.
         Returns the rewrite's metrics (empty ones when it failed).
         """
+        # the rewrite's time is its estimate's actual (and teaches the table its rewrite
+        # cost): a process whose first Spark job is the rewrite (the CLI's advise --apply)
+        # counted the session's start-up, 20 s and more, as rewrite time (an audit)
+        self.table.spark  # noqa: B018 (started here, not timed)
         started = time.perf_counter()
         try:
             result.metrics = self.apply(result.recommendation)
@@ -1068,8 +1076,6 @@ def _check_window_days(value: Any) -> float:
 
 
 def _check_families(value: Any) -> tuple[str, ...]:
-    from lakelayout.errors import closest
-
     known = ", ".join(FAMILIES)
     if isinstance(value, str) or not isinstance(value, Sequence | set | frozenset) or not value:
         raise InvalidOption(
@@ -1089,7 +1095,8 @@ def _check_type(name: str, kind: type, optional: bool = False) -> Callable[[Any]
 
     def check(value: Any) -> Any:
         if not (isinstance(value, kind) or (optional and value is None)):
-            wanted = f"a {kind.__name__}" + (" or None" if optional else "")
+            article = "an" if kind.__name__[0] in "AEIOU" else "a"
+            wanted = f"{article} {kind.__name__}" + (" or None" if optional else "")
             raise InvalidOption(f"advisor.{name} must be {wanted}, got {type(value).__name__}")
         return value
 
@@ -1105,6 +1112,17 @@ _OPTION_CHECKS: dict[str, Callable[[Any], Any]] = {
     "model": _check_type("model", CostModel, optional=True),
     "analyzer": _check_type("analyzer", AnalyzerConfig),
     "benefit": _check_type("benefit", BenefitConfig),
+    "hooks": _check_type("hooks", OptimizeHooks, optional=True),
+    **{
+        name: _check_type(name, bool)
+        for name in (
+            "bounds",
+            "learn_rewrite_cost",
+            "learn_query_cost",
+            "recluster",
+            "learn_persistence",
+        )
+    },
 }
 
 
