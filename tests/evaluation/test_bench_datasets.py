@@ -228,6 +228,35 @@ def test_bench_refuses_fit_before_draw_without_the_join_before_anything_runs(
     assert not (tmp_path / "data").exists() and not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        (["--mode", "nosuch"], "unknown replay mode 'nosuch'"),
+        (["--shape", "nosuch"], "unknown workload shape 'nosuch'"),
+        (["--queries", "-1"], "the number of queries must be >= 0, got -1"),
+        (["--queries", "0"], "the workload has no queries"),
+    ],
+)
+def test_bench_refuses_bad_replay_options_before_staging_the_dataset(
+    tmp_path: Path, option: list[str], said: str
+) -> None:
+    """A bad --mode, --shape or --queries was found once the dataset was staged: a
+    minute of work and 54 MB written before the error (an audit)."""
+    from typer.testing import CliRunner
+
+    from lakelayout.cli import app
+
+    result = CliRunner().invoke(
+        app,
+        ["bench", "taxi", "--rows", "4000", "--out", str(tmp_path / "run"),
+         "--work-dir", str(tmp_path / "data"), *option],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert said in result.output and "Traceback" not in result.output
+    assert "staged" not in result.output
+    assert not (tmp_path / "data").exists() and not (tmp_path / "run").exists()
+
+
 def test_bench_online_seed_reseeds_the_reorganizer_alone(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from typer.testing import CliRunner
 

@@ -87,7 +87,6 @@ if TYPE_CHECKING:
     from lakelayout.api import Table
     from lakelayout.table.delta import Snapshot
 
-MODES = ("logical", "spark")
 #: Arrow bytes all policies' match counters may cache together (split evenly)
 COUNTER_CACHE_BYTES = 4 << 30
 #: a progress line every 1/PROGRESS_STEPS of the stream's queries
@@ -709,8 +708,6 @@ def replay(
     """
     from lakelayout.evaluation.warmup import measure_full_scan, measure_zero_file_scan, warm_up
 
-    if config.mode not in MODES:
-        raise InvalidOption(f"unknown replay mode {config.mode!r}; use one of {MODES}")
     if not workload:
         raise InvalidOption("the workload has no queries")
     if not policies:

@@ -76,14 +76,18 @@ def run_bench(
         rewrite_alpha=rewrite_alpha,
         count_every=count_every,
     )
+    # the workload (its options checked) before the dataset is staged: a minute of
+    # work and its files came before a bad option's error (an audit)
+    wl = workloads.generate(
+        workloads.TEMPLATE_SETS[dataset_name], queries, seed=seed, shape=shape,
+        segment_length=segment_length,
+    )  # fmt: skip
+    if not wl:
+        raise InvalidOption("the workload has no queries (queries=0)")
     spark = spark_session()
     started = time.perf_counter()
     ds = _dataset(dataset_name, spark, work_dir, scale=scale, rows=rows, batches=batches, seed=seed)
-    templates = workloads.TEMPLATE_SETS[dataset_name]
     progress(f"dataset {ds.name}: {ds.rows:,} rows staged in {time.perf_counter() - started:.1f} s")
-    wl = workloads.generate(
-        templates, queries, seed=seed, shape=shape, segment_length=segment_length
-    )
     out_dir.mkdir(parents=True, exist_ok=True)
     workloads.save(wl, out_dir / "workload.jsonl")
     results = replay(chosen, ds, wl, work_dir / f"replay-{ds.name}", config, spark=spark,

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 INSERT_TARGET = 1 << 30
 
 
+#: how a replay costs queries: on file statistics alone, or timed in Spark
+MODES = ("logical", "spark")
+
+
 @dataclass(frozen=True)
 class ReplayConfig:
     mode: str = "logical"
@@ -58,6 +62,8 @@ class ReplayConfig:
     count_every: int = 1
 
     def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise InvalidOption(f"unknown replay mode {self.mode!r}; use one of {MODES}")
         for name in ("time_every", "count_every"):
             every = getattr(self, name)
             if isinstance(every, bool) or not isinstance(every, int) or every < 1:
