@@ -785,8 +785,8 @@ class _Controller:
         try:
             self._blocks = max(1, len(snap.files))
             if not _same_columns(engine.sample.schema, snap.schema):  # the schema was replaced
-                engine.drop_unbound(snap.schema)
                 self._resample(table, snap, engine)
+                engine.drop_unbound(engine.sample)
             elif fits:
                 self._maybe_resample(table, snap, engine)
             real = functools.partial(
@@ -815,9 +815,11 @@ class _Controller:
                     if not fits and engine.fits_next(predicate, real):
                         stopped = True
                         break
+                    if path is not None:  # taken even if its step fails below: the
+                        applied.append(path)  # counters have it (it was counted twice)
                     engine.observe(sql, predicate, real)
                     seen.append(predicate)
-                if path is not None:
+                elif path is not None:
                     applied.append(path)
             if stopped and scan is not None:
                 self.store.enqueue(scan[0])  # after everything queued before it

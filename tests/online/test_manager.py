@@ -76,7 +76,7 @@ def drive(engine: OnlineEngine, sample: pa.Table, sqls: list[str]) -> None:
     arrival = Arrival(sample)
 
     def real(predicates: Sequence[Predicate]) -> np.ndarray:
-        if engine.applied == AS_IS:
+        if engine.layout_of(engine.applied) is None:  # the table as it is
             return arrival(predicates)
         return engine.virtual(engine.applied).costs(predicates)
 
@@ -780,19 +780,34 @@ def test_states_whose_layouts_no_longer_bind_are_dropped(sample: pa.Table) -> No
     drive(engine, sample, [on_x(rng) for _ in range(60)] + [on_y(rng) for _ in range(60)])
     laid_out = [s for s, m in engine.manager.states.items() if m.layout is not None]
     assert len(laid_out) >= 2
-    assert engine.drop_unbound(sample.schema) == []  # the same schema: every state binds
+    assert engine.drop_unbound(sample) == []  # the same schema: every state binds
     strings = pa.schema([pa.field(f.name, pa.string()) for f in sample.schema])
-    dropped = engine.drop_unbound(strings)
-    assert dropped and set(dropped) <= set(laid_out) - {engine.applied}
-    for sid, m in engine.manager.states.items():  # what stays routes rows of the new schema
-        if m.layout is not None and sid != engine.applied:
-            m.layout.assign(strings.empty_table())
-    # the table's own layout stays, but no catch-up applies it to rows it cannot route
-    # (each would fail in its rewrite); with a sample of the old schema one is due
-    assert engine.layout_of(engine.applied) is not None
+    # rows of text no cut on numbers reads ('v12.5'; an empty table passed some layouts'
+    # cast of strings to numbers: the rows are routed, not their schema)
+    texts = pa.table(
+        {f.name: pa.array([f"v{v}" for v in sample.column(f.name).to_pylist()]) for f in strings}
+    )
+    applied, was = engine.applied, engine.manager.states[engine.applied]
+    assert was.layout is not None  # the table was switched to a layout
     engine.unlaid_extra = 1e9
-    assert engine.wants_catch_up(0.5)
-    engine.replace_sample(strings.empty_table())
+    dropped = engine.drop_unbound(texts)
+    assert dropped and set(dropped) <= set(laid_out) - {engine.applied}
+    for m in engine.manager.states.values():  # what stays routes rows of the new schema
+        if m.layout is not None:
+            m.layout.assign(texts)
+    # the table's own layout cannot route them either: its files are no layout's now, it
+    # is the table as it is (priced on its real files; no catch-up applies the old layout)
+    assert engine.applied == applied and engine.layout_of(applied) is None
+    assert engine.label_of(applied) == f"as-is (was {was.label})"
     assert not engine.wants_catch_up(0.5)
     assert set(engine.manager.states) == set(engine.decider.states)
-    assert engine.applied in engine.manager.states
+    # and it goes on: pricing that state's layout on the new sample failed at every
+    # candidate round, after the round's query was counted, and no state was admitted
+    # again (an audit)
+    engine.replace_sample(texts)
+    engine.fit = fitter(texts, ["qdtree", "hilbert"])  # (the table's fits read its sample)
+    before, states = engine.manager.queries, set(engine.manager.states)
+    queries = [f"y >= 'v{low}' AND y < 'v{low}5'" for low in rng.integers(100, 900, 60)]
+    drive(engine, texts, queries)
+    assert engine.manager.queries == before + 60
+    assert set(engine.manager.states) - states  # new states admitted on the new schema

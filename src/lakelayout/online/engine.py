@@ -280,11 +280,13 @@ class Switch:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def _routes(layout: Layout, schema: pa.Schema) -> bool:
-    """Whether ``layout`` can route rows of ``schema`` (a column it cuts on may be gone or
-    of another type since the table's schema was replaced)."""
+def _routes(layout: Layout, rows: pa.Table) -> bool:
+    """Whether ``layout`` can route ``rows`` (a column it cuts on may be gone or of another
+    type since the table's schema was replaced; the rows, not their schema alone: a
+    string column cast to the integers a layout cut on routes no row of 'x999' and every
+    row of an empty table)."""
     try:
-        layout.assign(schema.empty_table())
+        layout.assign(rows)
     except Exception:  # any failure to route: the layout does not bind
         return False
     return True
@@ -367,21 +369,34 @@ class OnlineEngine:
 
     # ------------------------------------------------------------------ pricing
 
-    def drop_unbound(self, schema: pa.Schema) -> list[str]:
-        """Remove the states whose layouts cannot route rows of ``schema`` (a column they cut
-        on is gone or of another type: the table's schema was replaced); their ids.
+    def drop_unbound(self, rows: pa.Table) -> list[str]:
+        """Remove the states whose layouts cannot route ``rows`` (the table's new sample: a
+        column they cut on is gone or of another type, the table's schema was replaced);
+        their ids.
 
         Such a state was kept and drawn: every switch to it ran a rewrite that failed in
         its tasks (an audit: Delta overwrote the table with ``c`` a STRING, and the
         history filled with failed switches). The state the table is in, the one a
         pending rewrite goes to, and the last remaining one stay.
+
+        The state the table is in stays, but when its layout no longer binds, the
+        table's files are no layout's: it becomes the table as it is (no layout, priced
+        on its real files, left behind at the next switch). Pricing it on virtual files
+        failed at every candidate round, after the round's query was counted, and no
+        state was admitted again (an audit).
         """
+        applied = self.manager.states.get(self.applied)
+        if applied is not None and applied.layout is not None and not _routes(applied.layout, rows):
+            self.manager.states[self.applied] = ManagedState(
+                self.applied, f"as-is (was {applied.label})", None, applied.added_at
+            )
+            self.unlaid_extra = 0.0  # no layout: no files it did not lay out
         keep = {self.applied, *(() if self.pending is None else (self.pending.target,))}
         dropped = []
         for sid, state in list(self.manager.states.items()):
             if state.layout is None or sid in keep or len(self.manager.states) <= 1:
                 continue
-            if not _routes(state.layout, schema):
+            if not _routes(state.layout, rows):
                 self.manager.remove(sid)
                 step = self.decider.remove_state(sid)
                 if step.switched:
@@ -576,7 +591,7 @@ class OnlineEngine:
             and not self.wants_switch()
             and layout is not None
             and self.unlaid_extra >= self.catch_up_cost(share)
-            and _routes(layout, self.sample.schema)
+            and _routes(layout, self.sample)
         )
 
     def begin_catch_up(self, share: float) -> Switch:
