@@ -644,6 +644,30 @@ def test_without_ansi_predicates_spark_answers_by_legacy_casts_match_spark(
         assert len(_as_spark(spark, t, predicates, "k > 40 AND s = 5")) < 60
 
 
+def test_without_ansi_a_float_compared_with_an_integer_loses_no_row(
+    spark: Any, tmp_path: Any
+) -> None:
+    """Without ANSI Spark compares a FLOAT with an integer as FLOAT (with ANSI as
+    DOUBLE): x = 16777216.0 equals 16777217 then. lakelayout compared them as DOUBLE: the
+    file was skipped and a DELETE kept the row (an audit)."""
+    big = 16_777_216  # 2^24: FLOAT holds it, not the next integer
+    data = [(0, float(big), big + 1, big + 1)] + [(k, 1.0, 1, 1) for k in range(1, 4)]
+    t = _two_files(spark, tmp_path / "t", data, "k INT, x FLOAT, i INT, l BIGINT", 1)
+    predicates = [
+        f"x = {big + 1}",
+        f"x = {big + 1}L",
+        f"i = CAST({big} AS FLOAT)",
+        f"l = CAST({big} AS FLOAT)",
+        f"x IN ({big + 1}, 5)",
+        f"x >= {big + 1}",
+        f"x BETWEEN {big + 1} AND {big + 80}",
+        f"x <=> {big + 1}",
+        "x = i",
+    ]
+    with session_conf(spark, {"spark.sql.ansi.enabled": "false"}):
+        assert _as_spark(spark, t, predicates, f"x = {big + 1}") == [1, 2, 3]
+
+
 def test_double_quoted_identifiers_and_escaped_literals_read_as_spark_reads_them(
     spark: Any, tmp_path: Any
 ) -> None:

@@ -773,6 +773,15 @@ def _string_against(left: Expr, right: Expr, others: Collection[str]) -> bool:
     return "string" in kinds and bool(kinds & set(others))
 
 
+def _float_against_integer(left: Expr, right: Expr) -> bool:
+    """One side a FLOAT, the other an integer (of any width)."""
+    types = [_dtype(left), _dtype(right)]
+    kinds = {family(t) for t in types}
+    return kinds == {"int", "float"} and any(
+        t is not None and pa.types.is_float32(t) for t in types
+    )
+
+
 #: literals Spark's ANSI rules compare with a STRING term by casting each of the term's
 #: values (``zip = 12345``, ``s > DATE '2024-01-01'``): valid where every value casts, a
 #: failed query where one does not; the string's own order is no guide to the cast's
@@ -923,12 +932,18 @@ class Binder:
         return TermCompare(op, left, right)
 
     def _check_string_rules(self, left: Expr, right: Expr) -> None:
-        """Unsupported where this session compares a string with ``left`` or ``right`` by
-        other rules than the ANSI ones lakelayout models (:class:`SessionRules`)."""
+        """Unsupported where this session compares ``left`` with ``right`` by other rules
+        than the ANSI ones lakelayout models (:class:`SessionRules`): a string with
+        another type, a FLOAT with an integer."""
         if self.rules.string_dates and _string_against(left, right, ("date", "timestamp")):
             raise Unsupported("a date compared with a string, as strings in this session")
         if not self.rules.ansi and _string_against(left, right, _NON_ANSI_STRING_PEERS):
             raise Unsupported("a string compared with another type without ANSI")
+        if not self.rules.ansi and _float_against_integer(left, right):
+            # Spark's legacy rules compare them as FLOAT, the ANSI ones as DOUBLE: x FLOAT
+            # holding 16777216 equals 16777217 as FLOAT only, and the file was skipped
+            # (an audit)
+            raise Unsupported("a FLOAT compared with an integer without ANSI")
 
     def _coerced(
         self,
