@@ -979,12 +979,29 @@ def extreme_in_list(draw: st.DrawFn) -> str:
     return f"{column} {negated}IN ({', '.join(items)})"
 
 
+@st.composite
+def float_against_integer(draw: st.DrawFn) -> str:
+    """The FLOAT column against integers around 2^24, which FLOAT cannot all hold: Spark's
+    ANSI rules compare them as DOUBLE, its legacy ones as FLOAT (16777217 is 16777216
+    there)."""
+    # as FLOAT 2^24 + 1 is 2^24 and 2^24 + 3 is 2^24 + 4; the table holds 2^24
+    near = [2**24 + 1, 2**24 + 1, 2**24 + 3, 2**24, 2**24 - 1, -(2**24) - 1]
+    values = draw(st.lists(st.sampled_from(near), min_size=1, max_size=3))
+    texts = [f"{v}{draw(st.sampled_from(['', 'L']))}" for v in values]
+    if len(texts) > 1:
+        return f"f32 IN ({', '.join(texts)})"
+    if draw(st.booleans()):
+        return f"{texts[0]} {draw(EXTREME_OPS)} f32"
+    return f"f32 {draw(EXTREME_OPS)} {texts[0]}"
+
+
 def extreme_leaf() -> st.SearchStrategy[str]:
     """One extreme comparison: decimal, floating, temporal or IN list."""
     return st.one_of(
         extreme_decimal_comparison(),
         extreme_decimal_comparison(),
         extreme_float_comparison(),
+        float_against_integer(),
         extreme_temporal_comparison(),
         extreme_in_list(),
     )
