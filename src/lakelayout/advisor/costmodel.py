@@ -45,11 +45,13 @@ apply (documented in docs/advisor.md). Pure: numpy and scipy only.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import numbers
 import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -265,10 +267,15 @@ class CostModel:
     def save(self, path: str | os.PathLike[str] | None = None) -> Path:
         """Write the model as JSON (atomically); the path written."""
         target = check_save_path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
         temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        temp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True), encoding="utf-8")
-        os.replace(temp, target)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            temp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True), encoding="utf-8")
+            os.replace(temp, target)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+            raise InvalidOption(f"cannot save the cost model to {target}: {exc}") from None
         return target
 
     @classmethod
@@ -340,6 +347,13 @@ def check_save_path(path: str | os.PathLike[str] | None) -> Path:
         )
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InvalidOption(f"cannot save the cost model to {target}: {parent} is not writable")
+    try:  # access() says yes to root everywhere, and on /proc (an audit): a file says
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as exc:
+        raise InvalidOption(
+            f"cannot save the cost model to {target}: cannot write in {parent} ({exc.strerror})"
+        ) from None
     return target
 
 
