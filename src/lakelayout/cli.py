@@ -496,6 +496,9 @@ def log_(
             "" if r["run_seconds"] is None else f"{r['run_seconds'] * 1000:.0f}",
         )
     console.print(grid)
+    off = table.advisor.logging_off()
+    if off:  # an empty log then says nothing (an audit)
+        console.print(f"note: {off}: its scans are not recorded")
 
 
 @app.command()

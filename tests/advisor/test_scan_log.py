@@ -86,15 +86,28 @@ def test_a_broken_log_property_does_not_fail_the_scan(
 
 
 def test_logging_is_off_per_table_and_per_session(spark: Any, tmp_path: Path) -> None:
+    """And the advisor, which would wait for queries for ever, says why none come (it
+    said 'only 0 queries logged': an audit)."""
     t = _make(spark, tmp_path / "t")
     delta.set_properties(t.uri, {ql.ENABLED_PROPERTY: "false"})
     t.scan("id < 5").df.count()
     assert ql.QueryLog(t.uri).read().num_rows == 0
+    said = f"query logging is off for this table ({ql.ENABLED_PROPERTY}=false)"
+    assert said in t.advisor.recommend().reason
+    from typer.testing import CliRunner
+
+    from lakelayout.cli import app
+
+    shown = CliRunner().invoke(app, ["log", t.uri], terminal_width=200)
+    assert shown.exit_code == 0 and f"note: {said}: its scans are not recorded" in shown.output
 
     other = _make(spark, tmp_path / "u")
+    assert "logging is off" not in other.advisor.recommend().reason
     spark.conf.set(ql.SESSION_CONF, "false")
     try:
         other.scan("id < 5")
+        said = f"query logging is off in this Spark session ({ql.SESSION_CONF}=false)"
+        assert said in Table(other.uri).advisor.recommend().reason
     finally:
         spark.conf.unset(ql.SESSION_CONF)
     assert ql.QueryLog(other.uri).read().num_rows == 0

@@ -54,7 +54,7 @@ from lakelayout.advisor.decisions import (
     rewrite_correction,
 )
 from lakelayout.advisor.estimate import FAMILIES, bytes_read, per_distinct, read_plan
-from lakelayout.advisor.querylog import QueryLog
+from lakelayout.advisor.querylog import SESSION_CONF, QueryLog, off_because
 from lakelayout.advisor.recommend import Inputs, Recommendation, recommend
 from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
 from lakelayout.cluster.optimize_metrics import OptimizeMetrics
@@ -333,7 +333,20 @@ class Advisor:
         rec.inputs[PERSISTENCE_KEY] = (
             1.0 if inputs.persistence is None else inputs.persistence.factor
         )
+        if not rec.rewrite and len(inputs.predicates) < self.benefit.min_queries:
+            off = self.logging_off()
+            if off:  # it would wait for ever (an audit): say why
+                rec.reason += f"; {off}, so no query reaches the advisor"
         return rec
+
+    def logging_off(self) -> str:
+        """Why this table's scans are not logged here ('' when they are): the process,
+        the Spark session if one runs (none is started to ask), or the table property."""
+        from pyspark.sql import SparkSession
+
+        session = self.table._spark or SparkSession.getActiveSession()
+        value = None if session is None else session.conf.get(SESSION_CONF, None)
+        return off_because(self.table.properties, value)
 
     def _recommend_for(self, inputs: Inputs, snap: Snapshot, model: CostModel) -> Recommendation:
         """:func:`recommend` on ``inputs``, sampling their candidate files when it asks."""
@@ -552,7 +565,7 @@ class Advisor:
         replayed): it is parsed and pruned like a scan, nothing is read. Whether it was
         logged: the table property and the session's ``spark.lakelayout.queryLog.enabled``
         turn it off as they do a scan's record."""
-        from lakelayout.advisor.querylog import SESSION_CONF, log_scan
+        from lakelayout.advisor.querylog import log_scan
         from lakelayout.expr.nodes import BoolConst
         from lakelayout.skipping.scan_report import ScanReport
 

@@ -174,11 +174,18 @@ def set_enabled(enabled: bool) -> None:
 
 def is_enabled(configuration: Mapping[str, str], session_value: str | None = None) -> bool:
     """Whether a scan of a table with these properties logs (process, session, table)."""
+    return not off_because(configuration, session_value)
+
+
+def off_because(configuration: Mapping[str, str], session_value: str | None = None) -> str:
+    """Why a scan of a table with these properties does not log ('' when it does)."""
     if not _ENABLED:
-        return False
+        return "query logging is off in this process (querylog.set_enabled(False))"
     if session_value is not None and session_value.strip().lower() == "false":
-        return False
-    return configuration.get(ENABLED_PROPERTY, "").strip().lower() != "false"
+        return f"query logging is off in this Spark session ({SESSION_CONF}=false)"
+    if configuration.get(ENABLED_PROPERTY, "").strip().lower() == "false":
+        return f"query logging is off for this table ({ENABLED_PROPERTY}=false)"
+    return ""
 
 
 def log_path(table_uri: str) -> str:
