@@ -62,6 +62,36 @@ def test_a_failing_flush_warns_and_keeps_the_records(
     assert log.read().column("predicate").to_pylist() == ["a = 1"]
 
 
+def test_a_flush_that_fails_after_its_commit_writes_its_records_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """delta-rs can raise after the commit (its checkpoint or log clean-up on a full
+    disk): the records were queued again and written twice, and the advisor counted those
+    queries twice (an audit)."""
+    uri = _table(tmp_path)
+    log = ql.QueryLog(uri)
+    real = ql.write_deltalake
+
+    def then_full(*args: Any, **kwargs: Any) -> None:
+        real(*args, **kwargs)
+        raise OSError(28, "No space left on device")
+
+    for n, first in enumerate([True, False]):  # the log's first commit, then a later one
+        log.record(ql.QueryRecord(table_version=0, predicate=f"a = {n}"))
+        with monkeypatch.context() as patch:
+            patch.setattr(ql, "write_deltalake", then_full)
+            assert log.flush() == 1 and log.pending() == 0, first
+    log.record(ql.QueryRecord(table_version=0, predicate="a = 2"))
+    assert log.flush() == 1
+    assert log.read().column("predicate").to_pylist() == ["a = 0", "a = 1", "a = 2"]
+    # a write that raises before its commit still keeps its records for the next flush
+    with monkeypatch.context() as patch:
+        patch.setattr(ql, "write_deltalake", lambda *a, **k: (_ for _ in ()).throw(OSError(28)))
+        log.record(ql.QueryRecord(table_version=0, predicate="a = 3"))
+        assert log.flush() == 0 and log.pending() == 1
+    assert log.flush() == 1 and log.read().num_rows == 4
+
+
 def test_session_and_table_switches() -> None:
     assert ql.is_enabled({})
     assert not ql.is_enabled({ql.ENABLED_PROPERTY: "false"})

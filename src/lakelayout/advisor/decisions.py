@@ -117,11 +117,8 @@ class DecisionLog:
         self.path = os.path.join(table_uri, LOG_DIR)
 
     def append(self, *rows: DecisionRow) -> None:
-        from deltalake import write_deltalake
-
         data = pa.Table.from_pylist([r.row() for r in rows], schema=SCHEMA)
-        with querylog.delta_rs_panics(self.path):
-            write_deltalake(self.path, data, mode="append", name="lakelayout decision log")
+        querylog.append_once(self.path, data, name="lakelayout decision log")
         if querylog.maintenance_due(self.path):
             try:
                 self.maintain()

@@ -55,7 +55,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -372,8 +372,42 @@ _WRITER = _Writer()
 def _append(path: str, rows: Sequence[dict[str, Any]]) -> None:
     data = pa.Table.from_pylist(list(rows), schema=SCHEMA)
     # "merge": a log written before a column was added gains it
-    with delta_rs_panics(path):
-        write_deltalake(path, data, mode="append", schema_mode="merge", name="lakelayout query log")
+    append_once(path, data, name="lakelayout query log", schema_mode="merge")
+
+
+def append_once(
+    path: str, data: pa.Table, *, name: str, schema_mode: Literal["merge"] | None = None
+) -> None:
+    """Append ``data`` to the Delta table at ``path`` (a log of lakelayout's), once: a write
+    that raises after its commit (delta-rs's checkpoint or log clean-up on a full disk) is
+    not an error, so its rows are not written again (the query log's were: an audit)."""
+    from deltalake import CommitProperties
+
+    from lakelayout.table.delta import COMMIT_INFO_KEY, committed_since
+
+    token = uuid.uuid4().hex
+    before = _version(path)
+    try:
+        with delta_rs_panics(path):
+            write_deltalake(
+                path, data, mode="append", schema_mode=schema_mode, name=name,
+                commit_properties=CommitProperties(
+                    custom_metadata={COMMIT_INFO_KEY: {"commit": token}}  # type: ignore[dict-item]
+                ),
+            )  # fmt: skip
+    except Exception as exc:
+        if committed_since(path, before, token):
+            logger.info("%s at %s: committed, then: %s", name, path, exc)
+            return
+        raise
+
+
+def _version(path: str) -> int:
+    """The log's latest version (-1 before its first commit)."""
+    try:
+        return int(DeltaTable(path).version())
+    except Exception:  # no log yet (or unreadable: then every version is looked at)
+        return -1
 
 
 @contextlib.contextmanager

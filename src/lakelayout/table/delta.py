@@ -1070,6 +1070,16 @@ def _commit_delta_rs(
     )
 
 
+def committed_since(location: str, version: int, token: str) -> bool:
+    """Whether a commit after ``version`` at ``location`` carries ``token`` in its
+    commitInfo (``custom_metadata={COMMIT_INFO_KEY: {"commit": token}}``)."""
+    try:
+        latest = int(DeltaTable(location).version())
+    except Exception:  # no table: nothing committed
+        return False
+    return any(_committed(location, v, token) for v in range(latest, version, -1))
+
+
 def _committed(location: str, version: int, token: str) -> bool:
     """Whether commit ``version`` at ``location`` is the one whose commitInfo carries
     ``token`` (False when it does not exist or cannot be read)."""
