@@ -18,14 +18,19 @@ or undoes the append.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
+import json
 import logging
 import os
+import socket
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -63,6 +68,7 @@ from lakelayout.expr.nodes import Predicate
 from lakelayout.skipping.indexes.base import Index
 from lakelayout.skipping.stats_rules import FileStack
 from lakelayout.stats.model import FileStats
+from lakelayout.table.location import is_local, local_path
 
 if TYPE_CHECKING:
     from lakelayout.api import Table
@@ -678,7 +684,10 @@ class Advisor:
             paths = [str(p) for p in files.paths]
         # the files the recommendation keeps (already in one block each) stay in place
         paths = [p for p in paths if p not in rec.keep]
+        self.settle_interrupted()
+        version = self.table.version
         added = self._declare_statistics(rec)
+        marker = self._mark_statistics(added, version)
         try:
             # the layout's blocks were sized for the target the recommendation read: one
             # file each up to twice it (no small remainder files); a larger block — a leaf
@@ -695,15 +704,73 @@ class Advisor:
             )
         except AfterCommitError:  # committed: the rewritten files' statistics are wanted
             self._build_statistics(added)
+            _unmark(marker)
             raise
         except BaseException:
             self._drop_statistics(added)
+            _unmark(marker)
             raise
         if metrics.yielded:  # nothing committed: nothing to build statistics for
             self._drop_statistics(added)
-            return metrics
-        self._build_statistics(added)
+        else:
+            self._build_statistics(added)
+        _unmark(marker)
         return metrics
+
+    def _mark_statistics(self, added: Sequence[str], version: int) -> Path | None:
+        """Note the statistics declared for a rewrite not committed yet (process, host,
+        the table's version): a process killed before the rewrite ends leaves them
+        declared, and the next rewrite of this table drops them (:meth:`settle_interrupted`)."""
+        if not added or not is_local(self.table.uri):
+            return None
+        target = Path(local_path(self.table.uri)) / STATISTICS_MARKER
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "names": list(added),
+                  "version": version}  # fmt: skip
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            scratch = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+            scratch.write_text(json.dumps(record), encoding="utf-8")
+            os.replace(scratch, target)
+        except OSError as exc:  # statistics only help skipping: never a reason not to rewrite
+            logger.warning("advisor on %s: %s not written: %s", self.table.uri, target, exc)
+            return None
+        return target
+
+    def settle_interrupted(self) -> list[str]:
+        """The statistics an advisor rewrite killed before its end declared (its process
+        is gone): dropped when nothing was committed since (the table is as it was), built
+        otherwise (its rewrite may have committed: its files carry them); the names dropped.
+        A killed rewrite left them declared for good (an audit)."""
+        if not is_local(self.table.uri):
+            return []
+        target = Path(local_path(self.table.uri)) / STATISTICS_MARKER
+        try:
+            record = json.loads(target.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        pid = record.get("pid") if isinstance(record, dict) else None
+        if (
+            not isinstance(pid, int)
+            or record.get("host") != socket.gethostname()
+            or _process_runs(pid)
+        ):
+            return []  # its rewrite may still run (or another host's: not told)
+        names = [n for n in record.get("names") or [] if isinstance(n, str)]
+        declared = {d.name for d in self.table.indexes.describe()}
+        names = [n for n in names if n in declared]
+        dropped: list[str] = []
+        if self.table.version == record.get("version"):
+            self._drop_statistics(names)
+            dropped = names
+        else:
+            self._build_statistics(names)
+        _unmark(target)
+        if names:
+            logger.warning(
+                "advisor on %s: statistics %s of a rewrite interrupted in process %s %s",
+                self.table.uri, ", ".join(names), pid, "dropped" if dropped else "built",
+            )  # fmt: skip
+        return dropped
 
     def _declare_statistics(self, rec: Recommendation) -> list[str]:
         """Declare the recommendation's statistics the table lacks; their names.
@@ -1137,6 +1204,30 @@ _OPTION_CHECKS: dict[str, Callable[[Any], Any]] = {
         )
     },
 }
+
+
+#: under a table: the statistics an advisor rewrite declared, while it runs
+STATISTICS_MARKER = os.path.join("_lakelayout", "advisor-statistics.json")
+
+
+def _unmark(marker: Path | None) -> None:
+    if marker is not None:
+        with contextlib.suppress(OSError):
+            marker.unlink()
+
+
+def _process_runs(pid: int) -> bool:
+    """Whether process ``pid`` runs on this host (this process counts: a rewrite in
+    another thread)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # running, another user's
+        return True
+    return True
 
 
 def _per_file(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
