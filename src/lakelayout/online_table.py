@@ -78,6 +78,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
@@ -147,7 +148,8 @@ STATE_VERSIONS = (1, 2)
 ALPHA_BYTES = 256 * 1024 * 1024
 #: rows of the stored sample
 SAMPLE_ROWS = 20_000
-#: the sample is taken again when the table's row count moved this much since
+#: the sample is taken again when the table's row count moved this much since, or this
+#: share of the sample's rows lies outside the table's bounds (its rows were replaced)
 RESAMPLE_GROWTH = 0.5
 
 
@@ -843,9 +845,13 @@ class _Controller:
         due = (engine.manager.queries + 1) % engine.manager.interval == 0
         rows = int(snap.files.total_rows)
         base = int(self.document.get("sample_base_rows", 0))
-        if not due or abs(rows - base) <= RESAMPLE_GROWTH * max(base, 1) or rows == 0:
+        if not due or rows == 0:
             return
-        self._resample(table, snap, engine)
+        moved = abs(rows - base) > RESAMPLE_GROWTH * max(base, 1)
+        # a DELETE and an append of as many other rows: every candidate was priced on
+        # rows no longer there, at no cost (an audit)
+        if moved or outside_share(engine.sample, snap.files) > RESAMPLE_GROWTH:
+            self._resample(table, snap, engine)
 
     def _resample(self, table: Table, snap: Snapshot, engine: OnlineEngine) -> None:
         sample = _take_sample(table, snap, int(self.document.get("sample_rows", SAMPLE_ROWS)))
@@ -1199,6 +1205,33 @@ def _removed_since(table: Table, paths: Sequence[str]) -> str:
         f"{len(gone)} of its input files were removed by a concurrent commit (the table "
         f"is at version {snap.version}), e.g. {gone[0]!r}"
     )
+
+
+def outside_share(sample: pa.Table, files: FileStats) -> float:
+    """The share of ``sample``'s rows a table of ``files`` cannot hold: a number, date or
+    timestamp outside the range every file's statistics bound (columns whose bounds
+    some file lacks say nothing; strings neither: other writers truncate their bounds)."""
+    if sample.num_rows == 0 or len(files) == 0:
+        return 0.0
+    outside = np.zeros(sample.num_rows, dtype=bool)
+    for name in sample.column_names:
+        stats = files.column(name)
+        kind = sample.schema.field(name).type
+        orderable = (
+            pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+            or pa.types.is_date(kind) or pa.types.is_timestamp(kind)
+        )  # fmt: skip
+        if stats is None or not orderable or stats.min.null_count or stats.max.null_count:
+            continue
+        try:
+            low = pc.min(stats.min).cast(kind)
+            high = pc.max(stats.max).cast(kind)
+            values = sample.column(name)
+            beyond = pc.or_(pc.less(values, low), pc.greater(values, high))
+            outside |= pc.fill_null(beyond, False).to_numpy(zero_copy_only=False)
+        except (pa.ArrowException, ValueError, TypeError):  # bounds it cannot compare
+            continue
+    return float(outside.mean())
 
 
 def _alive_elsewhere(pid: int) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from collections.abc import Sequence
@@ -811,3 +812,36 @@ def test_states_whose_layouts_no_longer_bind_are_dropped(sample: pa.Table) -> No
     drive(engine, texts, queries)
     assert engine.manager.queries == before + 60
     assert set(engine.manager.states) - states  # new states admitted on the new schema
+
+
+def test_a_sample_of_rows_the_table_no_longer_holds_is_told() -> None:
+    """A DELETE and an append of as many other rows kept the row count: the sample was
+    not taken again, and every candidate was priced on rows no longer there, at no cost
+    (an audit). The share of the sample outside the table's bounds tells it."""
+    from lakelayout.online_table import outside_share
+
+    from ..skipping.index_helpers import file_stats
+
+    schema = pa.schema(
+        [("a", pa.int64()), ("x", pa.float64()), ("s", pa.string()),
+         ("ts", pa.timestamp("us", tz="UTC"))]
+    )  # fmt: skip
+
+    def rows(low: int, n: int, word: str) -> pa.Table:
+        a = list(range(low, low + n))
+        moments = [dt.datetime(2024, 1, 1, tzinfo=dt.UTC) + dt.timedelta(hours=v) for v in a]
+        return pa.table(
+            {"a": a, "x": [v / 2 for v in a], "s": [f"{word}{v}" for v in a], "ts": moments},
+            schema=schema,
+        )
+
+    sample = rows(0, 100, "a")
+    held = file_stats([rows(0, 50, "a"), rows(50, 50, "a")], schema)
+    assert outside_share(sample, held) == 0.0
+    replaced = file_stats([rows(5000, 50, "a"), rows(5050, 50, "a")], schema)
+    assert outside_share(sample, replaced) == 1.0
+    assert outside_share(sample, file_stats([rows(25, 100, "a")], schema)) == 0.25
+    # strings say nothing (other writers truncate their bounds); an empty sample neither
+    others = rows(0, 100, "zz").select(["s"])
+    assert outside_share(others, file_stats([rows(0, 100, "a")], schema)) == 0.0
+    assert outside_share(sample.slice(0, 0), replaced) == 0.0
