@@ -101,6 +101,7 @@ from lakelayout.online.costs import fraction_read, table_costs
 from lakelayout.online.engine import OnlineConfig, OnlineEngine, Switch
 from lakelayout.skipping.store import atomic_write_text
 from lakelayout.stats.model import FileStats
+from lakelayout.table import owner
 
 if TYPE_CHECKING:
     from lakelayout.api import Table
@@ -663,7 +664,11 @@ class _Controller:
         """A pending rewrite whose process is gone: did its commit happen?"""
         assert self.engine is not None
         record = self.engine.pending
-        if record is None or self._running_here() or _alive_elsewhere(record.owner):
+        if record is None or self._running_here():
+            return
+        who = {"pid": record.owner, "host": record.owner_host, "started": record.owner_started}
+        # this process's id, not its worker: a restart gave this process the owner's id
+        if not owner.gone(who, this_one=True):
             return
         if _committed(self.uri, record, snap, self.engine.layout_of(record.target)):
             self.engine.committed(record, finished=time.time())
@@ -894,7 +899,8 @@ class _Controller:
         keep: dict[str, int],
     ) -> None:
         """Mark ``record`` pending with what it rewrites, save, rewrite in a thread."""
-        record.owner = os.getpid()
+        me = owner.this_process()
+        record.owner, record.owner_host, record.owner_started = me["pid"], me["host"], me["started"]
         record.read_version = snap.version
         record.inputs = [str(p) for p, r in zip(snap.files.paths, rewrite, strict=True) if r]
         record.files_kept = int((~rewrite).sum())
@@ -1232,19 +1238,6 @@ def outside_share(sample: pa.Table, files: FileStats) -> float:
         except (pa.ArrowException, ValueError, TypeError):  # bounds it cannot compare
             continue
     return float(outside.mean())
-
-
-def _alive_elsewhere(pid: int) -> bool:
-    """Whether another live process (not this one) owns a rewrite."""
-    if pid <= 0 or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _committed(uri: str, record: Switch, snap: Snapshot, layout: Layout | None) -> bool:

@@ -25,7 +25,6 @@ import hashlib
 import json
 import logging
 import os
-import socket
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -68,6 +67,7 @@ from lakelayout.expr.nodes import Predicate
 from lakelayout.skipping.indexes.base import Index
 from lakelayout.skipping.stats_rules import FileStack
 from lakelayout.stats.model import FileStats
+from lakelayout.table import owner
 from lakelayout.table.location import is_local, local_path
 
 if TYPE_CHECKING:
@@ -724,8 +724,7 @@ class Advisor:
         if not added or not is_local(self.table.uri):
             return None
         target = Path(local_path(self.table.uri)) / STATISTICS_MARKER
-        record = {"pid": os.getpid(), "host": socket.gethostname(), "names": list(added),
-                  "version": version}  # fmt: skip
+        record = {**owner.this_process(), "names": list(added), "version": version}
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             scratch = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
@@ -748,13 +747,9 @@ class Advisor:
             record = json.loads(target.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return []
-        pid = record.get("pid") if isinstance(record, dict) else None
-        if (
-            not isinstance(pid, int)
-            or record.get("host") != socket.gethostname()
-            or _process_runs(pid)
-        ):
+        if not isinstance(record, dict) or not owner.gone(record):
             return []  # its rewrite may still run (or another host's: not told)
+        pid = record.get("pid")
         names = [n for n in record.get("names") or [] if isinstance(n, str)]
         declared = {d.name for d in self.table.indexes.describe()}
         names = [n for n in names if n in declared]
@@ -1214,20 +1209,6 @@ def _unmark(marker: Path | None) -> None:
     if marker is not None:
         with contextlib.suppress(OSError):
             marker.unlink()
-
-
-def _process_runs(pid: int) -> bool:
-    """Whether process ``pid`` runs on this host (this process counts: a rewrite in
-    another thread)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # running, another user's
-        return True
-    return True
 
 
 def _per_file(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:

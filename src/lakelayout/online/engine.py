@@ -263,6 +263,10 @@ class Switch:
     #: the files it rewrites (emptied once KEEP_INPUTS newer rewrites have finished)
     inputs: list[str] = field(default_factory=list)
     owner: int = 0
+    #: the owner's host and start time (:mod:`lakelayout.table.owner`; "" and 0 in states
+    #: written before them): a live process given the owner's id is not the owner
+    owner_host: str = ""
+    owner_started: int = 0
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     #: ``"switch"`` (to another state) or ``"catch-up"`` (the table's own layout applied
     #: to the files it did not write: appends since the switch)

@@ -37,7 +37,6 @@ import os
 import random
 import re
 import shutil
-import socket
 import threading
 import time
 import urllib.parse
@@ -74,7 +73,7 @@ from lakelayout.errors import (
 from lakelayout.stats.bounds import LAKELAYOUT_FILE_PREFIX, stats_key
 from lakelayout.stats.delta_stats import from_add_actions, widen_float_bounds
 from lakelayout.stats.model import FileStats
-from lakelayout.table import connector
+from lakelayout.table import connector, owner
 from lakelayout.table.checkpoints import with_checkpoint_timestamps
 from lakelayout.table.conflicts import CommitSummary, commit_actions
 from lakelayout.table.conflicts import describe as describe_winners
@@ -331,8 +330,7 @@ def claim_location(uri: str | os.PathLike[str], *, existed: bool = False) -> Non
     except FileExistsError:
         _claimed(location)
     record = {
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
+        **owner.this_process(),
         "existed": bool(existed),
         "token": uuid.uuid4().hex,  # this claim, not another of the same process
     }
@@ -357,21 +355,11 @@ def release_creator(uri: str | os.PathLike[str]) -> None:
 
 
 def _interrupted_creator(root: str) -> dict[str, Any] | None:
-    """The claim record at ``root`` of a create whose process is gone (this host, its
-    process id not running); None when it may still run or cannot be told."""
+    """The claim record at ``root`` of a create whose process is gone
+    (:func:`.owner.gone`: this host, its process not running); None when it may still
+    run (this process's: a create in another thread) or cannot be told."""
     record = _creator_record(os.path.join(root, STATE_FOLDER))
-    if record is None or record.get("host") != socket.gethostname():
-        return None
-    pid = record.get("pid")
-    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
-        return None  # (this process: a create in another thread)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return record
-    except OSError:  # running, another user's
-        return None
-    return None
+    return record if record is not None and owner.gone(record) else None
 
 
 def _clear_interrupted_create(location: str) -> bool:
