@@ -128,6 +128,30 @@ def test_a_delete_predicate_spark_cannot_evaluate_is_named_and_deletes_nothing(
     assert table.version == before and sorted(os.listdir(table.uri)) == files
 
 
+def test_an_append_failing_in_its_tasks_leaves_no_file_behind(spark: Any, tmp_path: Path) -> None:
+    """A task failing after its files rolled (a UDF raising on a late row) left the files
+    other tasks and its earlier ones finished, until VACUUM past the retention (an
+    audit). The append deletes what its own file names hold; the table is as it was."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    t = Table.create(str(tmp_path / "p"), spark.range(10).selectExpr("id", "id % 3 AS k"),
+                     partition_by=["k"])  # fmt: skip
+    before = {str(p) for p in tmp_path.rglob("*.parquet")}
+
+    @F.udf(T.LongType())
+    def late(x):  # type: ignore[no-untyped-def]  # (hints: pyspark reads an Arrow UDF)
+        if x == 2_900:
+            raise ValueError("injected failure on a late row")
+        return x
+
+    rows = spark.range(0, 3_000, 1, numPartitions=2).select(late("id").alias("id"))
+    with pytest.raises(Exception, match="injected failure"):
+        t.append(rows.selectExpr("id", "id % 3 AS k"), target_file_size=4_096)
+    assert {str(p) for p in tmp_path.rglob("*.parquet")} == before
+    assert t.version == 0 and t.to_df().count() == 10
+
+
 def test_create_in_a_folder_holding_data_is_refused(spark: Any, tmp_path: Path) -> None:
     folder = tmp_path / "old"
     spark.range(5).write.parquet(str(folder))

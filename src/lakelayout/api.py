@@ -17,6 +17,7 @@ import functools
 import logging
 import os
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -39,7 +40,7 @@ from lakelayout.expr.nodes import BoolConst, Predicate
 from lakelayout.expr.parse import parse_predicate
 from lakelayout.skipping.planner import MetadataSource, ScanPlan, on_current_columns, plan
 from lakelayout.skipping.scan_report import Measured, ScanReport
-from lakelayout.stats.bounds import stats_key
+from lakelayout.stats.bounds import LAKELAYOUT_FILE_PREFIX, stats_key
 from lakelayout.stats.model import FileStats
 from lakelayout.table import delta
 from lakelayout.table.datafile import column_mapping_mode, raw_path
@@ -411,16 +412,24 @@ class Table:
         size = _check_target_size(target_file_size or self._target_file_size(snap))
         # skipping indexes: collected by the writer, stored after the commit (lakelayout.indexing)
         indexes = self.indexes.for_write(snap.schema)
-        files = _write(
-            df,
-            self.uri,
-            schema=snap.schema,
-            target_file_size=size,
-            collectors=indexes,
-            fmt=snap.append_format,
-            row_group_bytes=row_group_size(snap.configuration),
-            codec=parquet_codec(snap.configuration),
-        )
+        # this write's own file names: a write failing in its tasks leaves the files its
+        # other tasks finished, found by the name (they waited for VACUUM: an audit)
+        prefix = f"part-{uuid.uuid4().hex[:12]}"
+        try:
+            files = _write(
+                df,
+                self.uri,
+                schema=snap.schema,
+                target_file_size=size,
+                collectors=indexes,
+                fmt=snap.append_format,
+                row_group_bytes=row_group_size(snap.configuration),
+                codec=parquet_codec(snap.configuration),
+                prefix=prefix,
+            )
+        except BaseException:
+            _remove_named(self.uri, f"{LAKELAYOUT_FILE_PREFIX}{prefix}-")
+            raise
         version, retries = self._commit_append(files, snap, spark) if files else (snap.version, 0)
         delta.release(snap)
         self.indexes.record_written(files, indexes, snap.table_format)
@@ -969,6 +978,19 @@ def _remove_written(root: str, paths: Sequence[str]) -> None:
     for path in paths:
         with contextlib.suppress(OSError):
             os.remove(os.path.join(root, raw_path(path)))  # log paths are URI-encoded
+
+
+def _remove_named(root: str, start: str) -> None:
+    """Delete the data files under ``root`` whose names begin with ``start`` (one write's
+    own prefix), in partition folders too; local tables (VACUUM collects the rest)."""
+    if not is_local(root):
+        return
+    for folder, subfolders, names in os.walk(local_path(root)):
+        subfolders[:] = [d for d in subfolders if not d.startswith("_")]  # log, sidecars
+        for name in names:
+            if name.startswith(start):
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(folder, name))
 
 
 def _check_table_schema(schema: pa.Schema) -> None:
