@@ -278,10 +278,8 @@ def ensure_new_location(uri: str | os.PathLike[str]) -> None:
             f"cannot create a table at '{location}': the path holds a '%' escape "
             f"({escape}), which delta-rs decodes; rename the folder"
         )
-    if is_local(location) and _creator_record(os.path.join(local_path(location), STATE_FOLDER)):
-        # a create killed between its commits (the empty table, then its rows) left a
-        # table no one was told of: it goes as one killed before them (an audit)
-        _clear_interrupted_create(location)
+    if is_local(location):
+        _refuse_interrupted_table(location)
     ensure_absent(location)
     entries = existing_entries(location)
     if _creating(entries):  # another create's claim, and what it wrote so far
@@ -354,6 +352,24 @@ def release_creator(uri: str | os.PathLike[str]) -> None:
             os.remove(os.path.join(local_path(location), STATE_FOLDER, CREATOR))
 
 
+def _refuse_interrupted_table(location: str) -> None:
+    """TableExists saying so when a create killed between its commits (the empty table,
+    then its rows) left the table at ``location`` empty (an audit found only "a table
+    exists"). It is not cleared as one killed before its first commit is: another
+    process may already be writing to it (a review: an append committed into the table
+    being cleared, and its rows were gone)."""
+    root = local_path(location)
+    record = _interrupted_creator(root)
+    if record is None or not _holds_commit(root) or _past_its_create(root):
+        return
+    raise TableExists(
+        f"a Delta table already exists at '{location}': a Table.create (process "
+        f"{record.get('pid')} on {record.get('host')}, gone) was interrupted after it "
+        "created the table and before its rows were committed, so the table is empty; "
+        "append to it, or remove the folder to create it again"
+    )
+
+
 def _interrupted_creator(root: str) -> dict[str, Any] | None:
     """The claim record at ``root`` of a create whose process is gone
     (:func:`.owner.gone`: this host, its process not running); None when it may still
@@ -373,13 +389,12 @@ def _clear_interrupted_create(location: str) -> bool:
     renamed away (atomic), and the record it then holds must be the one judged dead (its
     token); a new claim is taken before anything is deleted (another create is then
     refused: TableExists), the folder is listed again, and only a create's kinds of
-    entries go, none while the log holds more than a create's first commits (version 0,
-    the empty table, and the protocol features it declares next: no row)."""
+    entries go, none while the log holds a commit."""
     if not is_local(location):
         return False
     root = local_path(location)
     record = _interrupted_creator(root)
-    if record is None or _past_its_create(root):
+    if record is None or _holds_commit(root):
         return False
     state = os.path.join(root, STATE_FOLDER)
     trash = os.path.join(root, f"{STATE_FOLDER}.interrupted-{uuid.uuid4().hex}")
@@ -387,7 +402,7 @@ def _clear_interrupted_create(location: str) -> bool:
         os.rename(state, trash)
     except OSError:
         return False  # another create cleared it first
-    if _creator_record(trash) != record or _past_its_create(root):
+    if _creator_record(trash) != record or _holds_commit(root):
         with contextlib.suppress(OSError):  # not the dead one's: put it back as it was
             os.rename(trash, state)
         return False
@@ -418,6 +433,15 @@ def _clear_interrupted_create(location: str) -> bool:
         record.get("pid"), location, len(left),
     )  # fmt: skip
     return True
+
+
+def _holds_commit(root: str) -> bool:
+    """Whether the log folder at ``root`` holds a commit (a table is there)."""
+    try:
+        names = os.listdir(os.path.join(root, "_delta_log"))
+    except OSError:
+        return False
+    return any(n.endswith(".json") and n[:20].isdigit() for n in names)
 
 
 def _past_its_create(root: str) -> bool:
