@@ -253,6 +253,41 @@ def test_an_interrupted_drop_never_leaves_metadata_to_an_index_declared_again(
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("step", ["record_written", "_write_rows"])
+def test_metadata_computed_for_an_index_declared_again_otherwise_meanwhile_is_not_stored(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    """Another process drops prefix(s) (length 2) and declares it again with length 4
+    between an append's commit and its metadata upkeep, or while a refresh computes: the
+    2-character prefixes were stored as the new index's, and a scan for 'abcd%' kept
+    no file (a review). An index is stored only as still declared, parameters and all."""
+    from lakelayout.skipping.catalog import IndexCatalog
+
+    t = Table.create(str(tmp_path / "t"), _words(0, 50, "abzz"), spark=spark)
+    t.indexes.add(Prefix("s", length=2))
+    t.indexes.refresh()
+    original = getattr(IndexCatalog, step)
+
+    def meanwhile(self: IndexCatalog, *args: Any, **kwargs: Any) -> Any:
+        other = Table(t.uri, spark=spark)
+        other.indexes.drop("prefix(s)")
+        other.indexes.add(Prefix("s", length=4))
+        return original(self, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(IndexCatalog, step, meanwhile)
+        if step == "record_written":
+            t.append(_words(50, 100, "abcd"))
+        else:
+            t.append(_words(50, 100, "abcd"))
+            t.indexes.drop("prefix(s)")
+            t.indexes.add(Prefix("s", length=2))
+            t.indexes.refresh()
+    assert [i.to_dict()["params"] for i in t.indexes.list()] == [{"length": 4}]
+    assert t.scan("s LIKE 'abcd%'").count() == 50
+
+
+@pytest.mark.spark
 def test_a_failure_storing_a_committed_writes_metadata_does_not_fail_the_write(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -342,8 +342,22 @@ class IndexCatalog:
             with self.store.locked():
                 # the live files when the rows are stored: files appended while the
                 # refresh computed are live too (their writers stored their rows)
-                live = delta.snapshot(self.uri).files.paths
-                self.store.upsert(rows, live_paths=[str(p) for p in live])
+                snap = delta.snapshot(self.uri)
+                # an index dropped and declared again otherwise meanwhile (another
+                # process): what was computed for the old one is not stored as the new
+                # one's (a review: Prefix length 2 values served length 4)
+                kept = {i.name for i in self._declared_as(indexes, snap.schema)}
+                stale = [i.name for i in indexes if i.name not in kept]
+                rows = rows.drop_columns([n for n in stale if n in rows.column_names])
+                self.store.upsert(rows, live_paths=[str(p) for p in snap.files.paths])
+
+    def _declared_as(
+        self, indexes: Sequence[Index], schema: pa.Schema, fmt: TableFormat | None = None
+    ) -> builtins.list[Index]:
+        """Those of ``indexes`` declared as they are now (kind, expression and parameters:
+        a name does not say them all) and usable on ``fmt``'s columns."""
+        now = {i.name: i.to_dict() for i in self.usable(schema, fmt)[0]}
+        return [i for i in indexes if now.get(i.name) == i.to_dict()]
 
     # ------------------------------------------------------------ writes
 
@@ -384,8 +398,8 @@ class IndexCatalog:
                 # ``fmt``: how the writer read the columns (its snapshot's binding); an
                 # index declared on other columns since (a rename and a refresh between
                 # the commit and now) is left out: its entries would describe another column
-                same = {i.name for i in self.usable(snap.schema, fmt or snap.table_format)[0]}
-                indexes = [i for i in indexes if i.name in same]
+                # (and one dropped and declared again otherwise since the write: a review)
+                indexes = self._declared_as(indexes, snap.schema, fmt or snap.table_format)
                 if not indexes:
                     return 0
                 self.store.upsert(
