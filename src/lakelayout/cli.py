@@ -617,7 +617,7 @@ def decisions(
         )
         console.print(
             f"    estimated cost {_num(r['estimated_cost_seconds'])} s, saving "
-            f"{_num(r['estimated_saving_seconds'])} s over {_num(r['expected_queries'])} queries "
+            f"{_num(r['estimated_saving_seconds'])} s over {_count(r['expected_queries'])} queries "
             f"({_bytes_or_dash(r['estimated_saved_bytes_per_query'])} less each); actual "
             f"rewrite {_num(r['actual_seconds'])} s; advisor {_num(r['advisor_seconds'])} s",
             highlight=False,
@@ -627,6 +627,11 @@ def decisions(
 
 def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
+
+
+def _count(value: float | None) -> str:
+    """A count as the reasons write it (4,872, not 4.87e+03: an audit)."""
+    return "-" if value is None else f"{value:,.0f}"
 
 
 def _bytes_or_dash(value: float | None) -> str:

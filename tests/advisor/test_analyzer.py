@@ -262,3 +262,16 @@ def test_partition_columns_and_expressions_only_over_them_are_not_features() -> 
     for f in dropped:
         assert f.status == DROPPED and f.reasons[-1] == reason, (f.key, f.reasons)
     assert sum(line.endswith(reason) for line in result.lines()) == len(dropped)
+
+
+def test_chosen_features_are_listed_in_the_order_of_their_ranks() -> None:
+    """Two curve features in as many queries: b has more comparison points and ranks
+    first, a comes first in the log; the lines listed a (#2) before b (#1) (an audit)."""
+    queries = []
+    for a, b in zip(_ranges("a", 10, 0, 1, 0.1), _ranges("b", 10, 0, 1, 0.1), strict=True):
+        queries += [a, b]
+    result = analyze(_parse(queries), SAMPLE)
+    assert result.feature("b", CURVE).points > result.feature("a", CURVE).points  # type: ignore[operator]
+    chosen = [line for line in result.lines() if line.startswith("chosen")]
+    assert [line.split(":")[0].split()[-1] for line in chosen] == ["b", "a"]
+    assert "(#1 by frequency)" in chosen[0] and "(#2 by frequency)" in chosen[1]

@@ -67,6 +67,11 @@ def test_advise_explains_then_applies(logged: tuple[str, Path]) -> None:
     # measured first: the 3 queries since, and the 12 the decision was priced on
     (measured,) = [line for line in listed.output.splitlines() if "measured (" in line]
     assert "3 following queries" in measured and "the 12 queries it was priced on" in measured
+    # counts as the reasons write them (4.87e+03 was printed for 4,872: an audit)
+    (expected,) = {
+        d["expected_queries"] for d in Table(uri).advisor.decisions() if d["expected_queries"]
+    }
+    assert f"over {expected:,.0f} queries" in listed.output
 
 
 def test_advisor_commands_fail_in_one_line(tmp_path: Path, logged: tuple[str, Path]) -> None:

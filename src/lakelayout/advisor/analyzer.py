@@ -118,6 +118,8 @@ class FeatureChoice:
     node: Expr | None = field(default=None, repr=False, compare=False)
     #: the feature calls a Python UDF (a layout cannot compute it)
     calls_udf: bool = False
+    #: a chosen feature's place in Algorithm 3's walk (1 first); None for the others
+    rank: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -171,7 +173,11 @@ class Analysis:
         out = [f"{self.queries} queries analyzed", *self.notes]
         if self.unparsed:
             out.insert(1, unparsed_words(self.unparsed))
-        for f in sorted(self.features, key=lambda f: (order[f.status], f.kind, -f.queries)):
+
+        def place(f: FeatureChoice) -> tuple[int, str, int, int]:  # chosen: by their rank
+            return (order[f.status], f.kind, f.rank or 0, -f.queries)
+
+        for f in sorted(self.features, key=place):
             out.append(f"{f.status:<10} {f.kind:<5} {f.key}: " + "; ".join(f.reasons))
         return out
 
@@ -362,6 +368,7 @@ def _choose(
     for rank, key in enumerate(walk.primary, 1):
         f = by_key[key]
         f.status = CHOSEN
+        f.rank = rank
         f.reasons.append(f"chosen for the {what} (#{rank} by frequency)")
     for key, via in walk.correlated.items():
         f = by_key[key]
