@@ -988,11 +988,13 @@ def float_against_integer(draw: st.DrawFn) -> str:
     near = [2**24 + 1, 2**24 + 1, 2**24 + 3, 2**24, 2**24 - 1, -(2**24) - 1]
     values = draw(st.lists(st.sampled_from(near), min_size=1, max_size=3))
     texts = [f"{v}{draw(st.sampled_from(['', 'L']))}" for v in values]
+    # the column alone, or in arithmetic or COALESCE with an integer (typed alike)
+    term = draw(st.sampled_from(["f32", "f32", "f32 + 0", "1 * f32", "coalesce(f32, 0)"]))
     if len(texts) > 1:
-        return f"f32 IN ({', '.join(texts)})"
+        return f"{term} IN ({', '.join(texts)})"
     if draw(st.booleans()):
-        return f"{texts[0]} {draw(EXTREME_OPS)} f32"
-    return f"f32 {draw(EXTREME_OPS)} {texts[0]}"
+        return f"{texts[0]} {draw(EXTREME_OPS)} {term}"
+    return f"{term} {draw(EXTREME_OPS)} {texts[0]}"
 
 
 def extreme_leaf() -> st.SearchStrategy[str]:

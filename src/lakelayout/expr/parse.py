@@ -773,11 +773,12 @@ def _string_against(left: Expr, right: Expr, others: Collection[str]) -> bool:
     return "string" in kinds and bool(kinds & set(others))
 
 
-def _float_against_integer(left: Expr, right: Expr) -> bool:
-    """One side a FLOAT, the other an integer (of any width)."""
-    types = [_dtype(left), _dtype(right)]
+def _float_with_integer(*terms: Expr) -> bool:
+    """A FLOAT among ``terms`` and an integer (of any width): Spark's legacy rules make
+    them FLOAT, its ANSI ones DOUBLE (comparisons, arithmetic, COALESCE)."""
+    types = [_dtype(t) for t in terms]
     kinds = {family(t) for t in types}
-    return kinds == {"int", "float"} and any(
+    return {"int", "float"} <= kinds and any(
         t is not None and pa.types.is_float32(t) for t in types
     )
 
@@ -939,7 +940,7 @@ class Binder:
             raise Unsupported("a date compared with a string, as strings in this session")
         if not self.rules.ansi and _string_against(left, right, _NON_ANSI_STRING_PEERS):
             raise Unsupported("a string compared with another type without ANSI")
-        if not self.rules.ansi and _float_against_integer(left, right):
+        if not self.rules.ansi and _float_with_integer(left, right):
             # Spark's legacy rules compare them as FLOAT, the ANSI ones as DOUBLE: x FLOAT
             # holding 16777216 equals 16777217 as FLOAT only, and the file was skipped
             # (an audit)
@@ -1264,6 +1265,9 @@ class Binder:
         op = _ARITHMETIC[type(node)]
         left, right = self.term(node.this), self.term(node.expression)
         lt, rt = _dtype(left), _dtype(right)
+        if not self.rules.ansi and _float_with_integer(left, right):
+            # x + 0 on x FLOAT 16777216 is 16777217 as DOUBLE, 16777216 as FLOAT (a review)
+            raise Unsupported("FLOAT arithmetic with an integer without ANSI")
         if family(lt) == "date" and family(rt) == "int" and op in ("+", "-"):
             dtype: pa.DataType = pa.date32()
         elif family(lt) == "int" and family(rt) == "date" and op == "+":
@@ -1334,6 +1338,8 @@ class Binder:
     def _coalesce(self, node: exp.Expression) -> Term:
         args = tuple(self.term(a) for a in (node.this, *node.expressions))
         typed = [_dtype(a) for a in args if not _is_null(a)]
+        if not self.rules.ansi and _float_with_integer(*(a for a in args if not _is_null(a))):
+            raise Unsupported("coalesce() of a FLOAT and an integer without ANSI")
         dtype = common_type([t for t in typed if t is not None]) if typed else None
         if dtype is None:
             raise Unsupported("coalesce() over incompatible types")
