@@ -235,6 +235,9 @@ def test_bench_refuses_fit_before_draw_without_the_join_before_anything_runs(
         (["--shape", "nosuch"], "unknown workload shape 'nosuch'"),
         (["--queries", "-1"], "the number of queries must be >= 0, got -1"),
         (["--queries", "0"], "the workload has no queries"),
+        (["--rows-per-file", "0"], "rows_per_file must be an integer >= 1, got 0"),
+        (["--rows", "-1"], "rows must be an integer >= 1, got -1"),
+        (["--batches", "0"], "batches must be an integer >= 1, got 0"),
     ],
 )
 def test_bench_refuses_bad_replay_options_before_staging_the_dataset(
@@ -255,6 +258,22 @@ def test_bench_refuses_bad_replay_options_before_staging_the_dataset(
     assert said in result.output and "Traceback" not in result.output
     assert "staged" not in result.output
     assert not (tmp_path / "data").exists() and not (tmp_path / "run").exists()
+
+
+def test_bench_refuses_a_report_folder_it_cannot_write_before_staging(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from lakelayout.cli import app
+
+    (tmp_path / "a-file").write_text("x")
+    result = CliRunner().invoke(
+        app,
+        ["bench", "taxi", "--rows", "4000", "--out", str(tmp_path / "a-file" / "run"),
+         "--work-dir", str(tmp_path / "data")],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert f"cannot write the report to {tmp_path / 'a-file' / 'run'}" in result.output
+    assert not (tmp_path / "data").exists()
 
 
 def test_bench_online_seed_reseeds_the_reorganizer_alone(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -65,6 +66,11 @@ def run_bench(
             f"known: {', '.join(DATASETS)}"
         )
     chosen = make_policies(policies, online)  # validate names before any work
+    for name, count in (("rows", rows), ("batches", batches)):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise InvalidOption(f"{name} must be an integer >= 1, got {count!r}")
+    if not (isinstance(scale, int | float) and math.isfinite(scale) and scale > 0):
+        raise InvalidOption(f"scale must be a number > 0, got {scale!r}")
     config = ReplayConfig(
         mode=mode,
         rows_per_file=rows_per_file,
@@ -84,6 +90,7 @@ def run_bench(
     )  # fmt: skip
     if not wl:
         raise InvalidOption("the workload has no queries (queries=0)")
+    _check_writable(out_dir)  # the report goes there once the replay ran
     spark = spark_session()
     started = time.perf_counter()
     ds = _dataset(dataset_name, spark, work_dir, scale=scale, rows=rows, batches=batches, seed=seed)
@@ -98,6 +105,20 @@ def run_bench(
         results["config"]["online"] = dataclasses.asdict(online)
     _, html_path = write_report(results, out_dir)
     return results, html_path
+
+
+def _check_writable(out_dir: Path) -> None:
+    """InvalidOption when the report cannot be written to ``out_dir`` (made here)."""
+    import tempfile
+
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out_dir):
+            pass
+    except OSError as exc:
+        raise InvalidOption(
+            f"cannot write the report to {out_dir}: {exc.strerror or exc}"
+        ) from None
 
 
 def _dataset(

@@ -64,7 +64,7 @@ class ReplayConfig:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise InvalidOption(f"unknown replay mode {self.mode!r}; use one of {MODES}")
-        for name in ("time_every", "count_every"):
+        for name in ("time_every", "count_every", "rows_per_file", "sample_rows"):
             every = getattr(self, name)
             if isinstance(every, bool) or not isinstance(every, int) or every < 1:
                 raise InvalidOption(f"{name} must be an integer >= 1, got {every!r}")
