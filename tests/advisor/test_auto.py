@@ -189,15 +189,16 @@ def test_statistics_of_a_rewrite_killed_before_its_end_are_settled_by_the_next(
 ) -> None:
     """The advisor declares its new statistics before its rewrite and dropped them on an
     exception only: a process killed in between left them declared for good (an audit).
-    The rewrite notes them (process, host, the table's version) while it runs; the next
+    Each rewrite notes them (process, host, the table's version) while it runs; the next
     rewrite drops them when nothing was committed since, and builds them when something
-    was (the killed rewrite may have committed)."""
+    was (the killed rewrite may have committed). One note per rewrite: a second rewrite
+    at once deleted the first one's note (a review)."""
     import json
     import os
     import subprocess
     import sys
 
-    from lakelayout.advisor.advisor import STATISTICS_MARKER
+    from lakelayout.advisor.advisor import STATISTICS_MARKERS
 
     t = _tuned(
         Table.create(str(tmp_path / "t"), _batch(spark, 0, 4000, 4), target_file_size=20_000)
@@ -206,33 +207,36 @@ def test_statistics_of_a_rewrite_killed_before_its_end_are_settled_by_the_next(
     for i in range(12):
         lo = rng.uniform(0, 950)
         t.scan(f"ts BETWEEN {lo:.1f} AND {lo + 30:.1f}" + (" AND tag LIKE '%1%'" if i % 2 else ""))
-    marker = Path(t.uri) / STATISTICS_MARKER
-    seen: dict[str, Any] = {}
+    folder = Path(t.uri) / STATISTICS_MARKERS
+    seen: list[dict[str, Any]] = []
 
     def look(_: int) -> None:  # what a process killed here leaves
-        seen.update(json.loads(marker.read_text()))
+        seen.extend(json.loads(p.read_text()) for p in folder.glob("*.json"))
         raise RuntimeError("stopped before the commit")
 
     t.advisor.hooks = OptimizeHooks(before_commit=look)
     failed = t.optimize.auto()
     new = list(failed.recommendation.new_indexes)
     names = [i.name for i in new]
-    assert not failed.applied and names and seen["names"] == names
-    assert seen["pid"] == os.getpid() and seen["version"] == t.version
-    assert not marker.exists() and t.indexes.list() == []  # an exception: settled there
+    (note,) = seen
+    assert not failed.applied and names and note["names"] == names
+    assert note["pid"] == os.getpid() and note["version"] == t.version
+    assert list(folder.glob("*.json")) == [] and t.indexes.list() == []  # settled there
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     t.indexes.add(*new)
-    marker.write_text(json.dumps({**seen, "pid": os.getpid()}))
-    assert t.advisor.settle_interrupted() == [] and marker.exists()  # it runs: left alone
-    marker.write_text(json.dumps({**seen, "pid": dead.pid}))
+    (folder / "running.json").write_text(json.dumps(note))  # this process: it may run
+    (folder / "killed.json").write_text(json.dumps({**note, "pid": dead.pid}))
     assert t.advisor.settle_interrupted() == names  # nothing committed since: dropped
-    assert t.indexes.list() == [] and not marker.exists()
+    assert t.indexes.list() == []
+    assert [p.name for p in folder.glob("*.json")] == ["running.json"]
+    (folder / "running.json").unlink()
 
     t.indexes.add(*new)  # killed after its commit (the version moved): built
-    marker.write_text(json.dumps({**seen, "pid": dead.pid, "version": t.version - 1}))
-    assert t.advisor.settle_interrupted() == [] and not marker.exists()
+    (folder / "killed.json").write_text(json.dumps({**note, "pid": dead.pid,
+                                                    "version": t.version - 1}))  # fmt: skip
+    assert t.advisor.settle_interrupted() == [] and list(folder.glob("*.json")) == []
     files = len(t.snapshot().files)
     assert {d.name: d.files_covered for d in t.indexes.describe()} == dict.fromkeys(names, files)
 

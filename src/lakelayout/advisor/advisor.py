@@ -724,11 +724,13 @@ class Advisor:
         declared, and the next rewrite of this table drops them (:meth:`settle_interrupted`)."""
         if not added or not is_local(self.table.uri):
             return None
-        target = Path(local_path(self.table.uri)) / STATISTICS_MARKER
+        # one note per rewrite: two at once (threads, processes) each keep their own
+        token = uuid.uuid4().hex
+        target = Path(local_path(self.table.uri)) / STATISTICS_MARKERS / f"{token}.json"
         record = {**owner.this_process(), "names": list(added), "version": version}
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            scratch = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+            scratch = target.with_name(f".{token}.tmp")
             scratch.write_text(json.dumps(record), encoding="utf-8")
             os.replace(scratch, target)
         except OSError as exc:  # statistics only help skipping: never a reason not to rewrite
@@ -737,36 +739,47 @@ class Advisor:
         return target
 
     def settle_interrupted(self) -> list[str]:
-        """The statistics an advisor rewrite killed before its end declared (its process
+        """The statistics advisor rewrites killed before their end declared (their process
         is gone): dropped when nothing was committed since (the table is as it was), built
-        otherwise (its rewrite may have committed: its files carry them); the names dropped.
-        A killed rewrite left them declared for good (an audit)."""
+        otherwise (the rewrite may have committed: its files carry them); the names
+        dropped. A killed rewrite left them declared for good (an audit). Local tables
+        only (the notes live beside the table)."""
         if not is_local(self.table.uri):
             return []
-        target = Path(local_path(self.table.uri)) / STATISTICS_MARKER
+        folder = Path(local_path(self.table.uri)) / STATISTICS_MARKERS
         try:
-            record = json.loads(target.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            notes = sorted(folder.glob("*.json"))
+        except OSError:
             return []
-        if not isinstance(record, dict) or not owner.gone(record):
-            return []  # its rewrite may still run (or another host's: not told)
-        pid = record.get("pid")
+        dropped: list[str] = []
+        for note in notes:
+            try:
+                record = json.loads(note.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if not isinstance(record, dict) or not owner.gone(record):
+                continue  # its rewrite may still run (or another host's: not told)
+            dropped += self._settle(record)
+            _unmark(note)
+        return dropped
+
+    def _settle(self, record: Mapping[str, Any]) -> list[str]:
+        """One interrupted rewrite's statistics: dropped or built; the names dropped."""
         names = [n for n in record.get("names") or [] if isinstance(n, str)]
         declared = {d.name for d in self.table.indexes.describe()}
         names = [n for n in names if n in declared]
-        dropped: list[str] = []
-        if self.table.version == record.get("version"):
+        if not names:
+            return []
+        drop = self.table.version == record.get("version")
+        if drop:
             self._drop_statistics(names)
-            dropped = names
         else:
             self._build_statistics(names)
-        _unmark(target)
-        if names:
-            logger.warning(
-                "advisor on %s: statistics %s of a rewrite interrupted in process %s %s",
-                self.table.uri, ", ".join(names), pid, "dropped" if dropped else "built",
-            )  # fmt: skip
-        return dropped
+        logger.warning(
+            "advisor on %s: statistics %s of a rewrite interrupted in process %s %s",
+            self.table.uri, ", ".join(names), record.get("pid"), "dropped" if drop else "built",
+        )  # fmt: skip
+        return names if drop else []
 
     def _declare_statistics(self, rec: Recommendation) -> list[str]:
         """Declare the recommendation's statistics the table lacks; their names.
@@ -1202,8 +1215,8 @@ _OPTION_CHECKS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-#: under a table: the statistics an advisor rewrite declared, while it runs
-STATISTICS_MARKER = os.path.join("_lakelayout", "advisor-statistics.json")
+#: under a table: a note per advisor rewrite running, of the statistics it declared
+STATISTICS_MARKERS = os.path.join("_lakelayout", "advisor-statistics")
 
 
 def _unmark(marker: Path | None) -> None:
