@@ -124,6 +124,8 @@ def test_calibrate_refuses_where_it_cannot_save_before_measuring(tmp_path: Path)
         # access() allows root to write in /proc: the save failed after the calibration,
         # a raw traceback (an audit); as another user /proc is not writable
         (Path("/proc/nope/model.json"), "/proc "),
+        # a name the system refuses: found by the save after the calibration (a review)
+        (tmp_path / ("m" * 256 + ".json"), "is longer than 255 bytes"),
     ]:
         result = runner.invoke(app, ["calibrate", "--quick", "--out", str(out)])
         assert result.exit_code == 2, result.output

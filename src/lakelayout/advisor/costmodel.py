@@ -52,6 +52,7 @@ import math
 import numbers
 import os
 import tempfile
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -267,7 +268,7 @@ class CostModel:
     def save(self, path: str | os.PathLike[str] | None = None) -> Path:
         """Write the model as JSON (atomically); the path written."""
         target = check_save_path(path)
-        temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        temp = target.with_name(f".costmodel-{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             temp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True), encoding="utf-8")
@@ -333,9 +334,19 @@ DEFAULTS = CostModel(
 
 def check_save_path(path: str | os.PathLike[str] | None) -> Path:
     """Where :meth:`CostModel.save` writes (``path`` or :func:`default_path`), checked
-    first: InvalidOption when it is a folder, or when its nearest existing parent is not
-    a writable folder (a calibration takes minutes: it is checked before, not after)."""
+    first: InvalidOption when it is a folder, a name in it is longer than the system
+    takes, or its nearest existing parent is not a folder this process can write in (a
+    calibration takes minutes: it is checked before, not after)."""
     target = Path(path) if path is not None else default_path()
+    longest = 255  # (Linux's NAME_MAX: every name of the path is checked before it is used)
+    too_long = next(
+        (p.name for p in (target, *target.parents) if len(os.fsencode(p.name)) > longest), None
+    )
+    if too_long is not None:  # found after the calibration (a review)
+        raise InvalidOption(
+            f"cannot save the cost model to {target}: the name {too_long[:40]!r}... is longer "
+            f"than {longest} bytes"
+        )
     if target.is_dir():
         raise InvalidOption(f"cannot save the cost model to {target}: it is a folder")
     parent = target.parent
