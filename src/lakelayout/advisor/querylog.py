@@ -386,7 +386,7 @@ def append_once(
     from lakelayout.table.delta import COMMIT_INFO_KEY, committed_since
 
     token = uuid.uuid4().hex
-    before = _version(path)
+    started = int(time.time() * 1000)  # (not the log's version: a second read per append)
     try:
         with delta_rs_panics(path):
             write_deltalake(
@@ -396,18 +396,10 @@ def append_once(
                 ),
             )  # fmt: skip
     except Exception as exc:
-        if committed_since(path, before, token):
+        if committed_since(path, started, token):
             logger.info("%s at %s: committed, then: %s", name, path, exc)
             return
         raise
-
-
-def _version(path: str) -> int:
-    """The log's latest version (-1 before its first commit)."""
-    try:
-        return int(DeltaTable(path).version())
-    except Exception:  # no log yet (or unreadable: then every version is looked at)
-        return -1
 
 
 @contextlib.contextmanager

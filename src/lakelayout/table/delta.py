@@ -1082,14 +1082,26 @@ def _commit_delta_rs(
     )
 
 
-def committed_since(location: str, version: int, token: str) -> bool:
-    """Whether a commit after ``version`` at ``location`` carries ``token`` in its
-    commitInfo (``custom_metadata={COMMIT_INFO_KEY: {"commit": token}}``)."""
+def committed_since(location: str, started_ms: int, token: str) -> bool:
+    """Whether a commit at ``location`` carries ``token`` in its commitInfo
+    (``custom_metadata={COMMIT_INFO_KEY: {"commit": token}}``), looking back from the
+    newest commit to the first made a minute before ``started_ms`` (clocks differ)."""
     try:
         latest = int(DeltaTable(location).version())
     except Exception:  # no table: nothing committed
         return False
-    return any(_committed(location, v, token) for v in range(latest, version, -1))
+    for version in range(latest, -1, -1):
+        try:
+            actions = commit_actions(location, version)
+        except (OSError, ValueError):
+            return False
+        infos = [a["commitInfo"] for a in actions if isinstance(a.get("commitInfo"), dict)]
+        if any((i.get(COMMIT_INFO_KEY) or {}).get("commit") == token for i in infos):
+            return True
+        stamps = [i.get("timestamp") for i in infos if isinstance(i.get("timestamp"), int)]
+        if stamps and min(stamps) < started_ms - 60_000:
+            return False
+    return False
 
 
 def _committed(location: str, version: int, token: str) -> bool:
