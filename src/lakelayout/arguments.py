@@ -179,3 +179,15 @@ __all__ = [
     "require_str",
     "require_str_mapping",
 ]
+
+
+def cannot_write_in(folder: str | os.PathLike[str]) -> str:
+    """Why this process cannot create a file in ``folder`` ('' when it can), found by
+    creating one: ``os.access`` says yes to root everywhere, and on /proc (an audit)."""
+    import tempfile
+
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return ""
+    except OSError as exc:
+        return exc.strerror or str(exc)

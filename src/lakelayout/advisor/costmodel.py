@@ -51,7 +51,6 @@ import json
 import math
 import numbers
 import os
-import tempfile
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -60,6 +59,7 @@ from typing import Any
 
 import numpy as np
 
+from lakelayout.arguments import cannot_write_in
 from lakelayout.errors import InvalidOption
 
 FILE_NAME = "costmodel.json"
@@ -358,13 +358,11 @@ def check_save_path(path: str | os.PathLike[str] | None) -> Path:
         )
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InvalidOption(f"cannot save the cost model to {target}: {parent} is not writable")
-    try:  # access() says yes to root everywhere, and on /proc (an audit): a file says
-        with tempfile.TemporaryFile(dir=parent):
-            pass
-    except OSError as exc:
+    why = cannot_write_in(parent)
+    if why:
         raise InvalidOption(
-            f"cannot save the cost model to {target}: cannot write in {parent} ({exc.strerror})"
-        ) from None
+            f"cannot save the cost model to {target}: cannot write in {parent} ({why})"
+        )
     return target
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from lakelayout.arguments import cannot_write_in
 from lakelayout.errors import InvalidOption, closest
 from lakelayout.evaluation import workloads
 from lakelayout.evaluation.datasets import Dataset, logs_dataset, taxi_dataset, tpch_dataset
@@ -109,16 +110,13 @@ def run_bench(
 
 def _check_writable(out_dir: Path) -> None:
     """InvalidOption when the report cannot be written to ``out_dir`` (made here)."""
-    import tempfile
-
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=out_dir):
-            pass
     except OSError as exc:
-        raise InvalidOption(
-            f"cannot write the report to {out_dir}: {exc.strerror or exc}"
-        ) from None
+        raise InvalidOption(f"cannot write the report to {out_dir}: {exc.strerror}") from None
+    why = cannot_write_in(out_dir)
+    if why:
+        raise InvalidOption(f"cannot write the report to {out_dir}: {why}")
 
 
 def _dataset(
