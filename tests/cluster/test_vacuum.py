@@ -105,6 +105,28 @@ def test_orphans_in_partition_folders_go_live_files_stay(tmp_path: Path) -> None
     assert DeltaTable(root).to_pyarrow_table().num_rows == 4
 
 
+def test_deletion_vector_files_are_left_to_deltas_vacuum(tmp_path: Path) -> None:
+    """delta-rs's full listing took the files of the deletion vectors live rows depend on
+    for unreferenced: a week after Delta's DELETE, lakelayout's VACUUM deleted them and
+    neither Delta nor lakelayout could read the table (an audit, with Delta's connector).
+    They stay, at the table root and under a random prefix; an orphan beside them goes."""
+    root = str(tmp_path / "v")
+    write_deltalake(root, pa.table({"id": [1, 2, 3]}))
+    vectors = {
+        "deletion_vector_0b6f4a5e-3c1d-4a8e-9f2b-7d1e5c3a9b40.bin",
+        "ab/deletion_vector_1c7e5b6f-4d2e-4b9f-8a3c-6e2f4d1b8a51.bin",
+    }
+    orphan = {"ll-part-00000-crashed.parquet"}
+    for path in vectors | orphan:
+        os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
+        with open(os.path.join(root, path), "wb") as fh:
+            fh.write(b"\x01" * 64)
+    _backdate(root, vectors | orphan, EIGHT_DAYS)
+    done = Table(root).vacuum()
+    assert set(done.paths) == orphan
+    assert vectors <= _files(root) and not orphan & _files(root)
+
+
 # --------------------------------------------------------------------------- Spark
 
 

@@ -302,7 +302,10 @@ def _data_files(
         return {_relative(location, p) for p in found}
 
     try:
-        listed = listing(full=True)
+        # deletion vectors stay: delta-rs's full listing takes the files of the vectors
+        # live rows depend on for unreferenced, and deleted them, rows deleted by Delta
+        # came back unreadable with the table (an audit); Delta's VACUUM cleans them
+        listed = {p for p in listing(full=True) if not _DELETION_VECTOR.search(p)}
         removed = listing(full=False)
     except DeltaError as exc:
         raise InvalidOption(f"delta-rs refused to vacuum '{location}': {exc}") from exc
@@ -317,6 +320,10 @@ def _data_files(
                 continue
         out.append(VacuumedFile(path, "removed" if path in removed else "orphan", size))
     return out
+
+
+#: the files of Delta's deletion vectors (with or without a random prefix folder)
+_DELETION_VECTOR = re.compile(r"(^|/)deletion_vector_[0-9a-fA-F-]+\.bin$")
 
 
 def _relative(location: str, path: str) -> str:
