@@ -127,6 +127,23 @@ def test_deleted_rows_are_never_returned(spark: Any, with_vectors: str) -> None:
     assert t.scan("k = 3").df.count() == 0
 
 
+def test_a_shallow_clone_with_deletion_vectors_reads_as_delta_reads_it(
+    spark: Any, with_vectors: str, tmp_path: Path
+) -> None:
+    """A shallow clone names its files by absolute paths (file:/...), delta-rs names their
+    vectors' files file:///...: every live file was "not live" and the clone refused
+    (an audit). It reads as Delta reads it, and a DELETE on it deletes what Delta's would."""
+    clone = str(tmp_path / "clone")
+    spark.sql(f"CREATE TABLE delta.`{clone}` SHALLOW CLONE delta.`{with_vectors}`")
+    want = assert_same_as_delta(spark, clone)
+    assert len(want) == 60 - 12 - 9 + 2
+    t = Table(clone, spark=spark)
+    assert t.scan("k = 4").df.count() == sum(1 for i in range(60) if i % 7 == 4 and i % 5)
+    t.delete("k = 4")
+    assert spark.read.format("delta").load(clone).where("k = 4").count() == 0
+    assert_same_as_delta(spark, clone)
+
+
 def test_describe_counts_the_rows_a_reader_sees(spark: Any, with_vectors: str) -> None:
     """describe() and `lakelayout describe` said 1,000 rows of a table Delta's DELETE had
     halved through deletion vectors (an audit): rows less the deleted ones, as Spark."""

@@ -1720,6 +1720,9 @@ def _deleted_rows(table: DeltaTable, location: str, paths: Sequence[str]) -> dic
     root = str(table.table_uri).rstrip("/") + "/"
     known = set(paths)
     by_decoded = {urllib.parse.unquote(p): p for p in paths}
+    # an absolute path (a shallow clone's: file:/x/p.parquet), as delta-rs names it
+    # (file:///x/p.parquet): the clone's live files were "not live" (an audit)
+    by_decoded.update({_file_uri(k): v for k, v in by_decoded.items() if k.startswith("file:")})
     out: dict[str, np.ndarray] = {}
     for uri, keep in zip(
         vectors.column("filepath").to_pylist(),
@@ -1727,13 +1730,25 @@ def _deleted_rows(table: DeltaTable, location: str, paths: Sequence[str]) -> dic
         strict=True,
     ):
         relative = uri[len(root) :] if uri.startswith(root) else uri
-        path = relative if relative in known else by_decoded.get(urllib.parse.unquote(relative))
+        decoded = urllib.parse.unquote(relative)
+        path = (
+            relative
+            if relative in known
+            else by_decoded.get(decoded) or by_decoded.get(_file_uri(decoded))
+        )
         if path is None:
             raise UnsupportedTable(
                 f"'{location}' has a deletion vector for '{uri}', which is not a live file"
             )
         out[path] = np.flatnonzero(~np.asarray(keep, dtype=bool)).astype(np.int64)
     return out
+
+
+def _file_uri(path: str) -> str:
+    """``file:/x``, ``file://x`` and ``file:///x`` as ``file:///x`` (other text as it is)."""
+    if not path.startswith("file:"):
+        return path
+    return "file:///" + path[len("file:") :].lstrip("/")
 
 
 def history(uri: str | os.PathLike[str], limit: int | None = None) -> list[dict[str, Any]]:
