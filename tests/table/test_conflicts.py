@@ -112,6 +112,23 @@ def test_markers_expire_and_are_vacuum_garbage(tmp_path: Path) -> None:
     assert remote.path is None and waiting_operations("s3://bucket/table") == []
 
 
+def test_a_marker_of_a_process_gone_is_not_waited_for(tmp_path: Path) -> None:
+    """A DELETE killed while it waited left its marker, and every rewrite yielded to it
+    until it expired, 300 s later (an audit): a marker whose process is gone does not
+    count; one of this process (another thread) does."""
+    import subprocess
+    import sys
+
+    marker = Waiting.announce(str(tmp_path), "DELETE")
+    assert marker.path is not None and len(waiting_operations(str(tmp_path))) == 1
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    body = json.loads(marker.path.read_text())
+    marker.path.write_text(json.dumps({**body, "pid": dead.pid}))
+    assert waiting_operations(str(tmp_path)) == []
+    marker.release()
+
+
 def test_summaries_of_commits_written_by_other_engines() -> None:
     spark_optimize = summarize(
         4,

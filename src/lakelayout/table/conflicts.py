@@ -31,7 +31,6 @@ import contextlib
 import json
 import os
 import random
-import socket
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -40,6 +39,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lakelayout.errors import CommitConflict
+from lakelayout.table import owner
 from lakelayout.table.location import resolve_location
 
 T = TypeVar("T")
@@ -254,12 +254,7 @@ class Waiting:
         """Rewrite the marker, so it does not expire while the operation retries."""
         if self.path is None:
             return
-        body = {
-            "operation": self.operation,
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "since": time.time(),
-        }
+        body = {"operation": self.operation, **owner.this_process(), "since": time.time()}
         temp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
         with contextlib.suppress(OSError):
             temp.write_text(json.dumps(body), encoding="utf-8")
@@ -285,6 +280,8 @@ def waiting_operations(location: str, *, now: float | None = None) -> list[str]:
         except (OSError, ValueError):
             continue
         if moment - written > WAITING_TTL_SECONDS or not isinstance(body, dict):
+            continue
+        if owner.gone(body):  # killed: every rewrite yielded to it for 300 s (an audit)
             continue
         found.append(
             (written, f"{body.get('operation')} (pid {body.get('pid')} on {body.get('host')})")
