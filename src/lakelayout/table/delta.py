@@ -1095,9 +1095,9 @@ def committed_since(location: str, started_ms: int, token: str) -> bool:
             actions = commit_actions(location, version)
         except (OSError, ValueError):
             return False
-        infos = [a["commitInfo"] for a in actions if isinstance(a.get("commitInfo"), dict)]
-        if any((i.get(COMMIT_INFO_KEY) or {}).get("commit") == token for i in infos):
+        if _carries(actions, token):
             return True
+        infos = [a["commitInfo"] for a in actions if isinstance(a.get("commitInfo"), dict)]
         stamps = [i.get("timestamp") for i in infos if isinstance(i.get("timestamp"), int)]
         if stamps and min(stamps) < started_ms - 60_000:
             return False
@@ -1111,6 +1111,12 @@ def _committed(location: str, version: int, token: str) -> bool:
         actions = commit_actions(location, version)
     except (OSError, ValueError):
         return False
+    return _carries(actions, token)
+
+
+def _carries(actions: Sequence[Mapping[str, Any]], token: str) -> bool:
+    """Whether a commit's ``actions`` hold a commitInfo naming ``token`` (lakelayout's
+    ``{COMMIT_INFO_KEY: {"commit": token}}``; another writer's entry of that name is not)."""
     for action in actions:
         info = action.get("commitInfo")
         ours = info.get(COMMIT_INFO_KEY) if isinstance(info, dict) else None
