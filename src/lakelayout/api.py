@@ -601,12 +601,12 @@ class Table:
     def clustering_columns(self) -> list[str] | None:
         """The liquid clustering columns/expressions, or None when not clustered."""
         from lakelayout.cluster import delta_liquid
-        from lakelayout.cluster.config import parse_clustering
+        from lakelayout.cluster.config import table_clustering
 
         snap = self.snapshot()
         if delta_liquid.is_delta_clustered(snap):
             return delta_liquid.clustering_columns(snap, self.spark)
-        return parse_clustering(snap.configuration)
+        return table_clustering(snap.configuration, snap.table_format)
 
     def cluster_by(self, columns: Sequence[str] | None) -> int:
         """ALTER TABLE CLUSTER BY (``columns``, at most 4 as Delta allows) or NONE
@@ -616,11 +616,7 @@ class Table:
         files already clustered by older columns are left as they are.
         """
         from lakelayout.cluster import delta_liquid
-        from lakelayout.cluster.config import (
-            CLUSTERING_COLUMNS,
-            clustering_property,
-            validate_clustering,
-        )
+        from lakelayout.cluster.config import clustering_properties, validate_clustering
 
         args.require_names(columns, "columns", "Table.cluster_by", optional=True)
         snap = self.snapshot()
@@ -636,10 +632,10 @@ class Table:
                 "be clustered (Delta refuses CLUSTER BY on partitioned tables)"
             )
         checked = validate_clustering(columns, snap.schema)
-        value = clustering_property(checked)
-        if snap.configuration.get(CLUSTERING_COLUMNS, "") == value:
+        props = clustering_properties(checked, snap.table_format, snap.configuration)
+        if all(snap.configuration.get(key, "") == value for key, value in props.items()):
             return snap.version
-        return self._set_properties({CLUSTERING_COLUMNS: value})
+        return self._set_properties(props)
 
     def _set_properties(self, props: dict[str, str]) -> int:
         """Set table properties (:func:`delta.set_properties`), with this table's session

@@ -6,6 +6,7 @@ import pytest
 from lakelayout.api import Table
 from lakelayout.cluster import config as cfg
 from lakelayout.errors import InvalidOption
+from lakelayout.table.datafile import TableFormat
 
 SCHEMA = pa.schema(
     [
@@ -107,3 +108,53 @@ def test_a_target_cube_size_alone_holds_as_the_table_grows() -> None:
         assert sizes.target_cube_size == 9000 and sizes.min_cube_size <= 9000
     with pytest.raises(InvalidOption, match="must be >="):
         cube_sizes({**config, "lakelayout.minCubeSize": "10000"}, table_bytes=0, target_file=1024)
+
+
+def _mapped(logical: list[str], physical: list[str]) -> TableFormat:
+    fields = [pa.field(n, pa.int64()) for n in logical]
+    return TableFormat(pa.schema(fields), pa.schema([pa.field(p, pa.int64()) for p in physical]))
+
+
+MAPPED = {"delta.columnMapping.mode": "name"}
+
+
+def test_clustering_follows_a_renamed_column_by_its_recorded_physical_name() -> None:
+    """Delta's RENAME COLUMN keeps a column's physical name; the clustering entries
+    named the old name and OPTIMIZE failed on an unknown column until cluster_by was
+    called again. Entries set under column mapping record the physical names."""
+    before = _mapped(["k", "ts", "s"], ["col-1", "col-2", "col-3"])
+    props = cfg.clustering_properties(["k", "month(ts)", "s"], before, MAPPED)
+    config = {**MAPPED, **props}
+    assert cfg.table_clustering(config, before) == ["k", "month(ts)", "s"]
+    # k renamed to 'k k', ts to when, and a new column takes the name k
+    after = _mapped(["k k", "when", "s", "k"], ["col-1", "col-2", "col-3", "col-4"])
+    assert cfg.table_clustering(config, after) == ["`k k`", "MONTH(`when`)", "s"]
+    # a record made for other entries (set by a writer that did not record) is not used
+    stale = {**config, cfg.CLUSTERING_COLUMNS: '["k"]'}
+    assert cfg.table_clustering(stale, after) == ["k"]
+    # a dropped column is left as named, for the operation to report
+    dropped = _mapped(["ts", "s"], ["col-2", "col-3"])
+    assert cfg.table_clustering(config, dropped) == ["k", "month(ts)", "s"]
+    assert cfg.dropped_clustering_columns(config, dropped) == ["k"]
+    # ... also when a new column takes its name
+    retaken = _mapped(["ts", "s", "k"], ["col-2", "col-3", "col-4"])
+    assert cfg.dropped_clustering_columns(config, retaken) == ["k"]
+    assert cfg.dropped_clustering_columns(config, after) == []
+
+
+def test_clustering_set_before_column_mapping_follows_the_name_as_physical() -> None:
+    """Enabling column mapping gives existing columns their names as physical names."""
+    config = {**MAPPED, cfg.CLUSTERING_COLUMNS: '["k", "id"]'}
+    renamed = _mapped(["id", "kk", "k"], ["id", "k", "col-9"])
+    assert cfg.table_clustering(config, renamed) == ["kk", "id"]
+    assert cfg.table_clustering({cfg.CLUSTERING_COLUMNS: '["k"]'}, renamed) == ["k"]
+
+
+def test_clustering_without_column_mapping_records_no_physical_names() -> None:
+    plain = TableFormat.plain(pa.schema([("k", pa.int64())]))
+    assert cfg.clustering_properties(["k"], plain, {}) == {cfg.CLUSTERING_COLUMNS: '["k"]'}
+    cleared = {cfg.CLUSTERING_PHYSICAL_NAMES: '{"columns": ["k"], "physical": {"k": "k"}}'}
+    assert cfg.clustering_properties(None, plain, cleared) == {
+        cfg.CLUSTERING_COLUMNS: "",
+        cfg.CLUSTERING_PHYSICAL_NAMES: "",
+    }

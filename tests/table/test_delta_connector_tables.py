@@ -858,6 +858,39 @@ def test_indexes_and_layouts_follow_renamed_columns_and_old_versions(
         assert same(swapped, where, version=laid_out) > 0
 
 
+def test_clustering_columns_follow_a_rename_by_delta(spark: Any, tmp_path: Path) -> None:
+    """Delta's RENAME COLUMN of a column lakelayout clusters on left the old name in
+    ``lakelayout.clusteringColumns``: every OPTIMIZE failed with "unknown column" until
+    cluster_by was called again. The clustering follows the column's physical name, also
+    when another column then takes the old name; a dropped column is named in the error."""
+    path = str(tmp_path / "t")
+    rows = spark.range(0, 3000).selectExpr("id", "id % 97 AS k", "CAST(id % 13 AS STRING) AS s")
+    t = Table.create(path, rows.repartition(2), spark=spark)
+    mapped = "'delta.columnMapping.mode' = 'name', 'delta.minReaderVersion' = '2', "
+    spark.sql(
+        f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({mapped}'delta.minWriterVersion' = '5')"
+    )
+    t.cluster_by(["k", "s"])  # set under column mapping: the physical names are recorded
+    spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN k TO kk")
+    spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS (k BIGINT)")
+    t = Table(path, spark=spark)
+    assert t.clustering_columns == ["kk", "s"]
+    t.append(
+        spark.range(3000, 4000).selectExpr(
+            "id", "id % 97 AS kk", "CAST(id % 13 AS STRING) AS s", "id AS k"
+        )
+    )
+    metrics = t.optimize.run()
+    assert metrics.clustering_columns == ("kk", "s") and metrics.files_added > 0
+    want = spark.read.format("delta").load(path).where("kk = 3").count()
+    assert want > 0 and t.scan("kk = 3").df.count() == want
+    assert t.detail().clustering_columns == ["kk", "s"]
+    spark.sql(f"ALTER TABLE delta.`{path}` DROP COLUMN kk")
+    with pytest.raises(InvalidOption, match="name 'k', which another writer dropped"):
+        Table(path, spark=spark).optimize.run()
+    assert Table(path, spark=spark).to_df().count() == 4000
+
+
 def test_a_created_table_with_not_null_columns_and_table_features_is_readable_by_delta(
     spark: Any, tmp_path: Path
 ) -> None:

@@ -8,6 +8,11 @@ it:
 * ``lakelayout.clusteringColumns`` -- the clustering columns or deterministic
   SQL expressions, as a JSON list (``["l_shipdate", "month(ts)"]``). An empty
   value means "not clustered" (delta-rs has no way to unset a property).
+* ``lakelayout.clusteringPhysicalNames`` -- under column mapping, the physical name
+  of every column the clustering entries name, as they were when ``cluster_by`` set
+  them (JSON ``{"columns": [...], "physical": {"name": "col-..."}}``): Delta's
+  ``RENAME COLUMN`` keeps a column's physical name, so the entries follow a rename
+  (:func:`table_clustering`) as Delta's own clustering columns do.
 * ``lakelayout.minCubeSize`` / ``lakelayout.targetCubeSize`` -- ZCube sizes in
   bytes (see :func:`cube_sizes` for the defaults when unset).
 * ``lakelayout.minFileSize`` -- compaction rewrites files smaller than this.
@@ -25,13 +30,22 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
 
 from lakelayout.errors import InvalidOption, LakelayoutError, closest
-from lakelayout.layouts.ranks import Dimension, domain_type
+from lakelayout.layouts.ranks import IDENTIFIER, Dimension, domain_type
+from lakelayout.table.datafile import column_mapping_mode
+
+if TYPE_CHECKING:
+    from lakelayout.table.datafile import TableFormat
 
 CLUSTERING_COLUMNS = "lakelayout.clusteringColumns"
+CLUSTERING_PHYSICAL_NAMES = "lakelayout.clusteringPhysicalNames"
 MIN_CUBE_SIZE = "lakelayout.minCubeSize"
 TARGET_CUBE_SIZE = "lakelayout.targetCubeSize"
 MIN_FILE_SIZE = "lakelayout.minFileSize"
@@ -82,6 +96,133 @@ def parse_clustering(config: Mapping[str, str]) -> list[str] | None:
 def clustering_property(columns: Sequence[str] | None) -> str:
     """The property value for ``columns`` ('' = CLUSTER BY NONE)."""
     return json.dumps(list(columns)) if columns else ""
+
+
+def clustering_properties(
+    columns: Sequence[str] | None, fmt: TableFormat, config: Mapping[str, str]
+) -> dict[str, str]:
+    """The table properties that set the (checked) clustering ``columns`` of a table of
+    format ``fmt`` and configuration ``config``: the columns, and under column mapping the physical name of every
+    column they name (so that a later ``RENAME COLUMN`` by any writer is followed)."""
+    props = {CLUSTERING_COLUMNS: clustering_property(columns)}
+    physical = {
+        name.lower(): fmt.physical_name(name)
+        for name in _named_columns(columns or ())
+        if name in fmt.schema.names
+    }
+    if physical and column_mapping_mode(config) != "none":
+        props[CLUSTERING_PHYSICAL_NAMES] = json.dumps(
+            {"columns": list(columns or ()), "physical": physical}
+        )
+    elif config.get(CLUSTERING_PHYSICAL_NAMES):
+        props[CLUSTERING_PHYSICAL_NAMES] = ""  # (delta-rs cannot unset a property)
+    return props
+
+
+def table_clustering(config: Mapping[str, str], fmt: TableFormat) -> list[str] | None:
+    """The clustering entries of a table in its current column names, or None.
+
+    Another writer may have renamed a column the entries name (Delta's ``RENAME
+    COLUMN``, under column mapping). A column is followed by its physical name: the
+    one recorded when the entries were set, or for entries set before column mapping
+    was enabled, the entry's own name (Delta gives existing columns their names as
+    physical names when it enables column mapping). An entry whose column is gone is
+    left as it is (:func:`dropped_clustering_columns` names them).
+    """
+    return _resolved(config, fmt)[0]
+
+
+def dropped_clustering_columns(config: Mapping[str, str], fmt: TableFormat) -> list[str]:
+    """The columns the clustering entries name that another writer dropped (their
+    recorded physical name is gone, even where a new column took the name)."""
+    return _resolved(config, fmt)[1]
+
+
+def _resolved(config: Mapping[str, str], fmt: TableFormat) -> tuple[list[str] | None, list[str]]:
+    entries = parse_clustering(config)
+    if entries is None or column_mapping_mode(config) == "none":
+        return entries, []
+    recorded = _recorded_physical(config, entries)
+    logical_of = {str(p.name): str(f.name) for f, p in zip(fmt.schema, fmt.physical, strict=True)}
+    current = {str(f.name).lower() for f in fmt.schema}
+    renames: dict[str, str] = {}
+    gone: list[str] = []
+    for name in _named_columns(entries):
+        key = name.lower()
+        if key in recorded:
+            now = logical_of.get(recorded[key])
+        elif name in logical_of:  # set before column mapping: physical name = old name
+            now = logical_of[name]
+        else:
+            now = name if key in current else None
+        if now is None:
+            gone.append(name)
+        elif now.lower() != key:
+            renames[key] = now
+    return ([_renamed(entry, renames) for entry in entries] if renames else entries), gone
+
+
+def _recorded_physical(config: Mapping[str, str], entries: list[str]) -> dict[str, str]:
+    """The physical names recorded for ``entries``: none when the record is for other
+    entries (the clustering columns were then set by a writer that did not record them)."""
+    raw = config.get(CLUSTERING_PHYSICAL_NAMES, "")
+    try:
+        value = json.loads(raw) if raw.strip() else None
+    except json.JSONDecodeError:
+        return {}
+    if not isinstance(value, dict) or value.get("columns") != entries:
+        return {}
+    physical = value.get("physical")
+    if not isinstance(physical, dict):
+        return {}
+    return {str(k).lower(): str(v) for k, v in physical.items() if isinstance(v, str)}
+
+
+def _named_columns(entries: Sequence[str]) -> list[str]:
+    """The top-level columns ``entries`` (names or SQL expressions) name, as spelled."""
+    names: list[str] = []
+    for entry in entries:
+        for column in _columns_in(entry):
+            if column not in names:
+                names.append(column)
+    return names
+
+
+def _columns_in(entry: str) -> list[str]:
+    tree = _parse_entry(entry)
+    if tree is None:
+        return []
+    bound = {str(v.name) for lam in tree.find_all(exp.Lambda) for v in lam.expressions}
+    out = []
+    for column in tree.find_all(exp.Column):
+        head = column.parts[0].name if column.parts else ""
+        if head and head not in bound:
+            out.append(head)
+    return out
+
+
+def _parse_entry(entry: str) -> exp.Expr | None:
+    try:
+        return sqlglot.parse_one(entry, read="spark")
+    except (ParseError, TokenError):
+        return None
+
+
+def _renamed(entry: str, renames: Mapping[str, str]) -> str:
+    """``entry`` with the top-level columns in ``renames`` (lowercased old → new) renamed."""
+    tree = _parse_entry(entry)
+    if tree is None:
+        return entry
+    if isinstance(tree, exp.Column) and len(tree.parts) == 1:
+        new = renames.get(tree.parts[0].name.lower())
+        if new is None:
+            return entry
+        return new if IDENTIFIER.match(new) else f"`{new.replace('`', '``')}`"
+    for column in list(tree.find_all(exp.Column)):
+        head = column.parts[0] if column.parts else None
+        if head is not None and head.name.lower() in renames:
+            head.replace(exp.to_identifier(renames[head.name.lower()], quoted=True))
+    return tree.sql(dialect="spark")
 
 
 def validate_clustering(
@@ -187,6 +328,7 @@ def small_rewrite_size(config: Mapping[str, str]) -> int:
 KNOWN_PROPERTIES = frozenset(
     {
         CLUSTERING_COLUMNS,
+        CLUSTERING_PHYSICAL_NAMES,
         MIN_CUBE_SIZE,
         TARGET_CUBE_SIZE,
         MIN_FILE_SIZE,

@@ -66,7 +66,7 @@ def detail(uri: str, spark: SparkSession | None = None) -> TableDetail:
     if delta_liquid.is_delta_clustered(snap):
         columns = delta_liquid.clustering_columns(snap, spark)
     else:
-        columns = cfg.parse_clustering(snap.configuration)
+        columns = cfg.table_clustering(snap.configuration, snap.table_format)
     target = cfg.target_file_size(snap.configuration)
     sizes = cfg.cube_sizes(
         snap.configuration, table_bytes=int(snap.files.total_bytes), target_file=target

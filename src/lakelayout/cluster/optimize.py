@@ -70,6 +70,7 @@ from lakelayout.errors import (
 )
 from lakelayout.layouts.base import Layout, file_blocks
 from lakelayout.layouts.hilbert import HilbertLayout
+from lakelayout.layouts.ranks import Dimension
 from lakelayout.layouts.zorder import CurveLayout, ZOrderLayout
 from lakelayout.table import delta
 from lakelayout.table.conflicts import describe as describe_winners
@@ -183,7 +184,30 @@ class _Context:
         """The clustering columns: lakelayout's property, or Delta's domain metadata."""
         if self.delta_clustered:
             return delta_liquid.clustering_columns(self.snap, self.spark)
-        return cfg.parse_clustering(self.snap.configuration)
+        return cfg.table_clustering(self.snap.configuration, self.snap.table_format)
+
+
+def _check_clustering(columns: list[str], ctx: _Context) -> None:
+    """InvalidOption when a clustering entry no longer fits the table's schema (another
+    writer dropped, or renamed without column mapping's record, a column it names)."""
+    gone = cfg.dropped_clustering_columns(ctx.snap.configuration, ctx.snap.table_format)
+    if gone:
+        raise InvalidOption(
+            f"the table's clustering columns ({', '.join(columns)}, table property "
+            f"{cfg.CLUSTERING_COLUMNS}) name {', '.join(map(repr, gone))}, which another "
+            "writer dropped from the table; set the clustering columns again with "
+            "Table.cluster_by([...])"
+        )
+    for entry in columns:
+        try:
+            Dimension(entry).check(ctx.schema)
+        except LakelayoutError as exc:
+            raise InvalidOption(
+                f"the table's clustering columns ({', '.join(columns)}, table property "
+                f"{cfg.CLUSTERING_COLUMNS}) no longer fit its schema: {exc} Another writer "
+                "may have dropped or renamed the column; set the clustering columns again "
+                "with Table.cluster_by([...])"
+            ) from exc
 
 
 def load_context(uri: str, spark: SparkSession, catalog: IndexCatalog | None = None) -> _Context:
@@ -272,6 +296,7 @@ class Optimizer:
             )
         if columns is None:
             return _compact(ctx, hooks or NO_HOOKS)
+        _check_clustering(columns, ctx)
         roll = _roll_size(ctx, one_file_per_block)
         return _liquid(ctx, columns, full=full, hooks=hooks or NO_HOOKS, roll_size=roll)
 

@@ -42,7 +42,8 @@ from lakelayout.errors import LakelayoutError, LayoutError, closest
 MAX_RANK_BITS = 31
 """Largest ``bits`` a :class:`RangeRanks` accepts (ranks stay exact in uint64 arithmetic)."""
 
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: a name that needs no backquotes in Spark SQL
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 # ---------------------------------------------------------------- domains
@@ -339,7 +340,7 @@ class Dimension:
         """Raise :class:`LayoutError` if this dimension cannot be computed on ``schema``."""
         if self.column_name(schema) is not None:
             return
-        if _IDENTIFIER.match(self.sql):
+        if IDENTIFIER.match(self.sql):
             raise LayoutError(
                 f"unknown column {self.sql!r}; columns are {', '.join(schema.names)}."
                 + closest(self.sql, schema.names)
