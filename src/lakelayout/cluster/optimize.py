@@ -194,8 +194,8 @@ def _check_clustering(columns: list[str], ctx: _Context) -> None:
     if gone:
         raise InvalidOption(
             f"the table's clustering columns ({', '.join(columns)}, table property "
-            f"{cfg.CLUSTERING_COLUMNS}) name {', '.join(map(repr, gone))}, which another "
-            "writer dropped from the table; set the clustering columns again with "
+            f"{cfg.CLUSTERING_COLUMNS}) name {', '.join(map(repr, gone))}, no longer in the table (another "
+            "writer dropped it, or renamed it where no physical name was recorded); set the clustering columns again with "
             "Table.cluster_by([...])"
         )
     for entry in columns:
