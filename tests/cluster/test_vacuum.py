@@ -258,6 +258,30 @@ def test_orphans_of_a_killed_write_go_after_the_retention(spark: Any, tmp_path: 
     assert live_paths(t) == live and _ids(t) == list(range(3000))
 
 
+def test_a_write_whose_files_a_vacuum_took_before_its_commit_commits_nothing(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A VACUUM with a retention shorter than a rewrite took its new files for a crashed
+    write's orphans; the rewrite then committed them: the table listed missing files,
+    the rows were gone and every later scan and DELETE failed (an audit). The commit now
+    checks its files first: nothing is committed and the table is as it was."""
+    from lakelayout.cluster import OptimizeHooks
+    from lakelayout.errors import LakelayoutError
+
+    t = Table.create(str(tmp_path / "v"), gen(spark, 600, 9, parts=6), target_file_size=TARGET)
+    live, version = live_paths(t), t.version
+    taken: list[str] = []
+
+    def vacuum(_: int) -> None:  # another process's VACUUM, while this rewrite commits
+        time.sleep(0.01)
+        taken.extend(f.path for f in Table(t.uri).vacuum(retain_hours=0, force=True).files)
+
+    with pytest.raises(LakelayoutError, match=r"deleted before its commit.*nothing was committed"):
+        t.optimize.compact(hooks=OptimizeHooks(before_commit=vacuum))
+    assert any(p.startswith("ll-compact") for p in taken)
+    assert t.version == version and live_paths(t) == live and _ids(t) == list(range(600))
+
+
 def test_cli_vacuum_dry_run_refusal_and_run(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

@@ -14,7 +14,8 @@ it and either
   before its commit, e.g. ``ll-…parquet`` files of a killed process, or a
   file whose removal is older than the last checkpoint) and it was last
   modified before the retention began, so a write still in flight keeps its
-  files.
+  files unless it takes longer than the retention (its commit then finds them
+  gone and commits nothing: :func:`lakelayout.table.delta.commit`).
 
 delta-rs's default (non-``full``) vacuum only considers files the log says
 were removed, so it never finds the orphans a crashed write leaves; lakelayout

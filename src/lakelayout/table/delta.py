@@ -82,6 +82,7 @@ from lakelayout.table.datafile import (
     DataFile,
     TableFormat,
     column_mapping_mode,
+    file_location,
     log_path,
     partition_values_map,
     raw_path,
@@ -916,6 +917,7 @@ def commit(
         # Delta's checker fails a transaction over any metadata change since its start
         # (a property another writer set would fail the append)
         base = table.version() if read_version is None or not removes else read_version
+        _check_adds_exist(location, adds)
         try:
             version = connector.commit(
                 spark,
@@ -948,6 +950,23 @@ def commit(
         read_version=read_version,
         operation=operation,
     )
+
+
+def _check_adds_exist(location: str, adds: Sequence[WrittenFile]) -> None:
+    """LakelayoutError when a file this commit adds is gone (a local table): a VACUUM
+    with a retention shorter than the write took it for a crashed write's orphan, and
+    committing it left the table listing a missing file, its rows lost (an audit)."""
+    if not adds or not is_local(location):
+        return
+    missing = [f.path for f in adds if not os.path.exists(file_location(location, f.path))]
+    if missing:
+        raise LakelayoutError(
+            f"{len(missing)} of the {len(adds)} file(s) this write made in '{location}' were "
+            f"deleted before its commit (e.g. {missing[0]}): a VACUUM ran with a retention "
+            "shorter than the write took; nothing was committed (the table is as it was): run "
+            "the operation again, and keep delta.deletedFileRetentionDuration longer than "
+            "the longest write"
+        )
 
 
 def _planner(
@@ -1017,6 +1036,7 @@ def _commit_delta_rs(
         info["isBlindAppend"] = True
     first = table
     for attempt in range(COMMIT_ATTEMPTS):
+        _check_adds_exist(location, adds)
         now = _now_ms()
         actions: list[AddAction | RemoveAction] = [_add_action(f, now, data_change) for f in adds]
         for path in removes:
