@@ -284,6 +284,30 @@ def test_long_in_list_is_a_range() -> None:
     assert keeps(In(col("a"), short)) == [0]
 
 
+def test_long_in_list_holds_negative_zero_as_zero() -> None:
+    """Beyond the cap, a one-value file was checked with ``pc.is_in``, which hashes a
+    float's bits: a file of -0.0 was skipped by ``f IN (0.0, ...)`` and said to match
+    ``f NOT IN (0.0, ...)`` everywhere (a DELETE dropped its rows unread), where SQL's
+    -0.0 = 0.0 (an audit, on a DOUBLE partition column: min = max = -0.0)."""
+    for name in ("f", "g"):
+        stats = from_delta_stats(
+            [
+                {
+                    "numRecords": 2,
+                    "minValues": {name: v},
+                    "maxValues": {name: v},
+                    "nullCount": {name: 0},
+                }
+                for v in (-0.0, 3.0)
+            ],
+            SCHEMA,
+        )
+        listed = tuple(lit(name, float(v)) for v in range(2 * IN_LIST_CAP) if v != 3)
+        assert keeps(In(col(name), listed), stats) == [0]
+        assert everywhere(In(col(name), listed, negated=True), stats) == [1]
+        assert everywhere(In(col(name), listed), stats) == [0]
+
+
 def test_in_list_on_strings_and_dates() -> None:
     assert keeps(In(col("s"), (lit("s", "apricot"), lit("s", "zebra")))) == [0, 2]
     assert keeps(In(col("s"), (lit("s", "b"), lit("s", "yak")))) == [0, 2]

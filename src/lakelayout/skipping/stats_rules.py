@@ -822,16 +822,29 @@ def _single_listed_value(b: Bounds, listed: Sequence[pa.Scalar]) -> np.ndarray:
     """Files whose every non-null value is one value of ``listed`` (``min = max``, listed)."""
     if not listed:
         return np.zeros(len(b.no_nulls), dtype=bool)
-    value_set = pa.array(list(listed), type=b.dtype)
     same = _vector(pc.equal(b.low, b.high), False)
-    return same & _vector(pc.is_in(b.low, value_set=value_set), False)
+    return same & _vector(_listed(b.low, pa.array(list(listed), type=b.dtype)), False)
 
 
 def _single_value_not_listed(b: Bounds, listed: Sequence[pa.Scalar]) -> np.ndarray:
     """Files whose every non-null value is one value (``min = max``) that is not in ``listed``."""
-    value_set = pa.array(list(listed), type=b.dtype)
     same = _vector(pc.equal(b.low, b.high), False)
-    return same & ~_vector(pc.is_in(b.low, value_set=value_set), True)
+    return same & ~_vector(_listed(b.low, pa.array(list(listed), type=b.dtype)), True)
+
+
+def _listed(values: pa.Array, listed: pa.Array) -> pa.Array:
+    """Which ``values`` equal one of ``listed``, as SQL's ``=`` says: ``pc.is_in`` hashes a
+    float's bits, so -0.0 was not 0.0 (Spark: equal) and a file of -0.0 was skipped by
+    ``IN (0.0, ...)`` and dropped unread by a DELETE ``NOT IN``: an audit)."""
+    if pa.types.is_floating(values.type):
+        values, listed = _canonical_floats(values), _canonical_floats(listed)
+    return pc.is_in(values, value_set=listed)
+
+
+def _canonical_floats(array: pa.Array) -> pa.Array:
+    """``array`` with -0.0 as 0.0 and every NaN as one NaN (nulls stay)."""
+    zeroed = pc.add(array, pa.scalar(0.0, array.type))  # -0.0 + 0.0 is 0.0
+    return pc.if_else(pc.is_nan(zeroed), pa.scalar(float("nan"), array.type), zeroed)
 
 
 def _range_holds_any(b: Bounds, values: Sequence[pa.Scalar]) -> np.ndarray:
