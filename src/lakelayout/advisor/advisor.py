@@ -58,7 +58,12 @@ from lakelayout.advisor.decisions import (
     rewrite_correction,
 )
 from lakelayout.advisor.estimate import FAMILIES, bytes_read, per_distinct, read_plan
-from lakelayout.advisor.querylog import SESSION_CONF, QueryLog, off_because
+from lakelayout.advisor.querylog import (
+    SESSION_CONF,
+    QueryLog,
+    off_because,
+    unwritable_because,
+)
 from lakelayout.advisor.recommend import Inputs, Recommendation, recommend
 from lakelayout.cluster.optimize import OptimizeHooks, Optimizer
 from lakelayout.cluster.optimize_metrics import OptimizeMetrics
@@ -352,7 +357,9 @@ class Advisor:
 
         session = self.table._spark or SparkSession.getActiveSession()
         value = None if session is None else session.conf.get(SESSION_CONF, None)
-        return off_because(self.table.properties, value)
+        off = off_because(self.table.properties, value)
+        refused = unwritable_because(self.table.uri)
+        return off or refused
 
     def _recommend_for(self, inputs: Inputs, snap: Snapshot, model: CostModel) -> Recommendation:
         """:func:`recommend` on ``inputs``, sampling their candidate files when it asks."""

@@ -188,6 +188,22 @@ def off_because(configuration: Mapping[str, str], session_value: str | None = No
     return ""
 
 
+#: characters delta-rs, which writes the query and decision logs, cannot open in a path
+#: (deltalake 1.6: it panics, "Invalid object store url", even on a percent-encoded URL)
+_UNOPENABLE = "[]"
+
+
+def unwritable_because(path: str) -> str:
+    """Why delta-rs cannot write a log at ``path`` or below it ('' when it can)."""
+    bad = sorted({c for c in path if c in _UNOPENABLE})
+    if not bad:
+        return ""
+    return (
+        f"delta-rs, which writes lakelayout's logs, cannot open a path holding "
+        f"{' or '.join(map(repr, bad))} ('{path}')"
+    )
+
+
 def log_path(table_uri: str) -> str:
     """The query log's location for the table at ``table_uri``."""
     return os.path.join(table_uri, LOG_DIR)
@@ -385,6 +401,9 @@ def append_once(
 
     from lakelayout.table.delta import COMMIT_INFO_KEY, committed_since
 
+    refused = unwritable_because(path)
+    if refused:  # (delta-rs panicked, and Rust printed its panic on stderr: an audit)
+        raise StateUnreadable(f"{name} not written: {refused}")
     token = uuid.uuid4().hex
     started = int(time.time() * 1000)  # (not the log's version: a second read per append)
     try:
@@ -714,7 +733,8 @@ def check_properties(configuration: Mapping[str, str]) -> None:
     properties_limits(configuration)
 
 
-#: remote tables whose scans were said, once, not to be recorded
+#: tables (remote, or at a path delta-rs cannot open) whose scans were said, once, not
+#: to be recorded
 _REMOTE_REPORTED: set[str] = set()
 
 
@@ -741,6 +761,12 @@ def log_scan(
                 "advisor's inputs) only beside local tables, so its scans are not recorded",
                 table_uri,
             )
+        return None
+    refused = unwritable_because(table_uri)
+    if refused:
+        if table_uri not in _REMOTE_REPORTED:
+            _REMOTE_REPORTED.add(table_uri)
+            logger.warning("query log: scans of %s are not recorded: %s", table_uri, refused)
         return None
     from lakelayout.advisor.filters import feature_keys
 
