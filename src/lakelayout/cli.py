@@ -9,7 +9,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -1130,6 +1130,29 @@ def _quiet_py4j() -> None:
     root.addHandler(handler)  # so logging.exception() adds no handler of its own
 
 
+def _interrupt_of(done: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C behind an exit, if one is in its chain of causes."""
+    seen: set[int] = set()
+    exc: BaseException | None = done
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _interrupted(stop: KeyboardInterrupt) -> NoReturn:
+    """Ctrl-C: one line, with what had committed before it (the interrupt's notes)."""
+    notes = "; ".join(getattr(stop, "__notes__", ()))
+    console.print(
+        Text.assemble(("interrupted", "bold red"), f": {notes}" if notes else ""),
+        soft_wrap=True,
+    )
+    console.file.flush()  # Spark's exit may end the process before buffers are flushed
+    raise SystemExit(130) from None
+
+
 def main() -> None:
     """The console entry point: a lakelayout error is one line and exit code 2, not a traceback."""
     from lakelayout.table.session import LOG_LEVEL_ENV
@@ -1142,13 +1165,14 @@ def main() -> None:
     except KeyboardInterrupt as stop:  # Ctrl-C: one line, and what had committed before it
         if os.environ.get("LAKELAYOUT_DEBUG"):
             raise
-        notes = "; ".join(getattr(stop, "__notes__", ()))
-        console.print(
-            Text.assemble(("interrupted", "bold red"), f": {notes}" if notes else ""),
-            soft_wrap=True,
-        )
-        console.file.flush()  # Spark's exit may end the process before buffers are flushed
-        raise SystemExit(130) from None
+        _interrupted(stop)
+    except SystemExit as done:
+        # Typer turns Ctrl-C inside a command into exit code 130 and says nothing (an
+        # audit: the line below was never printed); the interrupt is in the chain
+        stop = _interrupt_of(done)
+        if stop is None or os.environ.get("LAKELAYOUT_DEBUG"):
+            raise
+        _interrupted(stop)
     except LakelayoutError as exc:  # raised outside a command's own handler
         try:
             _fail(exc)
