@@ -1169,10 +1169,10 @@ def main() -> None:
     except SystemExit as done:
         # Typer turns Ctrl-C inside a command into exit code 130 and says nothing (an
         # audit: the line below was never printed); the interrupt is in the chain
-        stop = _interrupt_of(done)
-        if stop is None or os.environ.get("LAKELAYOUT_DEBUG"):
+        cause = _interrupt_of(done)
+        if cause is None or os.environ.get("LAKELAYOUT_DEBUG"):
             raise
-        _interrupted(stop)
+        _interrupted(cause)
     except LakelayoutError as exc:  # raised outside a command's own handler
         try:
             _fail(exc)
