@@ -133,10 +133,20 @@ def test_a_predicate_only_spark_rejects_is_one_line(
         (["vacuum", "--dry-run", "--show", "-1"], "error: --show must be >= 0, got -1"),
         (["describe", "--history", "-1"], "error: Table.describe: history must be >= 0, got -1"),
         (["log", "--last", "0"], "error: --last must be >= 1, got 0"),
+        # beyond a Java int: Spark's limit / delta-rs's history failed late, "unexpected"
+        # (exit 1), the scan's report printed and the query logged first (an audit)
+        (
+            ["scan", "--show", str(10**20)],
+            f"error: --show must be <= 2,147,483,647, got {10**20:,}",
+        ),
+        (
+            ["describe", "--history", str(2**31)],
+            "error: Table.describe: history must be <= 2,147,483,647, got 2,147,483,648",
+        ),
     ],
-    ids=["scan-show", "vacuum-show", "describe-history", "log-last"],
+    ids=["scan-show", "vacuum-show", "describe-history", "log-last", "show-big", "history-big"],
 )
-def test_a_negative_count_is_refused(table_path: str, argv: list[str], message: str) -> None:
+def test_a_count_out_of_range_is_refused(table_path: str, argv: list[str], message: str) -> None:
     result = runner.invoke(app, [argv[0], table_path, *argv[1:]])
     assert result.exit_code == 2, result.output
     assert result.output.splitlines() == [message]

@@ -355,7 +355,7 @@ class Table:
 
     def describe(self, *, history: int = 10) -> TableDescription:
         """Files, sizes, rows, per-column statistics coverage and recent history."""
-        args.require_int(history, "history", "Table.describe", low=0)
+        args.require_int(history, "history", "Table.describe", low=0, high=args.MAX_COUNT)
         snap = self.snapshot()
         files = snap.files
         sizes = files.sizes

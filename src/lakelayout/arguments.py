@@ -54,16 +54,29 @@ def require_path(value: object, name: str, where: str) -> None:
         raise _fail(where, name, "a path or URI string", value, False)
 
 
+#: the largest count lakelayout passes on (a Java int: Spark's ``limit``, delta-rs's history)
+MAX_COUNT = 2**31 - 1
+
+
 def require_int(
-    value: object, name: str, where: str, *, optional: bool = False, low: int | None = None
+    value: object,
+    name: str,
+    where: str,
+    *,
+    optional: bool = False,
+    low: int | None = None,
+    high: int | None = None,
 ) -> None:
-    """An int, not a bool (or None when ``optional``), at least ``low`` when given."""
+    """An int, not a bool (or None when ``optional``), at least ``low`` and at most
+    ``high`` when given."""
     if value is None and optional:
         return
     if isinstance(value, bool) or not isinstance(value, int):
         raise _fail(where, name, "an int", value, optional)
     if low is not None and value < low:
         raise InvalidOption(f"{where}: {name} must be >= {low}, got {value}")
+    if high is not None and value > high:
+        raise InvalidOption(f"{where}: {name} must be <= {high:,}, got {value:,}")
 
 
 def require_bool(value: object, name: str, where: str) -> None:

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
+from lakelayout import arguments as args
 from lakelayout.errors import InvalidOption, LakelayoutError
 
 app = typer.Typer(
@@ -50,8 +51,12 @@ def _fail(exc: LakelayoutError) -> None:
 
 
 def _at_least(value: int, low: int, option: str) -> None:
+    """InvalidOption unless ``low <= value <= MAX_COUNT`` (beyond, Spark or delta-rs
+    failed later with an "unexpected" error: an audit)."""
     if value < low:
         raise InvalidOption(f"{option} must be >= {low}, got {value}")
+    if value > args.MAX_COUNT:
+        raise InvalidOption(f"{option} must be <= {args.MAX_COUNT:,}, got {value:,}")
 
 
 def _when(millis: Any) -> str:
