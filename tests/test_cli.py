@@ -325,3 +325,15 @@ def test_py4j_s_own_tracebacks_stay_off_the_cli_s_stderr(
     err = capsys.readouterr().err
     assert "Traceback" not in err and "sending" not in err
     assert err.strip() == "commit 7 landed: see the log"
+
+
+def test_optimize_prints_counts_and_bytes_as_the_other_commands_do() -> None:
+    """OPTIMIZE printed ``rows removed 5000`` and ``bytes removed 17991`` where scan,
+    describe and vacuum print ``5,000`` and ``17.6 KiB`` (an audit)."""
+    from lakelayout.cluster.optimize_metrics import OptimizeMetrics
+
+    rows = dict(
+        OptimizeMetrics("zorder", rows_removed=5000, bytes_removed=17991, bytes_added=512).as_rows()
+    )
+    assert rows["rows removed"] == "5,000"
+    assert (rows["bytes removed"], rows["bytes added"]) == ("17.6 KiB", "512 B")

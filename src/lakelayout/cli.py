@@ -18,6 +18,7 @@ from rich.text import Text
 
 from lakelayout import arguments as args
 from lakelayout.errors import InvalidOption, LakelayoutError
+from lakelayout.units import format_bytes
 
 app = typer.Typer(
     add_completion=False,
@@ -32,15 +33,6 @@ console = Console(width=None if Console().is_terminal else 132, markup=False)
 
 def _fmt_ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
-
-
-def _fmt_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
-        size /= 1024
-    return f"{size:.1f} TiB"
 
 
 def _fail(exc: LakelayoutError) -> None:
@@ -92,7 +84,7 @@ def scan(
     grid.add_column("total", justify="right")
     grid.add_column("kept", justify="right")
     grid.add_row("files", f"{report.files_total:,}", f"{report.files_kept:,}")
-    grid.add_row("bytes", _fmt_bytes(report.bytes_total), _fmt_bytes(report.bytes_kept))
+    grid.add_row("bytes", format_bytes(report.bytes_total), format_bytes(report.bytes_kept))
     grid.add_row("rows", f"{report.rows_total:,}", f"{report.rows_kept:,}")
     console.print(grid)
     if report.measured is not None:
@@ -125,8 +117,8 @@ def describe(
         return
     console.print(Text.assemble((d.uri, "bold"), f" version {d.version}"))
     console.print(
-        f"{d.files:,} files, {d.rows:,} rows, {_fmt_bytes(d.bytes)} "
-        f"(files from {_fmt_bytes(d.smallest_file)} to {_fmt_bytes(d.largest_file)})"
+        f"{d.files:,} files, {d.rows:,} rows, {format_bytes(d.bytes)} "
+        f"(files from {format_bytes(d.smallest_file)} to {format_bytes(d.largest_file)})"
     )
     if d.partition_columns:
         console.print("partitioned by: " + ", ".join(d.partition_columns))
@@ -238,7 +230,7 @@ def online_status(path: Annotated[str, typer.Argument(help="table location")]) -
             f"measured: rewrite {_fmt_num(m.get('rewrite_seconds'))} s / (full scan "
             f"{_fmt_num(m.get('scan_seconds'), 3)} s - fixed "
             f"{_fmt_num(m.get('fixed_seconds'), 3)} s) on {m.get('files')} files, "
-            f"{_fmt_bytes(int(m.get('bytes') or 0))}, {m.get('layout')}"
+            f"{format_bytes(int(m.get('bytes') or 0))}, {m.get('layout')}"
         )
     console.print(f"α = {_fmt_num(s['alpha'])} ({how})", highlight=False)
     console.print(
@@ -366,7 +358,7 @@ def vacuum(
     for name in ("kind", "files", "bytes"):
         grid.add_column(name, justify="left" if name == "kind" else "right")
     for kind, files, nbytes in metrics.as_rows():
-        grid.add_row(kind, files, _fmt_bytes(int(nbytes)))
+        grid.add_row(kind, files, format_bytes(int(nbytes)))
     console.print(grid)
     for item in sorted(metrics.files, key=lambda f: f.path)[: max(show, 0)]:
         console.print(f"  {item.kind:<12} {item.path}", highlight=False)
@@ -496,7 +488,7 @@ def log_(
             _clipped(r["predicate"]),
             "*" if r["columns"] is None else ", ".join(r["columns"]),
             f"{r['files_kept']}/{r['files_total']}",
-            f"{_fmt_bytes(r['bytes_kept'])} of {_fmt_bytes(r['bytes_total'])}",
+            f"{format_bytes(r['bytes_kept'])} of {format_bytes(r['bytes_total'])}",
             f"{r['scan_seconds'] * 1000:.0f}",
             "" if r["run_seconds"] is None else f"{r['run_seconds'] * 1000:.0f}",
         )
@@ -642,7 +634,7 @@ def _count(value: float | None) -> str:
 def _bytes_or_dash(value: float | None) -> str:
     if value is None:
         return "-"
-    return ("-" if value < 0 else "") + _fmt_bytes(abs(int(value)))
+    return ("-" if value < 0 else "") + format_bytes(abs(int(value)))
 
 
 bench_app = typer.Typer(

@@ -8,6 +8,8 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
+from lakelayout.units import format_bytes
+
 #: the steps of a rewrite, in the order they run (``OptimizeMetrics.steps`` keys)
 STEPS = ("plan", "sample", "fit", "rewrite", "provenance", "commit", "indexes")
 #: work inside the rewrite's Spark job, summed over its tasks (``OptimizeMetrics.task_steps``)
@@ -128,14 +130,14 @@ class OptimizeMetrics:
         return [
             ("operation", self.operation),
             ("clustering columns", ", ".join(self.clustering_columns) or "-"),
-            ("files considered", str(self.files_considered)),
-            ("files removed", str(self.files_removed)),
-            ("files added", str(self.files_added)),
-            ("rows removed", str(self.rows_removed)),
-            ("rows added", str(self.rows_added)),
-            ("bytes removed", str(self.bytes_removed)),
-            ("bytes added", str(self.bytes_added)),
-            ("cubes touched", str(self.cubes_touched)),
+            ("files considered", f"{self.files_considered:,}"),
+            ("files removed", f"{self.files_removed:,}"),
+            ("files added", f"{self.files_added:,}"),
+            ("rows removed", f"{self.rows_removed:,}"),
+            ("rows added", f"{self.rows_added:,}"),
+            ("bytes removed", format_bytes(self.bytes_removed)),
+            ("bytes added", format_bytes(self.bytes_added)),
+            ("cubes touched", f"{self.cubes_touched:,}"),
             ("commits", str(self.commits)),
             ("retries", str(self.retries)),
             ("yielded", self.yield_reason if self.yielded else "no"),
