@@ -290,9 +290,9 @@ class Optimizer:
         columns = ctx.clustering()
         if columns is None and full:
             raise InvalidOption(
-                f"full=True re-clusters a clustered table, and '{ctx.uri}' has no clustering "
-                "columns (as Delta's OPTIMIZE FULL): cluster_by() first, or run() without "
-                "full to compact its small files"
+                f"full=True (CLI: --full) re-clusters a clustered table, and '{ctx.uri}' has "
+                "no clustering columns (as Delta's OPTIMIZE FULL): Table.cluster_by([...]) "
+                "first, or run() without full (CLI: without --full) to compact its small files"
             )
         if columns is None:
             return _compact(ctx, hooks or NO_HOOKS)
