@@ -26,8 +26,20 @@ def is_local(uri: str) -> bool:
 
 
 def local_path(uri: str) -> str:
-    """The absolute local path of a local location (``file://`` stripped, %-escapes kept)."""
-    return os.path.abspath(uri[len("file://") :] if uri.startswith("file://") else uri)
+    """The absolute local path of a local location (``file://`` or ``file:`` stripped,
+    %-escapes kept).
+
+    ``file:/data/t`` is the form Spark and Hadoop print; it was taken for a path relative
+    to the working folder (an audit).
+
+    >>> local_path("file:///data/t"), local_path("file:/data/t")
+    ('/data/t', '/data/t')
+    """
+    if uri.startswith("file://"):
+        uri = uri[len("file://") :]
+    elif uri.startswith("file:/"):
+        uri = uri[len("file:") :]
+    return os.path.abspath(uri)
 
 
 def normalize_uri(uri: str | os.PathLike[str]) -> str:
