@@ -543,3 +543,13 @@ def test_table_properties_are_known_names_with_good_values_at_create(tmp_path: P
     assert len(spelled) >= 12 and spelled <= KNOWN_PROPERTIES, spelled - KNOWN_PROPERTIES
     ok = Table.create(str(tmp_path / "ok"), data, properties={"lakelayout.minFileSize": "100"})
     assert ok.version == 1 and ok.properties["lakelayout.minFileSize"] == "100"
+
+
+def test_the_history_of_a_table_whose_path_holds_a_hash(tmp_path: Path) -> None:
+    """delta-rs reads a '#' in a path as a URL fragment and returned an empty history:
+    describe() showed none and a bad version's error named no oldest version (an audit)."""
+    import pyarrow as pa
+
+    t = Table.create(str(tmp_path / "h#x"), pa.table({"a": [1, 2]}))
+    t.append(pa.table({"a": [3]}))
+    assert [h["version"] for h in t.history()] == [t.version, t.version - 1]

@@ -1805,10 +1805,16 @@ def _commit_infos(table: DeltaTable, location: str, limit: int | None) -> list[d
     CONVERT TO DELTA and SHALLOW CLONE (an audit: ``describe()`` and ``history()``
     of such a table raised its raw DeltaProtocolError).
     """
+    failure: Exception | None = None
     try:
-        return [dict(entry) for entry in table.history(limit)]
+        entries = [dict(entry) for entry in table.history(limit)]
     except DeltaError as exc:
         failure = exc
+    else:
+        if entries or table.version() < 0:
+            return entries
+        # none: delta-rs 1.6.6 finds no commit file in a folder whose path holds '#' (a
+        # URL fragment to it) and says so with an empty history (an audit)
     out: list[dict[str, Any]] = []
     version = table.version()
     while version >= 0 and (limit is None or len(out) < limit):
@@ -1821,8 +1827,8 @@ def _commit_infos(table: DeltaTable, location: str, limit: int | None) -> list[d
         version -= 1
     if not out:
         raise UnsupportedTable(
-            f"the history of '{location}' cannot be read: delta-rs fails on it ({failure}) "
-            "and its newest commit file cannot be read"
+            f"the history of '{location}' cannot be read: delta-rs fails on it "
+            f"({failure or 'no commit found'}) and its newest commit file cannot be read"
         ) from failure
     return out
 
