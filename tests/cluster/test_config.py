@@ -158,3 +158,17 @@ def test_clustering_without_column_mapping_records_no_physical_names() -> None:
         cfg.CLUSTERING_COLUMNS: "",
         cfg.CLUSTERING_PHYSICAL_NAMES: "",
     }
+
+
+def test_a_dotted_column_beside_a_struct_of_its_head_is_stored_quoted() -> None:
+    """A top-level ``s.d`` beside a struct ``s`` (Delta allows it under column mapping)
+    was stored unquoted, which reads as the struct's field: every later OPTIMIZE failed
+    on the struct (an audit)."""
+    from lakelayout.layouts.ranks import Dimension
+
+    schema = pa.schema(
+        [("s.d", pa.int64()), ("s", pa.struct([("e", pa.int64())])), ("a.b", pa.int32())]
+    )
+    stored = cfg.validate_clustering(["`s.d`", "a.b"], schema)
+    assert stored == ["`s.d`", "a.b"]
+    assert [Dimension(entry).column_name(schema) for entry in stored] == ["s.d", "a.b"]

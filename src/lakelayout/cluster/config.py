@@ -284,7 +284,14 @@ def _check_dimension(entry: str, schema: pa.Schema) -> str:
             f"cannot cluster by {entry!r}: its type {values.type} is not supported "
             "(supported: numbers, booleans, dates, timestamps, decimals, strings, binaries)"
         ) from exc
-    return dim.column_name(schema) or entry
+    name = dim.column_name(schema)
+    if name is None:
+        return entry
+    if Dimension(name).column_name(schema) != name:
+        # a top-level `s.d` beside a struct `s`: unquoted, it reads as the struct's field
+        # (stored so, every later OPTIMIZE failed on the struct: an audit)
+        return f"`{name.replace('`', '``')}`"
+    return name
 
 
 def _positive_int(config: Mapping[str, str], key: str) -> int | None:
