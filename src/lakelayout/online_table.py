@@ -248,12 +248,14 @@ def measure_alpha(
     snap = table.snapshot()
     if len(snap.files) == 0:
         raise InvalidOption(
-            f"cannot measure alpha on '{table.uri}': the table has no files; pass alpha=<number> (CLI: --alpha N)"
+            f"cannot measure alpha on '{table.uri}': the table has no files; "
+            "pass alpha=<number> (CLI: --alpha N)"
         )
     columns = _orderable_columns(snap.schema)[:2]
     if not columns:
         raise InvalidOption(
-            f"cannot measure alpha on '{table.uri}': no orderable column; pass alpha=<number> (CLI: --alpha N)"
+            f"cannot measure alpha on '{table.uri}': no orderable column; "
+            "pass alpha=<number> (CLI: --alpha N)"
         )
     paths: list[str] = []
     nbytes = 0

@@ -357,9 +357,7 @@ class Advisor:
 
         session = self.table._spark or SparkSession.getActiveSession()
         value = None if session is None else session.conf.get(SESSION_CONF, None)
-        off = off_because(self.table.properties, value)
-        refused = unwritable_because(self.table.uri)
-        return off or refused
+        return off_because(self.table.properties, value) or unwritable_because(self.table.uri)
 
     def _recommend_for(self, inputs: Inputs, snap: Snapshot, model: CostModel) -> Recommendation:
         """:func:`recommend` on ``inputs``, sampling their candidate files when it asks."""

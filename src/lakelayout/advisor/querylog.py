@@ -735,7 +735,7 @@ def check_properties(configuration: Mapping[str, str]) -> None:
 
 #: tables (remote, or at a path delta-rs cannot open) whose scans were said, once, not
 #: to be recorded
-_REMOTE_REPORTED: set[str] = set()
+_UNLOGGED_REPORTED: set[str] = set()
 
 
 def log_scan(
@@ -753,20 +753,16 @@ def log_scan(
     and its bound predicate) unless logging is off; its handle, None when not queued."""
     if not is_enabled(configuration, session_value):
         return None
-    if not is_local(table_uri):
-        if table_uri not in _REMOTE_REPORTED:  # sidecars live beside local tables only
-            _REMOTE_REPORTED.add(table_uri)
-            logger.warning(
-                "query log: %s is not a local table; lakelayout keeps its query log (and the "
-                "advisor's inputs) only beside local tables, so its scans are not recorded",
-                table_uri,
-            )
-        return None
-    refused = unwritable_because(table_uri)
-    if refused:
-        if table_uri not in _REMOTE_REPORTED:
-            _REMOTE_REPORTED.add(table_uri)
-            logger.warning("query log: scans of %s are not recorded: %s", table_uri, refused)
+    unlogged = (
+        "it is not a local table, and lakelayout keeps its query log (and the advisor's "
+        "inputs) only beside local tables"
+        if not is_local(table_uri)
+        else unwritable_because(table_uri)
+    )
+    if unlogged:
+        if table_uri not in _UNLOGGED_REPORTED:
+            _UNLOGGED_REPORTED.add(table_uri)
+            logger.warning("query log: scans of %s are not recorded: %s", table_uri, unlogged)
         return None
     from lakelayout.advisor.filters import feature_keys
 

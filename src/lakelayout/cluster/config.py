@@ -38,7 +38,8 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from lakelayout.errors import InvalidOption, LakelayoutError, closest
-from lakelayout.layouts.ranks import IDENTIFIER, Dimension, domain_type
+from lakelayout.expr.nodes import quote_identifier
+from lakelayout.layouts.ranks import Dimension, domain_type
 from lakelayout.table.datafile import column_mapping_mode
 
 if TYPE_CHECKING:
@@ -102,8 +103,9 @@ def clustering_properties(
     columns: Sequence[str] | None, fmt: TableFormat, config: Mapping[str, str]
 ) -> dict[str, str]:
     """The table properties that set the (checked) clustering ``columns`` of a table of
-    format ``fmt`` and configuration ``config``: the columns, and under column mapping the physical name of every
-    column they name (so that a later ``RENAME COLUMN`` by any writer is followed)."""
+    format ``fmt`` and configuration ``config``: the columns, and under column mapping
+    the physical name of every column they name (so that a later ``RENAME COLUMN`` by
+    any writer is followed)."""
     props = {CLUSTERING_COLUMNS: clustering_property(columns)}
     physical = {
         name.lower(): fmt.physical_name(name)
@@ -217,7 +219,7 @@ def _renamed(entry: str, renames: Mapping[str, str]) -> str:
         new = renames.get(tree.parts[0].name.lower())
         if new is None:
             return entry
-        return new if IDENTIFIER.match(new) else f"`{new.replace('`', '``')}`"
+        return quote_identifier(new)
     for column in list(tree.find_all(exp.Column)):
         head = column.parts[0] if column.parts else None
         if head is not None and head.name.lower() in renames:
@@ -290,7 +292,7 @@ def _check_dimension(entry: str, schema: pa.Schema) -> str:
     if Dimension(name).column_name(schema) != name:
         # a top-level `s.d` beside a struct `s`: unquoted, it reads as the struct's field
         # (stored so, every later OPTIMIZE failed on the struct: an audit)
-        return f"`{name.replace('`', '``')}`"
+        return quote_identifier(name)
     return name
 
 

@@ -191,23 +191,21 @@ def _check_clustering(columns: list[str], ctx: _Context) -> None:
     """InvalidOption when a clustering entry no longer fits the table's schema (another
     writer dropped, or renamed without column mapping's record, a column it names)."""
     gone = cfg.dropped_clustering_columns(ctx.snap.configuration, ctx.snap.table_format)
-    if gone:
-        raise InvalidOption(
-            f"the table's clustering columns ({', '.join(columns)}, table property "
-            f"{cfg.CLUSTERING_COLUMNS}) name {', '.join(map(repr, gone))}, no longer in the table (another "
-            "writer dropped it, or renamed it where no physical name was recorded); set the clustering columns again with "
-            "Table.cluster_by([...])"
-        )
-    for entry in columns:
+    problem = f"they name {', '.join(map(repr, gone))}, no longer in the table" if gone else ""
+    for entry in columns if not gone else ():
         try:
             Dimension(entry).check(ctx.schema)
         except LakelayoutError as exc:
-            raise InvalidOption(
-                f"the table's clustering columns ({', '.join(columns)}, table property "
-                f"{cfg.CLUSTERING_COLUMNS}) no longer fit its schema: {exc} Another writer "
-                "may have dropped or renamed the column; set the clustering columns again "
-                "with Table.cluster_by([...])"
-            ) from exc
+            problem = str(exc)
+            break
+    if problem:
+        raise InvalidOption(
+            f"the table's clustering columns ({', '.join(columns)}, table property "
+            f"{cfg.CLUSTERING_COLUMNS}) no longer fit its schema: {problem}. Another writer "
+            "may have dropped or renamed a column (a rename is followed only where its "
+            "physical name was recorded); set the clustering columns again with "
+            "Table.cluster_by([...])"
+        )
 
 
 def load_context(uri: str, spark: SparkSession, catalog: IndexCatalog | None = None) -> _Context:

@@ -42,8 +42,7 @@ from lakelayout.errors import LakelayoutError, LayoutError, closest
 MAX_RANK_BITS = 31
 """Largest ``bits`` a :class:`RangeRanks` accepts (ranks stay exact in uint64 arithmetic)."""
 
-#: a name that needs no backquotes in Spark SQL
-IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 # ---------------------------------------------------------------- domains
@@ -340,7 +339,7 @@ class Dimension:
         """Raise :class:`LayoutError` if this dimension cannot be computed on ``schema``."""
         if self.column_name(schema) is not None:
             return
-        if IDENTIFIER.match(self.sql):
+        if _IDENTIFIER.match(self.sql):
             raise LayoutError(
                 f"unknown column {self.sql!r}; columns are {', '.join(schema.names)}."
                 + closest(self.sql, schema.names)
