@@ -54,30 +54,32 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
-#: the files that took longest in a full run (seconds of test time, 2026-11-24, 1,372 s in
-#: all). ``--dist loadfile`` hands whole files to the two workers in order; by default
-#: xdist orders them by their number of tests, which put the slowest last (test_deployments:
-#: 2 tests, 115 s; test_concurrent_writers: 2 tests, 85 s) and one worker finished ~20 s
-#: after the other. ``make test`` passes ``--no-loadscope-reorder`` and the files come in
-#: this order: slowest first, the short ones even out the end.
+#: the files that took longest in a full run (seconds of test time, setup included; one
+#: run on 2026-12-02: 1,435 s in all, 737 s on the clock with two workers).
+#: ``--dist loadfile`` hands whole files to the two workers in order; by default xdist
+#: orders them by their number of tests, which put the slowest last (test_deployments:
+#: 2 tests) and one worker finished ~20 s after the other. ``make test`` passes
+#: ``--no-loadscope-reorder`` and the files come in this order: slowest first, the short
+#: ones even out the end.
 SLOWEST_FIRST = (
-    "tests/table/test_delta_connector_tables.py",  # 118 s
-    "tests/test_deployments.py",  # 115 s
-    "tests/evaluation/test_file_counts.py",  # 92 s (132 s on 2026-11-28 with two inserts; one now)
-    "tests/delta_connector/test_concurrent_writers.py",  # 85 s
-    "tests/test_indexing.py",  # 76 s
-    "tests/delta_connector/test_lakelayout_tables.py",  # 60 s
-    "tests/test_no_lost_rows.py",  # 56 s
-    "tests/table/test_partitions.py",  # 53 s
-    "tests/evaluation/test_replay_order.py",  # 51 s
-    "tests/test_online_table.py",  # 47 s
-    "tests/expr/test_spark_differential.py",  # 40 s
-    "tests/table/test_session.py",  # 36 s
-    "tests/cluster/test_conflicts.py",  # 36 s
-    "tests/evaluation/test_replay_spark.py",  # 35 s
-    "tests/cluster/test_vacuum.py",  # 31 s
-    "tests/delta_connector/test_skipping_vs_delta.py",  # 30 s
-    "tests/evaluation/test_bench_datasets.py",  # 29 s
+    "tests/table/test_delta_connector_tables.py",  # 266 s
+    "tests/test_deployments.py",  # 154 s
+    "tests/test_online_table.py",  # 144 s
+    "tests/test_no_lost_rows.py",  # 84 s
+    "tests/evaluation/test_file_counts.py",  # 65 s
+    "tests/delta_connector/test_concurrent_writers.py",  # 60 s
+    "tests/table/test_partitions.py",  # 49 s
+    "tests/test_indexing.py",  # 38 s
+    "tests/test_partitioned_property.py",  # 36 s (alone)
+    "tests/delta_connector/test_lakelayout_tables.py",  # 34 s
+    "tests/cluster/test_conflicts.py",  # 31 s
+    "tests/evaluation/test_replay_order.py",  # 29 s
+    "tests/advisor/test_cli_advisor.py",  # 26 s
+    "tests/expr/test_spark_differential.py",  # 26 s
+    "tests/table/test_session.py",  # 25 s
+    "tests/evaluation/test_replay_spark.py",  # 24 s
+    "tests/evaluation/test_bench_datasets.py",  # 22 s
+    "tests/cluster/test_vacuum.py",  # 21 s
 )
 
 

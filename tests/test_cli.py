@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -282,14 +286,60 @@ def test_an_interrupt_is_one_line_with_what_had_committed(
 
     monkeypatch.setattr(lakelayout.api, "Table", interrupted)  # where `log` opens the table
     monkeypatch.setattr(sys, "argv", ["lakelayout", "log", "t"])
+    before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(SystemExit) as done:
         cli.main()
     assert done.value.code == 130
+    assert signal.getsignal(signal.SIGTERM) is before  # main() puts the test runner's back
     out = capsys.readouterr().out
     assert "Traceback" not in out
     assert " ".join(out.split()) == (
         "interrupted: the append to 't' had committed as version 3 (do not append it again)"
     )
+
+
+PLANTED = """
+import os, pathlib, shutil, sys, time
+import lakelayout.api, lakelayout.cli
+
+root = pathlib.Path(sys.argv[1])
+
+def working(path):
+    scratch = root / "scratch"
+    scratch.mkdir()
+    try:
+        (root / "started").touch()
+        time.sleep(60)
+    finally:
+        shutil.rmtree(scratch)
+
+lakelayout.api.Table = working
+sys.argv = ["lakelayout", "log", "t"]
+lakelayout.cli.main()
+"""
+
+
+def test_sigterm_runs_the_clean_ups_and_says_so(tmp_path: Path) -> None:
+    """SIGTERM (a scheduler's kill, ``timeout``) ended the CLI on the spot: no ``finally``
+    ran, so scratch tables stayed behind and the query log's buffer was lost, and the user
+    saw nothing. It now ends as Ctrl-C does: the clean-ups run, one line, exit code 143."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", PLANTED, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "started").exists():
+        assert child.poll() is None, child.communicate()
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.05)
+    child.send_signal(signal.SIGTERM)
+    out, err = child.communicate(timeout=30)
+    assert child.returncode == 143, (out, err)
+    assert not (tmp_path / "scratch").exists()
+    assert out.split() == ["terminated"] and "Traceback" not in err
 
 
 def test_py4j_s_own_tracebacks_stay_off_the_cli_s_stderr(

@@ -3,11 +3,15 @@ advise, calibrate, decisions), online reorganization, bench, demo."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
 import re
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -1139,15 +1143,31 @@ def _interrupt_of(done: BaseException) -> KeyboardInterrupt | None:
     return None
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's kill, ``timeout``, ``docker stop``), raised as Ctrl-C is so
+    that the same clean-ups run (``finally`` blocks and exit hooks: a calibration's or a
+    replay's scratch tables removed, the query log's buffer flushed). Python's default
+    for SIGTERM ends the process on the spot and ran none of them."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def _interrupted(stop: KeyboardInterrupt) -> NoReturn:
-    """Ctrl-C: one line, with what had committed before it (the interrupt's notes)."""
+    """Ctrl-C or SIGTERM: one line, with what had committed before it (the interrupt's
+    notes); exit code 130 for Ctrl-C, 143 for SIGTERM, as a shell reports them."""
+    terminated = isinstance(stop, Terminated)
     notes = "; ".join(getattr(stop, "__notes__", ()))
     console.print(
-        Text.assemble(("interrupted", "bold red"), f": {notes}" if notes else ""),
+        Text.assemble(
+            ("terminated" if terminated else "interrupted", "bold red"),
+            f": {notes}" if notes else "",
+        ),
         soft_wrap=True,
     )
     console.file.flush()  # Spark's exit may end the process before buffers are flushed
-    raise SystemExit(130) from None
+    raise SystemExit(143 if terminated else 130) from None
 
 
 def main() -> None:
@@ -1157,6 +1177,26 @@ def main() -> None:
     if not os.environ.get("LAKELAYOUT_DEBUG"):
         os.environ.setdefault(LOG_LEVEL_ENV, "OFF")  # the error is said in one line below
         _quiet_py4j()
+    with _sigterm_as_interrupt():
+        _run()
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises `Terminated` while the command runs; the handler before is put back
+    (``main`` may run inside another program, a test runner)."""
+    if threading.current_thread() is not threading.main_thread():  # handlers live there
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _run() -> None:
+    """The app, with every way out said in one line."""
     try:
         app()
     except KeyboardInterrupt as stop:  # Ctrl-C: one line, and what had committed before it
