@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from datetime import timedelta
@@ -105,26 +106,115 @@ def test_orphans_in_partition_folders_go_live_files_stay(tmp_path: Path) -> None
     assert DeltaTable(root).to_pyarrow_table().num_rows == 4
 
 
-def test_deletion_vector_files_are_left_to_deltas_vacuum(tmp_path: Path) -> None:
+#: two vectors Delta's connector wrote (a DELETE on Spark 3.5): the descriptor's text
+#: and the file it put on disk
+DELTAS_VECTORS = {
+    "ZTKA=eh*nvUvq/vk7WKq": "deletion_vector_bfd4218c-2c36-4ec3-af62-7a3d3e826a99.bin",
+    "k2lX(U3B.CZEA+WV^yQ2": "deletion_vector_3e4f803d-ae5d-4c78-bf46-8108b3d13448.bin",
+}
+
+
+def test_a_vector_descriptor_names_the_file_delta_wrote() -> None:
+    from lakelayout.table.datafile import deletion_vector_file
+
+    for text, name in DELTAS_VECTORS.items():
+        assert deletion_vector_file("/t", {"storageType": "u", "pathOrInlineDv": text}) == (
+            f"/t/{name}"
+        )
+        prefixed = {"storageType": "u", "pathOrInlineDv": "ab" + text}
+        assert deletion_vector_file("/t", prefixed) == f"/t/ab/{name}"
+    absolute = {"storageType": "p", "pathOrInlineDv": "file:/data/x%20y/v.bin"}
+    assert deletion_vector_file("/t", absolute) == "/data/x y/v.bin"
+    assert deletion_vector_file("/t", {"storageType": "i", "pathOrInlineDv": "wi5b=0"}) is None
+    for bad in ({"storageType": "u", "pathOrInlineDv": "ZTKA=eh*nvUvq/vk7WK~"},
+                {"storageType": "u", "pathOrInlineDv": "short"},
+                {"storageType": "x", "pathOrInlineDv": "ZTKA=eh*nvUvq/vk7WKq"}):  # fmt: skip
+        with pytest.raises(ValueError):
+            deletion_vector_file("/t", bad)
+
+
+def _table_with_vectors(root: str) -> dict[str, str]:
+    """A delta-rs table whose one file got a deletion vector (commit 1, under the folder
+    ``ab``) that commit 2 replaced by another (at the root), as two DELETEs of Delta's
+    connector log them. The vectors' files hold bytes, not bitmaps: VACUUM never reads
+    them. Returns the table-relative file of each: ``live`` and ``replaced``."""
+    write_deltalake(
+        root, pa.table({"id": [1, 2, 3]}), configuration={"delta.enableDeletionVectors": "true"}
+    )
+    add = pa.table(DeltaTable(root).get_add_actions(flatten=True)).to_pylist()[0]
+    (old_text, old_name), (new_text, new_name) = DELTAS_VECTORS.items()
+    old = {"storageType": "u", "pathOrInlineDv": "ab" + old_text, "sizeInBytes": 34,
+           "cardinality": 1, "offset": 1}  # fmt: skip
+    new = {"storageType": "u", "pathOrInlineDv": new_text, "sizeInBytes": 36,
+           "cardinality": 2, "offset": 1}  # fmt: skip
+
+    def actions(before: dict[str, Any] | None, after: dict[str, Any], version: int) -> None:
+        removed = {"path": add["path"], "deletionTimestamp": 1, "dataChange": True}
+        lines = [
+            {"remove": {**removed, **({"deletionVector": before} if before else {})}},
+            {"add": {"path": add["path"], "partitionValues": {}, "size": add["size_bytes"],
+                     "modificationTime": 2, "dataChange": True, "deletionVector": after}},
+            {"commitInfo": {"timestamp": 2, "operation": "DELETE"}},
+        ]  # fmt: skip
+        log = Path(root) / "_delta_log" / f"{version:020d}.json"
+        log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+    actions(None, old, 1)
+    actions(old, new, 2)
+    files = {"live": new_name, "replaced": f"ab/{old_name}"}
+    for path in files.values():
+        os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
+        Path(root, path).write_bytes(b"\x01" * 64)
+    return files
+
+
+def test_vectors_the_log_names_stay_and_orphans_past_the_retention_go(tmp_path: Path) -> None:
     """delta-rs's full listing took the files of the deletion vectors live rows depend on
     for unreferenced: a week after Delta's DELETE, lakelayout's VACUUM deleted them and
-    neither Delta nor lakelayout could read the table (an audit, with Delta's connector).
-    They stay, at the table root and under a random prefix; an orphan beside them goes."""
+    neither Delta nor lakelayout could read the table (an audit); then every vector stayed
+    for ever. A vector an action in the log names stays (live, or replaced by a later
+    DELETE); one no action names goes once it is older than the retention."""
+    from lakelayout.cluster.vacuum import vacuum
+
     root = str(tmp_path / "v")
-    write_deltalake(root, pa.table({"id": [1, 2, 3]}))
-    vectors = {
-        "deletion_vector_0b6f4a5e-3c1d-4a8e-9f2b-7d1e5c3a9b40.bin",
-        "ab/deletion_vector_1c7e5b6f-4d2e-4b9f-8a3c-6e2f4d1b8a51.bin",
-    }
-    orphan = {"ll-part-00000-crashed.parquet"}
-    for path in vectors | orphan:
+    named = _table_with_vectors(root)
+    orphans = {"deletion_vector_0b6f4a5e-3c1d-4a8e-9f2b-7d1e5c3a9b40.bin",
+               "cd/deletion_vector_1c7e5b6f-4d2e-4b9f-8a3c-6e2f4d1b8a51.bin"}  # fmt: skip
+    fresh = "deletion_vector_2d8f6c70-5e3f-4c0a-9b4d-7f3a5e2c9b62.bin"  # a DELETE writing now
+    for path in orphans | {fresh}:
         os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
-        with open(os.path.join(root, path), "wb") as fh:
-            fh.write(b"\x01" * 64)
-    _backdate(root, vectors | orphan, EIGHT_DAYS)
-    done = Table(root).vacuum()
-    assert set(done.paths) == orphan
-    assert vectors <= _files(root) and not orphan & _files(root)
+        Path(root, path).write_bytes(b"\x02" * 40)
+    _backdate(root, orphans | set(named.values()), EIGHT_DAYS)
+
+    dry = vacuum(root, dry_run=True)
+    assert set(dry.paths) == orphans and dry.by_kind() == {"deletion-vector": (2, 80)}
+    assert orphans <= _files(root)
+    done = vacuum(root)
+    assert done.paths == dry.paths
+    left = _files(root)
+    assert not orphans & left and {fresh, *named.values()} <= left
+
+
+def test_every_vector_stays_when_the_log_cannot_be_read_for_them(tmp_path: Path) -> None:
+    """A live file's vector missing (a misreading of its descriptor looks the same), or a
+    log holding what VACUUM does not read (V2 checkpoint sidecars; Delta 4 also makes an
+    empty ``_staged_commits/``, which is fine): no vector is deleted."""
+    from lakelayout.cluster.vacuum import vacuum
+
+    orphan = "deletion_vector_0b6f4a5e-3c1d-4a8e-9f2b-7d1e5c3a9b40.bin"
+    for case in ("missing", "sidecars"):
+        root = str(tmp_path / case)
+        named = _table_with_vectors(root)
+        Path(root, orphan).write_bytes(b"\x02" * 40)
+        _backdate(root, {orphan, *named.values()}, EIGHT_DAYS)
+        assert vacuum(root, dry_run=True).paths == [orphan]  # readable: the orphan goes
+        if case == "missing":
+            os.remove(os.path.join(root, named["live"]))
+        else:
+            os.makedirs(os.path.join(root, "_delta_log", "_sidecars"))
+            Path(root, "_delta_log", "_sidecars", "7d2e.parquet").write_bytes(b"PAR1")
+        assert vacuum(root).paths == []
+        assert orphan in _files(root)
 
 
 # --------------------------------------------------------------------------- Spark

@@ -160,6 +160,47 @@ def test_describe_counts_the_rows_a_reader_sees(spark: Any, with_vectors: str) -
     assert f"{seen} rows" in " ".join(out.output.split())
 
 
+def test_vacuum_deletes_the_vectors_no_action_names_and_keeps_the_rest(
+    spark: Any, with_vectors: str, tmp_path: Path
+) -> None:
+    """lakelayout's VACUUM kept every deletion vector file for ever (delta-rs's listing
+    takes them all for unreferenced; deleting them lost the table: an audit). A vector
+    no add or remove action in the log names, past the retention, goes; the ones live
+    rows and older versions depend on stay, also when only a checkpoint names them (the
+    log's cleanup removed the commits that wrote them), and the table reads as before."""
+    import time
+
+    path = copy_of(with_vectors, tmp_path)
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.checkpointInterval' = '5')")
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id = 1")  # version 5, checkpointed
+    log = Path(path, "_delta_log")
+    assert (log / f"{5:020d}.checkpoint.parquet").exists()
+    for version in range(5):  # the log's cleanup: the commits before the checkpoint go
+        (log / f"{version:020d}.json").unlink()
+    before = assert_same_as_delta(spark, path)
+    vectors = {str(p.relative_to(path)) for p in Path(path).rglob("deletion_vector_*.bin")}
+    assert len(vectors) >= 3  # two DELETEs and a third, each with its own file
+    orphan = "deletion_vector_5e0c2b7a-1f3d-4e8a-9c6b-2a7d4f1e8b30.bin"  # a failed DELETE's
+    shutil.copy(Path(path, sorted(vectors)[0]), Path(path, orphan))
+    then = time.time() - 8 * 24 * 3600
+    for file in Path(path).rglob("*"):
+        if file.is_file() and "_delta_log" not in file.parts:
+            os.utime(file, (then, then))
+
+    dry = Table(path, spark=spark).vacuum(dry_run=True)
+    assert [f.path for f in dry.files if f.kind == "deletion-vector"] == [orphan]
+    # besides it, only the checksum files Hadoop writes beside each data file (.x.crc)
+    assert all(os.path.basename(p).startswith(".") for p in dry.paths if p != orphan)
+    done = Table(path, spark=spark).vacuum()
+    assert done.paths == dry.paths
+    left = {str(p.relative_to(path)) for p in Path(path).rglob("deletion_vector_*.bin")}
+    assert left == vectors
+    assert assert_same_as_delta(spark, path) == before
+    assert Table(path, spark=spark).scan("k = 4").df.count() == len(
+        [r for r in before if r[2] == 4]
+    )
+
+
 def test_index_entries_hold_under_an_older_deletion_vector(
     spark: Any, with_vectors: str, tmp_path: Path
 ) -> None:

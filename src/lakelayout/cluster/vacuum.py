@@ -25,6 +25,18 @@ that exist itself (delta-rs lists a removed file again after it was deleted,
 and its real run would write two commits counting those files again), so
 VACUUM writes no commit and never races a writer for a version.
 
+Deletion vector files (``deletion_vector_<uuid>.bin``, Delta's connector writes
+them) are not add actions, so delta-rs's listing takes every one for
+unreferenced, the ones live rows depend on too. lakelayout deletes one only
+when it is older than the retention and no add or remove action left in
+``_delta_log/`` names it (commits, compacted logs and checkpoints, the UUID
+decoded from the descriptor): a vector a failed DELETE left, or one whose
+commits the log's own cleanup (``delta.logRetentionDuration``) has removed.
+That keeps more than Delta's VACUUM (the vectors of live files and of removals
+inside the retention) and never less. When the log holds what this does not
+read (V2 checkpoints, sidecars, coordinated commits) or a live file's vector
+is not where its descriptor says, every vector stays.
+
 Sidecar garbage under ``<table>/_lakelayout/`` (local tables) is collected
 by rules its owners state: index store manifests and segments the live
 manifest does not reference (:meth:`MetadataStore.garbage`), provenance store
@@ -47,6 +59,7 @@ need those files.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import re
@@ -55,16 +68,19 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
 from lakelayout.cluster.provenance import ProvenanceStore
 from lakelayout.errors import InvalidOption
 from lakelayout.skipping.store import MetadataStore, SidecarFile, temp_files
-from lakelayout.table import delta
+from lakelayout.table import datafile, delta
 from lakelayout.table.conflicts import expired_markers
 from lakelayout.table.location import resolve_location
 
@@ -73,7 +89,16 @@ RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
 #: Delta's default for :data:`RETENTION_PROPERTY`
 DEFAULT_RETENTION = timedelta(days=7)
 #: kinds of files VACUUM deletes, in report order
-KINDS = ("removed", "orphan", "index-store", "provenance", "layout", "temp", "waiting")
+KINDS = (
+    "removed",
+    "orphan",
+    "deletion-vector",
+    "index-store",
+    "provenance",
+    "layout",
+    "temp",
+    "waiting",
+)
 
 _UNITS = {
     "nanosecond": timedelta(microseconds=0.001),
@@ -303,14 +328,20 @@ def _data_files(
         return {_relative(location, p) for p in found}
 
     try:
-        # deletion vectors stay: delta-rs's full listing takes the files of the vectors
-        # live rows depend on for unreferenced, and deleted them, rows deleted by Delta
-        # came back unreadable with the table (an audit); Delta's VACUUM cleans them
-        listed = {p for p in listing(full=True) if not _DELETION_VECTOR.search(p)}
+        full = listing(full=True)
         removed = listing(full=False)
     except DeltaError as exc:
         raise InvalidOption(f"delta-rs refused to vacuum '{location}': {exc}") from exc
     filesystem, root = resolve_location(location)
+    # deletion vectors: delta-rs's full listing takes the files of the vectors live rows
+    # depend on for unreferenced (deleting them, rows deleted by Delta came back
+    # unreadable with the table: an audit); of the ones it lists (older than the
+    # retention) only those no action left in the log names go
+    named = _vectors_in_log(filesystem, root)
+    vectors = {p for p in full if _DELETION_VECTOR.search(p)}
+    listed = full - vectors
+    if named is not None:
+        listed |= {p for p in vectors if f"{root}/{p}" not in named}
     sizes = _sizes(filesystem, root, sorted(listed))
     out = []
     for path, size in sorted(sizes.items()):
@@ -319,8 +350,126 @@ def _data_files(
                 filesystem.delete_file(f"{root}/{path}")
             except FileNotFoundError:  # another VACUUM got there first
                 continue
-        out.append(VacuumedFile(path, "removed" if path in removed else "orphan", size))
+        kind = "deletion-vector" if path in vectors else "removed" if path in removed else "orphan"
+        out.append(VacuumedFile(path, kind, size))
     return out
+
+
+#: the files of ``_delta_log/`` whose actions are read for the deletion vectors they name
+_COMMIT = re.compile(r"(\d{20})\.json|\d{20}\.\d{20}\.compacted\.json")
+_CHECKPOINT = re.compile(r"(\d{20})\.checkpoint(\.\d{10}\.\d{10})?\.parquet")
+#: files of ``_delta_log/`` that hold no actions: checksums, the checkpoint pointer,
+#: hidden files (Hadoop's ``.crc``) and temporary ones (a commit not yet renamed)
+_NO_ACTIONS = re.compile(r"\d{20}\.crc|_last_checkpoint|\..*|.*\.tmp")
+
+
+def _vectors_in_log(filesystem: pafs.FileSystem, root: str) -> set[str] | None:
+    """Every deletion vector file an add or remove action in ``_delta_log/`` names (JSON
+    commits, compacted logs, classic checkpoints), as filesystem paths; None, keeping every
+    vector, when the log holds what this does not read (V2 checkpoints, sidecars,
+    coordinated commits), a vector it cannot place, or a live vector whose file is not
+    there (a misreading must never delete the vectors live rows depend on).
+
+    Deliberately more than Delta's VACUUM keeps (the vectors of live files and of removals
+    inside the retention): a vector goes once the log no longer names it at all, i.e.
+    after the log's own cleanup (``delta.logRetentionDuration``), or at once when no commit
+    ever named it (a write that failed before its commit).
+    """
+    selector = pafs.FileSelector(f"{root}/_delta_log", allow_not_found=True)
+    commits: list[tuple[int, list[dict[str, Any]]]] = []
+    checkpoints: dict[int, list[dict[str, Any]]] = {}
+    named: list[Mapping[str, Any]] = []
+    try:
+        for info in filesystem.get_file_info(selector):
+            name = info.base_name
+            if _NO_ACTIONS.fullmatch(name):
+                continue
+            if info.type != pafs.FileType.File:
+                # _sidecars/, _commits/, _staged_commits/ (Delta 4 makes the last one, empty)
+                if filesystem.get_file_info(pafs.FileSelector(info.path, recursive=True)):
+                    return None  # actions this does not read
+                continue
+            if (match := _COMMIT.fullmatch(name)) is not None:
+                with filesystem.open_input_stream(info.path) as stream:
+                    lines = stream.read().decode("utf-8").splitlines()
+                actions = [json.loads(line) for line in lines if line.strip()]
+                named += _descriptors(actions)
+                if match.group(1) is not None:  # a commit, not a compacted range
+                    commits.append((int(match.group(1)), actions))
+            elif (match := _CHECKPOINT.fullmatch(name)) is not None:
+                actions = _checkpoint_actions(filesystem, info.path)
+                named += _descriptors(actions)
+                checkpoints.setdefault(int(match.group(1)), []).extend(actions)
+            else:
+                return None  # a V2 checkpoint, or a file of a later protocol
+        files = {datafile.deletion_vector_file(root, d) for d in named}
+        live = {datafile.deletion_vector_file(root, d) for d in _live_vectors(checkpoints, commits)}
+        live.discard(None)
+        found = filesystem.get_file_info(sorted(p for p in live if p is not None))
+    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
+        return None
+    if any(info.type != pafs.FileType.File for info in found):
+        return None
+    return {p for p in files if p is not None}
+
+
+def _descriptors(actions: list[dict[str, Any]]) -> list[Mapping[str, Any]]:
+    """The deletion vector descriptors of the add and remove actions among ``actions``."""
+    out = []
+    for action in actions:
+        for key in ("add", "remove"):
+            vector = (action.get(key) or {}).get("deletionVector")
+            if vector:
+                out.append(vector)
+    return out
+
+
+def _checkpoint_actions(filesystem: pafs.FileSystem, path: str) -> list[dict[str, Any]]:
+    """The add and remove actions of one checkpoint file: path and deletion vector only."""
+    parquet = pq.ParquetFile(path, filesystem=filesystem)
+    wanted = [name for name in ("add", "remove") if name in parquet.schema_arrow.names]
+    table = parquet.read(columns=wanted)
+    out: list[dict[str, Any]] = []
+    for key in wanted:
+        column = table.column(key)
+        fields = {f.name for f in column.type}
+        if "deletionVector" not in fields:
+            continue
+        paths = pc.struct_field(column, "path").to_pylist()
+        vectors = pc.struct_field(column, "deletionVector").to_pylist()
+        out += [
+            {key: {"path": p, "deletionVector": v}}
+            for p, v in zip(paths, vectors, strict=True)
+            if p is not None
+        ]
+    return out
+
+
+def _live_vectors(
+    checkpoints: dict[int, list[dict[str, Any]]], commits: list[tuple[int, list[dict[str, Any]]]]
+) -> list[Mapping[str, Any]]:
+    """The deletion vectors of the latest version's files: the newest checkpoint's adds,
+    then the later commits in order, an action keyed by its path and vector (Delta's
+    reconciliation)."""
+    start = max(checkpoints, default=-1)
+    steps = [[a for a in checkpoints.get(start, []) if "add" in a]]  # removes: tombstones
+    steps += [
+        actions for version, actions in sorted(commits, key=lambda c: c[0]) if version > start
+    ]
+    live: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for actions in steps:
+        for action in actions:
+            for key in ("add", "remove"):
+                body = action.get(key)
+                if not body:
+                    continue
+                vector = body.get("deletionVector") or {}
+                unique = json.dumps([vector.get("pathOrInlineDv"), vector.get("offset")])
+                if key == "add":
+                    live[(body["path"], unique)] = vector
+                else:
+                    live.pop((body["path"], unique), None)
+    return [vector for vector in live.values() if vector]
 
 
 #: the files of Delta's deletion vectors (with or without a random prefix folder)

@@ -46,6 +46,7 @@ import json
 import math
 import re
 import urllib.parse
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -373,6 +374,59 @@ def is_plain_path(path: str) -> bool:
     (True, False)
     """
     return bool(path) and all(c.isalnum() or c in "._-+" for c in path)
+
+
+#: ZeroMQ's Z85 alphabet, in which Delta spells a deletion vector file's UUID
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+_Z85_DIGIT = {c: k for k, c in enumerate(_Z85)}
+
+
+def z85_decode(text: str) -> bytes:
+    """The bytes of Z85 ``text`` (5 characters for 4 bytes, big-endian); ValueError if it
+    is not Z85. (``base64.z85decode`` arrives with Python 3.13.)
+
+    >>> z85_decode("HelloWorld").hex()
+    '864fd26fb559f75b'
+    """
+    if len(text) % 5:
+        raise ValueError(f"Z85 text is 5 characters per 4 bytes, got {len(text)}")
+    out = bytearray()
+    for start in range(0, len(text), 5):
+        value = 0
+        for char in text[start : start + 5]:
+            if char not in _Z85_DIGIT:
+                raise ValueError(f"{char!r} is not a Z85 character")
+            value = value * 85 + _Z85_DIGIT[char]
+        if value >= 2**32:
+            raise ValueError(f"{text[start : start + 5]!r} is past 4 bytes")
+        out += value.to_bytes(4, "big")
+    return bytes(out)
+
+
+def deletion_vector_file(root: str, descriptor: Mapping[str, Any]) -> str | None:
+    """Where the file of a deletion vector descriptor (``add.deletionVector``) is, for a
+    pyarrow filesystem rooted like ``root``; None for a vector stored inline.
+
+    Storage type ``u``: ``pathOrInlineDv`` is an optional folder prefix and then the file's
+    UUID in Z85 (20 characters), the file ``<prefix>/deletion_vector_<uuid>.bin`` under
+    the table; ``p``: an absolute path; ``i``: the vector itself. ValueError for another
+    storage type or a path this cannot read.
+
+    >>> deletion_vector_file("/t", {"storageType": "u", "pathOrInlineDv": "ab" + "0" * 20})
+    '/t/ab/deletion_vector_00000000-0000-0000-0000-000000000000.bin'
+    """
+    kind, text = descriptor.get("storageType"), descriptor.get("pathOrInlineDv")
+    if kind == "i":
+        return None
+    if not isinstance(text, str):
+        raise ValueError(f"a deletion vector without a path: {dict(descriptor)}")
+    if kind == "p":
+        return file_location(root, text)
+    if kind != "u" or len(text) < 20:
+        raise ValueError(f"a deletion vector this cannot place: {dict(descriptor)}")
+    name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(text[-20:]))}.bin"
+    prefix = text[:-20]
+    return f"{root.rstrip('/')}/{prefix}/{name}" if prefix else f"{root.rstrip('/')}/{name}"
 
 
 def read_data_file(
