@@ -27,7 +27,13 @@ from lakelayout.errors import PredicateError
 from lakelayout.skipping.stats_rules import might_match
 
 from .cluster.helpers import differing_rows
-from .expr.predicates import extreme_predicates, extreme_table, session_conf, session_zone
+from .expr.predicates import (
+    double_literal,
+    extreme_predicates,
+    extreme_table,
+    session_conf,
+    session_zone,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -98,11 +104,7 @@ def _lit(column: str, value: Any) -> str:
     if column == "ts":
         return f"TIMESTAMP'{value.strftime('%Y-%m-%d %H:%M:%S.%f')}'"
     if column == "f":
-        if value != value:
-            return "CAST('NaN' AS DOUBLE)"
-        if value in (float("inf"), float("-inf")):
-            return f"CAST('{'-' if value < 0 else ''}Infinity' AS DOUBLE)"
-        return f"{value!r}D"
+        return double_literal(value)
     if column == "b":
         return "true" if value else "false"
     return str(value)

@@ -50,7 +50,7 @@ from lakelayout.api import Table
 from lakelayout.errors import LakelayoutError
 from lakelayout.skipping.stats_rules import IN_LIST_CAP
 
-from .expr.predicates import session_conf
+from .expr.predicates import double_literal, session_conf
 
 pytestmark = pytest.mark.spark
 
@@ -228,11 +228,7 @@ def literal(kind: str, value: Any) -> str:
     if kind.startswith("dec"):
         return f"{format(value, 'f')}BD"
     if kind == "double":
-        if value != value:
-            return "CAST('NaN' AS DOUBLE)"
-        if value in (float("inf"), float("-inf")):
-            return f"CAST('{'-' if value < 0 else ''}Infinity' AS DOUBLE)"
-        return f"{value!r}D"
+        return double_literal(value)
     assert kind == "boolean", kind
     return "true" if value else "false"
 

@@ -218,6 +218,15 @@ DEC_LITERALS = st.sampled_from(
 OPS = st.sampled_from(["=", "!=", "<>", "<", "<=", ">", ">=", "<=>"])
 
 
+def double_literal(value: float) -> str:
+    """A DOUBLE literal Spark reads back as ``value``: NaN and the infinities spelled as casts."""
+    if value != value:
+        return "CAST('NaN' AS DOUBLE)"
+    if value in (float("inf"), float("-inf")):
+        return f"CAST('{'-' if value < 0 else ''}Infinity' AS DOUBLE)"
+    return f"{value!r}D"
+
+
 def string_literal(text: str) -> str:
     return "'" + text.replace("'", "\\'") + "'"
 

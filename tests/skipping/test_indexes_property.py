@@ -39,7 +39,7 @@ from lakelayout.skipping.indexes import (
 from lakelayout.skipping.indexes.base import elementwise
 from lakelayout.skipping.planner import MINMAX, plan
 
-from ..expr.predicates import comparison_near_values, extreme_table
+from ..expr.predicates import comparison_near_values, double_literal, extreme_table
 from .index_helpers import FUNCTIONS, file_stats, truth
 
 EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "400"))
@@ -103,14 +103,6 @@ def sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def sql_float(value: float) -> str:
-    if value != value:
-        return "CAST('NaN' AS DOUBLE)"
-    if value in (float("inf"), float("-inf")):
-        return f"CAST('{'-' if value < 0 else ''}Infinity' AS DOUBLE)"
-    return f"CAST({value!r} AS DOUBLE)"
-
-
 def affix() -> st.SearchStrategy[str]:
     return st.one_of(
         st.sampled_from(["a", "ab", "é", "x", "https", COMMON, COMMON + "a"]),
@@ -123,7 +115,7 @@ def leaves() -> st.SearchStrategy[str]:
     pattern = affix().map(lambda p: p.replace("\\", ""))
     number = st.one_of(
         st.integers(-4, 9).map(float), st.sampled_from([float("nan"), -0.0, float("inf")])
-    ).map(sql_float)
+    ).map(double_literal)
     small = st.integers(-3, 9).map(str)
     month = st.integers(1, 12).map(str)
     coordinate = st.integers(-6, 6).map(str)
