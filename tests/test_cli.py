@@ -170,6 +170,9 @@ def test_the_console_script_prints_what_spark_rejects_once(table_path: str) -> N
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stdout.splitlines()[0].startswith("error: Spark rejects the predicate")
     assert "UNRESOLVED_ROUTINE" not in done.stderr and "Traceback" not in done.stderr
+    # the JVM starts quiet: Spark's default profile announced itself and its level on
+    # stderr (three lines) before lakelayout could set the level (an audit)
+    assert "log4j" not in done.stderr and "log level" not in done.stderr, done.stderr
 
 
 def test_an_unexpected_error_is_one_line_not_a_traceback(tmp_path: Path) -> None:

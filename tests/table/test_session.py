@@ -20,6 +20,32 @@ def _fake_java(directory: Path, version_line: str) -> None:
     script.chmod(0o755)
 
 
+def test_local_jvms_start_quiet_unless_spark_s_conf_folder_has_a_log4j_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The packaged log4j file is given to local JVMs (the CLI test checks what it
+    silences) and ships with the package; a log4j file of the user's in SPARK_CONF_DIR
+    or $SPARK_HOME/conf wins, so nothing is added then."""
+    from lakelayout.table.session import QUIET_LOG4J, quiet_start_options
+
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    assert QUIET_LOG4J.is_file() and "rootLogger.level = warn" in QUIET_LOG4J.read_text()
+    option = f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}"
+    assert quiet_start_options() == [option]
+    assert option in default_conf("local[2]")["spark.driver.extraJavaOptions"]
+    home = tmp_path / "spark"
+    (home / "conf").mkdir(parents=True)
+    monkeypatch.setenv("SPARK_HOME", str(home))
+    assert quiet_start_options() == [option]  # a conf folder without a log4j file
+    (home / "conf" / "log4j2.properties").write_text("rootLogger.level = info\n")
+    assert quiet_start_options() == []
+    monkeypatch.delenv("SPARK_HOME")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(home / "conf"))
+    assert quiet_start_options() == []
+    assert "log4j2" not in default_conf("local[2]")["spark.driver.extraJavaOptions"]
+
+
 def test_parse_java_major_old_and_new_schemes() -> None:
     assert parse_java_major('openjdk version "11.0.2" 2019-01-15') == 11
     assert parse_java_major('java version "1.8.0_292"') == 8

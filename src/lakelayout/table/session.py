@@ -52,6 +52,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakelayout.errors import EnvironmentProblem, InvalidOption
@@ -281,6 +282,27 @@ def _conf_value(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+#: the log4j configuration of the JVMs lakelayout starts locally (see the file)
+QUIET_LOG4J = Path(__file__).with_name("log4j2.properties")
+#: the files log4j 2 looks for in Spark's configuration folder
+_LOG4J_FILES = ("log4j2.properties", "log4j2.xml", "log4j2.yaml", "log4j2.yml", "log4j2.json")
+
+
+def quiet_start_options() -> list[str]:
+    """Java options that start a local JVM quiet (:data:`QUIET_LOG4J`: ERROR from the
+    first line, where Spark's default profile printed three lines about itself on stderr
+    before lakelayout set the level); none when Spark's configuration folder
+    (``SPARK_CONF_DIR``, else ``$SPARK_HOME/conf``) holds the user's own log4j file.
+    """
+    folders = [os.environ.get("SPARK_CONF_DIR")]
+    if os.environ.get("SPARK_HOME"):
+        folders.append(os.path.join(os.environ["SPARK_HOME"], "conf"))
+    for folder in filter(None, folders):
+        if any(os.path.isfile(os.path.join(folder, name)) for name in _LOG4J_FILES):
+            return []
+    return [f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}"]
+
+
 def default_conf(master: str) -> dict[str, str]:
     """The settings :func:`spark_session` applies unless the caller overrides them."""
     conf = {
@@ -307,7 +329,9 @@ def default_conf(master: str) -> dict[str, str]:
         # heap; the JVM's own default (a quarter of the memory) is what a rewrite of a few
         # million rows needs next to the scans (a 6M-row replay ran out of 1 GiB)
         conf["spark.driver.memory"] = f"{local_heap_mib()}m"
-        conf["spark.driver.extraJavaOptions"] = LOCAL_JAVA_OPTIONS
+        conf["spark.driver.extraJavaOptions"] = " ".join(
+            [LOCAL_JAVA_OPTIONS, *quiet_start_options()]
+        )
         if hasattr(socket, "AF_UNIX"):
             # over loopback TCP every Python task waited ~40 ms for its input: the JVM's
             # small writes meet Nagle's algorithm and the worker's delayed ACK. A Unix
