@@ -195,7 +195,8 @@ class Table:
 
         All files of ``df`` are committed in one transaction: version 0, or version 1
         when ``properties`` holds lakelayout's own (``lakelayout.*``), which version 0
-        creates the empty table with.
+        creates the empty table with (under column mapping, with ``cluster_by``, one
+        more commit before the files records the columns' physical names).
         ``df`` may also be a ``pyarrow.Table`` (e.g. from pandas or polars): its
         rows are written in this process by the same writer Spark tasks run, with
         no Spark job (as delta-rs' ``write_deltalake`` does); the table's types
@@ -297,10 +298,13 @@ class Table:
         try:
             if df is None:
                 create([])
+                if mapping == "name":
+                    _record_physical_clustering(root, session)
             elif mapping == "name":
                 # the files hold the physical names delta-rs gives the columns when it
                 # creates the table: first the empty table, then the files with its names
                 create([])
+                _record_physical_clustering(root, session)
                 snap = delta.snapshot(root)
                 written = _write(df, root, schema=snap.schema, fmt=snap.table_format, **options)
                 delta.commit(root, adds=written, read_version=snap.version, operation="WRITE")
@@ -934,6 +938,30 @@ def check_partition_columns(columns: Sequence[str] | None, schema: pa.Schema) ->
             "cannot use all columns as partition columns (Delta needs at least one data column)"
         )
     return tuple(out)
+
+
+def _record_physical_clustering(root: str, spark: SparkSession | None) -> None:
+    """Under column mapping, record the physical names of the clustering columns of a table
+    just created (delta-rs names the columns when it creates it, so one more commit), so
+    that a later RENAME COLUMN by any writer is followed: without them a rename made every
+    OPTIMIZE fail until ``cluster_by`` again. A table whose property commits need Delta's
+    connector (a table-features protocol) gets them only with a session that has it."""
+    from lakelayout.cluster import config as cluster_config
+    from lakelayout.table import connector
+
+    snap = delta.snapshot(root)
+    entries = cluster_config.parse_clustering(snap.configuration)
+    if not entries:
+        return
+    props = cluster_config.clustering_properties(entries, snap.table_format, snap.configuration)
+    physical = props.get(cluster_config.CLUSTERING_PHYSICAL_NAMES)
+    if not physical:
+        return
+    if delta.properties_need_connector(root) and (
+        spark is None or connector.missing_reason(spark) is not None
+    ):
+        return  # followed by name only (docs/clustering.md)
+    delta.set_properties(root, {cluster_config.CLUSTERING_PHYSICAL_NAMES: physical}, spark=spark)
 
 
 def _check_target_size(size: int) -> int:
