@@ -185,6 +185,9 @@ def test_vectors_the_log_names_stay_and_orphans_past_the_retention_go(tmp_path: 
         os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
         Path(root, path).write_bytes(b"\x02" * 40)
     _backdate(root, orphans | set(named.values()), EIGHT_DAYS)
+    # Delta's VACUUM leaves a note of its last run in the log (no actions): every vector
+    # stayed on a table Delta had vacuumed once (an audit)
+    Path(root, "_delta_log", "_last_vacuum_info").write_text('{"latestCommitVersion": 2}')
 
     dry = vacuum(root, dry_run=True)
     assert set(dry.paths) == orphans and dry.by_kind() == {"deletion-vector": (2, 80)}
@@ -193,6 +196,19 @@ def test_vectors_the_log_names_stay_and_orphans_past_the_retention_go(tmp_path: 
     assert done.paths == dry.paths
     left = _files(root)
     assert not orphans & left and {fresh, *named.values()} <= left
+
+
+def test_vectors_of_a_table_at_the_filesystem_root_are_matched_by_one_spelling() -> None:
+    """At the root the listing's files were '//name' and the log's '/name': no vector was
+    named, live ones were deleted (an audit, from the code)."""
+    from lakelayout.cluster.vacuum import unnamed_vectors
+    from lakelayout.table.datafile import deletion_vector_file
+
+    (text, name), (_, other) = DELTAS_VECTORS.items()
+    for root in ("/", "/t", "/t/"):
+        named = {deletion_vector_file(root, {"storageType": "u", "pathOrInlineDv": text})}
+        assert unnamed_vectors({name, other}, named, root) == {other}
+        assert unnamed_vectors({name, other}, None, root) == set()
 
 
 def test_every_vector_stays_when_the_log_cannot_be_read_for_them(tmp_path: Path) -> None:

@@ -337,11 +337,8 @@ def _data_files(
     # depend on for unreferenced (deleting them, rows deleted by Delta came back
     # unreadable with the table: an audit); of the ones it lists (older than the
     # retention) only those no action left in the log names go
-    named = _vectors_in_log(filesystem, root)
     vectors = {p for p in full if _DELETION_VECTOR.search(p)}
-    listed = full - vectors
-    if named is not None:
-        listed |= {p for p in vectors if f"{root}/{p}" not in named}
+    listed = (full - vectors) | unnamed_vectors(vectors, _vectors_in_log(filesystem, root), root)
     sizes = _sizes(filesystem, root, sorted(listed))
     out = []
     for path, size in sorted(sizes.items()):
@@ -355,12 +352,27 @@ def _data_files(
     return out
 
 
+def unnamed_vectors(vectors: set[str], named: set[str] | None, root: str) -> set[str]:
+    """Of the table-relative vector files ``vectors``, those ``named`` (filesystem paths,
+    as :func:`lakelayout.table.datafile.deletion_vector_file` spells them under ``root``)
+    does not hold; none when ``named`` is None (the log could not be read for them).
+
+    >>> unnamed_vectors({"a.bin", "b.bin"}, {"/a.bin"}, "/")  # a table at the root
+    {'b.bin'}
+    """
+    if named is None:
+        return set()
+    base = root.rstrip("/")
+    return {p for p in vectors if f"{base}/{p}" not in named}
+
+
 #: the files of ``_delta_log/`` whose actions are read for the deletion vectors they name
 _COMMIT = re.compile(r"(\d{20})\.json|\d{20}\.\d{20}\.compacted\.json")
 _CHECKPOINT = re.compile(r"(\d{20})\.checkpoint(\.\d{10}\.\d{10})?\.parquet")
-#: files of ``_delta_log/`` that hold no actions: checksums, the checkpoint pointer,
-#: hidden files (Hadoop's ``.crc``) and temporary ones (a commit not yet renamed)
-_NO_ACTIONS = re.compile(r"\d{20}\.crc|_last_checkpoint|\..*|.*\.tmp")
+#: files of ``_delta_log/`` that hold no actions: checksums, the checkpoint pointer, what
+#: Delta's VACUUM notes of its last run, hidden files (Hadoop's ``.crc``) and temporary
+#: ones (a commit not yet renamed)
+_NO_ACTIONS = re.compile(r"\d{20}\.crc|_last_checkpoint|_last_vacuum_info|\..*|.*\.tmp")
 
 
 def _vectors_in_log(filesystem: pafs.FileSystem, root: str) -> set[str] | None:
