@@ -3,7 +3,6 @@ advise, calibrate, decisions), online reorganization, bench, demo."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
 import os
@@ -11,7 +10,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Iterator
+import traceback
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -1150,8 +1149,25 @@ class Terminated(KeyboardInterrupt):
     for SIGTERM ends the process on the spot and ran none of them."""
 
 
+#: whether a SIGTERM has come: later ones are ignored, so that they cannot cut short the
+#: clean-ups the first one started (a scheduler that will not wait sends SIGKILL)
+_terminating = threading.Event()
+
+
 def _terminate(signum: int, frame: object) -> None:
+    if _terminating.is_set():
+        return
+    _terminating.set()
     raise Terminated
+
+
+def _interrupted_by(exc: BaseException) -> None:
+    """An error the interruption caused is the interruption: PySpark's clean-up after a
+    py4j call cut short fails in turn (``Py4JNetworkError: Answer from Java side is
+    empty``, ``getResult`` of an Arrow read), with the Ctrl-C or SIGTERM as its context."""
+    cause = _interrupt_of(exc)
+    if cause is not None and not os.environ.get("LAKELAYOUT_DEBUG"):
+        _interrupted(cause)
 
 
 def _interrupted(stop: KeyboardInterrupt) -> NoReturn:
@@ -1177,22 +1193,12 @@ def main() -> None:
     if not os.environ.get("LAKELAYOUT_DEBUG"):
         os.environ.setdefault(LOG_LEVEL_ENV, "OFF")  # the error is said in one line below
         _quiet_py4j()
-    with _sigterm_as_interrupt():
-        _run()
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises `Terminated` while the command runs; the handler before is put back
-    (``main`` may run inside another program, a test runner)."""
-    if threading.current_thread() is not threading.main_thread():  # handlers live there
-        yield
-        return
-    before = signal.signal(signal.SIGTERM, _terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, before)
+    if threading.current_thread() is threading.main_thread():  # handlers live there
+        # for the rest of the process: exit hooks run after main() returns (the query
+        # log's flush, an online table's wait for its rewrite), and a SIGTERM there must
+        # end them as Ctrl-C does, not kill the process half-way (an audit)
+        signal.signal(signal.SIGTERM, _terminate)
+    _run()
 
 
 def _run() -> None:
@@ -1201,6 +1207,9 @@ def _run() -> None:
         app()
     except KeyboardInterrupt as stop:  # Ctrl-C: one line, and what had committed before it
         if os.environ.get("LAKELAYOUT_DEBUG"):
+            if isinstance(stop, Terminated):  # the traceback, and SIGTERM's exit code
+                traceback.print_exc()
+                raise SystemExit(143) from None
             raise
         _interrupted(stop)
     except SystemExit as done:
@@ -1211,6 +1220,7 @@ def _run() -> None:
             raise
         _interrupted(cause)
     except LakelayoutError as exc:  # raised outside a command's own handler
+        _interrupted_by(exc)
         try:
             _fail(exc)
         except typer.Exit as done:
@@ -1218,6 +1228,7 @@ def _run() -> None:
     except Exception as exc:  # a bug or an error from below (Spark, the filesystem)
         if os.environ.get("LAKELAYOUT_DEBUG"):
             raise
+        _interrupted_by(exc)
         first = _reason(exc)
         console.print(
             Text.assemble(

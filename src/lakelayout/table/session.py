@@ -289,7 +289,7 @@ _LOG4J_FILES = ("log4j2.properties", "log4j2.xml", "log4j2.yaml", "log4j2.yml", 
 
 
 def quiet_start_options() -> list[str]:
-    """Java options that start a local JVM quiet (:data:`QUIET_LOG4J`: ERROR from the
+    """Java options that start a local JVM quiet (:data:`QUIET_LOG4J`: WARN from the
     first line, where Spark's default profile printed three lines about itself on stderr
     before lakelayout set the level); none when Spark's configuration folder
     (``SPARK_CONF_DIR``, else ``$SPARK_HOME/conf``) holds the user's own log4j file.
