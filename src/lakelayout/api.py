@@ -947,7 +947,6 @@ def _record_physical_clustering(root: str, spark: SparkSession | None) -> None:
     OPTIMIZE fail until ``cluster_by`` again. A table whose property commits need Delta's
     connector (a table-features protocol) gets them only with a session that has it."""
     from lakelayout.cluster import config as cluster_config
-    from lakelayout.table import connector
 
     snap = delta.snapshot(root)
     entries = cluster_config.parse_clustering(snap.configuration)
@@ -957,11 +956,10 @@ def _record_physical_clustering(root: str, spark: SparkSession | None) -> None:
     physical = props.get(cluster_config.CLUSTERING_PHYSICAL_NAMES)
     if not physical:
         return
-    if delta.properties_need_connector(root) and (
-        spark is None or connector.missing_reason(spark) is not None
-    ):
-        return  # followed by name only (docs/clustering.md)
-    delta.set_properties(root, {cluster_config.CLUSTERING_PHYSICAL_NAMES: physical}, spark=spark)
+    with contextlib.suppress(UnsupportedTable):  # no connector: followed by name only
+        delta.set_properties(
+            root, {cluster_config.CLUSTERING_PHYSICAL_NAMES: physical}, spark=spark
+        )
 
 
 def _check_target_size(size: int) -> int:

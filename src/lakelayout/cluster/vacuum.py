@@ -414,15 +414,19 @@ def _vectors_in_log(filesystem: pafs.FileSystem, root: str) -> set[str] | None:
                 checkpoints.setdefault(int(match.group(1)), []).extend(actions)
             else:
                 return None  # a V2 checkpoint, or a file of a later protocol
-        files = {datafile.deletion_vector_file(root, d) for d in named}
-        live = {datafile.deletion_vector_file(root, d) for d in _live_vectors(checkpoints, commits)}
-        live.discard(None)
-        found = filesystem.get_file_info(sorted(p for p in live if p is not None))
+        files = _vector_files(root, named)
+        live = _vector_files(root, _live_vectors(checkpoints, commits))
+        found = filesystem.get_file_info(sorted(live))
     except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
         return None
     if any(info.type != pafs.FileType.File for info in found):
         return None
-    return {p for p in files if p is not None}
+    return files
+
+
+def _vector_files(root: str, descriptors: list[Mapping[str, Any]]) -> set[str]:
+    """The files of ``descriptors`` (inline vectors have none)."""
+    return {f for d in descriptors if (f := datafile.deletion_vector_file(root, d)) is not None}
 
 
 def _descriptors(actions: list[dict[str, Any]]) -> list[Mapping[str, Any]]:

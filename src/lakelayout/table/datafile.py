@@ -426,7 +426,8 @@ def deletion_vector_file(root: str, descriptor: Mapping[str, Any]) -> str | None
         raise ValueError(f"a deletion vector this cannot place: {dict(descriptor)}")
     name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(text[-20:]))}.bin"
     prefix = text[:-20]
-    return f"{root.rstrip('/')}/{prefix}/{name}" if prefix else f"{root.rstrip('/')}/{name}"
+    folder = f"{root.rstrip('/')}/{prefix}" if prefix else root.rstrip("/")
+    return f"{folder}/{name}"
 
 
 def read_data_file(
