@@ -9,23 +9,10 @@ from typing import Any
 
 import pytest
 
-from .processes import INTERPRETED
+from .processes import INTERPRETED, LATE_C2
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-
-
-#: JIT thresholds of the test session's JVM: its top-tier (C2) compiler waits for ~10x the
-#: calls and loops it waits for by default. A sampled cold run of a Delta-heavy file spent
-#: 64 of its JVM's 150 CPU seconds in the C2 compiler thread; alone, that thread has the
-#: second core to itself, but ``make test`` keeps both cores busy with two workers. Two
-#: Delta-heavy files side by side, -n 2: 217 / 220 s by default, 195 s with these (197 s
-#: with C1 alone, which slows the longer property runs). A test setting, as the children's
-#: C1_ONLY (tests/processes.py): a user's long-lived session keeps the JVM's defaults.
-LATE_C2 = (
-    "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=20000 "
-    "-XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=400000"
-)
 
 
 @pytest.fixture(scope="session")
@@ -40,14 +27,15 @@ def spark() -> Iterator[Any]:
     child processes of the deployment tests (a 2-core worker, ``local[2]`` Connect).
     Queries run interpreted (:data:`tests.processes.INTERPRETED`).
     """
-    from lakelayout.table.session import LOCAL_JAVA_OPTIONS, spark_session
+    from lakelayout.table.session import spark_session
 
     session = spark_session(
         "local[1]",
         **{
             "spark.ui.enabled": "false",
             **INTERPRETED,
-            "spark.driver.extraJavaOptions": f"{LOCAL_JAVA_OPTIONS} {LATE_C2}",
+            # the user's own options: lakelayout's are kept beside them
+            "spark.driver.extraJavaOptions": LATE_C2,
         },
     )
     yield session

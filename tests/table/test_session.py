@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 from lakelayout.errors import EnvironmentProblem
-from lakelayout.table.session import check_java, default_conf, local_heap_mib, parse_java_major
+from lakelayout.table.session import (
+    check_java,
+    default_conf,
+    local_heap_mib,
+    parse_java_major,
+    quiet_start_options,
+)
+
+from ..processes import LATE_C2
 
 
 def _fake_java(directory: Path, version_line: str) -> None:
@@ -33,7 +41,7 @@ def test_local_jvms_start_quiet_unless_spark_s_conf_folder_has_a_log4j_file(
     assert QUIET_LOG4J.is_file() and "rootLogger.level = warn" in QUIET_LOG4J.read_text()
     option = f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}"
     assert quiet_start_options() == [option]
-    assert option in default_conf("local[2]")["spark.driver.extraJavaOptions"]
+    assert option in default_conf("local[2]")["spark.driver.defaultJavaOptions"]
     home = tmp_path / "spark"
     (home / "conf").mkdir(parents=True)
     monkeypatch.setenv("SPARK_HOME", str(home))
@@ -43,7 +51,7 @@ def test_local_jvms_start_quiet_unless_spark_s_conf_folder_has_a_log4j_file(
     monkeypatch.delenv("SPARK_HOME")
     monkeypatch.setenv("SPARK_CONF_DIR", str(home / "conf"))
     assert quiet_start_options() == []
-    assert "log4j2" not in default_conf("local[2]")["spark.driver.extraJavaOptions"]
+    assert "log4j2" not in default_conf("local[2]")["spark.driver.defaultJavaOptions"]
 
 
 def test_parse_java_major_old_and_new_schemes() -> None:
@@ -108,10 +116,12 @@ def test_default_conf_for_local_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     assert conf["spark.python.unix.domain.socket.enabled"] == "true"
     # the heap of the JVM that runs every task, not Spark's 1 GiB
     assert conf["spark.driver.memory"] == f"{local_heap_mib()}m" and local_heap_mib() >= 1024
-    assert "GCLockerRetryAllocationCount" in conf["spark.driver.extraJavaOptions"]
+    # lakelayout's JVM options go where Spark puts them before the user's own
+    assert "GCLockerRetryAllocationCount" in conf["spark.driver.defaultJavaOptions"]
+    assert "spark.driver.extraJavaOptions" not in conf
     cluster = default_conf("spark://host:7077")
     # a cluster's driver and executors are sized by who runs it
-    assert "spark.driver.memory" not in cluster and "spark.driver.extraJavaOptions" not in cluster
+    assert "spark.driver.memory" not in cluster and "spark.driver.defaultJavaOptions" not in cluster
     assert "spark.sql.shuffle.partitions" not in cluster
     # executors of a cluster may lack lakelayout's Python: their daemon stays Spark's own
     assert "spark.python.daemon.module" not in cluster
@@ -132,13 +142,17 @@ def test_session_has_lakelayout_settings(spark: object) -> None:
     assert conf.get("spark.pyspark.python") == sys.executable
     assert conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
     assert os.environ["PYSPARK_PYTHON"] == sys.executable
-    # the JVM really started with them: its heap and the GC option
+    # the JVM really started with them: its heap, the GC option and the quiet start,
+    # next to the Java options the caller gave (tests.conftest: the late C2 compiler),
+    # which had replaced lakelayout's
     jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
     assert jvm.java.lang.Runtime.getRuntime().maxMemory() >= 0.9 * local_heap_mib() * 2**20
     options = list(
         jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
     )
     assert "-XX:GCLockerRetryAllocationCount=100" in options
+    assert set(quiet_start_options()) <= set(options)
+    assert set(LATE_C2.split()) <= set(options)
 
 
 @pytest.mark.spark

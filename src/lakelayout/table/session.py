@@ -78,6 +78,9 @@ DAEMON_MODULE = "lakelayout.table.daemon"
 #: Spark's setting that connects the JVM and its Python processes by Unix domain sockets
 UNIX_SOCKETS_SETTING = "spark.python.unix.domain.socket.enabled"
 
+#: the JVM options Spark gives the driver before ``spark.driver.extraJavaOptions``
+DEFAULT_JAVA_OPTIONS = "spark.driver.defaultJavaOptions"
+
 #: JVM options of a local session. G1 on Java 17-21 fails an allocation with an
 #: OutOfMemoryError once it has retried a garbage collection twice while a thread sits
 #: in a JNI critical section (compression, Arrow): "Retried waiting for GCLocker too often".
@@ -329,9 +332,9 @@ def default_conf(master: str) -> dict[str, str]:
         # heap; the JVM's own default (a quarter of the memory) is what a rewrite of a few
         # million rows needs next to the scans (a 6M-row replay ran out of 1 GiB)
         conf["spark.driver.memory"] = f"{local_heap_mib()}m"
-        conf["spark.driver.extraJavaOptions"] = " ".join(
-            [LOCAL_JAVA_OPTIONS, *quiet_start_options()]
-        )
+        # Spark puts these before spark.driver.extraJavaOptions (the user's own, which
+        # replaced lakelayout's when they were given there, and win over them now)
+        conf[DEFAULT_JAVA_OPTIONS] = " ".join([LOCAL_JAVA_OPTIONS, *quiet_start_options()])
         if hasattr(socket, "AF_UNIX"):
             # over loopback TCP every Python task waited ~40 ms for its input: the JVM's
             # small writes meet Nagle's algorithm and the worker's delayed ACK. A Unix
@@ -470,7 +473,12 @@ def spark_session(
     settings = {} if running else default_conf(chosen)
     if delta is not False and not running:
         settings.update(delta_conf(required=delta is True))
-    settings.update({key: _conf_value(value) for key, value in conf.items()})
+    given = {key: _conf_value(value) for key, value in conf.items()}
+    if DEFAULT_JAVA_OPTIONS in settings and given.get(DEFAULT_JAVA_OPTIONS):
+        # an administrator's default options join lakelayout's (theirs last: they win)
+        ours, theirs = settings[DEFAULT_JAVA_OPTIONS], given[DEFAULT_JAVA_OPTIONS]
+        given[DEFAULT_JAVA_OPTIONS] = f"{ours} {theirs}"
+    settings.update(given)
     builder = SparkSession.builder.master(chosen).appName(app_name or "lakelayout")
     for key, value in settings.items():
         builder = builder.config(key, value)
