@@ -389,18 +389,23 @@ def test_int96_timestamps_outside_the_nanosecond_range(spark: Any, tmp_path: Pat
     ]
 
 
-@pytest.mark.parametrize("mapping", ["none", "name"])
+@pytest.mark.parametrize(
+    ("mapping", "json"), [("none", "true"), ("name", "true"), ("name", "false")]
+)
 def test_checkpoint_timestamp_bounds_outside_the_nanosecond_range(
-    spark: Any, tmp_path: Path, mapping: str
+    spark: Any, tmp_path: Path, mapping: str, json: str
 ) -> None:
     """Delta's checkpoint stores typed TIMESTAMP bounds as INT96, which delta-rs reads
     wrapped outside 1677-2262 (0001-01-01 as 1754-08-30): a scan for the old rows
     skipped their files and a DELETE of them deleted nothing (a time audit). Bounds of
-    the files a checkpoint lists are read from its JSON statistics text instead."""
-    path = str(tmp_path / f"c-{mapping}")
+    the files a checkpoint lists are read from its JSON statistics text instead, or
+    without it (writeStatsAsJson=false) from the typed ones with INT96 as microseconds:
+    every file was kept then."""
+    path = str(tmp_path / f"c-{mapping}-{json}")
     spark.sql(
         f"""CREATE TABLE delta.`{path}` (id BIGINT, ts TIMESTAMP) USING delta
             TBLPROPERTIES ('delta.checkpointInterval' = '3',
+                           'delta.checkpoint.writeStatsAsJson' = '{json}',
                            'delta.columnMapping.mode' = '{mapping}')"""
     )
     values = ["0001-01-01 00:00:00", "1500-01-01 00:00:00", "9999-12-31 23:59:59.999999",
@@ -414,7 +419,10 @@ def test_checkpoint_timestamp_bounds_outside_the_nanosecond_range(
                   "ts > TIMESTAMP'2300-01-01 00:00:00+00:00'", "ts >= TIMESTAMP'2020-01-01 00:00:00+00:00'"]:  # fmt: skip
         want = sorted(r.id for r in theirs.where(where).select("id").collect())
         assert want, where
-        assert sorted(r.id for r in t.scan(where).df.select("id").collect()) == want, where
+        scan = t.scan(where)
+        assert sorted(r.id for r in scan.df.select("id").collect()) == want, where
+        # one row per file: the bounds keep the matching files only
+        assert scan.report.files_kept == len(want), where
     t.delete("ts < TIMESTAMP'1600-01-01 00:00:00+00:00'")
     assert sorted(r.id for r in spark.read.format("delta").load(path).collect()) == [3, 4]
 

@@ -11,8 +11,12 @@ the nanosecond range like a true one, so it cannot be told by its value.
 
 For the files a checkpoint lists with INT96 timestamp statistics, the bounds of
 every TIMESTAMP column are read again from the statistics' JSON text the same
-checkpoint holds (``add.stats``, which Delta writes there by default); a file
-without that text gets unknown bounds (kept by every scan). Files added after
+checkpoint holds (``add.stats``, which Delta writes there by default). A file
+without that text (``delta.checkpoint.writeStatsAsJson=false``) gets its
+TIMESTAMP bounds from the typed statistics, read with INT96 taken as
+microseconds (no wrap between years 0001 and 9999; a bound beyond them is
+unknown), and a maximum on a whole millisecond is widened to the end of it as
+for the text. Files added after
 the checkpoint come from JSON commits, which delta-rs reads right, and a
 checkpoint without INT96 statistics (delta-rs, lakelayout) is left alone: only
 its Parquet footers are read, once per checkpoint.
@@ -21,11 +25,14 @@ its Parquet footers are read, once per checkpoint.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import re
 import urllib.parse
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -62,12 +69,18 @@ def with_checkpoint_timestamps(
     parts = _int96_checkpoint(filesystem, f"{root}/_delta_log", version)
     if not parts:
         return files
-    texts = _stats_texts(filesystem, parts)
+    named = physical if physical is not None else schema
+    logical_zoned = {stats_key(p) for p, _ in zoned}
+    leaves = [
+        q
+        for (p, _), (q, _) in zip(leaf_paths(schema), leaf_paths(named), strict=False)
+        if stats_key(p) in logical_zoned
+    ]
+    texts = _stats_texts(filesystem, parts, leaves)
     paths = [str(p) for p in files.paths]
     where = [i for i, p in enumerate(paths) if urllib.parse.unquote(p) in texts]
     if not where:
         return files
-    named = physical if physical is not None else schema
     read = from_delta_stats(
         [texts[urllib.parse.unquote(paths[i])] for i in where],
         named,
@@ -158,20 +171,86 @@ def _has_int96(filesystem: pafs.FileSystem, part: str) -> bool:
     )
 
 
-def _stats_texts(filesystem: pafs.FileSystem, parts: list[str]) -> dict[str, str | None]:
-    """Per file path (decoded) the checkpoint lists: its statistics' JSON text (None
-    where the checkpoint holds none)."""
-    out: dict[str, str | None] = {}
+def _stats_texts(
+    filesystem: pafs.FileSystem, parts: list[str], leaves: list[tuple[str, ...]]
+) -> dict[str, str | dict[str, Any] | None]:
+    """Per file path (decoded) the checkpoint lists: its statistics' JSON text, or where
+    the checkpoint holds none the bounds of ``leaves`` (physical paths of TIMESTAMP
+    columns) from its typed statistics, INT96 read as microseconds (None: neither)."""
+    out: dict[str, str | dict[str, Any] | None] = {}
     for part in parts:
         with filesystem.open_input_file(part) as handle:
-            checkpoint = pq.ParquetFile(handle)
+            checkpoint = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
             arrow = checkpoint.schema_arrow
             if "add" not in arrow.names:
                 continue
             add = arrow.field("add").type
-            wanted = ["add.path"] + (["add.stats"] if add.get_field_index("stats") >= 0 else [])
+            wanted = ["add.path"] + [
+                f"add.{name}"
+                for name in ("stats", "stats_parsed")
+                if add.get_field_index(name) >= 0
+            ]
             table = checkpoint.read(columns=wanted)
-        for entry in table.column("add").to_pylist():
-            if entry and entry.get("path"):
-                out[urllib.parse.unquote(entry["path"])] = entry.get("stats")
+        column = table.column("add").combine_chunks()
+        entries = pc.struct_field(column, "path").to_pylist()
+        texts = (
+            pc.struct_field(column, "stats").to_pylist()
+            if column.type.get_field_index("stats") >= 0
+            else [None] * len(column)
+        )
+        # the typed statistics are read only when some entry has no text
+        typed = _typed_bounds(column, leaves) if None in texts else texts
+        for i, path in enumerate(entries):
+            if path:
+                out[urllib.parse.unquote(path)] = texts[i] if texts[i] is not None else typed[i]
     return out
+
+
+def _typed_bounds(
+    add: pa.StructArray, leaves: list[tuple[str, ...]]
+) -> list[dict[str, Any] | None]:
+    """Per entry of a checkpoint's ``add`` column, the bounds its typed statistics give
+    ``leaves``, as a statistics object (ISO text, microseconds) :func:`from_delta_stats`
+    reads; None where there are none."""
+    out: list[dict[str, Any] | None] = [None] * len(add)
+    if add.type.get_field_index("stats_parsed") < 0:
+        return out
+    parsed = pc.struct_field(add, "stats_parsed")
+    for kind in ("minValues", "maxValues"):
+        for leaf in leaves:
+            try:
+                values = pc.struct_field(parsed, [kind, *leaf])
+            except pa.ArrowInvalid:
+                continue  # a column the checkpoint has no statistics for
+            if not pa.types.is_timestamp(values.type):
+                continue
+            try:  # (a unit finer than microseconds that would be cut: left unknown)
+                micros = values.cast(pa.timestamp("us", values.type.tz)).cast(pa.int64())
+            except pa.ArrowInvalid:
+                continue
+            for i, number in enumerate(micros.to_pylist()):
+                text = _iso_micros(number)
+                if text is None:
+                    continue
+                stats: dict[str, Any] = out[i] or {}
+                out[i] = stats
+                level = stats.setdefault(kind, {})
+                for name in leaf[:-1]:
+                    level = level.setdefault(name, {})
+                level[leaf[-1]] = text
+    return out
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def _iso_micros(number: int | None) -> str | None:
+    """Microseconds since the epoch as Delta's statistics text spells an instant; None
+    outside Python's years 1-9999."""
+    if number is None:
+        return None
+    try:
+        moment = _EPOCH + datetime.timedelta(microseconds=number)
+    except OverflowError:
+        return None
+    return moment.isoformat(timespec="microseconds")
