@@ -82,6 +82,17 @@ def test_describe_names_lakelayout_operations_and_times_in_utc(spark: Any, tmp_p
     assert "+00:00" in result.output and "WRITE" not in operations[:2]
 
 
+def test_optimize_output_starts_with_its_table_off_a_terminal(spark: Any, tmp_path: Path) -> None:
+    """Rich's progress bar printed an empty line when it ended on a console that is not
+    a terminal (a pipe, a log file), before the table and before 'interrupted'; the bar
+    is shown on terminals only."""
+    data = pa.table({"id": list(range(100)), "k": [i % 5 for i in range(100)]})
+    t = Table.create(str(tmp_path / "t"), spark.createDataFrame(data).repartition(3))
+    result = runner.invoke(app, ["optimize", t.uri, "--zorder", "k"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0].strip().startswith("OPTIMIZE"), result.output
+
+
 def test_missing_table_is_a_clear_error(tmp_path: Path) -> None:
     result = runner.invoke(app, ["describe", str(tmp_path / "nope")])
     assert result.exit_code == 2

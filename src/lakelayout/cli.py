@@ -166,7 +166,8 @@ def optimize(
                 "--full re-clusters a clustered table; it does not go with --zorder"
             )
         table = Table(path)
-        with Progress(console=console, transient=True) as progress:
+        # a bar only on a terminal (elsewhere Rich ended it with an empty line)
+        with Progress(console=console, transient=True, disable=not console.is_terminal) as progress:
             task = progress.add_task("optimizing", total=None)
 
             def advance(done: int, total: int) -> None:
