@@ -315,6 +315,18 @@ def test_the_shared_session_reads_a_lakelayout_table_through_delta(
     assert sorted(r["id"] for r in back.collect()) == list(range(10))
 
 
+@pytest.mark.spark
+def test_the_features_delta_s_connector_writes_are_read_in_one_call(spark: object) -> None:
+    """The names of the table features the session's Delta connector supports, lower
+    case, as the commit checks compare them (read with one py4j call: iterating the set
+    took a call per name and an exception at its end, twice per append)."""
+    from lakelayout.table.connector import writes_features
+
+    features = writes_features(spark)  # type: ignore[arg-type]
+    assert {"deletionvectors", "columnmapping", "domainmetadata", "clustering"} <= features
+    assert all(name == name.lower() and name.strip() and "," not in name for name in features)
+
+
 def test_no_code_path_needs_the_jvm_gateway() -> None:
     """A Spark Connect session has no ``sparkContext``, ``_jvm`` or RDDs: outside the
     session factory (where every use is behind ``is_connect``) and Delta's connector over
