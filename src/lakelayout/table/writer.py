@@ -607,7 +607,10 @@ def _descriptor_batch(done: FinishedFile, meta: bytes | None = None) -> pa.Recor
 def _select_in_table_order(df: DataFrame, schema: pa.Schema) -> DataFrame:
     """``df``'s columns in table order, renamed to the table's spelling."""
 
-    by_lower = {name.lower(): name for name in df.columns}
+    names = list(df.columns)
+    if names == schema.names:  # already so: no projection to build over py4j
+        return df
+    by_lower = {name.lower(): name for name in names}
     columns = []
     for name in schema.names:
         columns.append(spark_column(by_lower[name.lower()]).alias(name))
