@@ -1,4 +1,5 @@
-"""TIMESTAMP statistics a checkpoint stores as INT96, which delta-rs reads wrapped.
+"""Date and time statistics a checkpoint of Delta's connector stores in a way delta-rs
+misreads: TIMESTAMP as INT96, and dates and timestamps in Spark's legacy calendar.
 
 Delta's Spark connector writes a checkpoint's typed statistics
 (``add.stats_parsed``) with Spark's Parquet writer, which stores TIMESTAMP as
@@ -9,17 +10,26 @@ audit: a scan for ``ts < TIMESTAMP'1700-01-01'`` skipped every file holding
 such rows, and a DELETE of them deleted nothing). A wrapped bound lies inside
 the nanosecond range like a true one, so it cannot be told by its value.
 
-For the files a checkpoint lists with INT96 timestamp statistics, the bounds of
-every TIMESTAMP column are read again from the statistics' JSON text the same
-checkpoint holds (``add.stats``, which Delta writes there by default). A file
-without that text (``delta.checkpoint.writeStatsAsJson=false``) gets its
-TIMESTAMP bounds from the typed statistics, read with INT96 taken as
-microseconds (no wrap between years 0001 and 9999; a bound beyond them is
-unknown), and a maximum on a whole millisecond is widened to the end of it as
-for the text. Files added after
-the checkpoint come from JSON commits, which delta-rs reads right, and a
-checkpoint without INT96 statistics (delta-rs, lakelayout) is left alone: only
-its Parquet footers are read, once per checkpoint.
+A session whose ``spark.sql.parquet.datetimeRebaseModeInWrite`` or
+``int96RebaseModeInWrite`` is LEGACY writes the checkpoint's typed DATE and
+TIMESTAMP bounds in the hybrid Julian calendar (its footer says so:
+``org.apache.spark.legacyDateTime`` / ``legacyINT96``). delta-rs reads the
+stored days, so a bound of 1500-01-01 came back as 1500-01-10, and a scan for
+that day skipped its file (an audit). The calendars agree from 1900 on (Spark
+rebases timestamps by the zone rules of the JVM up to then).
+
+For the files such a checkpoint lists, the bounds of every DATE and TIMESTAMP
+column are read again from the statistics' JSON text the same checkpoint holds
+(``add.stats``, which Delta writes there by default; the text is calendar
+neutral). A file without that text (``delta.checkpoint.writeStatsAsJson=false``)
+gets them from the typed statistics, read with INT96 taken as microseconds (no
+wrap between years 0001 and 9999; a bound beyond them is unknown); from a
+checkpoint in the legacy calendar a bound before 1900 is unknown. A timestamp
+maximum on a whole millisecond is widened to the end of it as for the text.
+Files added after the checkpoint come from JSON commits, which delta-rs reads
+right, and a checkpoint with neither (delta-rs, lakelayout, Delta's connector
+with its defaults and INT64 timestamps) is left alone: only its Parquet footers
+are read, once per checkpoint.
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ import pyarrow.parquet as pq
 from lakelayout.stats.bounds import leaf_paths, stats_key
 from lakelayout.stats.delta_stats import from_delta_stats
 from lakelayout.stats.model import ColumnStats, FileStats
+from lakelayout.table.datafile import LEGACY_CALENDAR_KEYS
 from lakelayout.table.location import resolve_location
 
 #: a Parquet checkpoint of a version: classic, multi-part or v2 (uuid)
@@ -46,27 +57,28 @@ _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.\d{10}\.\d{10}|\.[0-9a-fA-F
 _TYPED = ("add.stats_parsed.minValues.", "add.stats_parsed.maxValues.")
 
 
-def with_checkpoint_timestamps(
+def with_checkpoint_time_bounds(
     location: str,
     version: int,
     files: FileStats,
     schema: pa.Schema,
     physical: pa.Schema | None = None,
 ) -> FileStats:
-    """``files`` (of ``version``) with the TIMESTAMP bounds of the files the checkpoint
-    delta-rs read lists with INT96 statistics read from their JSON text instead.
+    """``files`` (of ``version``) with the DATE and TIMESTAMP bounds of the files the
+    checkpoint delta-rs read lists read again (see the module doc) when that checkpoint
+    stores INT96 bounds or was written in the legacy calendar.
 
     ``physical``: the schema under the names the log uses (column mapping), field for
     field like ``schema``."""
     zoned = [
         (path, dtype)
         for path, dtype in leaf_paths(schema)
-        if pa.types.is_timestamp(dtype) and dtype.tz is not None
+        if (pa.types.is_timestamp(dtype) and dtype.tz is not None) or pa.types.is_date32(dtype)
     ]
     if not zoned or not len(files):
         return files
     filesystem, root = resolve_location(location)
-    parts = _int96_checkpoint(filesystem, f"{root}/_delta_log", version)
+    parts, legacy = _checkpoint_to_read(filesystem, f"{root}/_delta_log", version)
     if not parts:
         return files
     named = physical if physical is not None else schema
@@ -76,7 +88,7 @@ def with_checkpoint_timestamps(
         for (p, _), (q, _) in zip(leaf_paths(schema), leaf_paths(named), strict=False)
         if stats_key(p) in logical_zoned
     ]
-    texts = _stats_texts(filesystem, parts, leaves)
+    texts = _stats_texts(filesystem, parts, legacy, leaves)
     paths = [str(p) for p in files.paths]
     where = [i for i, p in enumerate(paths) if urllib.parse.unquote(p) in texts]
     if not where:
@@ -108,38 +120,43 @@ def with_checkpoint_timestamps(
 
 def _put(bounds: pa.Array, rows: np.ndarray, values: pa.Array | None) -> pa.Array:
     """``bounds`` with the entries at ``rows`` set to ``values`` (unknown when None)."""
-    as_int = bounds.cast(pa.int64())
+    # (Arrow casts a date to and from a 32-bit integer only)
+    whole = pa.int32() if pa.types.is_date32(bounds.type) else pa.int64()
+    as_int = bounds.cast(whole)
     numbers = np.array(as_int.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
     valid = np.array(as_int.is_valid(), dtype=bool)
     if values is None:
         valid[rows] = False
     else:
-        new = values.cast(pa.int64())
+        new = values.cast(whole)
         numbers[rows] = np.asarray(new.fill_null(0).to_numpy(zero_copy_only=False))
         valid[rows] = np.asarray(new.is_valid(), dtype=bool)
-    return pa.array(numbers, pa.int64(), mask=~valid).cast(bounds.type)
+    return pa.array(numbers, pa.int64(), mask=~valid).cast(whole).cast(bounds.type)
 
 
 #: (filesystem kind, the checkpoint's files with their sizes and times) -> what
-#: :func:`_int96_checkpoint` found: its files are read once, not at every snapshot
-_CHECKPOINTS: dict[tuple[object, ...], list[str]] = {}
+#: :func:`_checkpoint_to_read` found: its files are read once, not at every snapshot
+_CHECKPOINTS: dict[tuple[object, ...], tuple[list[str], frozenset[str]]] = {}
 
 
-def _int96_checkpoint(filesystem: pafs.FileSystem, log: str, version: int) -> list[str]:
+def _checkpoint_to_read(
+    filesystem: pafs.FileSystem, log: str, version: int
+) -> tuple[list[str], frozenset[str]]:
     """The Parquet files of the newest checkpoint at or before ``version`` (and the
-    sidecars a v2 checkpoint names) when one of them stores a typed bound as INT96;
-    empty otherwise (no checkpoint, or none of its footers has one)."""
+    sidecars a v2 checkpoint names) when one of them stores a typed bound as INT96 or was
+    written in the legacy calendar, with the files of the latter; nothing otherwise (no
+    checkpoint, or none of its footers says either)."""
     try:
         listing = filesystem.get_file_info(pafs.FileSelector(log, allow_not_found=True))
     except OSError:
-        return []
+        return [], frozenset()
     found: dict[int, list[pafs.FileInfo]] = {}
     for info in listing:
         match = _CHECKPOINT.match(info.base_name)
         if match is not None and int(match.group(1)) <= version:
             found.setdefault(int(match.group(1)), []).append(info)
     if not found:
-        return []
+        return [], frozenset()
     newest = sorted(found[max(found)], key=lambda i: i.path)
     key = (filesystem.type_name, *((i.path, i.size, i.mtime_ns) for i in newest))
     known = _CHECKPOINTS.get(key)
@@ -154,29 +171,40 @@ def _int96_checkpoint(filesystem: pafs.FileSystem, log: str, version: int) -> li
             for entry in table.column("sidecar").to_pylist():
                 if entry and entry.get("path"):
                     parts.append(f"{log}/_sidecars/{entry['path']}")
-        known = parts if any(_has_int96(filesystem, p) for p in parts) else []
+        footers = {part: _footer(filesystem, part) for part in parts}
+        legacy = frozenset(part for part, (_, old) in footers.items() if old)
+        wanted = legacy or any(int96 for int96, _ in footers.values())
+        known = (parts, legacy) if wanted else ([], frozenset())
         if len(_CHECKPOINTS) > 256:
             _CHECKPOINTS.clear()
         _CHECKPOINTS[key] = known
     return known
 
 
-def _has_int96(filesystem: pafs.FileSystem, part: str) -> bool:
-    """Whether the checkpoint file ``part`` stores a typed bound as INT96 (its footer)."""
+def _footer(filesystem: pafs.FileSystem, part: str) -> tuple[bool, bool]:
+    """Whether the checkpoint file ``part`` stores a typed bound as INT96, and whether
+    Spark wrote it in the legacy calendar (its footer)."""
     with filesystem.open_input_file(part) as handle:
-        schema = pq.ParquetFile(handle).schema
-    return any(
+        metadata = pq.ParquetFile(handle).metadata
+    schema = metadata.schema
+    int96 = any(
         schema.column(i).physical_type == "INT96" and schema.column(i).path.startswith(_TYPED)
         for i in range(len(schema))
     )
+    keys = metadata.metadata or {}
+    return int96, any(key in keys for key in LEGACY_CALENDAR_KEYS)
 
 
 def _stats_texts(
-    filesystem: pafs.FileSystem, parts: list[str], leaves: list[tuple[str, ...]]
+    filesystem: pafs.FileSystem,
+    parts: list[str],
+    legacy: frozenset[str],
+    leaves: list[tuple[str, ...]],
 ) -> dict[str, str | dict[str, Any] | None]:
     """Per file path (decoded) the checkpoint lists: its statistics' JSON text, or where
-    the checkpoint holds none the bounds of ``leaves`` (physical paths of TIMESTAMP
-    columns) from its typed statistics, INT96 read as microseconds (None: neither)."""
+    the checkpoint holds none the bounds of ``leaves`` (physical paths of DATE and
+    TIMESTAMP columns) from its typed statistics, INT96 read as microseconds, none before
+    1900 from the ``legacy`` parts (None: neither)."""
     out: dict[str, str | dict[str, Any] | None] = {}
     for part in parts:
         with filesystem.open_input_file(part) as handle:
@@ -199,7 +227,7 @@ def _stats_texts(
             else [None] * len(column)
         )
         # the typed statistics are read only when some entry has no text
-        typed = _typed_bounds(column, leaves) if None in texts else texts
+        typed = _typed_bounds(column, leaves, part in legacy) if None in texts else texts
         for i, path in enumerate(entries):
             if path:
                 out[urllib.parse.unquote(path)] = texts[i] if texts[i] is not None else typed[i]
@@ -207,11 +235,12 @@ def _stats_texts(
 
 
 def _typed_bounds(
-    add: pa.StructArray, leaves: list[tuple[str, ...]]
+    add: pa.StructArray, leaves: list[tuple[str, ...]], legacy: bool
 ) -> list[dict[str, Any] | None]:
     """Per entry of a checkpoint's ``add`` column, the bounds its typed statistics give
-    ``leaves``, as a statistics object (ISO text, microseconds) :func:`from_delta_stats`
-    reads; None where there are none."""
+    ``leaves``, as a statistics object (ISO text; timestamps in microseconds)
+    :func:`from_delta_stats` reads; None where there are none. From a checkpoint in the
+    ``legacy`` calendar a bound before 1900 is left out (unknown)."""
     out: list[dict[str, Any] | None] = [None] * len(add)
     if add.type.get_field_index("stats_parsed") < 0:
         return out
@@ -222,14 +251,8 @@ def _typed_bounds(
                 values = pc.struct_field(parsed, [kind, *leaf])
             except pa.ArrowInvalid:
                 continue  # a column the checkpoint has no statistics for
-            if not pa.types.is_timestamp(values.type):
-                continue
-            try:  # (a unit finer than microseconds that would be cut: left unknown)
-                micros = values.cast(pa.timestamp("us", values.type.tz)).cast(pa.int64())
-            except pa.ArrowInvalid:
-                continue
-            for i, number in enumerate(micros.to_pylist()):
-                text = _iso_micros(number)
+            texts = _bound_texts(values, legacy)
+            for i, text in enumerate(texts):
                 if text is None:
                     continue
                 stats: dict[str, Any] = out[i] or {}
@@ -242,13 +265,42 @@ def _typed_bounds(
 
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+#: a day past 1900-01-01, from which the legacy calendar and the proleptic one agree
+#: (:data:`lakelayout.table.datafile.LEGACY_CALENDAR_KEYS`), for the zones east of UTC
+_SAME_CALENDAR_FROM = datetime.datetime(1900, 1, 2, tzinfo=datetime.timezone.utc)
+_SAME_DAYS_FROM = (_SAME_CALENDAR_FROM.date() - _EPOCH.date()).days
+_SAME_MICROS_FROM = (_SAME_CALENDAR_FROM - _EPOCH) // datetime.timedelta(microseconds=1)
 
 
-def _iso_micros(number: int | None) -> str | None:
+def _bound_texts(values: pa.Array, legacy: bool) -> list[str | None]:
+    """Typed DATE or TIMESTAMP bounds as Delta's statistics text spells them (None:
+    unknown: another type, a unit finer than microseconds, outside Python's years 1-9999,
+    or before 1900 in the ``legacy`` calendar)."""
+    if pa.types.is_date32(values.type):
+        days = values.cast(pa.int32()).to_pylist()
+        low = _SAME_DAYS_FROM if legacy else None
+        return [_iso_day(n) if n is not None and (low is None or n >= low) else None for n in days]
+    if not pa.types.is_timestamp(values.type):
+        return [None] * len(values)
+    try:  # (a unit finer than microseconds that would be cut: left unknown)
+        micros = values.cast(pa.timestamp("us", values.type.tz)).cast(pa.int64()).to_pylist()
+    except pa.ArrowInvalid:
+        return [None] * len(values)
+    low = _SAME_MICROS_FROM if legacy else None
+    return [_iso_micros(n) if n is not None and (low is None or n >= low) else None for n in micros]
+
+
+def _iso_day(number: int) -> str | None:
+    """Days since the epoch as an ISO date; None outside Python's years 1-9999."""
+    try:
+        return (_EPOCH.date() + datetime.timedelta(days=number)).isoformat()
+    except OverflowError:
+        return None
+
+
+def _iso_micros(number: int) -> str | None:
     """Microseconds since the epoch as Delta's statistics text spells an instant; None
     outside Python's years 1-9999."""
-    if number is None:
-        return None
     try:
         moment = _EPOCH + datetime.timedelta(microseconds=number)
     except OverflowError:

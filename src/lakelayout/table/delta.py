@@ -74,7 +74,7 @@ from lakelayout.stats.bounds import LAKELAYOUT_FILE_PREFIX, stats_key
 from lakelayout.stats.delta_stats import from_add_actions, widen_float_bounds
 from lakelayout.stats.model import FileStats
 from lakelayout.table import connector, owner
-from lakelayout.table.checkpoints import with_checkpoint_timestamps
+from lakelayout.table.checkpoints import with_checkpoint_time_bounds
 from lakelayout.table.conflicts import CommitSummary, commit_actions
 from lakelayout.table.conflicts import describe as describe_winners
 from lakelayout.table.conflicts import winners as conflict_winners
@@ -1561,7 +1561,7 @@ def read_snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Sn
     if fmt.column_mapping:
         actions = _logical_stats_names(actions, fmt)
     files = from_add_actions(actions, schema, partition_columns=fmt.partition_columns)
-    files = with_checkpoint_timestamps(
+    files = with_checkpoint_time_bounds(
         location, top.version, files, schema, fmt.physical if fmt.column_mapping else None
     )
     widened = float_widened(schema_json)
