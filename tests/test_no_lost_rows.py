@@ -892,3 +892,32 @@ def test_calls_of_the_query_time_are_found_as_spark_reads_them() -> None:
     # a lambda that names its variable otherwise leaves the bare names calls
     lam = "exists(a, x -> x < now()) AND CURRENT_DATE = d"
     assert [lam[s : e + 1] for s, e, _ in now_calls(lam)] == ["now()", "CURRENT_DATE"]
+
+
+def test_a_legacy_rebase_mode_of_the_reading_session_moves_no_kept_row(
+    spark: Any, tmp_path: Any
+) -> None:
+    """Under ``spark.sql.parquet.datetimeRebaseModeInRead=LEGACY`` Spark rebases the dates
+    and timestamps of Parquet files whose footer does not say how they were written.
+    lakelayout's files said nothing, and a DELETE read the rows it keeps through Spark and
+    wrote them back moved by days, for good (1000-01-01 became 0999-12-27; an audit).
+    Now lakelayout's files say they are proleptic Gregorian (Spark reads them as stored in
+    any mode), and its reads take a file that says nothing (delta-rs's) as stored."""
+    from deltalake import DeltaTable, write_deltalake
+
+    days = [dt.date(1000, 1, 1) + dt.timedelta(days=i) for i in range(3)]
+    times = [dt.datetime(1200, 3, 1, 12, i, tzinfo=dt.timezone.utc) for i in range(3)]
+    data = pa.table({"i": [0, 1, 2], "d": days, "ts": pa.array(times, pa.timestamp("us", "UTC"))})
+    ours = Table.create(str(tmp_path / "ours"), data)
+    write_deltalake(str(tmp_path / "theirs"), data)  # one file, as delta-rs writes it
+    legacy = {"spark.sql.parquet.datetimeRebaseModeInRead": "LEGACY"}
+    with session_conf(spark, legacy):
+        # Spark itself reads lakelayout's files as written, whatever the mode
+        assert sorted(r.d for r in spark.read.format("delta").load(ours.uri).collect()) == days
+        for path in (ours.uri, str(tmp_path / "theirs")):
+            t = Table(path, spark=spark)
+            assert sorted(r.i for r in t.scan("d < DATE'1000-01-02'").df.collect()) == [0]
+            t.delete("i = 1")  # the file is rewritten with the two rows it keeps
+    for path in (ours.uri, str(tmp_path / "theirs")):
+        kept = DeltaTable(path).to_pyarrow_table().sort_by("i").to_pylist()
+        assert kept == [row for row in data.to_pylist() if row["i"] != 1], path

@@ -134,7 +134,18 @@ def read_table_files(
 
         locations = [file_location(root, f.path) for f in files]
         try:
-            df = spark.read.schema(from_arrow_schema(fmt.schema)).parquet(*locations)
+            df = (
+                spark.read.schema(from_arrow_schema(fmt.schema))
+                # a file without Spark's calendar keys in its footer (delta-rs, pyarrow,
+                # lakelayout before it wrote them) holds proleptic Gregorian days as the
+                # Delta protocol has them: read as stored, as the pyarrow tasks read it, and
+                # not as the session's rebase mode says (under LEGACY a DELETE wrote the
+                # rows it kept back moved by days; an audit); files Spark wrote in the
+                # legacy calendar say so in their footer and are still rebased
+                .option("datetimeRebaseMode", "CORRECTED")
+                .option("int96RebaseMode", "CORRECTED")
+                .parquet(*locations)
+            )
         except AnalysisException as exc:
             if "PATH_NOT_FOUND" not in str(exc):
                 raise

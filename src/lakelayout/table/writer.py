@@ -477,7 +477,7 @@ class FileRoller:
         filterable = statistics_columns(schema)
         self.writer = pq.ParquetWriter(
             self.sink,
-            schema,
+            schema.with_metadata({**(schema.metadata or {}), **calendar_footer()}),
             compression=spec.codec,
             write_statistics=filterable,
             use_dictionary=filterable,
@@ -602,6 +602,29 @@ def _descriptor_batch(done: FinishedFile, meta: bytes | None = None) -> pa.Recor
 
 
 # --------------------------------------------------------------------------- driver side
+
+
+#: the footer key by which Spark's Parquet reader knows a file's dates and timestamps are
+#: in the proleptic Gregorian calendar (a version of 3.0.0 or later, and no
+#: ``org.apache.spark.legacyDateTime``): without it Spark goes by the reading session's
+#: ``spark.sql.parquet.datetimeRebaseModeInRead``, and under LEGACY it moved the days
+#: before 1582 of every file lakelayout wrote (an audit: a DELETE wrote the rows it kept
+#: back moved, for good)
+SPARK_VERSION_KEY = b"org.apache.spark.version"
+
+
+@functools.cache
+def calendar_footer() -> dict[bytes, bytes]:
+    """The footer metadata of every file lakelayout writes: the installed pyspark's
+    version under :data:`SPARK_VERSION_KEY` (pyarrow writes proleptic Gregorian days and
+    microseconds, as Spark 3.0 and later do)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        spark = version("pyspark")
+    except PackageNotFoundError:
+        spark = "4.0.0"
+    return {SPARK_VERSION_KEY: spark.encode()}
 
 
 def _select_in_table_order(df: DataFrame, schema: pa.Schema) -> DataFrame:
