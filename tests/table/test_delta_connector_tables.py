@@ -454,6 +454,28 @@ def test_checkpoint_time_bounds_delta_rs_misreads(
     assert sorted(r.id for r in spark.read.format("delta").load(path).collect()) == [3, 4]
 
 
+def test_partition_values_keep_pruning_past_a_checkpoint_read_again(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The bounds a checkpoint with INT96 statistics has read again include no partition
+    column: a DATE or TIMESTAMP partition's values were replaced by the statistics' (which
+    hold none), and a scan of one partition kept every file the checkpoint lists."""
+    for kind in ("DATE", "TIMESTAMP"):
+        path = str(tmp_path / kind)
+        spark.sql(
+            f"""CREATE TABLE delta.`{path}` (id BIGINT, ts TIMESTAMP, p {kind}) USING delta
+                PARTITIONED BY (p) TBLPROPERTIES ('delta.checkpointInterval' = '2')"""
+        )
+        for i in range(4):
+            spark.sql(
+                f"INSERT INTO delta.`{path}` VALUES "
+                f"({i}, TIMESTAMP'2020-01-0{i + 1} 00:00:00', {kind}'2021-01-0{i + 1}')"
+            )
+        scan = Table(path, spark=spark).scan(f"p = {kind}'2021-01-02'")
+        assert sorted(r.id for r in scan.df.collect()) == [1]
+        assert (scan.report.files_kept, scan.report.files_total) == (1, 4), kind
+
+
 def _protocol(path: str) -> tuple[int, int, list[str], list[str]]:
     p = DeltaTable(path).protocol()
     return (

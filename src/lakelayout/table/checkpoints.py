@@ -38,6 +38,7 @@ import dataclasses
 import datetime
 import re
 import urllib.parse
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -63,17 +64,22 @@ def with_checkpoint_time_bounds(
     files: FileStats,
     schema: pa.Schema,
     physical: pa.Schema | None = None,
+    partition_columns: Sequence[str] = (),
 ) -> FileStats:
     """``files`` (of ``version``) with the DATE and TIMESTAMP bounds of the files the
     checkpoint delta-rs read lists read again (see the module doc) when that checkpoint
     stores INT96 bounds or was written in the legacy calendar.
 
     ``physical``: the schema under the names the log uses (column mapping), field for
-    field like ``schema``."""
+    field like ``schema``. ``partition_columns`` keep their bounds: they are the files'
+    partition values, which no statistics hold (read again, they were unknown and a
+    scan of one partition kept every file the checkpoint lists)."""
+    partitions = set(partition_columns)
     zoned = [
         (path, dtype)
         for path, dtype in leaf_paths(schema)
-        if (pa.types.is_timestamp(dtype) and dtype.tz is not None) or pa.types.is_date32(dtype)
+        if path[0] not in partitions
+        and ((pa.types.is_timestamp(dtype) and dtype.tz is not None) or pa.types.is_date32(dtype))
     ]
     if not zoned or not len(files):
         return files

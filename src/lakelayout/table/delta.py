@@ -1562,7 +1562,12 @@ def read_snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Sn
         actions = _logical_stats_names(actions, fmt)
     files = from_add_actions(actions, schema, partition_columns=fmt.partition_columns)
     files = with_checkpoint_time_bounds(
-        location, top.version, files, schema, fmt.physical if fmt.column_mapping else None
+        location,
+        top.version,
+        files,
+        schema,
+        fmt.physical if fmt.column_mapping else None,
+        fmt.partition_columns,
     )
     widened = float_widened(schema_json)
     if widened:
