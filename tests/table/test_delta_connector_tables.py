@@ -841,6 +841,55 @@ def test_files_in_the_legacy_calendar_are_not_rewritten_with_moved_dates(
         assert typed(path) == before and len(Table(path, spark=spark).snapshot().files) == 1
 
 
+@pytest.mark.parametrize("written_by", ["3.0.3", "2.4.8"])
+def test_files_of_spark_before_3_1_are_in_the_legacy_calendar_without_saying_so(
+    spark: Any, tmp_path: Path, written_by: str
+) -> None:
+    """Spark before 3.0 wrote dates and timestamps, and before 3.1 INT96 timestamps, in the
+    hybrid Julian calendar with no legacy key in the footer: Spark rebases them by the
+    version key alone, pyarrow did not, and a Z-order kept 1499-12-23 as 1500-01-01 for
+    good (an audit). Such files are refused by name as the files with a legacy key are."""
+    import pyarrow.parquet as pq
+
+    from lakelayout.table.datafile import legacy_calendar
+
+    assert legacy_calendar({b"org.apache.spark.version": b"3.0.3"}) == (False, True)
+    assert legacy_calendar({b"org.apache.spark.version": b"2.4.8"}) == (True, True)
+    assert legacy_calendar({b"org.apache.spark.version": b"3.1.0"}) == (False, False)
+    assert legacy_calendar({}) == (False, False)  # no key: read as stored
+    path = tmp_path / "t"
+    path.mkdir()
+    utc = dt.timezone.utc
+    data = pa.table(
+        {
+            "id": pa.array([1, 2, 3], pa.int64()),
+            "ts": pa.array(
+                [dt.datetime(y, 1, 1, tzinfo=utc) for y in (1500, 1700, 2020)],
+                pa.timestamp("us", "UTC"),
+            ),
+            "d": pa.array([dt.date(y, 3, 1) for y in (1000, 1700, 2020)], pa.date32()),
+        }
+    )
+    # a file as that Spark wrote it: INT96 timestamps, its version key, no legacy key
+    pq.write_table(
+        data.replace_schema_metadata({b"org.apache.spark.version": written_by.encode()}),
+        path / "part-0.parquet",
+        use_deprecated_int96_timestamps=True,
+    )
+    spark.sql(f"CONVERT TO DELTA parquet.`{path}`")
+
+    def rows() -> list[tuple[str, ...]]:
+        df = spark.read.format("delta").load(str(path)).selectExpr("id", "ts", "d")
+        return sorted(tuple(map(str, r)) for r in df.collect())
+
+    before = rows()
+    t = Table(str(path), spark=spark)
+    version = t.version
+    with pytest.raises(UnsupportedTable, match=r"legacy hybrid Julian calendar"):
+        t.optimize.zorder(["id", "ts"])
+    assert t.version == version and rows() == before
+
+
 def test_rewrites_and_deletes_are_refused_under_row_tracking(spark: Any, tmp_path: Path) -> None:
     """lakelayout's rewrites gave every rewritten row a new row ID (302 of 302 after a
     compaction), where Delta's OPTIMIZE and DELETE keep them (found by an audit)."""

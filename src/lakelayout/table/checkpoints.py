@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 from lakelayout.stats.bounds import leaf_paths, stats_key
 from lakelayout.stats.delta_stats import from_delta_stats
 from lakelayout.stats.model import ColumnStats, FileStats
-from lakelayout.table.datafile import LEGACY_CALENDAR_KEYS
+from lakelayout.table.datafile import legacy_calendar
 from lakelayout.table.location import resolve_location
 
 #: a Parquet checkpoint of a version: classic, multi-part or v2 (uuid)
@@ -197,8 +197,7 @@ def _footer(filesystem: pafs.FileSystem, part: str) -> tuple[bool, bool]:
         schema.column(i).physical_type == "INT96" and schema.column(i).path.startswith(_TYPED)
         for i in range(len(schema))
     )
-    keys = metadata.metadata or {}
-    return int96, any(key in keys for key in LEGACY_CALENDAR_KEYS)
+    return int96, any(legacy_calendar(metadata.metadata or {}))
 
 
 def _stats_texts(
@@ -272,7 +271,7 @@ def _typed_bounds(
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 #: a day past 1900-01-01, from which the legacy calendar and the proleptic one agree
-#: (:data:`lakelayout.table.datafile.LEGACY_CALENDAR_KEYS`), for the zones east of UTC
+#: (:func:`lakelayout.table.datafile.legacy_calendar`), for the zones east of UTC
 _SAME_CALENDAR_FROM = datetime.datetime(1900, 1, 2, tzinfo=datetime.timezone.utc)
 _SAME_DAYS_FROM = (_SAME_CALENDAR_FROM.date() - _EPOCH.date()).days
 _SAME_MICROS_FROM = (_SAME_CALENDAR_FROM - _EPOCH) // datetime.timedelta(microseconds=1)

@@ -495,6 +495,28 @@ def read_data_file(
 #: footer keys Spark writes into a file whose dates or timestamps it rebased into the
 #: hybrid Julian calendar (``spark.sql.parquet.*RebaseModeInWrite=LEGACY``)
 LEGACY_CALENDAR_KEYS = (b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96")
+#: the footer key naming the Spark version that wrote a file
+SPARK_VERSION_KEY = b"org.apache.spark.version"
+
+
+def legacy_calendar(keys: Mapping[bytes, bytes]) -> tuple[bool, bool]:
+    """Whether Spark reads the dates and INT64 timestamps, and the INT96 timestamps, of a
+    Parquet file with footer metadata ``keys`` as rebased from the hybrid Julian calendar.
+
+    Spark's rule (``DataSourceUtils.datetimeRebaseSpec`` / ``int96RebaseSpec``): a file
+    of Spark before 3.0 (dates, timestamps) or before 3.1 (INT96) is in the legacy
+    calendar without saying so, a later one when its legacy key says so (an audit: Spark
+    2.4 and 3.0 files were read by pyarrow as stored, 1499-12-23 as 1500-01-01, and a
+    rewrite kept the move). The versions are compared as text, as Spark compares them.
+    A file without any of the keys is read as stored.
+    """
+    raw = keys.get(SPARK_VERSION_KEY)
+    version = raw.decode("utf-8", "replace") if raw is not None else None
+    dates = LEGACY_CALENDAR_KEYS[0] in keys or (version is not None and version < "3.0.0")
+    int96 = LEGACY_CALENDAR_KEYS[1] in keys or (version is not None and version < "3.1.0")
+    return dates, int96
+
+
 #: from this day on the hybrid calendar and the proleptic Gregorian one agree (the
 #: calendars meet in 1582; Spark rebases timestamps by the zone rules of the JVM up to
 #: 1900, so the earlier years are all taken as moved)
@@ -514,8 +536,7 @@ def check_calendar(
     from it skipped the row (an audit). A column chunk of values without footer
     statistics counts as early; one of NULLs only holds no value at all.
     """
-    keys = parquet.metadata.metadata or {}
-    dates, int96 = (key in keys for key in LEGACY_CALENDAR_KEYS)
+    dates, int96 = legacy_calendar(parquet.metadata.metadata or {})
     if not (dates or int96):
         return set()
     wanted = set(columns)

@@ -61,6 +61,7 @@ from lakelayout.errors import InvalidOption, LakelayoutError, SchemaMismatch
 from lakelayout.stats.bounds import LAKELAYOUT_FILE_PREFIX
 from lakelayout.table.collect import StatsCollector, stats_json
 from lakelayout.table.datafile import (
+    SPARK_VERSION_KEY,
     TableFormat,
     log_path,
     partition_directory,
@@ -604,20 +605,17 @@ def _descriptor_batch(done: FinishedFile, meta: bytes | None = None) -> pa.Recor
 # --------------------------------------------------------------------------- driver side
 
 
-#: the footer key by which Spark's Parquet reader knows a file's dates and timestamps are
-#: in the proleptic Gregorian calendar (a version of 3.0.0 or later, and no
-#: ``org.apache.spark.legacyDateTime``): without it Spark goes by the reading session's
-#: ``spark.sql.parquet.datetimeRebaseModeInRead``, and under LEGACY it moved the days
-#: before 1582 of every file lakelayout wrote (an audit: a DELETE wrote the rows it kept
-#: back moved, for good)
-SPARK_VERSION_KEY = b"org.apache.spark.version"
-
-
 @functools.cache
 def calendar_footer() -> dict[bytes, bytes]:
     """The footer metadata of every file lakelayout writes: the installed pyspark's
-    version under :data:`SPARK_VERSION_KEY` (pyarrow writes proleptic Gregorian days and
-    microseconds, as Spark 3.0 and later do)."""
+    version under :data:`~lakelayout.table.datafile.SPARK_VERSION_KEY` (pyarrow writes
+    proleptic Gregorian days and microseconds, as Spark 3.1 and later do).
+
+    By it Spark's Parquet reader knows the file's dates and timestamps are proleptic
+    Gregorian (:func:`~lakelayout.table.datafile.legacy_calendar`): without it Spark goes
+    by the reading session's ``spark.sql.parquet.datetimeRebaseModeInRead``, and under
+    LEGACY it moved the days before 1582 of every file lakelayout wrote (an audit: a
+    DELETE wrote the rows it kept back moved, for good)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
