@@ -771,14 +771,19 @@ def test_files_in_the_legacy_calendar_are_not_rewritten_with_moved_dates(
     """Spark writes dates before 1582 in the hybrid Julian calendar under
     ``datetimeRebaseModeInWrite=LEGACY`` and rebases them when it reads; pyarrow does not,
     and lakelayout's OPTIMIZE turned 1000-01-01 into 1000-01-06 for good (an audit). Such
-    a file is refused by name when it may hold an early value; one whose values all come
-    after 1900 is rewritten as any other."""
+    a file is refused by name when it may hold an early value (the column as the table
+    names it: under column mapping the error gave its physical col-<uuid>; an audit); one
+    whose values all come after 1900 is rewritten as any other."""
     early, late = str(tmp_path / "early"), str(tmp_path / "late")
+    mapped = str(tmp_path / "mapped")
     mode = "spark.sql.parquet.datetimeRebaseModeInWrite"
     spark.conf.set(mode, "LEGACY")
     try:
-        for path, years in ((early, (1000, 2020)), (late, (1950, 2020))):
-            spark.sql(f"CREATE TABLE delta.`{path}` (id INT, d DATE) USING delta")
+        for path, years in ((early, (1000, 2020)), (late, (1950, 2020)), (mapped, (1000, 2020))):
+            options = (
+                "TBLPROPERTIES ('delta.columnMapping.mode' = 'name')" if path == mapped else ""
+            )
+            spark.sql(f"CREATE TABLE delta.`{path}` (id INT, d DATE) USING delta {options}")
             for i, year in enumerate(years):
                 spark.sql(f"INSERT INTO delta.`{path}` VALUES ({i}, DATE'{year}-01-01')")
     finally:
@@ -797,6 +802,8 @@ def test_files_in_the_legacy_calendar_are_not_rewritten_with_moved_dates(
         t.optimize.compact()
     assert t.version == version and rows(early) == before
     assert sorted(p.name for p in Path(early).rglob("*.parquet")) == files
+    with pytest.raises(UnsupportedTable, match=r"legacy hybrid Julian calendar.*\['d'\]"):
+        Table(mapped, spark=spark).optimize.compact()
     late_rows = rows(late)
     Table(late, spark=spark).optimize.compact()  # dates after 1900: the calendars agree
     assert rows(late) == late_rows == [(0, "1950-01-01"), (1, "2020-01-01")]

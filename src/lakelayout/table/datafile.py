@@ -463,7 +463,9 @@ def read_data_file(
             for f in wanted
             if not fmt.is_partition(f.name) and physical[f.name].name in present
         ]
-        legacy_int96 = check_calendar(parquet, read, root, file.path)
+        # (errors name the columns as the table does: a physical name is col-<uuid>)
+        logical = {physical[f.name].name: f.name for f in wanted}
+        legacy_int96 = check_calendar(parquet, read, root, file.path, logical)
         offset = 0
         batches = parquet.iter_batches(batch_rows, columns=read)
         while True:
@@ -472,7 +474,7 @@ def read_data_file(
             if raw is None:
                 break
             for name in legacy_int96:
-                _check_int96_values(raw.column(name), name, root, file.path)
+                _check_int96_values(raw.column(name), logical[name], root, file.path)
             n = raw.num_rows
             arrays = []
             for f in wanted:
@@ -524,10 +526,15 @@ _SAME_CALENDAR_FROM = _dt.date(1900, 1, 1)
 
 
 def check_calendar(
-    parquet: pq.ParquetFile, columns: Sequence[str], root: str, path: str
+    parquet: pq.ParquetFile,
+    columns: Sequence[str],
+    root: str,
+    path: str,
+    names: Mapping[str, str] | None = None,
 ) -> set[str]:
     """UnsupportedTable when ``parquet`` was written with Spark's legacy calendar and
-    its ``columns`` (physical top-level names) may hold a date or timestamp before 1900;
+    its ``columns`` (physical top-level names) may hold a date or timestamp before 1900
+    (the error names them by ``names``: physical -> logical);
     the top-level INT96 timestamp columns of such a file, whose values the reader checks
     as it reads them (:func:`_check_int96_values`: INT96 has no footer statistics).
 
@@ -560,7 +567,7 @@ def check_calendar(
                 early.add(top)
                 break
     if early:
-        raise _legacy_calendar(root, path, sorted(early))
+        raise _legacy_calendar(root, path, sorted((names or {}).get(c, c) for c in early))
     return by_value
 
 
@@ -581,7 +588,8 @@ _MICROS_1900 = -2_208_988_800_000_000
 def _check_int96_values(
     column: pa.Array | pa.ChunkedArray, name: str, root: str, path: str
 ) -> None:
-    """UnsupportedTable when a legacy INT96 column read holds a value before 1900."""
+    """UnsupportedTable naming column ``name`` when a legacy INT96 column read holds a
+    value before 1900."""
     micros = pc.min(column.cast(pa.timestamp("us")).cast(pa.int64()))
     if micros.is_valid and micros.as_py() < _MICROS_1900:
         raise _legacy_calendar(root, path, [name])
