@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 from lakelayout.stats.bounds import leaf_paths, stats_key
 from lakelayout.stats.delta_stats import from_delta_stats
 from lakelayout.stats.model import ColumnStats, FileStats
-from lakelayout.table.datafile import legacy_calendar
+from lakelayout.table.datafile import SAME_CALENDAR_FROM, legacy_calendar
 from lakelayout.table.location import resolve_location
 
 #: a Parquet checkpoint of a version: classic, multi-part or v2 (uuid)
@@ -270,11 +270,13 @@ def _typed_bounds(
 
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-#: a day past 1900-01-01, from which the legacy calendar and the proleptic one agree
-#: (:func:`lakelayout.table.datafile.legacy_calendar`), for the zones east of UTC
-_SAME_CALENDAR_FROM = datetime.datetime(1900, 1, 2, tzinfo=datetime.timezone.utc)
-_SAME_DAYS_FROM = (_SAME_CALENDAR_FROM.date() - _EPOCH.date()).days
-_SAME_MICROS_FROM = (_SAME_CALENDAR_FROM - _EPOCH) // datetime.timedelta(microseconds=1)
+#: a day past the day from which the legacy calendar and the proleptic one agree
+#: (:data:`lakelayout.table.datafile.SAME_CALENDAR_FROM`), for the zones east of UTC
+_TRUSTED_FROM = datetime.datetime.combine(
+    SAME_CALENDAR_FROM + datetime.timedelta(days=1), datetime.time(), datetime.timezone.utc
+)
+_SAME_DAYS_FROM = (_TRUSTED_FROM.date() - _EPOCH.date()).days
+_SAME_MICROS_FROM = (_TRUSTED_FROM - _EPOCH) // datetime.timedelta(microseconds=1)
 
 
 def _bound_texts(values: pa.Array, legacy: bool) -> list[str | None]:

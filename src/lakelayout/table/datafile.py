@@ -522,7 +522,7 @@ def legacy_calendar(keys: Mapping[bytes, bytes]) -> tuple[bool, bool]:
 #: from this day on the hybrid calendar and the proleptic Gregorian one agree (the
 #: calendars meet in 1582; Spark rebases timestamps by the zone rules of the JVM up to
 #: 1900, so the earlier years are all taken as moved)
-_SAME_CALENDAR_FROM = _dt.date(1900, 1, 1)
+SAME_CALENDAR_FROM = _dt.date(1900, 1, 1)
 
 
 def check_calendar(
@@ -530,7 +530,7 @@ def check_calendar(
     columns: Sequence[str],
     root: str,
     path: str,
-    names: Mapping[str, str] | None = None,
+    names: Mapping[str, str],
 ) -> set[str]:
     """UnsupportedTable when ``parquet`` was written with Spark's legacy calendar and
     its ``columns`` (physical top-level names) may hold a date or timestamp before 1900
@@ -567,7 +567,7 @@ def check_calendar(
                 early.add(top)
                 break
     if early:
-        raise _legacy_calendar(root, path, sorted((names or {}).get(c, c) for c in early))
+        raise _legacy_calendar(root, path, sorted(names.get(c, c) for c in early))
     return by_value
 
 
@@ -581,7 +581,7 @@ def _legacy_calendar(root: str, path: str, columns: Sequence[str]) -> Unsupporte
     )
 
 
-#: 1900-01-01T00:00:00 in microseconds since the epoch
+#: :data:`SAME_CALENDAR_FROM` at midnight UTC in microseconds since the epoch
 _MICROS_1900 = -2_208_988_800_000_000
 
 
@@ -606,9 +606,9 @@ def _before_1900(chunk: Any) -> bool:
     try:
         low = stats.min
         if isinstance(low, _dt.datetime):
-            return low.replace(tzinfo=None) < _dt.datetime(1900, 1, 1)
+            return low.replace(tzinfo=None) < _dt.datetime.combine(SAME_CALENDAR_FROM, _dt.time())
         if isinstance(low, _dt.date):
-            return low < _SAME_CALENDAR_FROM
+            return low < SAME_CALENDAR_FROM
     except (ValueError, OverflowError, TypeError):
         return True
     return True
