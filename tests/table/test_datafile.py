@@ -25,6 +25,8 @@ from lakelayout.table.datafile import (
     DataFile,
     TableFormat,
     align,
+    calendar_unsettled,
+    check_file_calendar,
     escape_path_name,
     file_location,
     log_path,
@@ -153,6 +155,76 @@ def test_read_applies_partition_values_deleted_rows_and_physical_names(tmp_path:
     assert out.column("part").to_pylist() == ["ü"] * 5
     only = list(read_data_file(pafs.LocalFileSystem(), str(tmp_path), fmt, file, columns=["part"]))
     assert sum(b.num_rows for b in only) == 5
+
+
+def test_the_statistics_settle_which_files_need_no_calendar_check() -> None:
+    """Only a file whose DATE or TIMESTAMP lower bounds are unknown or before 1900-01-02
+    (a day of margin for the zones east of UTC) may be refused for its legacy calendar;
+    a list of dates has no bounds, and partition values do not come from the file."""
+    from lakelayout.stats.model import ColumnStats
+
+    utc = dt.timezone.utc
+    schema = pa.schema(
+        [
+            ("d", pa.date32()),
+            ("s", pa.struct([("ts", pa.timestamp("ms", "UTC"))])),
+            ("p", pa.date32()),
+        ]
+    )
+    fmt = TableFormat.plain(schema, ["p"])
+
+    def bounds(values: list[object], dtype: pa.DataType) -> ColumnStats:
+        low = pa.array(values, dtype)
+        return ColumnStats(low, low, np.zeros(len(values), dtype=np.int64))
+
+    days = [dt.date(1900, 1, 2), dt.date(1900, 1, 1), None, dt.date(2020, 1, 1)]
+    late = dt.datetime(2020, 1, 1, tzinfo=utc)
+    stamps = [late, late, late, dt.datetime(1900, 1, 1, 23, 59, tzinfo=utc)]
+    columns = {"d": bounds(days, pa.date32()), "s.ts": bounds(stamps, pa.timestamp("ms", "UTC"))}
+    assert calendar_unsettled(fmt, columns, 4).tolist() == [False, True, True, True]
+    # a column without statistics leaves every file open; the partition column needs none
+    assert calendar_unsettled(fmt, {"d": columns["d"]}, 4).tolist() == [True] * 4
+    assert calendar_unsettled(
+        TableFormat.plain(pa.schema([("p", pa.date32())]), ["p"]), {}, 2
+    ).tolist() == [False, False]
+    listed = TableFormat.plain(pa.schema([("ds", pa.list_(pa.date32())), ("i", pa.int64())]))
+    assert calendar_unsettled(listed, {"ds": columns["d"]}, 4).tolist() == [True] * 4
+
+
+def test_a_file_in_the_legacy_calendar_is_refused_from_its_footer_or_int96_values(
+    tmp_path: Path,
+) -> None:
+    """What the read tasks would refuse, found before reading a row (a scan's up-front
+    check): early dates by the footer of a file with Spark's legacy key, early INT96
+    timestamps by their values; a file without the key is remembered as plain."""
+    from lakelayout.table import datafile
+
+    utc = dt.timezone.utc
+    fs = pafs.LocalFileSystem()
+    fmt = TableFormat.plain(pa.schema([("d", pa.date32()), ("ts", pa.timestamp("us", "UTC"))]))
+    legacy = {b"org.apache.spark.version": b"3.5.0", b"org.apache.spark.legacyDateTime": b"",
+              b"org.apache.spark.legacyINT96": b""}  # fmt: skip
+
+    def file(name: str, day: dt.date, when: dt.datetime, keys: dict[bytes, bytes]) -> DataFile:
+        data = pa.table(
+            {"d": pa.array([day], pa.date32()), "ts": pa.array([when], pa.timestamp("us", "UTC"))}
+        )
+        pq.write_table(
+            data.replace_schema_metadata(keys),
+            tmp_path / name,
+            use_deprecated_int96_timestamps=True,
+        )
+        return DataFile(name, (tmp_path / name).stat().st_size, 1)
+
+    late, early = dt.datetime(2020, 1, 1, tzinfo=utc), dt.datetime(1000, 1, 1, tzinfo=utc)
+    with pytest.raises(UnsupportedTable, match=r"legacy hybrid Julian calendar.*\['d'\]"):
+        check_file_calendar(fs, str(tmp_path), fmt, file("a", dt.date(1000, 1, 1), late, legacy))
+    with pytest.raises(UnsupportedTable, match=r"legacy hybrid Julian calendar.*\['ts'\]"):
+        check_file_calendar(fs, str(tmp_path), fmt, file("b", dt.date(2020, 1, 1), early, legacy))
+    check_file_calendar(fs, str(tmp_path), fmt, file("c", dt.date(2020, 1, 1), late, legacy))
+    plain = file("d", dt.date(1000, 1, 1), early, {})
+    check_file_calendar(fs, str(tmp_path), fmt, plain)  # no key: read as stored
+    assert (str(tmp_path / "d"), plain.size) in datafile._PLAIN_CALENDAR
 
 
 def test_writing_maps_logical_batches_to_physical_files() -> None:

@@ -804,6 +804,16 @@ def test_files_in_the_legacy_calendar_are_not_rewritten_with_moved_dates(
     assert sorted(p.name for p in Path(early).rglob("*.parquet")) == files
     with pytest.raises(UnsupportedTable, match=r"legacy hybrid Julian calendar.*\['d'\]"):
         Table(mapped, spark=spark).optimize.compact()
+    # a scan the pyarrow tasks read (column mapping) refuses such a file as it is made,
+    # not at the user's first action with a PythonException (an earlier "not done");
+    # a scan that keeps only files whose bounds come after 1900 reads them
+    m = Table(mapped, spark=spark)
+    for read in (lambda: m.scan("id >= 0"), m.to_df):
+        with pytest.raises(UnsupportedTable, match=r"legacy hybrid Julian calendar.*\['d'\]"):
+            read()
+    assert [tuple(r) for r in m.scan("d > DATE'2000-01-01'").df.collect()] == [
+        (1, dt.date(2020, 1, 1))
+    ]
     late_rows = rows(late)
     Table(late, spark=spark).optimize.compact()  # dates after 1900: the calendars agree
     assert rows(late) == late_rows == [(0, "1950-01-01"), (1, "2020-01-01")]
@@ -836,6 +846,29 @@ def test_files_in_the_legacy_calendar_are_not_rewritten_with_moved_dates(
     def typed(path: str) -> list[tuple[Any, ...]]:
         df = spark.read.format("delta").load(path)
         return sorted(tuple(map(str, r)) for r in df.selectExpr("id", "ts", "d").collect())
+
+    # INT96 without statistics (none collected) under column mapping: a scan reads the
+    # values of such a file to decide, and reads the file whose values come after 1900
+    for name, day in (("mapped96", "1000-01-01"), ("late96", "1950-01-01")):
+        path = str(tmp_path / name)
+        spark.sql(
+            f"CREATE TABLE delta.`{path}` (id INT, ts TIMESTAMP) USING delta TBLPROPERTIES "
+            "('delta.columnMapping.mode' = 'name', 'delta.dataSkippingNumIndexedCols' = '0')"
+        )
+        for key, value in legacy96.items():
+            spark.conf.set(key, value)
+        try:
+            for i, when in enumerate((day, "2020-01-01")):
+                spark.sql(f"INSERT INTO delta.`{path}` VALUES ({i}, TIMESTAMP'{when} 10:00:00')")
+        finally:
+            for key in legacy96:
+                spark.conf.unset(key)
+    with pytest.raises(UnsupportedTable, match=r"legacy hybrid Julian calendar.*\['ts'\]"):
+        Table(str(tmp_path / "mapped96"), spark=spark).scan("id >= 0")
+    late = Table(str(tmp_path / "late96"), spark=spark).scan("id >= 0").df
+    delta_late = spark.read.format("delta").load(str(tmp_path / "late96"))
+    assert sorted(map(tuple, late.collect())) == sorted(map(tuple, delta_late.collect()))
+    assert late.count() == 2
 
     old96 = typed(str(tmp_path / "old96"))
     with pytest.raises(UnsupportedTable, match=r"legacy hybrid Julian calendar.*\['ts'\]"):

@@ -1133,13 +1133,14 @@ class Advisor:
     ) -> dict[str, pa.Table]:
         """Each file's sample rows, drawn by one Spark job, in a random order."""
         from lakelayout.cluster.rewrite import FILE_COLUMN, read_files
-        from lakelayout.table.writer import spark_column
+        from lakelayout.table.writer import spark_column, task_errors
 
         df = read_files(self.table.spark, snap, list(paths), with_file=True)
         df = df.select(*[spark_column(c) for c in columns], FILE_COLUMN)
         if fraction < 1.0:
             df = df.sample(withReplacement=False, fraction=fraction, seed=17)
-        data = df.toArrow()
+        with task_errors():  # a file the read tasks refuse (legacy calendar): named
+            data = df.toArrow()
         files = [str(f) for f in data.column(FILE_COLUMN).to_pylist()]  # log paths
         read = pa.schema([snap.schema.field(c) for c in columns])
         data = _to_schema(data.drop_columns([FILE_COLUMN]), read)

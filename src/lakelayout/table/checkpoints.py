@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 from lakelayout.stats.bounds import leaf_paths, stats_key
 from lakelayout.stats.delta_stats import from_delta_stats
 from lakelayout.stats.model import ColumnStats, FileStats
-from lakelayout.table.datafile import SAME_CALENDAR_FROM, legacy_calendar
+from lakelayout.table.datafile import TRUSTED_DAYS_FROM, TRUSTED_MICROS_FROM, legacy_calendar
 from lakelayout.table.location import resolve_location
 
 #: a Parquet checkpoint of a version: classic, multi-part or v2 (uuid)
@@ -270,13 +270,6 @@ def _typed_bounds(
 
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-#: a day past the day from which the legacy calendar and the proleptic one agree
-#: (:data:`lakelayout.table.datafile.SAME_CALENDAR_FROM`), for the zones east of UTC
-_TRUSTED_FROM = datetime.datetime.combine(
-    SAME_CALENDAR_FROM + datetime.timedelta(days=1), datetime.time(), datetime.timezone.utc
-)
-_SAME_DAYS_FROM = (_TRUSTED_FROM.date() - _EPOCH.date()).days
-_SAME_MICROS_FROM = (_TRUSTED_FROM - _EPOCH) // datetime.timedelta(microseconds=1)
 
 
 def _bound_texts(values: pa.Array, legacy: bool) -> list[str | None]:
@@ -285,7 +278,7 @@ def _bound_texts(values: pa.Array, legacy: bool) -> list[str | None]:
     or before 1900 in the ``legacy`` calendar)."""
     if pa.types.is_date32(values.type):
         days = values.cast(pa.int32()).to_pylist()
-        low = _SAME_DAYS_FROM if legacy else None
+        low = TRUSTED_DAYS_FROM if legacy else None
         return [_iso_day(n) if n is not None and (low is None or n >= low) else None for n in days]
     if not pa.types.is_timestamp(values.type):
         return [None] * len(values)
@@ -293,7 +286,7 @@ def _bound_texts(values: pa.Array, legacy: bool) -> list[str | None]:
         micros = values.cast(pa.timestamp("us", values.type.tz)).cast(pa.int64()).to_pylist()
     except pa.ArrowInvalid:
         return [None] * len(values)
-    low = _SAME_MICROS_FROM if legacy else None
+    low = TRUSTED_MICROS_FROM if legacy else None
     return [_iso_micros(n) if n is not None and (low is None or n >= low) else None for n in micros]
 
 

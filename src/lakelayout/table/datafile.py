@@ -453,19 +453,7 @@ def read_data_file(
     with _unreadable(root, file.path):
         handle = filesystem.open_input_file(file_location(root, file.path))
     with handle:
-        with _unreadable(root, file.path):
-            # INT96 (Delta's connector writes timestamps so) read as microseconds: the
-            # nanosecond default overflows outside 1677-2262
-            parquet = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
-        present = set(parquet.schema_arrow.names)
-        read = [
-            physical[f.name].name
-            for f in wanted
-            if not fmt.is_partition(f.name) and physical[f.name].name in present
-        ]
-        # (errors name the columns as the table does: a physical name is col-<uuid>)
-        logical = {physical[f.name].name: f.name for f in wanted}
-        legacy_int96 = check_calendar(parquet, read, root, file.path, logical)
+        parquet, read, logical, legacy_int96 = _open_checked(handle, root, fmt, file, wanted)
         offset = 0
         batches = parquet.iter_batches(batch_rows, columns=read)
         while True:
@@ -492,6 +480,114 @@ def read_data_file(
             offset += n
             if batch.num_rows:
                 yield batch
+
+
+def _open_checked(
+    handle: Any, root: str, fmt: TableFormat, file: DataFile, wanted: Sequence[pa.Field]
+) -> tuple[pq.ParquetFile, list[str], dict[str, str], set[str]]:
+    """The Parquet file of ``handle`` with the physical names of the ``wanted`` columns it
+    holds, the map from physical to logical names, and the legacy INT96 columns whose
+    values are still to check (:func:`check_calendar`, which refuses the file here when
+    its footer shows a date or timestamp before 1900 in Spark's legacy calendar)."""
+    with _unreadable(root, file.path):
+        # INT96 (Delta's connector writes timestamps so) read as microseconds: the
+        # nanosecond default overflows outside 1677-2262
+        parquet = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
+    physical = {f.name: fmt.physical.field(fmt.schema.get_field_index(f.name)) for f in wanted}
+    present = set(parquet.schema_arrow.names)
+    read = [
+        physical[f.name].name
+        for f in wanted
+        if not fmt.is_partition(f.name) and physical[f.name].name in present
+    ]
+    # (errors name the columns as the table does: a physical name is col-<uuid>)
+    logical = {physical[f.name].name: f.name for f in wanted}
+    return parquet, read, logical, check_calendar(parquet, read, root, file.path, logical)
+
+
+def check_file_calendar(
+    filesystem: pafs.FileSystem, root: str, fmt: TableFormat, file: DataFile
+) -> None:
+    """UnsupportedTable when :func:`read_data_file` would refuse ``file`` (every column)
+    for its legacy calendar, found before any row is read: from the footer, and for
+    INT96 columns of such a file (no footer statistics) from their values.
+
+    A cache of the files whose footer names no legacy calendar (most files; data files
+    never change) spares them the footer read the next time."""
+    location = file_location(root, file.path)
+    if (location, file.size) in _PLAIN_CALENDAR:
+        return
+    with _unreadable(root, file.path):
+        handle = filesystem.open_input_file(location)
+    with handle:
+        wanted = list(fmt.schema)
+        parquet, _, logical, legacy_int96 = _open_checked(handle, root, fmt, file, wanted)
+        if not any(legacy_calendar(parquet.metadata.metadata or {})):
+            if len(_PLAIN_CALENDAR) >= _PLAIN_CALENDAR_SIZE:
+                _PLAIN_CALENDAR.clear()
+            _PLAIN_CALENDAR[(location, file.size)] = None
+            return
+        if legacy_int96:
+            with _unreadable(root, file.path):
+                values = parquet.read(columns=sorted(legacy_int96))
+            for name in legacy_int96:
+                _check_int96_values(values.column(name), logical[name], root, file.path)
+
+
+#: (location, size) of data files whose footer names no legacy calendar (a dict: insertion
+#: order, cleared when full)
+_PLAIN_CALENDAR: dict[tuple[str, int], None] = {}
+_PLAIN_CALENDAR_SIZE = 100_000
+
+
+def calendar_unsettled(fmt: TableFormat, bounds: Mapping[str, Any], count: int) -> np.ndarray:
+    """Per file of ``count`` (in the order of ``bounds``: column statistics by leaf name,
+    each with a ``min`` array), whether its statistics leave open that it holds a date
+    or timestamp before :data:`TRUSTED_FROM` in a column read from the file: a lower
+    bound unknown or earlier, or such a value in a list or map (no bounds). Only such
+    files can be refused for their legacy calendar (:func:`check_calendar`); all False
+    when the table has no date or timestamp outside its partition columns."""
+    unsettled = np.zeros(count, dtype=bool)
+    for leaf, dtype in _temporal_leaves(fmt):
+        column = bounds.get(leaf) if dtype is not None else None
+        if column is None:
+            return np.ones(count, dtype=bool)
+        low = column.min
+        if pa.types.is_date32(low.type):
+            early = pc.less(low.cast(pa.int32()), TRUSTED_DAYS_FROM)
+        elif pa.types.is_timestamp(low.type):
+            per_micro = {"s": 1e-6, "ms": 1e-3, "us": 1, "ns": 1000}[low.type.unit]
+            early = pc.less(low.cast(pa.int64()), int(TRUSTED_MICROS_FROM * per_micro))
+        else:  # bounds of another type than the column's: nothing is known
+            return np.ones(count, dtype=bool)
+        unsettled |= np.asarray(early.fill_null(True).to_numpy(zero_copy_only=False), dtype=bool)
+    return unsettled
+
+
+def _temporal_leaves(fmt: TableFormat) -> list[tuple[str, pa.DataType | None]]:
+    """The DATE and TIMESTAMP leaves of the columns read from data files, by dotted
+    statistics name; a list or map holding one is a leaf of type None (no bounds)."""
+    out: list[tuple[str, pa.DataType | None]] = []
+
+    def walk(name: str, dtype: pa.DataType) -> None:
+        if pa.types.is_date(dtype) or pa.types.is_timestamp(dtype):
+            out.append((name, dtype))
+        elif pa.types.is_struct(dtype):
+            for child in dtype:
+                walk(f"{name}.{child.name}", child.type)
+        elif _holds_temporal(dtype):
+            out.append((name, None))
+
+    for f in fmt.schema:
+        if not fmt.is_partition(f.name):
+            walk(f.name, f.type)
+    return out
+
+
+def _holds_temporal(dtype: pa.DataType) -> bool:
+    if pa.types.is_date(dtype) or pa.types.is_timestamp(dtype):
+        return True
+    return any(_holds_temporal(dtype.field(i).type) for i in range(dtype.num_fields))
 
 
 #: footer keys Spark writes into a file whose dates or timestamps it rebased into the
@@ -523,6 +619,16 @@ def legacy_calendar(keys: Mapping[bytes, bytes]) -> tuple[bool, bool]:
 #: calendars meet in 1582; Spark rebases timestamps by the zone rules of the JVM up to
 #: 1900, so the earlier years are all taken as moved)
 SAME_CALENDAR_FROM = _dt.date(1900, 1, 1)
+#: a day past :data:`SAME_CALENDAR_FROM`, for the zones east of UTC: a lower bound from
+#: this instant on shows a file holds no value the two calendars place apart; as days and
+#: as microseconds since the epoch
+TRUSTED_FROM = _dt.datetime.combine(
+    SAME_CALENDAR_FROM + _dt.timedelta(days=1), _dt.time(), _dt.timezone.utc
+)
+TRUSTED_DAYS_FROM = (TRUSTED_FROM.date() - _dt.date(1970, 1, 1)).days
+TRUSTED_MICROS_FROM = (TRUSTED_FROM - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)) // (
+    _dt.timedelta(microseconds=1)
+)
 
 
 def check_calendar(

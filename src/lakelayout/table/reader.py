@@ -35,6 +35,7 @@ from lakelayout.errors import TableCorrupt
 from lakelayout.table.datafile import (
     DataFile,
     TableFormat,
+    check_file_calendar,
     file_location,
     is_plain_path,
     read_data_file,
@@ -165,6 +166,24 @@ def read_table_files(
 #: a table whose location holds one (``/data/t[1]``) is read by the pyarrow tasks, as
 #: Spark found no file there (found by an audit)
 _GLOB = frozenset("[]{}*?\\")
+
+
+def refuse_legacy_files(root: str, fmt: TableFormat, files: Sequence[DataFile]) -> None:
+    """UnsupportedTable, on the driver, for a file of ``files`` that the pyarrow tasks
+    would refuse as they read it: dates or timestamps before 1900 written in Spark's
+    legacy calendar (:func:`~lakelayout.table.datafile.check_file_calendar`).
+
+    Callers pass only the files whose statistics leave that open
+    (:func:`~lakelayout.table.datafile.calendar_unsettled`); the tasks' own check stays,
+    for a file that changed or a read without statistics.
+    """
+    if not files:
+        return
+    from lakelayout.table.location import resolve_location
+
+    filesystem, base = resolve_location(root)
+    for file in files:
+        check_file_calendar(filesystem, base, fmt, file)
 
 
 def check_files_exist(root: str, paths: Sequence[str]) -> None:
