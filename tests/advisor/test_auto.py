@@ -353,6 +353,39 @@ def _clustered_for_ts_ranges(spark: Any, tmp_path: Path) -> Table:
     return t
 
 
+def test_a_rewrite_whose_versions_left_the_log_no_longer_stops_decisions(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Delta's log clean-up removes the commits older than ``delta.logRetentionDuration``
+    (30 days by default) once a checkpoint follows them. The advisor re-checks its past
+    rewrites against the versions before and after them, and every decision, the
+    append trigger's and ``lakelayout decisions`` failed with "version N cannot be
+    loaded" on a table rewritten that long ago (an audit); such a rewrite is now past
+    re-checking and measuring."""
+    from deltalake import DeltaTable
+    from typer.testing import CliRunner
+
+    from lakelayout.cli import app
+
+    t = _clustered_for_ts_ranges(spark, tmp_path)
+    t.append(_batch(spark, 8000, 500, 1))
+    _filtered_scans(t, 12, seed=4)
+    # the clean-up as delta-rs does it, with a retention that every commit has passed
+    delta.set_properties(t.uri, {"delta.logRetentionDuration": "interval 0 seconds"})
+    log = DeltaTable(t.uri)
+    log.create_checkpoint()
+    log.cleanup_metadata()
+    assert not (Path(t.uri) / "_delta_log" / f"{0:020d}.json").exists()
+    again = _tuned(Table(t.uri, spark=spark))
+    rec = again.advisor.recommend()  # raised InvalidOption before
+    assert rec.inputs["candidates_again"] == [] and rec.reason
+    assert again.advisor.measure() == []
+    result = CliRunner().invoke(app, ["decisions", t.uri])
+    assert result.exit_code == 0, result.output
+    assert "applied" in result.output
+    assert _ids(again) == list(range(8500))
+
+
 def test_files_of_a_rewrite_the_workload_left_behind_are_candidates_again(
     spark: Any, tmp_path: Path
 ) -> None:

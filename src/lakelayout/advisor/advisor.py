@@ -459,7 +459,10 @@ class Advisor:
             after = [p for p, ts in zip(predicates, stamps, strict=True) if ts > row["ts"]]
             if len(after) < RECHECK_QUERIES:
                 continue
-            old, new = _rewrite_files(self.table.uri, int(row["version_after"]))
+            replaced = _rewrite_files(self.table.uri, int(row["version_after"]))
+            if replaced is None:
+                continue  # its versions left the log: too old to re-check
+            old, new = replaced
             # its files: those it wrote, and those it kept (recorded as blocks of its layout)
             written = {str(p) for p in new.paths}
             layouts = {p.layout_id for path in written if (p := prov.get(path)) and p.layout_id}
@@ -853,8 +856,11 @@ class Advisor:
         from lakelayout.table import delta
 
         after_version = int(row["version_after"])
+        replaced = _rewrite_files(self.table.uri, after_version)
+        if replaced is None:
+            return None  # its versions left the log: it can no longer be measured
+        old, new = replaced
         after = delta.snapshot(self.table.uri, after_version)
-        old, new = _rewrite_files(self.table.uri, after_version)
         times = log.column("ts").to_pylist()
         later = [i for i, ts in enumerate(times) if ts > row["ts"]][:MEASURE_QUERIES]
         if not later:
@@ -1467,14 +1473,21 @@ def _parse(text: str, context: _ParseContext) -> Predicate | None:
 _REWRITES: dict[tuple[str, int], tuple[FileStats, FileStats]] = {}
 
 
-def _rewrite_files(table_uri: str, version: int) -> tuple[FileStats, FileStats]:
-    """(files replaced, files written) by the commit that made ``version``."""
+def _rewrite_files(table_uri: str, version: int) -> tuple[FileStats, FileStats] | None:
+    """(files replaced, files written) by the commit that made ``version``; None when
+    the log no longer holds that version or the one before (Delta's log clean-up
+    removes commits older than ``delta.logRetentionDuration``, 30 days by default, once
+    a checkpoint follows them: every decision, the append trigger's and
+    ``lakelayout decisions`` failed on a table rewritten that long ago; an audit)."""
     from lakelayout.table import delta
 
     key = (table_uri, version)
     if key not in _REWRITES:
-        before = delta.snapshot(table_uri, version - 1).files
-        after = delta.snapshot(table_uri, version).files
+        try:
+            before = delta.snapshot(table_uri, version - 1).files
+            after = delta.snapshot(table_uri, version).files
+        except InvalidOption:  # not kept: a version that left the log does not come back
+            return None
         old_paths = {str(p) for p in before.paths}
         new_paths = {str(p) for p in after.paths}
         _REWRITES[key] = (
