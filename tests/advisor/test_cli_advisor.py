@@ -116,9 +116,15 @@ def test_calibrate_measures_saves_and_is_reused(spark: Any, tmp_path: Path) -> N
 def test_calibrate_refuses_where_it_cannot_save_before_measuring(tmp_path: Path) -> None:
     """A calibration takes minutes: a path it cannot save to is refused first, with one
     line and exit code 2 (a calibration that ran would have printed its progress)."""
+    import os
+
     (tmp_path / "a-file").write_text("x")
     (tmp_path / "a-folder").mkdir()
+    # the save replaces the file: `--out /dev/null` replaced the device node with a JSON
+    # file (an audit); a pipe stands for it here
+    os.mkfifo(tmp_path / "a-pipe")
     for out, reason in [
+        (tmp_path / "a-pipe", "it is not a regular file"),
         (tmp_path / "a-file" / "sub" / "model.json", "is a file, not a folder"),
         (tmp_path / "a-folder", "it is a folder"),
         # access() allows root to write in /proc: the save failed after the calibration,
@@ -131,3 +137,10 @@ def test_calibrate_refuses_where_it_cannot_save_before_measuring(tmp_path: Path)
         assert result.exit_code == 2, result.output
         (line,) = result.output.splitlines()
         assert line.startswith(f"error: cannot save the cost model to {out}") and reason in line
+    assert (tmp_path / "a-pipe").is_fifo()
+    # through a link the file it names is written, and the link stays
+    real, link = tmp_path / "real.json", tmp_path / "link.json"
+    real.write_text("{}")
+    link.symlink_to(real)
+    assert DEFAULTS.save(link) == real and link.is_symlink()
+    assert CostModel.load(link) == DEFAULTS

@@ -347,8 +347,17 @@ def check_save_path(path: str | os.PathLike[str] | None) -> Path:
             f"cannot save the cost model to {target}: the name {too_long[:40]!r}... is longer "
             f"than {longest} bytes"
         )
+    if target.is_symlink():  # the file it names is written, not the link replaced
+        target = target.resolve()
     if target.is_dir():
         raise InvalidOption(f"cannot save the cost model to {target}: it is a folder")
+    if target.exists() and not target.is_file():
+        # the save replaces the file: `--out /dev/null` replaced the device itself with
+        # a JSON file (an audit)
+        raise InvalidOption(
+            f"cannot save the cost model to {target}: it is not a regular file "
+            "(a device, a pipe or a socket)"
+        )
     parent = target.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
