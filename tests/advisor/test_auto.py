@@ -379,6 +379,9 @@ def test_a_rewrite_whose_versions_left_the_log_no_longer_stops_decisions(
     again = _tuned(Table(t.uri, spark=spark))
     rec = again.advisor.recommend()  # raised InvalidOption before
     assert rec.inputs["candidates_again"] == [] and rec.reason
+    # a window longer than the calendar reads every logged query (an OverflowError before)
+    again.advisor.window_days = 1e6
+    assert again.advisor.recommend().inputs["queries"] == rec.inputs["queries"] > 0
     assert again.advisor.measure() == []
     result = CliRunner().invoke(app, ["decisions", t.uri])
     assert result.exit_code == 0, result.output

@@ -969,7 +969,11 @@ class Advisor:
     def _window(self, schema: pa.Schema) -> _Window:
         """The newest logged queries: parsed predicates, their times and the columns each
         read; how many did not parse; what the parsed ones that were timed took."""
-        since = dt.datetime.now(dt.UTC) - dt.timedelta(days=self.window_days)
+        since: dt.datetime | None
+        try:
+            since = dt.datetime.now(dt.UTC) - dt.timedelta(days=self.window_days)
+        except OverflowError:  # a window longer than the calendar (1e6 days; an audit)
+            since = None  # every logged query
         data = self.log.read(since=since, last=self.window, flush=False)
         functions = self.table.indexes.functions()
         timezone = self._timezone()
