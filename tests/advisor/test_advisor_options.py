@@ -54,6 +54,19 @@ def test_a_cost_model_file_that_is_not_an_object_is_refused(
         CostModel.load(path)
 
 
+def test_a_cost_model_file_past_the_float_range_or_the_stack_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A JSON integer too large for a float, and a document nested past Python's stack,
+    raised a raw OverflowError / RecursionError (an audit)."""
+    path = _model_file(tmp_path, rewrite_fixed_seconds=10**400)
+    with pytest.raises(InvalidOption, match=r"finite numbers >= 0: rewrite_fixed_seconds=1000"):
+        CostModel.load(path)
+    path.write_text("[" * 100_000, encoding="utf-8")
+    with pytest.raises(InvalidOption, match=r"cannot read the cost model at .*recursion"):
+        CostModel.load(path)
+
+
 def test_a_good_cost_model_file_still_loads(tmp_path: Path) -> None:
     model = dataclasses.replace(DEFAULTS, query_seconds_per_byte=0, source="test")
     assert CostModel.load(model.save(tmp_path / "m.json")) == model

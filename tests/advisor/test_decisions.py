@@ -92,6 +92,14 @@ def test_a_workload_that_never_filters_gets_no_rewrite() -> None:
     assert all(e.saved_bytes_per_query <= 0 for e in rec.estimates)
 
 
+def test_a_model_that_prices_beyond_the_float_range_is_refused_naming_it() -> None:
+    """Coefficients near the float range (a model file saying 1e308 s per byte) made
+    the estimates NaN and the reason's words a raw ValueError (an audit)."""
+    huge = dataclasses.replace(DEFAULTS, query_seconds_per_byte=1e308)
+    with pytest.raises(InvalidOption, match=r"price .* not finite numbers; the model"):
+        recommend(_inputs(_windows(30)), model=huge, benefit=BenefitConfig(horizon_queries=1e6))
+
+
 def test_a_tiny_table_with_few_queries_gets_no_rewrite() -> None:
     def no_sampling() -> tuple[pa.Table, np.ndarray]:
         raise AssertionError("the upper bound alone must decide")

@@ -417,6 +417,15 @@ def decide(
     if not estimates:
         why = "; ".join(f"{family}: {error}" for family, error in (failed or {}).items())
         return None, None, "no candidate layout could be fitted" + (f" ({why})" if why else "")
+    for e in estimates:
+        if not all(map(math.isfinite, (e.cost_seconds, e.saving_seconds, e.net_seconds))):
+            # a model of coefficients near the float range (1e308 s per byte) gave NaN,
+            # and a raw ValueError from the reason's words (an audit)
+            raise InvalidOption(
+                f"the cost model and the advisor's benefit settings price {e.layout} at a "
+                f"cost of {e.cost_seconds} s and a saving of {e.saving_seconds} s: not "
+                "finite numbers; the model's coefficients or the horizon are too large"
+            )
     best = max(estimates, key=lambda e: e.net_seconds)
     if best.saved_bytes_per_query <= 0:
         # a layout is chosen for the bytes it saves; a saving from fewer files alone is

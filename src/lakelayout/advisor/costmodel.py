@@ -293,7 +293,7 @@ class CostModel:
             return DEFAULTS
         try:
             data = json.loads(target.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:  # (nested past the stack: an audit)
             raise InvalidOption(f"cannot read the cost model at {target}: {exc}") from exc
         try:
             return cls.from_dict(data)
@@ -305,7 +305,10 @@ def _coefficient(value: object) -> bool:
     """Whether ``value`` can be a coefficient: a finite number >= 0 (not a bool)."""
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
         return False
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # a JSON integer past the float range (10**400; an audit)
+        return False
     return math.isfinite(number) and number >= 0
 
 
