@@ -96,6 +96,10 @@ def test_advise_with_a_bad_model_file_fails_in_one_line(tmp_path: Path) -> None:
         ({"min_span_seconds": NAN}, "min_span_seconds must be a finite number >= 0, got nan"),
         ({"fit_seconds_per_row": INF}, "fit_seconds_per_row must be a finite number >= 0"),
         ({"min_queries": 0}, "min_queries must be >= 1, got 0"),
+        # of the wrong type: taken, then a raw TypeError (an audit)
+        ({"min_queries": "5"}, "min_queries must be a whole number >= 1, got '5'"),
+        ({"max_priced_queries": 2.5}, "max_priced_queries must be a whole number >= 1"),
+        ({"margin": "2"}, "margin must be a number, got '2'"),
     ],
 )
 def test_benefit_options_must_be_finite(options: dict[str, float], message: str) -> None:

@@ -180,6 +180,13 @@ def test_the_curve_takes_at_most_four_features() -> None:
 def test_bad_thresholds_are_refused_by_name() -> None:
     with pytest.raises(InvalidOption, match=r"max_curve=5, sort_eps=0.7"):
         AnalyzerConfig(max_curve=5, sort_eps=0.7)
+    # of the wrong type: 10.5 rows were taken, then a raw TypeError (an audit)
+    with pytest.raises(
+        InvalidOption, match=r"wrong type: theta='5', correlation_rows=10.5 \(theta"
+    ):
+        AnalyzerConfig(theta="5", correlation_rows=10.5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidOption, match=r"wrong type: min_share=None"):
+        AnalyzerConfig(min_share=None)  # type: ignore[arg-type]
 
 
 def test_sorting_index_and_contingency() -> None:

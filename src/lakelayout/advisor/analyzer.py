@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lakelayout.advisor.benefit import real_number, whole_number
 from lakelayout.advisor.correlation import (
     Graph,
     contingency_graph,
@@ -76,6 +77,23 @@ class AnalyzerConfig:
     correlation_rows: int = 2000
 
     def __post_init__(self) -> None:
+        # a whole number where one is counted, a real number elsewhere (10.5 sample rows
+        # and '5' were taken, then a raw TypeError; an audit)
+        wrong = [
+            f"{name}={getattr(self, name)!r}"
+            for name in ("theta", "min_queries", "max_curve", "max_sop", "correlation_rows")
+            if not whole_number(getattr(self, name))
+        ] + [
+            f"{name}={getattr(self, name)!r}"
+            for name in ("min_share", "sort_eps", "contingency")
+            if not real_number(getattr(self, name))
+        ]
+        if wrong:
+            raise InvalidOption(
+                f"analyzer option(s) of the wrong type: {', '.join(wrong)} (theta, "
+                "min_queries, max_curve, max_sop and correlation_rows are whole numbers; "
+                "min_share, sort_eps and contingency numbers)"
+            )
         checks = {
             "theta": self.theta >= 1,
             "min_share": 0.0 <= self.min_share <= 1.0,

@@ -76,6 +76,20 @@ class BenefitConfig:
     max_priced_queries: int | None = 150
 
     def __post_init__(self) -> None:
+        # (a whole number where one is counted: 2.5 priced queries and '5' were taken,
+        # then a raw TypeError; an audit)
+        if not whole_number(self.min_queries):
+            raise InvalidOption(
+                f"min_queries must be a whole number >= 1, got {self.min_queries!r}"
+            )
+        if self.max_priced_queries is not None and not whole_number(self.max_priced_queries):
+            raise InvalidOption(
+                f"max_priced_queries must be a whole number >= 1 (or None: every query), "
+                f"got {self.max_priced_queries!r}"
+            )
+        for name in ("horizon_seconds", "margin", "min_span_seconds"):
+            if not real_number(getattr(self, name)):
+                raise InvalidOption(f"{name} must be a number, got {getattr(self, name)!r}")
         if self.max_priced_queries is not None and self.max_priced_queries < 1:
             raise InvalidOption(
                 f"max_priced_queries must be >= 1 (or None: every query), "
@@ -108,7 +122,17 @@ class BenefitConfig:
 
 def _finite(value: object) -> bool:
     """Whether ``value`` is a real number, neither NaN nor infinite (not a bool)."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    return real_number(value) and math.isfinite(value)  # type: ignore[arg-type]
+
+
+def real_number(value: object) -> bool:
+    """Whether ``value`` is a real number (not a bool)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def whole_number(value: object) -> bool:
+    """Whether ``value`` is an integer (not a bool)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
