@@ -491,9 +491,10 @@ def log_(
             str(r["table_version"]),
             _clipped(r["predicate"]),
             "*" if r["columns"] is None else ", ".join(r["columns"]),
-            f"{r['files_kept']}/{r['files_total']}",
-            f"{format_bytes(r['bytes_kept'])} of {format_bytes(r['bytes_total'])}",
-            f"{r['scan_seconds'] * 1000:.0f}",
+            f"{_count(r['files_kept'])}/{_count(r['files_total'])}",
+            f"{_bytes_or_dash(r['bytes_kept'])} of {_bytes_or_dash(r['bytes_total'])}",
+            # (a column another tool left null: a raw TypeError; an audit)
+            "" if r["scan_seconds"] is None else f"{r['scan_seconds'] * 1000:.0f}",
             "" if r["run_seconds"] is None else f"{r['run_seconds'] * 1000:.0f}",
         )
     console.print(grid)

@@ -468,3 +468,43 @@ def test_a_corrupt_log_commit_is_table_corrupt_naming_the_log(tmp_path: Path) ->
     (Path(log.path) / "_delta_log" / "00000000000000000000.json").write_text("{not json")
     with pytest.raises(TableCorrupt, match=r"the Delta log of '.*querylog' cannot be read"):
         log.read()
+
+
+def test_logs_another_tool_rewrote_are_refused_naming_them_or_read_without_bad_records(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A query or decision log of another schema raised a raw KeyError from every
+    decision and from the CLI; a null where lakelayout always writes a value a raw
+    ValueError, and a null time a TypeError in ``lakelayout log`` (an audit). The log is
+    refused by name, a record with such a null left out with a warning."""
+    from typer.testing import CliRunner
+
+    from lakelayout.advisor.decisions import DecisionLog
+    from lakelayout.cli import app
+    from lakelayout.errors import StateUnreadable
+
+    uri = _table(tmp_path)
+    log = ql.QueryLog(uri)
+    loose = pa.schema([f.with_nullable(True) for f in ql.SCHEMA])
+    rows = [ql.QueryRecord(table_version=0, predicate=f"a = {i}").row() for i in range(3)]
+    rows[1]["predicate"] = None
+    rows[2]["scan_seconds"] = None
+    write_deltalake(log.path, pa.Table.from_pylist(rows, schema=loose))
+    with caplog.at_level(logging.WARNING, logger="lakelayout.advisor.querylog"):
+        assert log.read().column("predicate").to_pylist() == ["a = 0", "a = 2"]
+    assert "1 record(s) with a null in ['predicate'] left out" in caplog.text
+    result = CliRunner().invoke(app, ["log", uri])
+    assert result.exit_code == 0 and "a = 2" in result.output, result.output
+
+    other = str(tmp_path / "other")
+    write_deltalake(other, pa.table({"a": [1]}))
+    alien = ql.QueryLog(other)
+    write_deltalake(alien.path, pa.Table.from_pylist(rows[:1], schema=loose).drop_columns(["seq"]))
+    with pytest.raises(StateUnreadable, match=r"query log at .* has no column\(s\) \['seq'\]"):
+        alien.read()
+    result = CliRunner().invoke(app, ["log", other])
+    assert result.exit_code == 2 and "has no column(s) ['seq']" in result.output
+    decisions = DecisionLog(other)
+    write_deltalake(decisions.path, pa.table({"ts": ["x"], "kind": [1]}))
+    with pytest.raises(StateUnreadable, match=r"decision log at .* has no column\(s\) \['id',"):
+        decisions.read()

@@ -143,7 +143,7 @@ class DecisionLog:
             return SCHEMA.empty_table()
         from lakelayout.table.delta import read_rows
 
-        data = read_rows(self.path).select(SCHEMA.names).cast(SCHEMA)
+        data = querylog.conform(read_rows(self.path), SCHEMA, self.path, "decision log")
         return data.sort_by([("ts", "ascending")])
 
     def rows(self) -> list[dict[str, Any]]:

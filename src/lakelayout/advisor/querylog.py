@@ -45,6 +45,7 @@ import atexit
 import concurrent.futures.thread  # noqa: F401  (see _Writer.close)
 import contextlib
 import datetime as dt
+import functools
 import itertools
 import logging
 import math
@@ -436,15 +437,44 @@ def delta_rs_panics(path: str) -> Iterator[None]:
         raise StateUnreadable(f"delta-rs failed on '{path}': {exc}") from exc
 
 
-def _with_schema(data: pa.Table) -> pa.Table:
-    """``data`` (a log read from disk) in :data:`SCHEMA`'s columns and order; the columns
-    a log written before :data:`ADDED_COLUMNS` lacks are nulls."""
-    for name in ADDED_COLUMNS:
-        if name not in data.column_names:
-            data = data.append_column(
-                SCHEMA.field(name), pa.nulls(data.num_rows, SCHEMA.field(name).type)
-            )
-    return data.select(SCHEMA.names).cast(SCHEMA)
+def conform(
+    data: pa.Table, schema: pa.Schema, path: str, name: str, added: Sequence[str] = ()
+) -> pa.Table:
+    """``data`` (one of lakelayout's logs, read from disk at ``path``) in ``schema``'s
+    columns, order and types: the ``added`` columns a log written before them lacks
+    are nulls, and a record with a null where lakelayout always writes a value is left
+    out with a warning. StateUnreadable naming the log when a column is missing or of a
+    type that does not cast (another tool rewrote it: a raw KeyError or ValueError
+    from every decision and from the CLI before; an audit)."""
+    missing = [n for n in schema.names if n not in data.column_names and n not in added]
+    if missing:
+        raise StateUnreadable(
+            f"the {name} at {path} is not lakelayout's: it has no column(s) {missing}; move "
+            "it away and lakelayout starts a new one"
+        )
+    for column in added:
+        if column not in data.column_names:
+            field = schema.field(column)
+            data = data.append_column(field, pa.nulls(data.num_rows, field.type))
+    data = data.select(schema.names)
+    required = [f.name for f in schema if not f.nullable and data[f.name].null_count]
+    if required:
+        valid = functools.reduce(pc.and_, [pc.is_valid(data[n]) for n in required])
+        logger.warning(
+            "%s at %s: %d record(s) with a null in %s left out",
+            name,
+            path,
+            data.num_rows - pc.sum(valid).as_py(),
+            required,
+        )
+        data = data.filter(valid)
+    try:
+        return data.cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise StateUnreadable(
+            f"the {name} at {path} is not lakelayout's: {exc}; move it away and lakelayout "
+            "starts a new one"
+        ) from None
 
 
 def records_added(table_uri: str) -> int:
@@ -514,7 +544,8 @@ class QueryLog:
         queued = [] if flush else _WRITER.queued(self.table_uri)
         parts = []
         if self.exists():
-            parts.append(_with_schema(delta.read_rows(self.path)))
+            stored = delta.read_rows(self.path)
+            parts.append(conform(stored, SCHEMA, self.path, "query log", ADDED_COLUMNS))
         if queued:
             written = (
                 set(zip(parts[0]["session"].to_pylist(), parts[0]["seq"].to_pylist(), strict=True))
