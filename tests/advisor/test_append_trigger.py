@@ -39,3 +39,21 @@ def test_on_or_unknown_reads_the_committed_table_and_never_raises(
     with caplog.at_level(logging.WARNING, logger="lakelayout"):
         assert after_append(t, 3, configuration) is None
     assert any("after an append" in r.getMessage() for r in caplog.records)
+
+
+def test_a_bad_min_bytes_another_tool_set_is_named_by_the_trigger(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its warning said only "invalid literal for int() with base 10: 'abc'" (an audit)."""
+    from lakelayout.advisor.advisor import AUTO_MIN_BYTES
+    from lakelayout.table import delta
+
+    t = Table.create(str(tmp_path / "t"), pa.table({"id": pa.array(range(10), pa.int64())}))
+    delta.set_properties(t.uri, {AUTO_OPTIMIZE: "true", AUTO_MIN_BYTES: "abc"})
+    with caplog.at_level(logging.WARNING, logger="lakelayout"):
+        assert after_append(t, 1, None) is None
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said.endswith(
+        f"after an append: table property {AUTO_MIN_BYTES} must be a whole number of bytes "
+        ">= 0, got 'abc'"
+    )

@@ -83,6 +83,16 @@ def test_a_broken_log_property_does_not_fail_the_scan(
     with caplog.at_level(logging.WARNING, logger="lakelayout.api"):
         assert t.scan("id < 5").df.count() == 5
     assert "scan not recorded" in caplog.text and ql.MAX_RECORDS_PROPERTY in caplog.text
+    # the advisor, which would wait for ever, and `lakelayout log` say why no query
+    # comes (they said "only 0 queries logged" and nothing; an audit)
+    said = f"table property {ql.MAX_RECORDS_PROPERTY} must be a whole number >= 1, got 'many'"
+    assert said in t.advisor.recommend().reason
+    from typer.testing import CliRunner
+
+    from lakelayout.cli import app
+
+    shown = CliRunner().invoke(app, ["log", t.uri], terminal_width=300)
+    assert shown.exit_code == 0 and f"note: {said}: its scans are not recorded" in shown.output
 
 
 def test_logging_is_off_per_table_and_per_session(spark: Any, tmp_path: Path) -> None:

@@ -61,6 +61,7 @@ from lakelayout.advisor.estimate import FAMILIES, bytes_read, per_distinct, read
 from lakelayout.advisor.querylog import (
     SESSION_CONF,
     QueryLog,
+    bad_limits_because,
     off_because,
     unwritable_because,
 )
@@ -357,7 +358,12 @@ class Advisor:
 
         session = self.table._spark or SparkSession.getActiveSession()
         value = None if session is None else session.conf.get(SESSION_CONF, None)
-        return off_because(self.table.properties, value) or unwritable_because(self.table.uri)
+        properties = self.table.properties
+        return (
+            off_because(properties, value)
+            or bad_limits_because(properties)
+            or unwritable_because(self.table.uri)
+        )
 
     def _recommend_for(self, inputs: Inputs, snap: Snapshot, model: CostModel) -> Recommendation:
         """:func:`recommend` on ``inputs``, sampling their candidate files when it asks."""
@@ -1626,17 +1632,25 @@ def check_properties(config: Mapping[str, str]) -> None:
     from lakelayout.table.features import check_flag
 
     check_flag(config, AUTO_OPTIMIZE)
-    raw = config.get(AUTO_MIN_BYTES)
-    if raw is not None:
-        try:
-            ok = int(raw.strip()) >= 0
-        except ValueError:
-            ok = False
-        if not ok:
-            raise InvalidOption(
-                f"table property {AUTO_MIN_BYTES} must be a whole number of bytes >= 0, got {raw!r}"
-            )
+    if config.get(AUTO_MIN_BYTES) is not None:
+        _min_bytes(config)
     querylog.check_properties(config)
+
+
+def _min_bytes(config: Mapping[str, str]) -> int:
+    """:data:`AUTO_MIN_BYTES` of ``config``; InvalidOption naming it and its value when it
+    is not a whole number >= 0 (the append trigger's warning said only "invalid literal
+    for int()" when another tool had set 'abc'; an audit)."""
+    raw = config.get(AUTO_MIN_BYTES)
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise InvalidOption(
+            f"table property {AUTO_MIN_BYTES} must be a whole number of bytes >= 0, got {raw!r}"
+        )
+    return value
 
 
 def after_append(
@@ -1660,7 +1674,7 @@ def after_append(
         if not is_true(config.get(AUTO_OPTIMIZE)) or _online_enabled(config):
             return None  # (online reorganization lays appended files out: its catch-ups)
         target = cluster_config.target_file_size(config)
-        minimum = int(config.get(AUTO_MIN_BYTES) or 2 * target)
+        minimum = _min_bytes(config) if config.get(AUTO_MIN_BYTES) else 2 * target
         fresh = _unclustered(table.uri, snap.files)
         if int(fresh.total_bytes) < minimum:
             return None

@@ -752,6 +752,17 @@ def properties_limits(configuration: Mapping[str, str]) -> tuple[float, int]:
     return days, records
 
 
+def bad_limits_because(configuration: Mapping[str, str]) -> str:
+    """Why the scans of a table with these properties leave their records out: a bad
+    limit another tool set (Table.create refuses one); '' when the limits read. The
+    advisor and ``lakelayout log`` say it (they waited for ever in silence; an audit)."""
+    try:
+        properties_limits(configuration)
+    except InvalidOption as exc:
+        return str(exc)
+    return ""
+
+
 def check_properties(configuration: Mapping[str, str]) -> None:
     """Refuse a bad :data:`ENABLED_PROPERTY`, :data:`RETENTION_PROPERTY` or
     :data:`MAX_RECORDS_PROPERTY` (InvalidOption naming it and the value):
