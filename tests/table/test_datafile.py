@@ -227,6 +227,49 @@ def test_a_file_in_the_legacy_calendar_is_refused_from_its_footer_or_int96_value
     assert (str(tmp_path / "d"), plain.size) in datafile._PLAIN_CALENDAR
 
 
+def test_columns_and_fields_are_found_in_another_case_as_spark_finds_them(
+    tmp_path: Path,
+) -> None:
+    """Spark's Parquet reader (and Delta's) matches a file's columns and struct fields
+    without case; files another tool wrote as ``userid`` under a table column
+    ``UserId`` were read as NULL, and OPTIMIZE wrote the NULLs for good (an audit). The
+    same name is taken first; two names differing only by case are refused."""
+    fmt = TableFormat.plain(
+        pa.schema([("UserId", pa.int64()), ("s", pa.struct([("Y", pa.int64())]))])
+    )
+    stored = pa.table({"userid": [1, 2], "S": pa.array([{"y": 3}, {"y": 4}]), "other": [0, 0]})
+    size = _write(tmp_path / "f.parquet", stored)
+    out = pa.Table.from_batches(
+        list(
+            read_data_file(
+                pafs.LocalFileSystem(), str(tmp_path), fmt, DataFile("f.parquet", size, 2)
+            )
+        )
+    )
+    assert out.to_pylist() == [{"UserId": 1, "s": {"Y": 3}}, {"UserId": 2, "s": {"Y": 4}}]
+    exact = pa.table({"userid": [1], "UserId": [5], "s": pa.array([{"Y": 6}])})
+    size = _write(tmp_path / "g.parquet", exact)
+    out = pa.Table.from_batches(
+        list(
+            read_data_file(
+                pafs.LocalFileSystem(), str(tmp_path), fmt, DataFile("g.parquet", size, 1)
+            )
+        )
+    )
+    assert out.to_pylist() == [{"UserId": 5, "s": {"Y": 6}}]
+    twice = pa.table({"userid": [1], "USERID": [2]})
+    size = _write(tmp_path / "h.parquet", twice)
+    with pytest.raises(
+        UnsupportedTable,
+        match=r"h.parquet .* holds columns \['userid', 'USERID'\] that differ only by case",
+    ):
+        list(
+            read_data_file(
+                pafs.LocalFileSystem(), str(tmp_path), fmt, DataFile("h.parquet", size, 1)
+            )
+        )
+
+
 def test_writing_maps_logical_batches_to_physical_files() -> None:
     fmt = table_format(SCHEMA, MAPPED_JSON, ["part"], MAPPED)
     batch = pa.record_batch({"id": [1], "st": [{"x": 2, "y": "z"}], "part": ["p"]}, schema=SCHEMA)

@@ -1331,3 +1331,43 @@ def test_delta_clustering_columns_are_logical_names_under_column_mapping(
     m = t.optimize.run(full=True)
     assert m.clustering_columns == ("a2",)
     assert spark.read.format("delta").load(path).count() == 60
+
+
+def test_files_naming_a_column_in_another_case_keep_its_values(spark: Any, tmp_path: Path) -> None:
+    """``CONVERT TO DELTA`` over files of ``UserId``, ``userid`` and ``USERID``: Delta's
+    reader finds the column in each file without case; lakelayout's readers took two of
+    them for missing, so OPTIMIZE wrote NULLs for good, a partitioned scan returned
+    NULLs, and an index built over them skipped matching rows (an audit)."""
+    import pyarrow.parquet as pq
+
+    from lakelayout.skipping.indexes import ValueList
+
+    def make(name: str, partitioned: bool) -> str:
+        path = tmp_path / name
+        for k, column in enumerate(["UserId", "userid", "USERID"]):
+            folder = path / f"g={k}" if partitioned else path
+            folder.mkdir(parents=True, exist_ok=True)
+            ids = pa.array(range(k * 10, k * 10 + 10), pa.int32())
+            pq.write_table(pa.table({column: ids, "v": ids}), folder / f"part-{k}.parquet")
+        by = " PARTITIONED BY (g INT)" if partitioned else ""
+        spark.sql(f"CONVERT TO DELTA parquet.`{path}`{by}")
+        return str(path)
+
+    def rows(path: str, where: str = "TRUE") -> list[tuple[Any, ...]]:
+        return sorted(map(tuple, spark.read.format("delta").load(path).where(where).collect()))
+
+    plain = make("plain", partitioned=False)
+    t = Table(plain, spark=spark)
+    t.indexes.add(ValueList("UserId"))
+    t.indexes.refresh()
+    res = t.scan("UserId IN (5, 25)")
+    assert sorted(map(tuple, res.df.collect())) == [(5, 5), (25, 25)]
+    assert res.report.files_kept == 2
+    before = rows(plain)
+    t.optimize.compact()
+    assert rows(plain) == before and rows(plain, "UserId IS NULL") == []
+
+    parted = make("parted", partitioned=True)
+    p = Table(parted, spark=spark)
+    for where in ("userid = 15", "UserId IS NULL", "v >= 15 AND v < 17"):
+        assert sorted(map(tuple, p.scan(where).df.collect())) == rows(parted, where)

@@ -442,7 +442,7 @@ def read_data_file(
     """The live rows of ``file`` as batches of the table's logical schema (or ``columns``).
 
     Partition columns are filled from the log, columns found under their
-    physical names and relabelled, a column the file lacks reads as NULL (as
+    physical names (:func:`match_names`: as Spark finds them) and relabelled, a column the file lacks reads as NULL (as
     Spark's reader does), other types are cast to the table's (e.g. INT96
     timestamps), and rows in the deletion vector are dropped.
     """
@@ -454,6 +454,8 @@ def read_data_file(
         handle = filesystem.open_input_file(file_location(root, file.path))
     with handle:
         parquet, read, logical, legacy_int96 = _open_checked(handle, root, fmt, file, wanted)
+        # physical name -> the name the file holds it under
+        in_file = {physical[logical[name]].name: name for name in read}
         offset = 0
         batches = parquet.iter_batches(batch_rows, columns=read)
         while True:
@@ -469,8 +471,8 @@ def read_data_file(
                 source = physical[f.name]
                 if fmt.is_partition(f.name):
                     arrays.append(_constant(file.partition_values.get(f.name), f.type, n))
-                elif source.name in raw.schema.names:
-                    arrays.append(align(raw.column(source.name), source.type, f.type))
+                elif source.name in in_file:
+                    arrays.append(align(raw.column(in_file[source.name]), source.type, f.type))
                 else:
                     arrays.append(pa.nulls(n, f.type))
             batch = pa.RecordBatch.from_arrays(arrays, schema=out_schema)
@@ -485,24 +487,52 @@ def read_data_file(
 def _open_checked(
     handle: Any, root: str, fmt: TableFormat, file: DataFile, wanted: Sequence[pa.Field]
 ) -> tuple[pq.ParquetFile, list[str], dict[str, str], set[str]]:
-    """The Parquet file of ``handle`` with the physical names of the ``wanted`` columns it
-    holds, the map from physical to logical names, and the legacy INT96 columns whose
-    values are still to check (:func:`check_calendar`, which refuses the file here when
-    its footer shows a date or timestamp before 1900 in Spark's legacy calendar)."""
+    """The Parquet file of ``handle``; the names in the file of the ``wanted`` columns it
+    holds (:func:`match_names`); the map from those names to the logical ones; and the
+    legacy INT96 columns whose values are still to check (:func:`check_calendar`, which
+    refuses the file here when its footer shows a date or timestamp before 1900 in
+    Spark's legacy calendar)."""
     with _unreadable(root, file.path):
         # INT96 (Delta's connector writes timestamps so) read as microseconds: the
         # nanosecond default overflows outside 1677-2262
         parquet = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
     physical = {f.name: fmt.physical.field(fmt.schema.get_field_index(f.name)) for f in wanted}
-    present = set(parquet.schema_arrow.names)
-    read = [
-        physical[f.name].name
-        for f in wanted
-        if not fmt.is_partition(f.name) and physical[f.name].name in present
-    ]
+    stored = [physical[f.name].name for f in wanted if not fmt.is_partition(f.name)]
+    found = match_names(parquet.schema_arrow.names, stored, f"data file {file.path} of '{root}'")
+    read = [found[name] for name in stored if name in found]
     # (errors name the columns as the table does: a physical name is col-<uuid>)
-    logical = {physical[f.name].name: f.name for f in wanted}
+    logical = {
+        found[physical[f.name].name]: f.name for f in wanted if physical[f.name].name in found
+    }
     return parquet, read, logical, check_calendar(parquet, read, root, file.path, logical)
+
+
+def match_names(present: Sequence[str], wanted: Iterable[str], where: str) -> dict[str, str]:
+    """For each of the ``wanted`` names that a file (``where``) holds, the name it holds it
+    under among ``present``: the same name, or else the one that differs from it only
+    by case, as Spark's Parquet reader (and so Delta's) matches a file's columns and
+    struct fields (``spark.sql.caseSensitive=false``). Files written by other tools
+    (``CONVERT TO DELTA`` over files of ``UserId`` and ``userid``) were read as NULL
+    there: OPTIMIZE wrote the NULLs for good (an audit). UnsupportedTable when several
+    names differ from one only by case (Spark refuses those files too)."""
+    exact = set(present)
+    folded: dict[str, list[str]] = {}
+    for name in present:
+        folded.setdefault(name.lower(), []).append(name)
+    out: dict[str, str] = {}
+    for name in wanted:
+        if name in exact:
+            out[name] = name
+            continue
+        found = folded.get(name.lower(), [])
+        if len(found) > 1:
+            raise UnsupportedTable(
+                f"{where} holds columns {found} that differ only by case: which is "
+                f"'{name}' cannot be told (Spark's reader refuses such a file too)"
+            )
+        if found:
+            out[name] = found[0]
+    return out
 
 
 def check_file_calendar(
@@ -745,18 +775,23 @@ def _constant(value: Any, dtype: pa.DataType, n: int) -> pa.Array:
 def align(array: pa.Array, physical: pa.DataType, logical: pa.DataType) -> pa.Array:
     """``array`` (read under physical names) as type ``logical``.
 
-    Struct children are matched by their physical name (a child the file lacks
-    is NULL), lists and maps recurse, and leaves are cast when the file's type
+    Struct children are matched by their physical name, as Spark matches them
+    (:func:`match_names`; a child the file lacks is NULL), lists and maps recurse, and leaves are cast when the file's type
     differs (``large_string``, INT96 nanoseconds, a naive UTC timestamp).
     """
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     if pa.types.is_struct(logical) and pa.types.is_struct(array.type):
-        present = {array.type.field(i).name: i for i in range(array.type.num_fields)}
+        names = [array.type.field(i).name for i in range(array.type.num_fields)]
+        found = match_names(
+            names,
+            [physical.field(i).name for i in range(physical.num_fields)],
+            "a struct of a data file",
+        )
         children = []
         for i in range(logical.num_fields):
             target, source = logical.field(i), physical.field(i)
-            at = present.get(source.name)
+            at = names.index(found[source.name]) if source.name in found else None
             if at is None:
                 children.append(pa.nulls(len(array), target.type))
             else:
