@@ -182,6 +182,26 @@ def test_create_from_a_schema_in_a_folder_holding_data_is_refused(tmp_path: Path
     )
 
 
+def test_create_arguments_and_properties_that_disagree_are_refused(tmp_path: Path) -> None:
+    """``auto_optimize=True`` with ``lakelayout.autoOptimize=false`` was taken, the
+    property silently overridden (an audit); agreeing ones are taken."""
+    import pyarrow as pa
+
+    schema = pa.schema([("a", pa.int64())])
+    path = str(tmp_path / "t")
+    with pytest.raises(InvalidOption, match=r"auto_optimize=True and properties=.*'false'"):
+        Table.create(path, schema=schema, auto_optimize=True,
+                     properties={"lakelayout.autoOptimize": "false"})  # fmt: skip
+    with pytest.raises(InvalidOption, match=r"target_file_size and properties=.*'2048'"):
+        Table.create(path, schema=schema, target_file_size=1024,
+                     properties={"lakelayout.targetFileSize": "2048"})  # fmt: skip
+    assert not os.path.exists(path)
+    t = Table.create(path, schema=schema, auto_optimize=True, target_file_size=1024,
+                     properties={"lakelayout.autoOptimize": "TRUE",
+                                 "lakelayout.targetFileSize": "1024"})  # fmt: skip
+    assert t.properties["lakelayout.autoOptimize"] == "true"
+
+
 def test_create_in_an_empty_folder_works(spark: Any, tmp_path: Path) -> None:
     folder = tmp_path / "empty"
     folder.mkdir()

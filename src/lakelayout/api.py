@@ -240,7 +240,9 @@ class Table:
         delta.ensure_new_location(root)  # no table, no stray files: before anything is written
         config = dict(properties or {})
         if target_file_size is not None:
-            config[cluster_config.TARGET_FILE_SIZE] = str(_check_target_size(target_file_size))
+            given = str(_check_target_size(target_file_size))
+            _same_as_property(config, cluster_config.TARGET_FILE_SIZE, given, "target_file_size")
+            config[cluster_config.TARGET_FILE_SIZE] = given
         table_schema = schema if schema is not None else _schema_of_data(df)  # type: ignore[arg-type]
         _check_table_schema(table_schema)
         partitions = check_partition_columns(partition_by, table_schema)
@@ -254,6 +256,7 @@ class Table:
         if cluster_by is not None:
             config.update(_clustering_config(cluster_by, table_schema))
         if auto_optimize:
+            _same_as_property(config, "lakelayout.autoOptimize", "true", "auto_optimize=True")
             config["lakelayout.autoOptimize"] = "true"
         check_file_properties(config)  # an empty table too: its appends would fail
         cluster_config.check_properties(config)
@@ -968,6 +971,18 @@ def _record_physical_clustering(root: str, spark: SparkSession | None) -> None:
     with contextlib.suppress(UnsupportedTable):  # no connector: followed by name only
         delta.set_properties(
             root, {cluster_config.CLUSTERING_PHYSICAL_NAMES: physical}, spark=spark
+        )
+
+
+def _same_as_property(config: Mapping[str, str], key: str, value: str, argument: str) -> None:
+    """InvalidOption when ``config`` gives the property ``key`` another value than the
+    argument that sets it (``auto_optimize=True`` with ``lakelayout.autoOptimize=false``
+    was taken, the property silently overridden; an audit)."""
+    given = config.get(key)
+    if given is not None and given.strip().lower() != value:
+        raise InvalidOption(
+            f"Table.create: {argument} and properties={{{key!r}: {given!r}}} disagree; "
+            "give one of them"
         )
 
 
