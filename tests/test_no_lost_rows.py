@@ -700,6 +700,28 @@ def test_double_quoted_identifiers_and_escaped_literals_read_as_spark_reads_them
         assert len(_as_spark(spark, t, predicates, "s = 'C:\\dir'")) == 24
 
 
+def test_names_are_bound_as_spelt_where_the_session_is_case_sensitive(
+    spark: Any, tmp_path: Any
+) -> None:
+    """Under ``spark.sql.caseSensitive`` Spark refuses ``userid`` for a column ``UserId``:
+    scans and DELETE did too (Spark's analyser), but ``plan()`` answered, and the
+    refusal offered lakelayout's own row-file column as a suggestion (an audit)."""
+    from lakelayout.errors import PredicateError
+
+    data = [(k, {"x": k}) for k in range(20)]
+    t = _two_files(spark, tmp_path / "t", data, "UserId INT, s STRUCT<x: INT>", 10)
+    version = t.version
+    with session_conf(spark, {"spark.sql.caseSensitive": "true"}):
+        for text in ("userid < 3", "s.X = 4"):
+            for call in (t.plan, t.scan, t.delete):
+                with pytest.raises(PredicateError) as err:
+                    call(text)
+                assert "__ll_file" not in str(err.value)
+        assert sorted(r[0] for r in t.scan("UserId < 3 OR s.x = 4").df.collect()) == [0, 1, 2, 4]
+    assert t.version == version
+    assert t.plan("userid < 3").files_kept == 1  # without the setting, as Spark binds it
+
+
 def test_under_ansi_a_string_column_spark_casts_per_value_is_left_to_spark(
     spark: Any, tmp_path: Any
 ) -> None:

@@ -268,3 +268,14 @@ def test_a_rendering_that_may_mean_otherwise_is_not_remembered(text: str) -> Non
     P._MEMO.clear()
     alone = parse_predicate(rendering, schema, session=rules, timezone="America/New_York")
     assert again == alone
+
+
+def test_names_are_bound_as_spelt_under_a_case_sensitive_session() -> None:
+    schema = pa.schema([("UserId", pa.int64()), ("s", pa.struct([("x", pa.int64())]))])
+    exact = SessionRules(case_sensitive=True)
+    assert parse_predicate("userid < 3", schema).sql() == "UserId < 3L"
+    assert parse_predicate("UserId < 3", schema, session=exact).sql() == "UserId < 3L"
+    with pytest.raises(PredicateError, match=r"unknown column 'userid'.*'UserId'"):
+        parse_predicate("userid < 3", schema, session=exact)
+    with pytest.raises(PredicateError, match=r"no field 'X' in struct column 's'"):
+        parse_predicate("s.X = 1", schema, session=exact)

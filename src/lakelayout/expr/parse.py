@@ -235,6 +235,10 @@ class SessionRules:
     #: ``spark.sql.parser.escapedStringLiterals``: a string literal is its text as
     #: written, backslashes included (``'C:\dir'``); unescaped, a scan lost the rows
     escaped_string_literals: bool = False
+    #: ``spark.sql.caseSensitive``: column and field names are bound as spelt (``userid``
+    #: does not name ``UserId``), as Spark's analyser binds them; ``plan()`` answered for
+    #: text a scan and a DELETE refuse (an audit)
+    case_sensitive: bool = False
 
 
 _BINDERS: dict[SessionRules, Callable[[str, pa.Schema, Mapping[str, pa.DataType], str], Predicate]]
@@ -817,7 +821,11 @@ class Binder:
         *,
         rules: SessionRules | None = None,
     ) -> None:
-        self.fields = {f.name.lower(): f for f in schema}
+        #: the rules' spelling of a name for a lookup: itself, or in lower case
+        self.fold: Callable[[str], str] = (
+            str if rules is not None and rules.case_sensitive else str.lower
+        )
+        self.fields = {self.fold(f.name): f for f in schema}
         #: already by lower-case name with Arrow types (:func:`_remembered` normalizes them)
         self.functions = dict(functions or {})
         self.timezone = timezone
@@ -1145,7 +1153,7 @@ class Binder:
             if name is None:
                 parts = _column_parts(col) or []
                 for part in parts[:-1]:
-                    base = self.fields.get(part.lower())
+                    base = self.fields.get(self.fold(part))
                     if base is not None:
                         reads.add(base.name)
                         break
@@ -1158,7 +1166,7 @@ class Binder:
 
     def column_name(self, name: str) -> str:
         """The schema's spelling of a column, or a PredicateError with a suggestion."""
-        field = self.fields.get(name.lower())
+        field = self.fields.get(self.fold(name))
         if field is None:
             hint = closest(name, [f.name for f in self.fields.values()])
             if not hint:
@@ -1195,7 +1203,8 @@ class Binder:
         return builder(node)
 
     def column(self, node: exp.Expression) -> Term:
-        """A column, or a field inside a struct column (``a.b.c``), resolved case-insensitively.
+        """A column, or a field inside a struct column (``a.b.c``), resolved without case
+        (as spelt under ``spark.sql.caseSensitive``: :attr:`SessionRules.case_sensitive`).
 
         The first part names a top-level column; the rest enter struct fields,
         as Spark resolves ``a.b`` on a DataFrame. Parts that do not start at a
@@ -1205,8 +1214,8 @@ class Binder:
         assert parts is not None
         if len(parts) == 1:
             name = self.column_name(parts[0])
-            return Column(name, self.fields[name.lower()].type)
-        top = self.fields.get(parts[0].lower())
+            return Column(name, self.fields[self.fold(name)].type)
+        top = self.fields.get(self.fold(parts[0]))
         if top is None:
             self.opaque(node)
             raise Unsupported("qualified column reference")
@@ -1216,7 +1225,7 @@ class Binder:
             if not pa.types.is_struct(dtype):
                 raise Unsupported(f"field access on a {spark_type_name(dtype)} value")
             found = [dtype.field(i) for i in range(dtype.num_fields)]
-            match = [f for f in found if f.name.lower() == part.lower()]
+            match = [f for f in found if self.fold(f.name) == self.fold(part)]
             if len(match) != 1:
                 known = ", ".join(f.name for f in found)
                 where = ".".join([top.name, *path])

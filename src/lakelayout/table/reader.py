@@ -25,6 +25,7 @@ each row came from.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -228,6 +229,8 @@ def spark_where(df: DataFrame, where: str, *, analysed: bool = False) -> DataFra
             filtered.schema  # noqa: B018 (the analysis is the point)
     except AnalysisException as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        # (Spark's suggestions listed lakelayout's own row-file column; an audit)
+        reason = re.sub(rf",?\s*`{FILE_COLUMN}`", "", reason).replace("[, ", "[")
         raise PredicateError(f"Spark rejects the predicate {where!r}: {reason}") from None
     return filtered
 

@@ -186,6 +186,8 @@ ANSI = "spark.sql.ansi.enabled"
 DOUBLE_QUOTED_IDENTIFIERS = "spark.sql.ansi.doubleQuotedIdentifiers"
 #: string literals taken as written (no backslash escapes)
 ESCAPED_STRING_LITERALS = "spark.sql.parser.escapedStringLiterals"
+#: names are bound as spelt (:attr:`~lakelayout.expr.parse.SessionRules.case_sensitive`)
+CASE_SENSITIVE = "spark.sql.caseSensitive"
 
 
 def session_rules(spark: Any) -> SessionRules:
@@ -214,6 +216,7 @@ def session_rules(spark: Any) -> SessionRules:
         and _setting(spark, DOUBLE_QUOTED_IDENTIFIERS, "false", unknown="false") == "true",
         escaped_string_literals=_setting(spark, ESCAPED_STRING_LITERALS, "false", unknown="false")
         == "true",
+        case_sensitive=_setting(spark, CASE_SENSITIVE, "false", unknown="false") == "true",
     )
 
 
