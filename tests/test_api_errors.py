@@ -61,8 +61,11 @@ def test_a_nullable_dataframe_without_nulls_appends(spark: Any, tmp_path: Path) 
             "id > 1 AND row_number() OVER (ORDER BY id) = 1",
             "[WINDOW_FUNCTION_NOT_ALLOWED_IN_CLAUSE]",
         ),
+        # Spark's parser refuses a literal it cannot hold with an ArithmeticException,
+        # which escaped raw (an audit)
+        ("id > 99999999999999999999999999999999999998.5", "DECIMAL_PRECISION_EXCEEDS_MAX"),
     ],
-    ids=["unknown-function", "aggregate", "window"],
+    ids=["unknown-function", "aggregate", "window", "39-digit-decimal"],
 )
 def test_a_predicate_spark_rejects_fails_the_scan_and_the_delete_before_any_write(
     table: Table, where: str, reason: str
@@ -125,6 +128,12 @@ def test_a_delete_predicate_spark_cannot_evaluate_is_named_and_deletes_nothing(
     with pytest.raises(PredicateError, match="could not evaluate") as err:
         table.delete(said)
     assert repr(said) in str(err.value)
+    assert table.version == before and sorted(os.listdir(table.uri)) == files
+    # Java errors of Spark's functions (a bad pattern, a bad format) escaped raw as a
+    # Py4JJavaError (an audit)
+    for bad in ("s RLIKE '['", "format_string('%d', s) = '1'"):
+        with pytest.raises(PredicateError, match="could not evaluate .*; nothing was deleted"):
+            table.delete(bad)
     assert table.version == before and sorted(os.listdir(table.uri)) == files
 
 

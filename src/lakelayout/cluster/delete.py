@@ -33,6 +33,7 @@ operation, as it does when the attempts run out.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -143,6 +144,7 @@ def _matching(matched: DataFrame, where: str) -> list[Any]:
     """Rows ``where`` matches per file; an error Spark raises evaluating ``where`` on the
     rows (a division by zero or a cast that fails under ANSI) is a PredicateError
     naming the predicate (nothing is written yet)."""
+    from py4j.protocol import Py4JJavaError
     from pyspark.errors import PySparkException
 
     from lakelayout.table.writer import task_errors
@@ -152,10 +154,24 @@ def _matching(matched: DataFrame, where: str) -> list[Any]:
             return matched.groupBy(FILE_COLUMN).count().collect()
     except PySparkException as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise PredicateError(
-            f"Spark could not evaluate the DELETE predicate {where!r} on the table's rows: "
-            f"{reason}; nothing was deleted"
-        ) from None
+    except Py4JJavaError as exc:
+        # a Java error of the predicate's own functions (a bad pattern in RLIKE, a bad
+        # format_string) is no PySparkException: it escaped raw (an audit); other job
+        # failures (an executor lost) stay what they are
+        found = _JAVA_EVALUATION.search(str(exc))
+        if found is None:
+            raise
+        reason = f"{found.group(1)}: {found.group(2).strip()}"
+    raise PredicateError(
+        f"Spark could not evaluate the DELETE predicate {where!r} on the table's rows: "
+        f"{reason}; nothing was deleted"
+    )
+
+
+#: the Java errors Spark's functions raise on a bad argument of the predicate's text
+_JAVA_EVALUATION = re.compile(
+    r"(java\.util\.regex\.PatternSyntaxException|java\.util\.\w*Format\w*Exception): ([^\n]*)"
+)
 
 
 def _check_deterministic(empty: DataFrame, where: str) -> None:

@@ -217,7 +217,12 @@ def spark_where(df: DataFrame, where: str, *, analysed: bool = False) -> DataFra
     way the error is a :class:`~lakelayout.errors.PredicateError` naming the text
     and Spark's reason, before any job runs or anything is written.
     """
-    from pyspark.errors import AnalysisException
+    from pyspark.errors import (
+        AnalysisException,
+        ArithmeticException,
+        DateTimeException,
+        NumberFormatException,
+    )
     from pyspark.sql import functions as F
 
     from lakelayout.errors import PredicateError
@@ -227,7 +232,14 @@ def spark_where(df: DataFrame, where: str, *, analysed: bool = False) -> DataFra
         filtered = df.where(F.expr(where))
         if analysed and is_connect(df.sparkSession):
             filtered.schema  # noqa: B018 (the analysis is the point)
-    except AnalysisException as exc:
+    except (
+        AnalysisException,
+        ArithmeticException,
+        DateTimeException,
+        NumberFormatException,
+    ) as exc:
+        # (Spark's parser refuses a literal it cannot hold, a decimal of 39 digits, with an
+        # ArithmeticException: it was raised raw; an audit)
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         # (Spark's suggestions listed lakelayout's own row-file column; an audit)
         reason = re.sub(rf",?\s*`{FILE_COLUMN}`", "", reason).replace("[, ", "[")
