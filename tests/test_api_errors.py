@@ -132,7 +132,7 @@ def test_a_delete_predicate_spark_cannot_evaluate_is_named_and_deletes_nothing(
     # Java errors of Spark's functions (a bad pattern, a bad format) escaped raw as a
     # Py4JJavaError (an audit)
     for bad in ("s RLIKE '['", "format_string('%d', s) = '1'"):
-        with pytest.raises(PredicateError, match="could not evaluate .*; nothing was deleted"):
+        with pytest.raises(PredicateError, match=r"could not evaluate .*; nothing was deleted"):
             table.delete(bad)
     assert table.version == before and sorted(os.listdir(table.uri)) == files
 

@@ -58,6 +58,17 @@ def test_scan_reports_bad_predicate_as_error(table_path: str) -> None:
     assert "Did you mean 'name'?" in result.output
 
 
+def test_scan_columns_in_backticks_may_hold_commas(spark: Any, tmp_path: Path) -> None:
+    """A column ``x,y`` could not be named by ``--columns`` (an audit)."""
+    path = str(tmp_path / "t")
+    Table.create(path, pa.table({"x,y": [1, 2], "z": [3, 4]}))
+    result = runner.invoke(app, ["scan", path, "--columns", " `x,y` , z", "--show", "1"])
+    assert result.exit_code == 0, result.output
+    assert "x,y" in result.output.splitlines()[-4]  # the result's header names it
+    result = runner.invoke(app, ["scan", path, "--columns", "`x,y"])
+    assert result.exit_code == 2 and "a backtick is not closed" in result.output
+
+
 def test_describe_lists_files_coverage_and_history(table_path: str) -> None:
     result = runner.invoke(app, ["describe", table_path])
     assert result.exit_code == 0, result.output

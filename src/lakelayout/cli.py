@@ -38,6 +38,45 @@ def _fmt_ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
+def column_list(text: str) -> list[str]:
+    """Column names separated by commas; a name in backticks is taken as written, commas
+    and spaces included (two backticks in it are one), as Spark quotes names (a column
+    ``x,y`` could not be named; an audit). Spaces around a bare name are dropped.
+
+    >>> column_list("a, `x,y` ,` b`,`q``t`")
+    ['a', 'x,y', ' b', 'q`t']
+    """
+    names: list[str] = []
+    at = 0
+    while at <= len(text):
+        while at < len(text) and text[at] == " ":
+            at += 1
+        if at < len(text) and text[at] == "`":
+            name, at = "", at + 1
+            while at < len(text):
+                if text[at] == "`" and text[at + 1 : at + 2] == "`":
+                    name, at = name + "`", at + 2
+                elif text[at] == "`":
+                    break
+                else:
+                    name, at = name + text[at], at + 1
+            else:
+                raise InvalidOption(f"--columns: a backtick is not closed in {text!r}")
+            rest = text.find(",", at + 1)
+            if text[at + 1 : None if rest < 0 else rest].strip():
+                raise InvalidOption(f"--columns: text after the quoted name {name!r} in {text!r}")
+            names.append(name)
+        else:
+            rest = text.find(",", at)
+            bare = text[at : None if rest < 0 else rest].strip()
+            if bare:
+                names.append(bare)
+        if rest < 0:
+            break
+        at = rest + 1
+    return names
+
+
 def _fail(exc: LakelayoutError) -> None:
     """One line on the console, exit code 2: the message as is (no markup, no wrapping)."""
     message = " ".join(str(exc).split())
@@ -66,7 +105,9 @@ def _when(millis: Any) -> str:
 def scan(
     path: Annotated[str, typer.Argument(help="table location")],
     where: Annotated[str, typer.Option("--where", "-w", help="Spark SQL predicate")] = "",
-    columns: Annotated[str, typer.Option(help="comma-separated columns to read")] = "",
+    columns: Annotated[
+        str, typer.Option(help="comma-separated columns to read (`x,y` in backticks: one name)")
+    ] = "",
     measure: Annotated[bool, typer.Option(help="count matching rows: σ, λ, μ, ψ")] = True,
     show: Annotated[int, typer.Option(help="print this many result rows")] = 10,
 ) -> None:
@@ -76,7 +117,7 @@ def scan(
     try:
         _at_least(show, 0, "--show")
         table = Table(path)
-        cols = [c.strip() for c in columns.split(",") if c.strip()] or None
+        cols = column_list(columns) or None
         result = table.scan(where if where else None, cols, measure=measure)
     except LakelayoutError as exc:
         _fail(exc)
