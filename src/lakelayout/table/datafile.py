@@ -442,9 +442,10 @@ def read_data_file(
     """The live rows of ``file`` as batches of the table's logical schema (or ``columns``).
 
     Partition columns are filled from the log, columns found under their
-    physical names (:func:`match_names`: as Spark finds them) and relabelled, a column the file lacks reads as NULL (as
-    Spark's reader does), other types are cast to the table's (e.g. INT96
-    timestamps), and rows in the deletion vector are dropped.
+    physical names (:func:`match_names`: as Spark finds them) and relabelled, a
+    column the file lacks reads as NULL (as Spark's reader does), other types are
+    cast to the table's (e.g. INT96 timestamps), and rows in the deletion vector
+    are dropped.
     """
     wanted = [fmt.schema.field(name) for name in (columns or fmt.schema.names)]
     out_schema = pa.schema(wanted)
@@ -776,8 +777,9 @@ def align(array: pa.Array, physical: pa.DataType, logical: pa.DataType) -> pa.Ar
     """``array`` (read under physical names) as type ``logical``.
 
     Struct children are matched by their physical name, as Spark matches them
-    (:func:`match_names`; a child the file lacks is NULL), lists and maps recurse, and leaves are cast when the file's type
-    differs (``large_string``, INT96 nanoseconds, a naive UTC timestamp).
+    (:func:`match_names`; a child the file lacks is NULL), lists and maps recurse,
+    and leaves are cast when the file's type differs (``large_string``, INT96
+    nanoseconds, a naive UTC timestamp).
     """
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
