@@ -76,3 +76,24 @@ def test_decimal_38_range_is_exact(scale: int) -> None:
     nines = "9" * (38 - scale) + "." + "9" * scale
     assert (got_scale, lowest, highest) == (scale, D("-" + nines), D(nines))
     assert len(highest.as_tuple().digits) == 38
+
+
+def test_numbers_past_38_digits_are_refused_as_spark_refuses_them() -> None:
+    """Spark's parser refuses a number that needs more than 38 digits, and a DECIMAL
+    type past 38: plan() answered for such text (read as a double) where scans and
+    DELETEs were refused, and ``…BD`` of 39 digits raised pyarrow's ValueError (an
+    audit). A ``D`` suffix or an exponent makes it a double, as in Spark."""
+    for text in (
+        "d0 > 99999999999999999999999999999999999998.5",
+        "d0 < -99999999999999999999999999999999999999999",
+        "dec = 1.000000000000000000000000000000000000001",
+    ):
+        with pytest.raises(PredicateError, match=r"needs (39|40|41) digits.*38 at most"):
+            parse_predicate(text, SCHEMA)
+    for text in ("d0 > 99999999999999999999999999999999999998.5BD",
+                 "d0 = CAST(1 AS DECIMAL(39, 0))"):  # fmt: skip
+        with pytest.raises(PredicateError, match=r"DECIMAL\(39, [01]\) in .*1 to 38 digits"):
+            parse_predicate(text, SCHEMA)
+    # (no DECIMAL(38, 0) reaches 1e41: both fold to FALSE)
+    as_double = parse_predicate("d0 > 99999999999999999999999999999999999999999D", SCHEMA)
+    assert as_double.sql() == parse_predicate("d0 > 1E41", SCHEMA).sql() == "FALSE"
