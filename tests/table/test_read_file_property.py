@@ -34,20 +34,18 @@ from lakelayout.table.datafile import (
     check_file_calendar,
     read_data_file,
 )
+from tests.expr.predicates import EDGE_DAYS as PREDICATE_EDGE_DAYS
 
 EXAMPLES = int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "60"))
 UTC = dt.UTC
 
-#: the days around the calendars' meeting points (1582, 1900) and the ends of the range
+#: the ends of DATE, the epoch and the Julian / Gregorian switch, and the days around
+#: 1900, from which lakelayout takes the two calendars to agree
 EDGE_DAYS = [
-    dt.date(1, 1, 1),
-    dt.date(1582, 10, 4),
-    dt.date(1582, 10, 15),
+    *PREDICATE_EDGE_DAYS,
     dt.date(1899, 12, 31),
     dt.date(1900, 1, 1),
     dt.date(1900, 1, 2),
-    dt.date(1970, 1, 1),
-    dt.date(9999, 12, 31),
 ]
 days = st.one_of(st.sampled_from(EDGE_DAYS), st.dates())
 EDGE_MOMENTS = [
