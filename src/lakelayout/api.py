@@ -43,7 +43,7 @@ from lakelayout.skipping.scan_report import Measured, ScanReport
 from lakelayout.stats.bounds import LAKELAYOUT_FILE_PREFIX, stats_key
 from lakelayout.stats.model import FileStats
 from lakelayout.table import delta
-from lakelayout.table.datafile import calendar_unsettled, column_mapping_mode, raw_path
+from lakelayout.table.datafile import column_mapping_mode, raw_path
 from lakelayout.table.features import Kind
 from lakelayout.table.location import STATE_FOLDER, is_local, local_path, normalize_uri
 from lakelayout.table.reader import FILE_COLUMN, spark_where
@@ -833,21 +833,19 @@ class Table:
 
     def _read(self, snap: Snapshot, files: FileStats, *, with_file: bool = False) -> DataFrame:
         """The live rows of ``files`` of ``snap``; ``__ll_file`` holds each row's file."""
-        from lakelayout.table.reader import read_table_files, reads_with_spark, refuse_legacy_files
+        from lakelayout.table.reader import read_table_files
 
         data = snap.data_files_for([str(p) for p in files.paths])
-        fmt = snap.table_format
-        if not reads_with_spark(self.uri, fmt, data, with_file=with_file):
-            # pyarrow tasks refuse a file of dates before 1900 in Spark's legacy calendar
-            # as they read it, at the user's first action, as a PythonException: here
-            # the scan raises UnsupportedTable naming it (an earlier note's "not done")
-            unsettled = calendar_unsettled(fmt, files.columns, len(data))
-            refuse_legacy_files(
-                self.uri, fmt, [d for d, u in zip(data, unsettled, strict=True) if u]
-            )
         try:
+            # (with the bounds: a file in Spark's legacy calendar the read tasks would
+            # refuse at the user's first action is refused now, naming it)
             return read_table_files(
-                self.spark, self.uri, snap.table_format, data, with_file=with_file
+                self.spark,
+                self.uri,
+                snap.table_format,
+                data,
+                with_file=with_file,
+                bounds=files.columns,
             )
         except TableCorrupt as exc:
             latest = delta.snapshot(self.uri).version

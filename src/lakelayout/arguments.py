@@ -15,9 +15,10 @@ PySpark types are checked without importing PySpark at import time.
 
 from __future__ import annotations
 
+import numbers
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import pyarrow as pa
 
@@ -77,6 +78,16 @@ def require_int(
         raise InvalidOption(f"{where}: {name} must be >= {low}, got {value}")
     if high is not None and value > high:
         raise InvalidOption(f"{where}: {name} must be <= {high:,}, got {value:,}")
+
+
+def real_number(value: object) -> TypeGuard[numbers.Real]:
+    """Whether ``value`` is a real number (not a bool): an int, a float, a numpy number."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def whole_number(value: object) -> TypeGuard[numbers.Integral]:
+    """Whether ``value`` is an integer (not a bool): an int or a numpy integer."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def require_bool(value: object, name: str, where: str) -> None:

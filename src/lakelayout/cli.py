@@ -38,6 +38,10 @@ def _fmt_ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
+#: one name of ``--columns`` and the comma after it: in backticks (two are one) or bare
+_COLUMN = re.compile(r"\s*(?:`((?:[^`]|``)*)`|([^,`]*?))\s*(?:,|$)")
+
+
 def column_list(text: str) -> list[str]:
     """Column names separated by commas; a name in backticks is taken as written, commas
     and spaces included (two backticks in it are one), as Spark quotes names (a column
@@ -48,32 +52,19 @@ def column_list(text: str) -> list[str]:
     """
     names: list[str] = []
     at = 0
-    while at <= len(text):
-        while at < len(text) and text[at] == " ":
-            at += 1
-        if at < len(text) and text[at] == "`":
-            name, at = "", at + 1
-            while at < len(text):
-                if text[at] == "`" and text[at + 1 : at + 2] == "`":
-                    name, at = name + "`", at + 2
-                elif text[at] == "`":
-                    break
-                else:
-                    name, at = name + text[at], at + 1
-            else:
-                raise InvalidOption(f"--columns: a backtick is not closed in {text!r}")
-            rest = text.find(",", at + 1)
-            if text[at + 1 : None if rest < 0 else rest].strip():
-                raise InvalidOption(f"--columns: text after the quoted name {name!r} in {text!r}")
-            names.append(name)
-        else:
-            rest = text.find(",", at)
-            bare = text[at : None if rest < 0 else rest].strip()
-            if bare:
-                names.append(bare)
-        if rest < 0:
-            break
-        at = rest + 1
+    while at < len(text):
+        found = _COLUMN.match(text, at)
+        if found is None or found.end() == at:
+            raise InvalidOption(
+                f"--columns: cannot read {text!r} from character {at + 1} (a backtick is not "
+                "closed, or text follows a name in backticks)"
+            )
+        quoted, bare = found.groups()
+        if quoted is not None:
+            names.append(quoted.replace("``", "`"))
+        elif bare:
+            names.append(bare)
+        at = found.end()
     return names
 
 

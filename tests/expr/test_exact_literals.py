@@ -8,9 +8,14 @@ default context.
 from __future__ import annotations
 
 import decimal
+import os
+import random
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sqlglot import parse_one
 
 from lakelayout.errors import PredicateError
 from lakelayout.expr import parse_predicate
@@ -97,3 +102,30 @@ def test_numbers_past_38_digits_are_refused_as_spark_refuses_them() -> None:
     # (no DECIMAL(38, 0) reaches 1e41: both fold to FALSE)
     as_double = parse_predicate("d0 > 99999999999999999999999999999999999999999D", SCHEMA)
     assert as_double.sql() == parse_predicate("d0 > 1E41", SCHEMA).sql() == "FALSE"
+
+
+@settings(max_examples=int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "200")), deadline=None)
+@given(
+    whole=st.integers(1, 42),
+    fraction=st.integers(0, 42),
+    negative=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_property_number_literals_bind_exactly_up_to_38_digits_and_no_further(
+    whole: int, fraction: int, negative: bool, seed: int
+) -> None:
+    """Around the edge of Spark's decimals: a literal of up to 38 digits binds to its
+    exact value (a DECIMAL, or an INT/BIGINT), one past 38 is refused, as Spark's parser
+    refuses it; never a double in between."""
+    digits = str(random.Random(seed).randrange(10 ** (whole + fraction))).zfill(whole + fraction)
+    digits = "1" + digits[1:]  # a leading digit that counts
+    text = digits[:whole] + (f".{digits[whole:]}" if fraction else "")
+    text = f"-{text}" if negative else text
+    precision = whole + fraction
+    if precision > 38:
+        with pytest.raises(PredicateError, match=f"needs {precision} digits"):
+            parse_predicate(f"d0 = {text}", SCHEMA)
+        return
+    lit = literal_of(parse_one(text, read="spark"), "UTC")
+    assert lit is not None and D(str(lit.value)) == D(text)
+    assert not pa.types.is_floating(lit.dtype)

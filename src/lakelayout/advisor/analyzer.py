@@ -36,7 +36,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lakelayout.advisor.benefit import real_number, whole_number
 from lakelayout.advisor.correlation import (
     Graph,
     contingency_graph,
@@ -45,6 +44,7 @@ from lakelayout.advisor.correlation import (
     traverse,
 )
 from lakelayout.advisor.filters import OPAQUE, RANGE, Filter, leaf_filters
+from lakelayout.arguments import real_number, whole_number
 from lakelayout.errors import InvalidOption
 from lakelayout.expr.nodes import Column, Expr, Func, Predicate
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import math
-import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from lakelayout.advisor.costmodel import CostModel
+from lakelayout.arguments import real_number, whole_number
 from lakelayout.errors import InvalidOption
 
 DEFAULT_HORIZON_SECONDS = 7 * 24 * 3600.0
@@ -122,17 +122,7 @@ class BenefitConfig:
 
 def _finite(value: object) -> bool:
     """Whether ``value`` is a real number, neither NaN nor infinite (not a bool)."""
-    return real_number(value) and math.isfinite(value)  # type: ignore[arg-type]
-
-
-def real_number(value: object) -> bool:
-    """Whether ``value`` is a real number (not a bool)."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def whole_number(value: object) -> bool:
-    """Whether ``value`` is an integer (not a bool)."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    return real_number(value) and math.isfinite(value)
 
 
 @dataclass(frozen=True)

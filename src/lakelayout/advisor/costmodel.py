@@ -49,7 +49,6 @@ import contextlib
 import dataclasses
 import json
 import math
-import numbers
 import os
 import uuid
 from collections.abc import Sequence
@@ -59,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from lakelayout.arguments import cannot_write_in
+from lakelayout.arguments import cannot_write_in, real_number
 from lakelayout.errors import InvalidOption
 
 FILE_NAME = "costmodel.json"
@@ -303,7 +302,7 @@ class CostModel:
 
 def _coefficient(value: object) -> bool:
     """Whether ``value`` can be a coefficient: a finite number >= 0 (not a bool)."""
-    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+    if not real_number(value):
         return False
     try:
         number = float(value)

@@ -26,7 +26,7 @@ each row came from.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,6 +36,7 @@ from lakelayout.errors import TableCorrupt
 from lakelayout.table.datafile import (
     DataFile,
     TableFormat,
+    calendar_unsettled,
     check_file_calendar,
     file_location,
     is_plain_path,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from lakelayout.expr.parse import SessionRules
+    from lakelayout.stats.model import ColumnStats
 
 #: column holding the log path of the file a row was read from
 FILE_COLUMN = "__ll_file"
@@ -119,8 +121,16 @@ def read_table_files(
     files: Sequence[DataFile],
     *,
     with_file: bool = False,
+    bounds: Mapping[str, ColumnStats] | None = None,
 ) -> DataFrame:
-    """The live rows of ``files`` in the table's logical schema (see the module docstring)."""
+    """The live rows of ``files`` in the table's logical schema (see the module docstring).
+
+    With ``bounds`` (the files' column statistics, in their order), a file the pyarrow
+    tasks would refuse for its legacy calendar is refused here, when the DataFrame is
+    made: a scan's returned DataFrame failed at the user's first action with a raw
+    PythonException (:func:`_refuse_legacy_files`). Jobs lakelayout runs itself name
+    such a file through :func:`~lakelayout.table.writer.task_errors` instead.
+    """
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -157,6 +167,9 @@ def read_table_files(
             ) from exc
         return df.withColumn(FILE_COLUMN, F.col("_metadata.file_name")) if with_file else df
     check_files_exist(root, [f.path for f in files])  # the tasks would fail with a raw error
+    if bounds is not None:
+        unsettled = calendar_unsettled(fmt, bounds, len(files))
+        _refuse_legacy_files(root, fmt, [f for f, u in zip(files, unsettled, strict=True) if u])
     groups = spread(files, _parallelism(spark) * 2)
     tasks = spark.range(0, len(groups), 1, numPartitions=len(groups))
     reader = FileReader(root, fmt, tuple(tuple(g) for g in groups), with_file)
@@ -169,14 +182,14 @@ def read_table_files(
 _GLOB = frozenset("[]{}*?\\")
 
 
-def refuse_legacy_files(root: str, fmt: TableFormat, files: Sequence[DataFile]) -> None:
+def _refuse_legacy_files(root: str, fmt: TableFormat, files: Sequence[DataFile]) -> None:
     """UnsupportedTable, on the driver, for a file of ``files`` that the pyarrow tasks
     would refuse as they read it: dates or timestamps before 1900 written in Spark's
     legacy calendar (:func:`~lakelayout.table.datafile.check_file_calendar`).
 
-    Callers pass only the files whose statistics leave that open
+    The caller passes only the files whose statistics leave that open
     (:func:`~lakelayout.table.datafile.calendar_unsettled`); the tasks' own check stays,
-    for a file that changed or a read without statistics.
+    for a read without statistics.
     """
     if not files:
         return
