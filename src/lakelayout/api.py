@@ -538,7 +538,10 @@ class Table:
         zone = self._timezone(start=True)  # before the clock: starting Spark is not the scan's
         scan_started = time.perf_counter()
         snap = self.snapshot(version)
-        select = _resolve_columns(columns, snap.schema)
+        from lakelayout.table.session import session_rules
+
+        exact = session_rules(self._spark).case_sensitive
+        select = _resolve_columns(columns, snap.schema, case_sensitive=exact)
         predicate = self._bind(where, snap.schema, zone)
         planned = self._plan(predicate, snap, zone)
         kept = planned.kept
@@ -992,7 +995,11 @@ def _check_target_size(size: int) -> int:
     return size
 
 
-def _resolve_columns(columns: Sequence[str] | None, schema: pa.Schema) -> list[str] | None:
+def _resolve_columns(
+    columns: Sequence[str] | None, schema: pa.Schema, *, case_sensitive: bool = False
+) -> list[str] | None:
+    """The table's names of ``columns``: found without case, as Spark finds them, or as
+    spelt under ``spark.sql.caseSensitive=true`` (where Spark refuses another case)."""
     if columns is None:
         return None
     if isinstance(columns, str):
@@ -1001,14 +1008,19 @@ def _resolve_columns(columns: Sequence[str] | None, schema: pa.Schema) -> list[s
         raise InvalidOption(
             "columns= is empty: name at least one column, or leave it out to read them all"
         )
-    by_lower = {name.lower(): name for name in schema.names}
+    fold = (lambda n: n) if case_sensitive else str.lower
+    by_name = {fold(name): name for name in schema.names}
     out: list[str] = []
     for name in columns:
-        resolved = by_lower.get(str(name).lower())
+        resolved = by_name.get(fold(str(name)))
         if resolved is None:
-            raise PredicateError(
-                f"unknown column '{name}' in columns;{closest(str(name), schema.names)}".rstrip(";")
+            other = [n for n in schema.names if n.lower() == str(name).lower()]
+            hint = (
+                f" (spark.sql.caseSensitive is true: the column is spelt {other[0]!r})"
+                if other
+                else ";" + closest(str(name), schema.names)
             )
+            raise PredicateError(f"unknown column '{name}' in columns{hint}".rstrip(";"))
         if resolved in out:
             raise InvalidOption(f"column '{resolved}' is named twice in columns=")
         out.append(resolved)
