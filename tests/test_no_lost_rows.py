@@ -718,7 +718,7 @@ def test_names_are_bound_as_spelt_where_the_session_is_case_sensitive(
                     call(text)
                 assert "__ll_file" not in str(err.value)
         assert sorted(r[0] for r in t.scan("UserId < 3 OR s.x = 4").df.collect()) == [0, 1, 2, 4]
-        with pytest.raises(PredicateError, match="caseSensitive is true.*'UserId'"):
+        with pytest.raises(PredicateError, match=r"caseSensitive is true.*'UserId'"):
             t.scan("UserId < 3", columns=["userid"])  # Spark's select refuses it too
         assert t.scan("UserId < 3", columns=["UserId"]).df.columns == ["UserId"]
     assert t.version == version
