@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from lakelayout import arguments as args
 from lakelayout.errors import (
+    EnvironmentProblem,
     InvalidOption,
     LakelayoutError,
     PredicateError,
@@ -168,7 +169,8 @@ class Table:
         args.require_mapping(udfs, "udfs", where, optional=True)
         self.uri = normalize_uri(uri)
         delta.open_table(self.uri)  # raises TableNotFound early
-        self._spark = spark
+        self._session = spark
+        self._given = spark is not None
         self._udfs = dict(udfs or {})
         self._indexes: Indexes | None = None
         self._advisor: Advisor | None = None
@@ -325,18 +327,40 @@ class Table:
             _remove_created(root, existed)
             raise
         delta.release_creator(root)
-        return cls(root, spark=session)
+        table = cls(root, spark=session)
+        table._given = spark is not None  # one picked up from df: followed as Table() does
+        return table
 
     # ------------------------------------------------------------ metadata
 
     @property
     def spark(self) -> SparkSession:
         """The SparkSession this table runs its jobs on (created on first use)."""
-        if self._spark is None:
+        session = self._spark
+        if session is None:
             from lakelayout.table.session import spark_session
 
-            self._spark = spark_session()
-        return self._spark
+            session = self._session = spark_session()
+        return session
+
+    @property
+    def _spark(self) -> SparkSession | None:
+        """The session in use, or None before one is needed. One this table picked up
+        itself is dropped once it stops (a notebook restarted Spark: the table follows
+        the new one; it failed with Spark's raw NullPointerException, an audit); one
+        given to ``Table(spark=...)`` that stopped is an error naming it."""
+        from lakelayout.table.session import session_stopped
+
+        if self._session is None or not session_stopped(self._session):
+            return self._session
+        if self._given:
+            raise EnvironmentProblem(
+                f"the SparkSession given to Table({self.uri!r}, spark=...) has been stopped; "
+                "open the table again with a running session (or without spark= to use "
+                "the running one)"
+            )
+        self._session = None
+        return None
 
     def snapshot(self, version: int | None = None) -> Snapshot:
         """The live files and their statistics, at the latest or a given version."""

@@ -271,6 +271,56 @@ def test_a_limit_that_stops_reading_python_tasks_prints_no_traceback(tmp_path: P
     assert "Traceback" not in out and "BrokenPipeError" not in out, out
 
 
+_RESTART_SCRIPT = """
+import sys
+import pyarrow as pa
+from lakelayout import Table
+from lakelayout.errors import EnvironmentProblem
+from lakelayout.table.session import spark_session
+
+conf = {"spark.ui.enabled": "false"}
+first = spark_session("local[1]", **conf)
+path = sys.argv[1]
+picked = Table.create(path, pa.table({"id": pa.array(range(10), pa.int64())}))  # no spark=
+given = Table(path, spark=first)
+assert picked.scan("id < 5").count() == 5  # picked up the running session
+first.stop()  # a notebook restarts Spark
+second = spark_session("local[1]", **conf)
+assert picked.scan("id < 5").count() == 5
+picked.delete("id = 1")
+assert picked.scan().count() == 9
+assert picked.spark is second
+try:
+    given.scan("id < 5")
+except EnvironmentProblem as err:
+    assert "has been stopped" in str(err), err
+else:
+    raise AssertionError("a stopped session given to Table() was used")
+second.stop()
+print("done")
+"""
+
+
+@pytest.mark.spark
+def test_a_table_follows_a_restarted_session_unless_it_was_given_one(tmp_path: Path) -> None:
+    """A Table that picked up the running session kept it after ``spark.stop()``: once
+    the session was started again, scans failed with Spark's raw NullPointerException
+    and DELETE with an AttributeError (an audit). It now follows the running session;
+    one given ``spark=`` that stopped is refused by name."""
+    from .. import processes
+
+    script = tmp_path / "restart.py"
+    script.write_text(_RESTART_SCRIPT)
+    log = tmp_path / "restart.log"
+    child = processes.python(script, str(tmp_path / "t"), log=log)
+    try:
+        code = child.wait(timeout=processes.STARTUP_SECONDS)
+    finally:
+        processes.kill(child)
+    out = log.read_text(errors="replace")
+    assert code == 0 and "done" in out, out
+
+
 # ---------------------------------------------------------------- Delta's connector
 
 

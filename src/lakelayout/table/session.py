@@ -553,6 +553,16 @@ def _child_gateways() -> list[int]:
     return found
 
 
+def session_stopped(spark: Any) -> bool:
+    """Whether ``spark`` has been stopped (``spark.stop()``): a classic session's
+    context is gone, a Connect session says so."""
+    stopped = getattr(spark, "is_stopped", None)
+    if isinstance(stopped, bool):
+        return stopped
+    context = getattr(spark, "_sc", None)
+    return context is not None and getattr(context, "_jsc", None) is None
+
+
 def running_session() -> SparkSession | None:
     """The Spark session already running in this process (this thread's active one,
     else the process's default), or None. Never starts one, and imports nothing when
