@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -287,3 +288,41 @@ def test_the_sample_reads_only_the_columns_the_window_reads_and_decides_the_same
     assert _decided(t.advisor.recommend()) == _decided(extended)
     for key, cached in advisor_module._SAMPLES.items():
         assert cached.rows.equals(extended_samples[key])
+
+
+def test_a_rewrite_is_never_answered_from_another_table_at_its_path_and_the_cache_is_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The files a rewrite replaced and wrote were kept per (path, version) for good: a
+    table deleted and created again at the same path got the old table's files for its
+    own version (its advisor measured the wrong rewrite), and a long-lived process kept
+    every rewrite of every table it decided for (an audit). No Spark: delta-rs compacts."""
+    from deltalake import DeltaTable
+
+    def rows(k: int) -> pa.Table:
+        return pa.table({"id": pa.array(range(k * 100, k * 100 + 100), pa.int64())})
+
+    def rewritten(first: int) -> tuple[Table, set[str]]:
+        t = Table.create(str(tmp_path / "t"), rows(first))
+        t.append(rows(first + 1))
+        DeltaTable(t.uri).optimize.compact()  # version 2: two files into one
+        written = {str(p) for p in t.snapshot().files.paths}
+        return t, written
+
+    monkeypatch.setattr(advisor_module, "_REWRITES", {})
+    t, written = rewritten(0)
+    found = advisor_module._rewrite_files(t.uri, 2)
+    assert found is not None and {str(p) for p in found[1].paths} == written
+    assert len(found[0]) == 2
+    shutil.rmtree(tmp_path / "t")
+    t, again = rewritten(5)
+    assert again.isdisjoint(written)
+    found = advisor_module._rewrite_files(t.uri, 2)
+    assert found is not None and {str(p) for p in found[1].paths} == again
+
+    monkeypatch.setattr(advisor_module, "_MAX_REWRITES", 3)
+    for k in range(3, 9):  # more rewrites than the cache holds
+        t.append(rows(10 + k))
+        DeltaTable(t.uri).optimize.compact()
+        assert advisor_module._rewrite_files(t.uri, t.version) is not None
+        assert len(advisor_module._REWRITES) <= 3

@@ -453,6 +453,8 @@ class Advisor:
         those queries saved on its files (min/max pruning of the files it replaced
         against those it wrote, as the decision log's measurement) and its live files.
         ``rows``: the decision log; ``prov``: the live files' provenance."""
+        from lakelayout.table import delta
+
         live = {str(p): k for k, p in enumerate(snap.files.paths)}
         out = []
         for row in rows:
@@ -477,7 +479,9 @@ class Advisor:
                 for path, k in live.items()
                 if path in written or ((p := prov.get(path)) and p.layout_id in layouts)
             ]
-            memo_key = (self.table.uri, int(row["version_after"]), snap.schema.to_string())
+            version = int(row["version_after"])
+            identity = delta.commit_identity(self.table.uri, version)  # a re-created table's
+            memo_key = (self.table.uri, version, identity, snap.schema.to_string())
             saved = float(np.mean(_saved_bytes(after, old, new, memo_key)))
             priced = ((row["detail"] or {}).get("inputs") or {}).get(PERSISTENCE_KEY)
             out.append(
@@ -1478,9 +1482,16 @@ def _parse(text: str, context: _ParseContext) -> Predicate | None:
         return None
 
 
-#: (table root, version) -> the files a rewrite committed at that version replaced and
-#: wrote (a committed version never changes)
-_REWRITES: dict[tuple[str, int], tuple[FileStats, FileStats]] = {}
+#: (table root, version, its commit file's identity) -> the files a rewrite committed at
+#: that version replaced and wrote. A committed version never changes, but a table
+#: deleted and created again at the same path has other commits under the same numbers
+#: (the identity tells them apart on local tables; an audit found the old table's files
+#: answered for the new one's), and a long-lived process decides for many tables: at
+#: most _MAX_REWRITES, of at most _MAX_REWRITE_FILES files in all, are kept (the cache
+#: starts over when full, as _SAVED does; a 100-file rewrite holds about 0.5 MB)
+_REWRITES: dict[tuple[str, int, Any], tuple[FileStats, FileStats]] = {}
+_MAX_REWRITES = 64
+_MAX_REWRITE_FILES = 200_000
 
 
 def _rewrite_files(table_uri: str, version: int) -> tuple[FileStats, FileStats] | None:
@@ -1491,7 +1502,7 @@ def _rewrite_files(table_uri: str, version: int) -> tuple[FileStats, FileStats] 
     ``lakelayout decisions`` failed on a table rewritten that long ago; an audit)."""
     from lakelayout.table import delta
 
-    key = (table_uri, version)
+    key = (table_uri, version, delta.commit_identity(table_uri, version))
     if key not in _REWRITES:
         try:
             before = delta.snapshot(table_uri, version - 1).files
@@ -1500,17 +1511,24 @@ def _rewrite_files(table_uri: str, version: int) -> tuple[FileStats, FileStats] 
             return None
         old_paths = {str(p) for p in before.paths}
         new_paths = {str(p) for p in after.paths}
-        _REWRITES[key] = (
+        found = (
             before.take(np.array([str(p) not in new_paths for p in before.paths], dtype=bool)),
             after.take(np.array([str(p) not in old_paths for p in after.paths], dtype=bool)),
         )
+        held = sum(len(a) + len(b) for a, b in _REWRITES.values())
+        if len(_REWRITES) >= _MAX_REWRITES or held + len(found[0]) + len(found[1]) > (
+            _MAX_REWRITE_FILES
+        ):
+            _REWRITES.clear()
+        _REWRITES[key] = found
+        return found
     return _REWRITES[key]
 
 
-#: (table root, version of a rewrite, schema) -> predicate text -> bytes it read less from
+#: (table root, version of a rewrite, its commit identity, schema) -> predicate text -> bytes it read less from
 #: the files that rewrite wrote than from those it replaced: each decision re-checks the
 #: rewrites of the table over its window, and consecutive windows share most queries
-_SAVED: dict[tuple[str, int, str], dict[str, float]] = {}
+_SAVED: dict[tuple[str, int, Any, str], dict[str, float]] = {}
 #: rewrites whose answers are kept at once (a process that decides for many tables)
 _MAX_SAVED = 256
 
@@ -1519,7 +1537,7 @@ def _saved_bytes(
     predicates: Sequence[Predicate],
     old: FileStats,
     new: FileStats,
-    key: tuple[str, int, str] | None = None,
+    key: tuple[str, int, Any, str] | None = None,
 ) -> list[float]:
     """Per predicate: bytes it reads from ``old`` minus from ``new`` (min/max pruning on
     both sides). Each distinct predicate text is planned once, over both sets stacked
