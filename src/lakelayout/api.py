@@ -795,7 +795,7 @@ class Table:
             session = self.spark.conf.get(querylog.SESSION_CONF, None)
             return querylog.log_scan(
                 self.uri, snap.configuration, result.report, result.predicate, columns, seconds,
-                session_value=session,
+                session_value=session, table_id=snap.metadata.id if snap.metadata else None,
             )  # fmt: skip
         except Exception as exc:
             logger.warning("query log of %s: scan not recorded: %s", self.uri, exc)

@@ -227,6 +227,32 @@ def test_records_of_a_deleted_table_are_dropped_not_written(tmp_path: Path) -> N
     assert not (tmp_path / "gone").exists()
 
 
+def test_records_of_a_table_created_again_at_its_path_are_dropped_not_given_to_the_new_one(
+    tmp_path: Path,
+) -> None:
+    """A table deleted and created again at its path before the flush is another table:
+    the old one's queued records went into the new one's log, and its advisor counted
+    queries never run on it (an audit). Records carry the Delta table id they were
+    queued for; a record without one is written as before."""
+    import shutil
+
+    from lakelayout.table import delta
+
+    uri = _table(tmp_path)
+    log = ql.QueryLog(uri)
+    old_id = delta.snapshot(uri).metadata.id  # type: ignore[union-attr]
+    log.record(ql.QueryRecord(table_version=0, predicate="old = 1"), table_id=old_id)
+    shutil.rmtree(uri)
+    write_deltalake(uri, pa.table({"b": [1]}))
+    new_id = delta.snapshot(uri).metadata.id  # type: ignore[union-attr]
+    assert new_id != old_id
+    log.record(ql.QueryRecord(table_version=0, predicate="new = 1"), table_id=new_id)
+    log.record(ql.QueryRecord(table_version=0, predicate="unnamed = 1"))
+    assert log.flush() == 2 and log.pending() == 0
+    assert sorted(log.read().column("predicate").to_pylist()) == ["new = 1", "unnamed = 1"]
+    assert ql._WRITER.queued(uri) == []  # nothing left in flight either
+
+
 def test_a_timed_run_is_held_back_from_flushes_and_written_with_its_seconds(
     tmp_path: Path,
 ) -> None:

@@ -620,7 +620,8 @@ class Advisor:
         seconds = time.perf_counter() - started
         session = self.table.spark.conf.get(SESSION_CONF, None)
         logged = log_scan(self.table.uri, snap.configuration, report, pred, None, seconds,
-                          session_value=session, source=source)  # fmt: skip
+                          session_value=session, source=source,
+                          table_id=snap.metadata.id if snap.metadata else None)  # fmt: skip
         return logged is not None
 
     # ------------------------------------------------------------ acting

@@ -92,6 +92,10 @@ MAINTAIN_EVERY = 25
 MAX_HOLD_SECONDS = 600.0
 #: the key of a held record's deadline (not a column: Arrow ignores keys outside the schema)
 _HELD = "_held_until"
+#: the key of the Delta table id a record was queued for (not a column either): a table
+#: deleted and created again at its path before the flush is another table, and the
+#: records of the old one were written into the new one's log (an audit)
+_TABLE_ID = "_table_id"
 
 SCHEMA = pa.schema(
     [
@@ -341,17 +345,28 @@ class _Writer:
             queue.in_flight.extend(rows)
         if not rows:
             return 0
+        written = rows
         try:
             if not os.path.isdir(os.path.join(uri, "_delta_log")):
                 logger.info(
                     "query log: table %s is no longer there; %d records dropped", uri, len(rows)
                 )
                 return 0
-            _append(log_path(uri), rows)
+            written = _of_the_table_there(uri, rows)
+            if len(written) < len(rows):
+                logger.info(
+                    "query log: table %s was created again; %d records of the table that was "
+                    "there dropped", uri, len(rows) - len(written),
+                )  # fmt: skip
+            if not written:
+                return 0
+            _append(log_path(uri), written)
         except Exception as exc:  # a failing log never fails anything else
-            logger.warning("query log of %s: flush of %d records failed: %s", uri, len(rows), exc)
+            logger.warning(
+                "query log of %s: flush of %d records failed: %s", uri, len(written), exc
+            )
             with self._lock:
-                queue.rows[:0] = rows
+                queue.rows[:0] = written
                 if len(queue.rows) > MAX_PENDING:
                     del queue.rows[: len(queue.rows) - MAX_PENDING]
             return 0
@@ -368,7 +383,7 @@ class _Writer:
                     maintain(uri, retention_days=limits[0], max_records=limits[1])
             except Exception as exc:
                 logger.warning("query log of %s: maintenance failed: %s", uri, exc)
-        return len(rows)
+        return len(written)
 
     def close(self) -> None:
         """Flush everything (at interpreter exit) and stop the thread.
@@ -384,6 +399,19 @@ class _Writer:
 
 
 _WRITER = _Writer()
+
+
+def _of_the_table_there(uri: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``rows`` queued for the table now at ``uri`` (by its Delta table id; a row
+    without one is kept)."""
+    if all(r.get(_TABLE_ID) is None for r in rows):
+        return rows
+    from lakelayout.table import delta
+
+    metadata = delta.snapshot(uri).metadata
+    if metadata is None:
+        return rows
+    return [r for r in rows if r.get(_TABLE_ID) in (None, metadata.id)]
 
 
 def _append(path: str, rows: Sequence[dict[str, Any]]) -> None:
@@ -504,10 +532,14 @@ class QueryLog:
         *,
         retention_days: float = DEFAULT_RETENTION_DAYS,
         max_records: int = DEFAULT_MAX_RECORDS,
+        table_id: str | None = None,
     ) -> PendingRecord:
         """Queue ``entry``; the background thread writes it. Never raises on I/O. The
-        handle times the query's run (:meth:`PendingRecord.timed`)."""
+        handle times the query's run (:meth:`PendingRecord.timed`). With ``table_id``
+        (the Delta table's id) it is written only while that table is at the path."""
         row = entry.row()
+        if table_id is not None:
+            row[_TABLE_ID] = table_id
         _WRITER.add(self.table_uri, row, (retention_days, max_records))
         return PendingRecord(self.table_uri, row)
 
@@ -790,9 +822,11 @@ def log_scan(
     *,
     session_value: str | None = None,
     source: str = "scan",
+    table_id: str | None = None,
 ) -> PendingRecord | None:
     """Queue the record of one scan (a :class:`~lakelayout.skipping.scan_report.ScanReport`
-    and its bound predicate) unless logging is off; its handle, None when not queued."""
+    and its bound predicate) unless logging is off; its handle, None when not queued.
+    ``table_id``: the scanned snapshot's Delta table id (see :meth:`QueryLog.record`)."""
     if not is_enabled(configuration, session_value):
         return None
     unlogged = (
@@ -824,4 +858,6 @@ def log_scan(
         source=source,
     )
     days, records = properties_limits(configuration)
-    return QueryLog(table_uri).record(entry, retention_days=days, max_records=records)
+    return QueryLog(table_uri).record(
+        entry, retention_days=days, max_records=records, table_id=table_id
+    )
