@@ -253,6 +253,41 @@ def test_records_of_a_table_created_again_at_its_path_are_dropped_not_given_to_t
     assert ql._WRITER.queued(uri) == []  # nothing left in flight either
 
 
+def test_the_log_keeps_two_days_of_commit_files_not_delta_s_thirty(tmp_path: Path) -> None:
+    """Each flush is a commit; with Delta's default log retention (30 days) a table
+    scanned every few seconds kept about 500,000 commit files, listed at every flush (an
+    audit). A new log keeps 2 days of them; a log made before gets the property at its
+    next maintenance; commit files older than that go at delta-rs's next checkpoint."""
+    import os
+    import time
+
+    uri = _table(tmp_path)
+    log = ql.QueryLog(uri)
+    for i in range(100):  # version 99: delta-rs's checkpoint
+        log.record(ql.QueryRecord(table_version=0, predicate=f"a = {i}"))
+        log.flush()
+        if i == 0:  # set as the first flush creates the log
+            assert DeltaTable(log.path).metadata().configuration == ql.LOG_PROPERTIES
+    folder = Path(log.path) / "_delta_log"
+    assert (folder / f"{99:020d}.checkpoint.parquet").exists()
+    old = time.time() - 3 * 86400  # all of it three days old, the checkpoint too
+    for entry in folder.iterdir():
+        os.utime(entry, (old, old))
+    DeltaTable(log.path).cleanup_metadata()  # what delta-rs runs after its next checkpoint
+    commits = sorted(int(p.name[:20]) for p in folder.glob("*.json"))
+    assert commits[0] == 99 and len(commits) > 1, commits[:3]  # 30 days kept them all
+    assert log.read().num_rows == 100  # records are the retention's business, not this
+
+    older = str(tmp_path / "older")  # a log written before the property was set
+    write_deltalake(older, pa.table({"a": [1]}))
+    ql.QueryLog(older).record(ql.QueryRecord(table_version=0, predicate="a = 1"))
+    ql.QueryLog(older).flush()
+    path = ql.log_path(older)
+    DeltaTable(path).alter.set_table_properties({"delta.logRetentionDuration": "interval 30 days"})
+    ql.maintain(older)
+    assert DeltaTable(path).metadata().configuration == ql.LOG_PROPERTIES
+
+
 def test_a_timed_run_is_held_back_from_flushes_and_written_with_its_seconds(
     tmp_path: Path,
 ) -> None:

@@ -29,7 +29,11 @@ log's live files committed like every lakelayout rewrite
 when another process maintained the log first; delta-rs's own
 ``optimize.compact`` commits over a concurrent compaction of the same files
 and duplicated the records), and files no version needs any more are
-vacuumed.
+vacuumed. Each flush is a commit: the log's commit files are kept
+:data:`LOG_PROPERTIES` long (``delta.logRetentionDuration``, 2 days; Delta's
+default, 30 days, kept about 500,000 commit files of a table scanned every
+few seconds, and every flush listed them; an audit). delta-rs removes older
+ones when it writes a checkpoint (every 100 commits).
 
 Logging is on by default. It is off for a table whose property
 ``lakelayout.queryLog.enabled`` is ``false``, for a Spark session whose conf
@@ -90,6 +94,9 @@ MAX_PENDING = 10_000
 MAINTAIN_EVERY = 25
 #: a queued record whose query is being timed waits for its run time this long at most
 MAX_HOLD_SECONDS = 600.0
+#: the properties of the log tables lakelayout writes (the query log, the decision log):
+#: their commit files are needed for no time travel, only for the latest version
+LOG_PROPERTIES = {"delta.logRetentionDuration": "interval 2 days"}
 #: the key of a held record's deadline (not a column: Arrow ignores keys outside the schema)
 _HELD = "_held_until"
 #: the key of the Delta table id a record was queued for (not a column either): a table
@@ -439,6 +446,7 @@ def append_once(
         with delta_rs_panics(path):
             write_deltalake(
                 path, data, mode="append", schema_mode=schema_mode, name=name,
+                configuration=LOG_PROPERTIES,  # (when it creates the log)
                 commit_properties=CommitProperties(
                     custom_metadata={COMMIT_INFO_KEY: {"commit": token}}  # type: ignore[dict-item]
                 ),
@@ -744,6 +752,10 @@ def compact_log(
                     os.remove(os.path.join(path, w.path))
             logger.info("%s: maintenance skipped: %s", path, exc)
             return MaintenanceResult(0, len(files), len(files))
+    if any(snap.configuration.get(k) != v for k, v in LOG_PROPERTIES.items()):
+        # a log made before they were set: they are set once (a metadata commit)
+        with contextlib.suppress(Exception):  # (another process's commit won: next time)
+            DeltaTable(path).alter.set_table_properties(LOG_PROPERTIES, raise_if_not_exists=False)
     # files younger than an hour are kept: another process may be about to commit them;
     # full: also the files of a flush or a compaction killed before its commit (an audit:
     # nothing else ever deleted them)
