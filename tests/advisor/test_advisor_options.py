@@ -160,3 +160,22 @@ def test_advisor_options_in_range_are_taken(tmp_path: Path) -> None:
     t.advisor.window, t.advisor.window_days, t.advisor.sample_rows = 10, 0.5, 100
     assert t.advisor.families == ("qdtree", "zorder")
     assert (t.advisor.window, t.advisor.window_days, t.advisor.sample_rows) == (10, 0.5, 100)
+
+
+def test_a_long_lived_advisor_uses_a_model_calibrated_after_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The advisor kept the model it first read for the life of its Table object: a
+    service's append triggers never saw what ``lakelayout calibrate`` saved later (an
+    audit). The calibrated file is read again when it changes; a given model stays."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    t = Table.create(str(tmp_path / "t"), pa.table({"id": pa.array(range(10), pa.int64())}))
+    assert t.advisor.cost_model() == DEFAULTS  # nothing calibrated yet
+    first = dataclasses.replace(DEFAULTS, query_seconds_per_byte=1e-8, source="first")
+    first.save()
+    assert t.advisor.cost_model() == first
+    again = dataclasses.replace(first, query_seconds_per_byte=2e-8, source="calibrated again")
+    again.save()  # (another size: a new file, whatever the clock's resolution)
+    assert t.advisor.cost_model() == again
+    t.advisor.model = DEFAULTS
+    assert t.advisor.cost_model() == DEFAULTS

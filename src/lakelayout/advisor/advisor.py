@@ -190,7 +190,7 @@ class Advisor:
 
     Options are attributes, so they can be tuned on ``table.advisor`` before
     an append triggers it: ``model`` (the cost model; default: the calibrated
-    one, else the documented defaults), ``analyzer`` and ``benefit``
+    one, read again when it changes, else the documented defaults), ``analyzer`` and ``benefit``
     (thresholds), ``window`` / ``window_days`` (queries looked at),
     ``sample_rows``, ``families`` (candidate layouts), ``hooks`` (around the
     rewrite's commit, for tests and progress).
@@ -241,10 +241,11 @@ class Advisor:
         return DecisionLog(self.table.uri)
 
     def cost_model(self) -> CostModel:
-        """The cost model as calibrated (or given), before this table's correction."""
-        if self.model is None:
-            self.model = CostModel.load()
-        return self.model
+        """The cost model given (``model``), else the calibrated one (read again when
+        ``lakelayout calibrate`` saves another), before this table's correction."""
+        from lakelayout.advisor.costmodel import calibrated
+
+        return self.model if self.model is not None else calibrated()
 
     def correction(self, rows: list[dict[str, Any]] | None = None) -> RewriteCorrection | None:
         """What this table's automatic rewrites took over their estimates (None before

@@ -377,6 +377,29 @@ def check_save_path(path: str | os.PathLike[str] | None) -> Path:
     return target
 
 
+#: the model at the default path, by that path, with its file's (mtime ns, size)
+_CALIBRATED: dict[str, tuple[tuple[int, int], CostModel]] = {}
+
+
+def calibrated() -> CostModel:
+    """:meth:`CostModel.load` of the default path, read again once the file changes: a
+    long-lived process (a service's tables, their append triggers) priced every
+    decision with the model it first read, whatever ``lakelayout calibrate`` saved
+    later (an audit). :data:`DEFAULTS` while there is no file."""
+    target = default_path()
+    try:
+        st = target.stat()
+    except OSError:
+        return CostModel.load()
+    key = (st.st_mtime_ns, st.st_size)
+    held = _CALIBRATED.get(str(target))
+    if held is not None and held[0] == key:
+        return held[1]
+    model = CostModel.load()
+    _CALIBRATED[str(target)] = (key, model)
+    return model
+
+
 def default_path() -> Path:
     """``$XDG_CONFIG_HOME/lakelayout/costmodel.json`` (``~/.config`` when unset)."""
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
