@@ -81,6 +81,24 @@ def test_only_the_latest_tables_are_kept(tmp_path: Path, monkeypatch: pytest.Mon
     assert delta.snapshot(uris[0]) is not delta.snapshot(uris[0])
 
 
+def test_the_latest_tables_kept_hold_a_bounded_number_of_files_but_the_newest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """64 tables are kept (16 made a driver going round 17 read every log again; an
+    audit), so their files are bounded too; one table past the bound is still kept."""
+    assert delta.SNAPSHOT_CACHE_TABLES >= 64
+    monkeypatch.setattr(delta, "SNAPSHOT_CACHE_FILES", 3)
+    uris = [str(tmp_path / f"t{i}") for i in range(3)]
+    for files, uri in zip((2, 1, 4), uris, strict=True):
+        for k in range(files):
+            write_deltalake(uri, pa.table({"a": [k]}), mode="append")
+    kept = [delta.snapshot(uri) for uri in uris[:2]]  # 3 files in all: both kept
+    assert delta.snapshot(uris[0]) is kept[0] and delta.snapshot(uris[1]) is kept[1]
+    big = delta.snapshot(uris[2])  # 4 files: the others go, it stays
+    assert delta.snapshot(uris[2]) is big
+    assert delta.snapshot(uris[0]) is not kept[0] and delta.snapshot(uris[1]) is not kept[1]
+
+
 def test_only_the_latest_versions_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(delta, "SNAPSHOT_CACHE_VERSIONS", 2)
     uri = str(tmp_path / "t")

@@ -1323,8 +1323,12 @@ def set_properties(
 # --------------------------------------------------------------------------- read side
 
 
-#: latest snapshots of this many local tables are kept in memory (0: none; see snapshot())
-SNAPSHOT_CACHE_TABLES = 16
+#: latest snapshots of this many local tables are kept in memory (0: none; see snapshot()):
+#: a driver going round 17 tables read each log again at every call with 16 (an audit:
+#: plan() 0.1 ms -> 8.6 ms on tables of 162 files) ...
+SNAPSHOT_CACHE_TABLES = 64
+#: ... holding at most this many files in all (the most recent one is always kept)
+SNAPSHOT_CACHE_FILES = 1_000_000
 #: snapshots at explicit versions of local tables kept in memory (0: none; see snapshot())
 SNAPSHOT_CACHE_VERSIONS = 64
 #: ... holding at most this many files in all (a snapshot of more files is not kept)
@@ -1388,7 +1392,7 @@ def snapshot(uri: str | os.PathLike[str], version: int | None = None) -> Snapsho
         return held
     snap = read_snapshot(location)
     if snap.version == key[0]:  # the log may have moved since the listing: key on what was read
-        _keep(_SNAPSHOTS, location, key, snap, SNAPSHOT_CACHE_TABLES)
+        _keep(_SNAPSHOTS, location, key, snap, SNAPSHOT_CACHE_TABLES, files=SNAPSHOT_CACHE_FILES)
     return snap
 
 
@@ -1432,12 +1436,15 @@ def _keep(
     files: int | None = None,
 ) -> None:
     """Keep ``snap`` under ``name`` with ``key``; the least recently used go while more
-    than ``limit`` snapshots (or, given ``files``, more files than that in all) are kept."""
+    than ``limit`` snapshots (or, given ``files``, more files than that in all, but for
+    ``snap`` itself) are kept."""
     with _SNAPSHOTS_LOCK:
         cache[name] = (key, snap)
         cache.move_to_end(name)
         while len(cache) > limit or (
-            files is not None and sum(len(s.files) for _, s in cache.values()) > files
+            files is not None
+            and len(cache) > 1
+            and sum(len(s.files) for _, s in cache.values()) > files
         ):
             cache.popitem(last=False)
 
