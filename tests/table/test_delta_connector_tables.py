@@ -1308,6 +1308,26 @@ def test_a_widened_partition_column_delta_rs_cannot_read_is_named(
         Table(path, spark=spark)
 
 
+def test_deletion_vectors_with_type_widening_are_refused_with_advice_that_works(
+    spark: Any, tmp_path: Path
+) -> None:
+    """delta-rs decodes no deletion vector of a table that also uses type widening,
+    though it has none yet: lakelayout said the vectors "cannot be read" and advised a
+    purge, which changes nothing (an audit). It names the pair and the features to drop."""
+    path = str(tmp_path / "t")
+    spark.range(20).write.format("delta").save(path)
+    spark.sql(
+        f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES "
+        "('delta.enableDeletionVectors'='true', 'delta.enableTypeWidening'='true')"
+    )
+    with pytest.raises(UnsupportedTable) as err:
+        Table(path, spark=spark).scan("id = 3")
+    message = str(err.value)
+    assert "deletion vectors together with TypeWidening" in message, message
+    assert "DROP FEATURE deletionVectors" in message and "DROP FEATURE typeWidening" in message
+    assert "REORG" not in message
+
+
 def test_delta_clustering_columns_are_logical_names_under_column_mapping(
     spark: Any, tmp_path: Path
 ) -> None:

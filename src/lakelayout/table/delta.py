@@ -1749,6 +1749,19 @@ def _deleted_rows(table: DeltaTable, location: str, paths: Sequence[str]) -> dic
     try:
         vectors = pa.table(table.deletion_vectors())
     except DeltaError as exc:
+        features = re.search(r"Unsupported table features required: \[([^\]]*)\]", str(exc))
+        if features:
+            # delta-rs refuses to decode any vector of a table using a feature it does
+            # not know, though lakelayout reads that feature; a table with none yet too.
+            # Purging does not help (an audit): dropping a feature does
+            names = [n.strip() for n in features.group(1).split(",") if n.strip()]
+            drops = " or ".join(f"DROP FEATURE {n[:1].lower() + n[1:]}" for n in names)
+            raise UnsupportedTable(
+                f"'{location}' uses deletion vectors together with {', '.join(names)}, and "
+                "delta-rs, which reads the vectors for lakelayout, refuses such a table "
+                f"({exc}); drop one of the features first (Delta: ALTER TABLE ... DROP "
+                f"FEATURE deletionVectors, which purges the vectors, or {drops})"
+            ) from exc
         raise UnsupportedTable(
             f"'{location}' has deletion vectors that cannot be read ({exc}); "
             "purge them first (Delta: REORG TABLE ... APPLY (PURGE))"
