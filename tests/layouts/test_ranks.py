@@ -166,6 +166,16 @@ def test_resolve_dimensions_errors() -> None:
     assert Dimension("`x`").column_name(schema) == "x"
 
 
+def test_a_dimension_that_fails_on_a_row_is_a_layout_error_naming_it_and_the_way_out() -> None:
+    """``abs(k)`` at k = -2**63 overflows (Spark's ANSI error): every OPTIMIZE of a table
+    clustered by it failed with "evaluating 'abs(k)' failed: overflow", naming neither
+    the layout nor how to leave it (an audit)."""
+    batch = pa.table({"k": pa.array([5, -(2**63)], pa.int64())})
+    assert Dimension("abs(k)").values(batch.slice(0, 1)).to_pylist() == [5]
+    with pytest.raises(LayoutError, match=r"dimension 'abs\(k\)'.*overflow.*cluster_by"):
+        Dimension("abs(k)").values(batch)
+
+
 def test_a_dotted_name_is_a_struct_field_where_the_schema_has_the_struct() -> None:
     """``a.b`` beside a struct ``a`` and a top-level column named ``a.b``: predicates bind
     it to the struct field (as Spark does) but a dimension ordered by the top-level

@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelayout.errors import LakelayoutError, LayoutError, closest
+from lakelayout.errors import LakelayoutError, LayoutError, PredicateError, closest
 
 MAX_RANK_BITS = 31
 """Largest ``bits`` a :class:`RangeRanks` accepts (ranks stay exact in uint64 arithmetic)."""
@@ -365,7 +365,15 @@ class Dimension:
         self.check(batch.schema)
         from lakelayout.expr.evaluate import evaluate_term
 
-        result = evaluate_term(self._parsed(batch.schema), batch)
+        try:
+            result = evaluate_term(self._parsed(batch.schema), batch)
+        except PredicateError as exc:  # (overflow, a bad cast: Spark's error on that row)
+            # it named neither the layout nor a way out (an audit)
+            raise LayoutError(
+                f"the layout dimension {self.sql!r} cannot be computed on a row of the table "
+                f"({exc}); lay the table out by other columns or expressions (for a "
+                "clustered table: Table.cluster_by([...]))"
+            ) from exc
         return result.combine_chunks() if isinstance(result, pa.ChunkedArray) else result
 
 
