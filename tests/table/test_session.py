@@ -230,6 +230,23 @@ def test_python_workers_are_forked_from_lakelayout_s_daemon(spark: object) -> No
     assert conf.get("spark.python.unix.domain.socket.enabled") == "true"
 
 
+def _run_to_done(tmp_path: Path, name: str, script: str, *args: str) -> str:
+    """Run ``script`` in a child process; its output, once it printed "done" and exited 0."""
+    from .. import processes
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(script)
+    log = tmp_path / f"{name}.log"
+    child = processes.python(path, *args, log=log)
+    try:
+        code = child.wait(timeout=processes.STARTUP_SECONDS)
+    finally:
+        processes.kill(child)
+    out = log.read_text(errors="replace")
+    assert code == 0 and "done" in out, out
+    return out
+
+
 _LIMIT_SCRIPT = """
 import time
 from lakelayout.table.session import spark_session
@@ -256,18 +273,7 @@ def test_a_limit_that_stops_reading_python_tasks_prints_no_traceback(tmp_path: P
     sockets local sessions use, the worker's last flush then fails at once, and
     Spark's daemon printed a BrokenPipeError traceback into the driver's output
     for each (3 of 3 here before lakelayout's daemon ended such workers quietly)."""
-    from .. import processes
-
-    script = tmp_path / "limit.py"
-    script.write_text(_LIMIT_SCRIPT)
-    log = tmp_path / "limit.log"
-    child = processes.python(script, log=log)
-    try:
-        code = child.wait(timeout=processes.STARTUP_SECONDS)
-    finally:
-        processes.kill(child)
-    out = log.read_text(errors="replace")
-    assert code == 0 and "done" in out, out
+    out = _run_to_done(tmp_path, "limit", _LIMIT_SCRIPT)
     assert "Traceback" not in out and "BrokenPipeError" not in out, out
 
 
@@ -307,18 +313,7 @@ def test_a_table_follows_a_restarted_session_unless_it_was_given_one(tmp_path: P
     the session was started again, scans failed with Spark's raw NullPointerException
     and DELETE with an AttributeError (an audit). It now follows the running session;
     one given ``spark=`` that stopped is refused by name."""
-    from .. import processes
-
-    script = tmp_path / "restart.py"
-    script.write_text(_RESTART_SCRIPT)
-    log = tmp_path / "restart.log"
-    child = processes.python(script, str(tmp_path / "t"), log=log)
-    try:
-        code = child.wait(timeout=processes.STARTUP_SECONDS)
-    finally:
-        processes.kill(child)
-    out = log.read_text(errors="replace")
-    assert code == 0 and "done" in out, out
+    _run_to_done(tmp_path, "restart", _RESTART_SCRIPT, str(tmp_path / "t"))
 
 
 # ---------------------------------------------------------------- Delta's connector
