@@ -5,7 +5,8 @@
 scan planner (:func:`lakelayout.skipping.planner.plan`). Metadata-only work
 (snapshots, :meth:`Table.plan`, describing) needs no Spark; writing and
 scanning data runs Spark jobs on the session given, or on
-:func:`spark_session` created on first use. :meth:`Table.scan` is
+:func:`spark_session` created on first use (and again after that session is
+stopped: a notebook that restarts Spark keeps its tables). :meth:`Table.scan` is
 :meth:`Table.plan` followed by a read of the kept files.
 """
 
