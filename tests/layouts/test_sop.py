@@ -410,3 +410,22 @@ def test_blocks_for_never_omits_a_block_with_a_matching_row(
         hit = evaluate(parse_predicate(q, fresh.schema), fresh)
         needed = set(np.unique(blocks[hit]).tolist())
         assert needed <= set(kept.tolist()), q
+
+
+def test_a_feature_spark_fails_on_for_a_row_fits_and_rules_out_no_block() -> None:
+    """``k + 1 > 0`` overflows on k = 2**63 - 1 (Spark's ANSI error on that row): SOP
+    and SOP+Z refused to fit the workload, and to place such rows, where Qd-tree and
+    Pando fit it (an audit). Its bit is set on every row of a batch it fails on, so it
+    never rules out a block that holds a row it may be TRUE on."""
+    top = 2**63 - 1
+    sample = pa.table({"k": pa.array([*range(-50, 50), top], pa.int64())})
+    workload = ["k + 1 > 0", "k + 1 > 0", "k < -10", "k < -10"]
+    layout = SOPLayout.fit(sample, workload, target_blocks=4)
+    blocks = layout.assign(sample)
+    assert set(layout.blocks_for("k + 1 > 0")) >= set(blocks)  # it rules nothing out
+    # the others still skip: no row with k < -10 is in a block it rules out
+    matching = blocks[np.asarray(sample.column("k").to_pylist()) < -10]
+    kept = set(layout.blocks_for("k < -10"))
+    assert set(matching) <= kept and len(kept) < layout.n_blocks
+    fine = pa.table({"k": pa.array([-20, 0, 20], pa.int64())})  # a batch it does not fail on
+    assert len(layout.assign(fine)) == 3

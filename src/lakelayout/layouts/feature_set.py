@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lakelayout.errors import LayoutError
+from lakelayout.errors import LayoutError, PredicateError
 from lakelayout.expr.codec import schema_from_json, schema_to_json
 from lakelayout.expr.evaluate import Evaluator
 from lakelayout.expr.nodes import And, BoolConst, Or, Predicate
@@ -220,11 +220,18 @@ class FeatureSet:
     # ------------------------------------------------------------ vectors
 
     def vectors(self, data: pa.Table | pa.RecordBatch) -> np.ndarray:
-        """uint64 bit vector per row: bit i set iff feature i is TRUE on the row."""
+        """uint64 bit vector per row: bit i set iff feature i is TRUE on the row, or may
+        be: a feature Spark fails on for some row of ``data`` (``k + 1 > 0`` overflowing)
+        sets its bit on every row, so no block is ruled out by it (SOP and SOP+Z refused
+        to fit such a workload, or to place such rows, where Qd-tree and Pando fit it:
+        an audit)."""
         out = np.zeros(data.num_rows, dtype=np.uint64)
         ev = Evaluator(data)
         for i, feature in enumerate(self.features):
-            hit = np.asarray(ev.mask(feature.predicate), dtype=bool)
+            try:
+                hit = np.asarray(ev.mask(feature.predicate), dtype=bool)
+            except PredicateError:
+                hit = np.ones(data.num_rows, dtype=bool)
             out |= hit.astype(np.uint64) << np.uint64(i)
         return out
 
