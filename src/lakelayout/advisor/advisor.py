@@ -1527,9 +1527,10 @@ def _rewrite_files(table_uri: str, version: int) -> tuple[FileStats, FileStats] 
     return _REWRITES[key]
 
 
-#: (table root, version of a rewrite, its commit identity, schema) -> predicate text -> bytes it read less from
-#: the files that rewrite wrote than from those it replaced: each decision re-checks the
-#: rewrites of the table over its window, and consecutive windows share most queries
+#: (table root, version of a rewrite, its commit identity, schema) -> predicate text ->
+#: bytes it read less from the files that rewrite wrote than from those it replaced: each
+#: decision re-checks the rewrites of the table over its window, and consecutive windows
+#: share most queries
 _SAVED: dict[tuple[str, int, Any, str], dict[str, float]] = {}
 #: rewrites whose answers are kept at once (a process that decides for many tables)
 _MAX_SAVED = 256
