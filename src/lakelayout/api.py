@@ -1033,7 +1033,7 @@ def _resolve_columns(
         raise InvalidOption(
             "columns= is empty: name at least one column, or leave it out to read them all"
         )
-    fold = (lambda n: n) if case_sensitive else str.lower
+    fold = str if case_sensitive else str.lower
     by_name = {fold(name): name for name in schema.names}
     out: list[str] = []
     for name in columns:

@@ -139,3 +139,25 @@ def test_property_number_literals_bind_exactly_up_to_38_digits_and_no_further(
     lit = literal_of(parse_one(text, read="spark"), "UTC")
     assert lit is not None and D(str(lit.value)) == D(text)
     assert not pa.types.is_floating(lit.dtype)
+
+
+@settings(max_examples=int(os.environ.get("LAKELAYOUT_FUZZ_EXAMPLES", "200")), deadline=None)
+@given(
+    precision=st.integers(1, 42),
+    scale=st.integers(0, 44),
+    spelling=st.sampled_from(["CAST(d0 AS {})", "try_cast(d0 AS {})", "d0::{}"]),
+    name=st.sampled_from(["DECIMAL", "DEC", "NUMERIC"]),
+    inside=st.sampled_from(["{} > 0", "{} IS NULL", "d0 IN (1, NULL, {})", "{} = 1.5"]),
+)
+def test_property_decimal_types_are_refused_exactly_where_spark_refuses_them(
+    precision: int, scale: int, spelling: str, name: str, inside: str
+) -> None:
+    """A DECIMAL type around a column binds (as text lakelayout may leave to Spark) up to
+    38 digits with a scale of at most the precision, and is refused past either, as
+    Spark's parser refuses it; in any spelling, anywhere in the predicate."""
+    text = inside.format(spelling.format(f"{name}({precision}, {scale})"))
+    if precision > 38 or scale > precision:
+        with pytest.raises(PredicateError, match=r"1 to 38 digits"):
+            parse_predicate(text, SCHEMA)
+    else:
+        parse_predicate(text, SCHEMA)

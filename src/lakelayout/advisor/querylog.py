@@ -415,10 +415,12 @@ def _of_the_table_there(uri: str, rows: list[dict[str, Any]]) -> list[dict[str, 
         return rows
     from lakelayout.table import delta
 
-    metadata = delta.snapshot(uri).metadata
-    if metadata is None:
-        return rows
-    return [r for r in rows if r.get(_TABLE_ID) in (None, metadata.id)]
+    top = delta.head(uri)  # the log's latest metadata, not every file's statistics
+    try:
+        there = str(top.table.metadata().id)
+    finally:
+        delta.release(top)
+    return [r for r in rows if r.get(_TABLE_ID) in (None, there)]
 
 
 def _append(path: str, rows: Sequence[dict[str, Any]]) -> None:

@@ -1556,9 +1556,10 @@ def _cast_literal(node: exp.Cast, timezone: str) -> Literal | None:
     if to.this == exp.DataType.Type.DECIMAL:
         params = [int(p.this.this) for p in to.expressions] or [10, 0]
         precision, scale = [*params, 0][:2]
-        if not 1 <= precision <= 38 or not 0 <= scale <= precision:
-            # (``1…9.5BD`` of 39 digits: a raw ValueError from pyarrow; an audit's finding
-            # nearby)
+        if precision < 1:
+            # (past 38 digits or a scale past the precision: refused by
+            # _check_decimal_types when the text is parsed; DECIMAL(0, 0) is a Spark
+            # type that holds no literal: pyarrow has no such type)
             raise PredicateError(
                 f"DECIMAL({precision}, {scale}) in {node.sql(dialect='spark')}: Spark's "
                 "decimals hold 1 to 38 digits (Spark refuses it)"
